@@ -1,0 +1,40 @@
+# The two commands a new user runs: `make demo` (the main job) and `make test` (the test suite).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv debian-deps lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python setup.cfg pyproject.toml
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+debian-deps:
+	bash scripts/debian-deps.sh
+
+demo: debian-deps venv
+	bash scripts/demo.sh
+
+lint: venv
+	$(BIN)/ruff check vmqpy dvv admin chaos spark_analytics tests bench
+
+typecheck: venv
+	$(BIN)/mypy --strict dvv vmqpy/mqtt
+
+pytest: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test: debian-deps venv lint typecheck pytest
+
+bench: debian-deps venv
+	$(BIN)/python -m bench.compare
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""The `vmq-admin` command line; its files mirror the command tree."""

@@ -1,0 +1,1 @@
+"""Chaos experiments against real vmqpy clusters (not built yet)."""

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests and the demo need, only when they are missing.
+set -euo pipefail
+need=()
+command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+command -v mosquitto_pub >/dev/null 2>&1 || need+=(mosquitto-clients)
+command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need+=(iptables)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing Debian packages: ${need[*]}"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+    echo "need root (or sudo) to install: ${need[*]}" >&2; exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"

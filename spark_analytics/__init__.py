@@ -1,0 +1,1 @@
+"""PySpark jobs that audit replication from the nodes' replication logs (not built yet)."""

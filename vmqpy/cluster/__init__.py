@@ -1,0 +1,1 @@
+"""Node links, membership and netsplit handling (not built yet)."""

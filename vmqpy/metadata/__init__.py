@@ -1,0 +1,1 @@
+"""The replicated metadata store (not built yet)."""
