@@ -1,0 +1,146 @@
+"""Retained messages: one value per concrete topic, looked up by topic filter.
+
+Topics are kept in a tree of levels (split on ``/``; empty levels are real levels), so that
+``match(filter)`` only walks the branches the filter can reach: a literal level follows one child,
+``+`` follows every child, ``#`` collects the whole subtree including the node itself (``a/#``
+matches ``a``). Topics whose first character is ``$`` are not matched by a filter whose first
+level is ``+`` or ``#``. Filters are assumed to be valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["RetainedStore"]
+
+V = TypeVar("V")
+
+
+class _Node(Generic[V]):
+    """One topic level. ``item`` is ``(topic, value)`` if a message is retained exactly here."""
+
+    __slots__ = ("children", "item")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node[V]] = {}
+        self.item: tuple[str, V] | None = None
+
+
+class RetainedStore(Generic[V]):
+    """Concrete topic -> retained value."""
+
+    __slots__ = ("_len", "_root")
+
+    def __init__(self) -> None:
+        self._root: _Node[V] = _Node()
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _find(self, topic: str) -> _Node[V] | None:
+        node: _Node[V] | None = self._root
+        for level in topic.split("/"):
+            assert node is not None
+            node = node.children.get(level)
+            if node is None:
+                return None
+        return node
+
+    def set(self, topic: str, value: V) -> None:
+        """Store (or replace) the retained value of ``topic``."""
+        node = self._root
+        for level in topic.split("/"):
+            nxt = node.children.get(level)
+            if nxt is None:
+                nxt = node.children[level] = _Node()
+            node = nxt
+        if node.item is None:
+            self._len += 1
+        node.item = (topic, value)
+
+    def get(self, topic: str) -> V | None:
+        """The retained value of ``topic``, or None."""
+        node = self._find(topic)
+        if node is None or node.item is None:
+            return None
+        return node.item[1]
+
+    def __contains__(self, topic: object) -> bool:
+        if not isinstance(topic, str):
+            return False
+        node = self._find(topic)
+        return node is not None and node.item is not None
+
+    def delete(self, topic: str) -> bool:
+        """Remove the retained value of ``topic``; True if there was one. Empty nodes are pruned."""
+        node: _Node[V] | None = self._root
+        path: list[tuple[_Node[V], str]] = []
+        for level in topic.split("/"):
+            assert node is not None
+            path.append((node, level))
+            node = node.children.get(level)
+            if node is None:
+                return False
+        assert node is not None
+        if node.item is None:
+            return False
+        node.item = None
+        self._len -= 1
+        while path and node.item is None and not node.children:
+            parent, level = path.pop()
+            del parent.children[level]
+            node = parent
+        return True
+
+    def items(self) -> Iterator[tuple[str, V]]:
+        """Every ``(topic, value)``, in no particular order. Do not modify the store while iterating."""
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            if node.item is not None:
+                yield node.item
+            stack.extend(node.children.values())
+
+    def match(self, topic_filter: str) -> list[tuple[str, V]]:
+        """Every retained ``(topic, value)`` whose topic matches ``topic_filter``."""
+        out: list[tuple[str, V]] = []
+        root = self._root
+        current = [root]
+        for level in topic_filter.split("/"):
+            if level == "#":
+                stack: list[_Node[V]] = []
+                for node in current:
+                    if node is root:  # a leading '#' does not match '$' topics
+                        stack.extend(c for name, c in node.children.items() if name[:1] != "$")
+                        continue
+                    if node.item is not None:  # the parent level: 'a/#' matches 'a'
+                        out.append(node.item)
+                    stack.extend(node.children.values())
+                while stack:
+                    node = stack.pop()
+                    if node.item is not None:
+                        out.append(node.item)
+                    if node.children:
+                        stack.extend(node.children.values())
+                return out
+            following: list[_Node[V]] = []
+            if level == "+":
+                for node in current:
+                    if node is root:  # a leading '+' does not match '$' topics
+                        following.extend(c for name, c in node.children.items() if name[:1] != "$")
+                    else:
+                        following.extend(node.children.values())
+            else:
+                for node in current:
+                    nxt = node.children.get(level)
+                    if nxt is not None:
+                        following.append(nxt)
+            if not following:
+                return out
+            current = following
+        for node in current:
+            if node.item is not None:
+                out.append(node.item)
+        return out
