@@ -1,0 +1,57 @@
+"""`vmqpy start --config FILE`: run a node in the foreground (SIGTERM or SIGINT stop it cleanly)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from vmqpy import __version__, config, logconfig
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vmqpy", description="A VerneMQ-like clustered MQTT broker.")
+    parser.add_argument("--version", action="version", version=f"vmqpy {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    start = commands.add_parser("start", help="run a node in the foreground")
+    start.add_argument("--config", "-c", type=Path, help="vernemq.conf-style file (key = value lines)")
+    start.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override one configuration key (repeatable); beats the file and VMQPY_* variables",
+    )
+    commands.add_parser("config-reference", help="print every configuration key with its default")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "config-reference":
+        print(config.reference())
+        return 0
+    try:
+        cfg = config.load(args.config, flags=args.overrides)
+    except config.ConfigError as exc:
+        print(f"vmqpy: config error: {exc}", file=sys.stderr)
+        return 2
+    logconfig.configure(cfg.log_format, cfg.log_level, node=cfg.nodename)
+    from vmqpy.node import serve
+
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is optional
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        runner(serve(cfg))
+    except OSError as exc:
+        print(f"vmqpy: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

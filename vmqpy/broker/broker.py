@@ -1,0 +1,247 @@
+"""The broker of one node: sessions by client id, routing, retained messages, wills and session expiry.
+
+Called by the connection driver with plain values and `now` (wall-clock seconds, since expiry deadlines must
+survive a restart); it never touches sockets. Timers are one `tick(now)` the node calls periodically.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+import structlog
+
+from vmqpy.broker.message import Message
+from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.retained import RetainedStore
+from vmqpy.broker.router import RouteResult, Router
+from vmqpy.broker.session import NullJournal, Session, Sink, SubEntry
+from vmqpy.config import Config
+from vmqpy.mqtt import reason_codes as rc
+from vmqpy.mqtt.errors import ProtocolViolation
+from vmqpy.mqtt.packets import Subscription
+from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
+
+log = structlog.get_logger("vmqpy.broker")
+
+
+@dataclass(slots=True)
+class PendingWill:
+    due: float
+    message: Message
+
+
+class Broker:
+    def __init__(self, config: Config, store: SessionStore | None, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.sessions: dict[str, Session] = {}
+        self.router = Router(self.sessions, rng)
+        self.retained: RetainedStore[Message] = RetainedStore()
+        self.metrics: Counter[str] = Counter()
+        self._wills: dict[str, PendingWill] = {}
+
+    # ------------------------------------------------------------------------------------------ start
+
+    def load(self, now: float) -> None:
+        """Rebuild retained messages and persistent sessions from storage; expired ones are removed."""
+        if self.store is None:
+            return
+        for message in self.store.load_retained():
+            if message.expired(now):
+                self.store.delete_retained(message.topic)
+            else:
+                self.retained.set(message.topic, message)
+        for stored in self.store.load_sessions().values():
+            disconnected_at = stored.disconnected_at if stored.disconnected_at is not None else now
+            if stored.expiry_interval is not None and disconnected_at + stored.expiry_interval <= now:
+                self.store.delete_session(stored.client_id)
+                continue
+            session = self._new_session(stored.client_id, stored.protocol_level, stored.expiry_interval)
+            session.disconnected_at = disconnected_at
+            for entry in stored.subscriptions:
+                session.subscriptions[entry.topic_filter] = entry
+                self.router.add(session.client_id, entry)
+            for out in sorted(stored.messages, key=lambda o: o.seq):
+                session.restore(out)
+            session.awaiting_release = stored.incoming
+            self.sessions[session.client_id] = session
+        log.info("storage loaded", sessions=len(self.sessions), retained=len(self.retained))
+
+    def _new_session(self, client_id: str, level: int, expiry: float | None) -> Session:
+        session = Session(
+            client_id,
+            protocol_level=level,
+            expiry_interval=expiry,
+            max_inflight=self.config.max_inflight_messages,
+            max_online=self.config.max_online_messages,
+            max_offline=self.config.max_offline_messages,
+        )
+        self._set_journal(session)
+        return session
+
+    def _set_journal(self, session: Session) -> None:
+        persistent = self.store is not None and session.persistent
+        session.journal = self.store if persistent and self.store is not None else NullJournal()
+
+    # ------------------------------------------------------------------------------------------ connections
+
+    def open_session(
+        self, client_id: str, level: int, clean_start: bool, expiry: float | None, owner: Sink, now: float
+    ) -> tuple[Session, bool]:
+        """Register a CONNECT: take over a live connection of the same id, resume or replace the session."""
+        existing = self.sessions.get(client_id)
+        if existing is not None and existing.sink is not None and existing.sink is not owner:
+            old_will, old_delay = existing.sink.take_over()
+            existing.detach(now)
+            self.metrics["session_takeover"] += 1
+            if old_will is not None and (clean_start or old_delay <= 0):
+                self.publish(old_will, now)
+        pending = self._wills.pop(client_id, None)
+        if pending is not None and clean_start:
+            self.publish(pending.message, now)  # the old session ends now, so its delayed will is due
+        if existing is not None and clean_start:
+            self._discard(existing)
+            existing = None
+        session_present = existing is not None
+        if existing is None:
+            session = self._new_session(client_id, level, expiry)
+            self.sessions[client_id] = session
+        else:
+            session = existing
+            was_persistent = session.persistent
+            session.protocol_level = level
+            session.expiry_interval = expiry
+            self._set_journal(session)
+            if was_persistent and not session.persistent and self.store is not None:
+                self.store.delete_session(client_id)
+        if self.store is not None and session.persistent:
+            self.store.save_session(session)
+        self.metrics["client_connected"] += 1
+        return session, session_present
+
+    def attach(self, session: Session, owner: Sink, window: int, max_packet_size: int, now: float) -> None:
+        session.attach(owner, window, max_packet_size, now)
+
+    def close_session(
+        self, session: Session, owner: Sink, now: float, will: Message | None, will_delay: float
+    ) -> None:
+        """The connection that owns `session` is gone; `will` is set when it ended without a normal DISCONNECT."""
+        if session.sink is not owner:
+            return  # taken over: the new connection owns the session now
+        session.detach(now)
+        if will is not None:
+            expiry = session.expiry_interval
+            if will_delay > 0 and session.persistent:
+                delay = will_delay if expiry is None else min(will_delay, expiry)
+                self._wills[session.client_id] = PendingWill(now + delay, will)
+            else:
+                self.publish(will, now)
+        if not session.persistent:
+            self._discard(session)
+        elif self.store is not None:
+            self.store.save_session(session)
+
+    def _discard(self, session: Session) -> None:
+        for entry in session.subscriptions.values():
+            self.router.remove(session.client_id, entry)
+        if self.sessions.get(session.client_id) is session:
+            del self.sessions[session.client_id]
+        if self.store is not None and (session.persistent or session.journal is self.store):
+            self.store.delete_session(session.client_id)
+        session.release_waiters()
+
+    def tick(self, now: float) -> None:
+        """Publish delayed wills that are due and end offline sessions that expired."""
+        for client_id, pending in list(self._wills.items()):
+            if pending.due <= now:
+                del self._wills[client_id]
+                self.publish(pending.message, now)
+        for session in list(self.sessions.values()):
+            if session.online or session.disconnected_at is None or session.expiry_interval is None:
+                continue
+            if session.disconnected_at + session.expiry_interval <= now:
+                pending = self._wills.pop(session.client_id, None)
+                if pending is not None:
+                    self.publish(pending.message, now)
+                self.metrics["session_expired"] += 1
+                self._discard(session)
+
+    # ------------------------------------------------------------------------------------------ messages
+
+    def publish(self, message: Message, now: float) -> RouteResult:
+        """Route a message; a retained one replaces (or with an empty payload deletes) the topic's retained."""
+        self.metrics["publish_received"] += 1
+        durable = False
+        if message.retain:
+            if message.payload:
+                self.retained.set(message.topic, message)
+                if self.store is not None:
+                    self.store.save_retained(message)
+                    durable = True
+            elif self.retained.delete(message.topic) and self.store is not None:
+                self.store.delete_retained(message.topic)
+                durable = True
+        result = self.router.route(message, now)
+        result.durable = result.durable or durable
+        self.metrics["publish_dropped"] += result.dropped
+        return result
+
+    def subscribe(
+        self, session: Session, subscriptions: list[Subscription], subscription_id: int | None
+    ) -> tuple[list[int], list[tuple[SubEntry, bool]]]:
+        """Add subscriptions; the reason codes for SUBACK and the (entry, is_new) whose retained are due."""
+        codes: list[int] = []
+        added: list[tuple[SubEntry, bool]] = []
+        failure = rc.V311_SUBACK_FAILURE if session.protocol_level < 5 else rc.TOPIC_FILTER_INVALID
+        for sub in subscriptions:
+            try:
+                group, match_filter = parse_shared(sub.topic_filter)
+            except ValueError:
+                codes.append(failure)
+                continue
+            if not validate_topic_filter(match_filter):
+                codes.append(failure)
+                continue
+            if group is not None and sub.options.no_local:
+                raise ProtocolViolation("no-local set on a shared subscription")
+            entry = SubEntry(sub.topic_filter, match_filter, sub.options, subscription_id, group)
+            is_new = sub.topic_filter not in session.subscriptions
+            session.subscriptions[sub.topic_filter] = entry
+            self.router.add(session.client_id, entry)
+            if self.store is not None and session.persistent:
+                self.store.save_subscription(session, entry)
+            codes.append(sub.options.qos)
+            added.append((entry, is_new))
+        return codes, added
+
+    def deliver_retained(self, session: Session, added: list[tuple[SubEntry, bool]], now: float) -> None:
+        for entry, is_new in added:
+            handling = entry.options.retain_handling
+            if entry.group is not None or handling == 2 or (handling == 1 and not is_new):
+                continue
+            ids = [] if entry.subscription_id is None else [entry.subscription_id]
+            for _topic, message in self.retained.match(entry.match_filter):
+                if message.expired(now):
+                    continue
+                session.deliver(message, min(message.qos, entry.options.qos), True, ids, now)
+
+    def unsubscribe(self, session: Session, topic_filters: list[str]) -> list[int]:
+        codes = []
+        for topic_filter in topic_filters:
+            entry = session.subscriptions.pop(topic_filter, None)
+            if entry is None:
+                codes.append(rc.NO_SUBSCRIPTION_EXISTED)
+                continue
+            self.router.remove(session.client_id, entry)
+            if self.store is not None and session.persistent:
+                self.store.delete_subscription(session, topic_filter)
+            codes.append(rc.SUCCESS)
+        return codes
+
+    def queued(self) -> int:
+        return sum(len(s.queue) + len(s.inflight) for s in self.sessions.values())
+
+
+__all__ = ["Broker", "PendingWill"]

@@ -1,0 +1,421 @@
+"""The connection driver: moves bytes between one TCP socket and the broker, arms the keepalive timer.
+
+All protocol decisions are in the codec (vmqpy.mqtt), the session and the broker; this file only decodes,
+dispatches and writes. Acknowledgements that depend on a disk write (a QoS 1/2 message queued for a persistent
+session, a retained message, a persistent subscription) wait for the storage barrier and leave in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import structlog
+
+from vmqpy.broker.broker import Broker
+from vmqpy.broker.message import Message
+from vmqpy.broker.router import RouteResult
+from vmqpy.broker.session import Session
+from vmqpy.broker.storage import Storage
+from vmqpy.config import Config
+from vmqpy.mqtt import reason_codes as rc
+from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
+from vmqpy.mqtt.errors import ProtocolViolation, RemoteProtocolError, UnsupportedProtocolVersion
+from vmqpy.mqtt.packets import (
+    Auth,
+    Connack,
+    Connect,
+    Disconnect,
+    Packet,
+    Pingreq,
+    Pingresp,
+    Properties,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+)
+
+log = structlog.get_logger("vmqpy.connection")
+
+TOPIC_ALIAS_MAXIMUM = 64
+CONNECT_TIMEOUT = 10.0
+CLOSE_TIMEOUT = 5.0
+WRITE_HIGH_WATER = 256 * 1024
+SESSION_EXPIRY_NEVER = 0xFFFFFFFF
+_assigned_ids = itertools.count(1)
+
+
+class MQTTConnection(asyncio.Protocol):
+    """One client connection: the Sink of its session while it owns it."""
+
+    def __init__(self, broker: Broker, config: Config, storage: Storage | None, listener: str) -> None:
+        self.broker = broker
+        self.config = config
+        self.storage = storage
+        self.loop = asyncio.get_running_loop()
+        self.listener = listener
+        self.decoder = Decoder(server=True, max_packet_size=config.max_message_size or 268_435_460)
+        self.transport: asyncio.Transport | None = None
+        self.level = 4
+        self.session: Session | None = None
+        self.client_id = ""
+        self.log: Any = log
+        self.will: Message | None = None
+        self.will_delay = 0.0
+        self.keep_alive = 0
+        self.last_received = 0.0
+        self.normal_close = False
+        self.closing = False
+        self._writable = True
+        self._reading_paused = False
+        self._blocked_on = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._aliases: dict[int, str] = {}
+        self._acks: deque[tuple[Future[None] | None, Callable[[], None]]] = deque()
+        self._connect_expiry = 0.0
+
+    # ------------------------------------------------------------------------------------------ asyncio
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        peer = transport.get_extra_info("peername")
+        self.log = log.bind(peer=f"{peer[0]}:{peer[1]}" if peer else "?", listener=self.listener)
+        self.last_received = self.loop.time()
+        self._timer = self.loop.call_later(CONNECT_TIMEOUT, self._on_timer)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_received = self.loop.time()
+        decoder = self.decoder
+        decoder.receive_data(data)
+        try:
+            while not self.closing:
+                packet = decoder.next_packet()
+                if packet is NEED_DATA:
+                    break
+                self._dispatch(packet)  # type: ignore[arg-type]
+        except UnsupportedProtocolVersion as exc:
+            self.log.info("refused connect", reason=str(exc), level=exc.level)
+            self._write_bytes(b"\x20\x02\x00\x01")  # CONNACK, 3.1.1 layout: unacceptable protocol version
+            self.close()
+        except RemoteProtocolError as exc:
+            self.log.warning("protocol error", reason=str(exc), reason_code=hex(exc.reason_code))
+            self.protocol_error(exc.reason_code)
+        except Exception:
+            self.log.exception("internal error on connection")
+            self.protocol_error(rc.UNSPECIFIED_ERROR)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        if self._timer is not None:
+            self._timer.cancel()
+        session = self.session
+        self.session = None
+        if session is not None:
+            now = time.time()
+            will = None if self.normal_close else self.will
+            self.broker.close_session(session, self, now, will, self.will_delay)
+            self.log.debug("disconnected", normal=self.normal_close)
+
+    def pause_writing(self) -> None:
+        self._writable = False
+
+    def resume_writing(self) -> None:
+        self._writable = True
+        if self.session is not None and self.session.sink is self:
+            self.session.pump(time.time())
+
+    # ------------------------------------------------------------------------------------------ Sink
+
+    def write_packet(self, packet: Packet) -> None:
+        self._write_bytes(encode(packet, self.level))
+
+    def can_write(self) -> bool:
+        return self._writable and not self.closing
+
+    def take_over(self) -> tuple[Message | None, float]:
+        self.log.info("session taken over")
+        if self.level == 5:
+            self.write_packet(Disconnect(rc.SESSION_TAKEN_OVER))
+        will, delay = self.will, self.will_delay
+        self.will = None
+        self.session = None
+        self.close()
+        return will, delay
+
+    # ------------------------------------------------------------------------------------------ writing, closing
+
+    def _write_bytes(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+
+    def close(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        transport = self.transport
+        if transport is not None:
+            transport.close()
+            self.loop.call_later(CLOSE_TIMEOUT, transport.abort)
+
+    def protocol_error(self, reason_code: int) -> None:
+        """The client broke the protocol: 5.0 gets DISCONNECT with the reason code, then the socket closes."""
+        if self.level == 5 and self.session is not None:
+            self.write_packet(Disconnect(reason_code))
+        self.close()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.closing:
+            return
+        if self.session is None:
+            self.log.info("no CONNECT in time")
+            self.close()
+            return
+        if self.keep_alive == 0:
+            return
+        limit = self.keep_alive * 1.5
+        idle = self.loop.time() - self.last_received
+        if idle >= limit and not self._reading_paused:
+            self.log.info("keepalive expired", keep_alive=self.keep_alive)
+            if self.level == 5:
+                self.write_packet(Disconnect(rc.KEEP_ALIVE_TIMEOUT))
+            self.close()
+            return
+        if self._reading_paused:
+            self.last_received = self.loop.time()
+        self._timer = self.loop.call_later(max(0.05, limit - idle), self._on_timer)
+
+    # ------------------------------------------------------------------------------------------ acknowledgements
+
+    def _after_durable(self, durable: bool, action: Callable[[], None]) -> None:
+        """Run `action` (write an ack) once the disk writes queued so far are committed, in order."""
+        if durable and self.storage is not None:
+            future = self.storage.barrier()
+            self._acks.append((future, action))
+            future.add_done_callback(lambda _f: self.loop.call_soon_threadsafe(self._flush_acks))
+        elif self._acks:
+            self._acks.append((None, action))
+        else:
+            action()
+
+    def _flush_acks(self) -> None:
+        acks = self._acks
+        while acks:
+            future, action = acks[0]
+            if future is not None and not future.done():
+                return
+            acks.popleft()
+            if future is not None and future.exception() is not None:
+                self.log.error("storage failed; closing without acknowledging", error=str(future.exception()))
+                acks.clear()
+                self.close()
+                return
+            if not self.closing:
+                action()
+
+    def _block(self, result: RouteResult) -> None:
+        """Backpressure: stop reading this publisher until the congested subscribers drained."""
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        for session in result.congested:
+            self._blocked_on += 1
+            session.wait_for_drain(self._unblock)
+        if self._blocked_on and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+
+    def _unblock(self) -> None:
+        self._blocked_on -= 1
+        if self._blocked_on <= 0 and self._reading_paused:
+            self._blocked_on = 0
+            self._reading_paused = False
+            if self.transport is not None and not self.closing:
+                self.transport.resume_reading()
+
+    # ------------------------------------------------------------------------------------------ dispatch
+
+    def _dispatch(self, packet: Packet) -> None:
+        if isinstance(packet, Publish):
+            self._on_publish(packet)
+            return
+        if isinstance(packet, Connect):
+            self._on_connect(packet)
+            return
+        session = self.session
+        if session is None:
+            raise ProtocolViolation("packet before CONNECT completed")
+        now = time.time()
+        if isinstance(packet, Puback):
+            session.on_puback(packet.packet_id, now)
+        elif isinstance(packet, Pubrec):
+            answer = session.on_pubrec(packet.packet_id, packet.reason_code, now)
+            if answer is not None:
+                self.write_packet(answer)
+        elif isinstance(packet, Pubcomp):
+            session.on_pubcomp(packet.packet_id, now)
+        elif isinstance(packet, Pubrel):
+            self._on_pubrel(session, packet)
+        elif isinstance(packet, Subscribe):
+            self._on_subscribe(session, packet, now)
+        elif isinstance(packet, Unsubscribe):
+            codes = self.broker.unsubscribe(session, packet.topic_filters)
+            reply = Unsuback(packet.packet_id, codes)
+            self._after_durable(session.persistent, lambda: self.write_packet(reply))
+        elif isinstance(packet, Pingreq):
+            self.write_packet(Pingresp())
+        elif isinstance(packet, Disconnect):
+            self._on_disconnect(session, packet)
+        elif isinstance(packet, Auth):
+            raise ProtocolViolation("AUTH without an authentication method")
+        else:
+            raise ProtocolViolation(f"unexpected packet {type(packet).__name__}")
+
+    def _on_connect(self, packet: Connect) -> None:
+        if self.session is not None or self.client_id:
+            raise ProtocolViolation("second CONNECT")
+        self.level = level = packet.protocol_level
+        props = packet.properties
+        client_id = packet.client_id
+        assigned = None
+        if not client_id:
+            if level < 5 and not packet.clean_start:
+                self._refuse(rc.CLIENT_IDENTIFIER_NOT_VALID, "empty client id with cleansession=0")
+                return
+            client_id = assigned = f"vmqpy-{int(time.time() * 1000):x}-{next(_assigned_ids)}"
+        if len(client_id) > self.config.max_client_id_size:
+            self._refuse(rc.CLIENT_IDENTIFIER_NOT_VALID, "client id too long")
+            return
+        if props.authentication_method is not None:
+            self._refuse(rc.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported")
+            return
+        if not self.config.allow_anonymous:
+            self._refuse(rc.NOT_AUTHORIZED, "anonymous clients are not allowed and no user database is set")
+            return
+        self.client_id = client_id
+        self.log = self.log.bind(client_id=client_id)
+        expiry: float | None
+        if level == 5:
+            raw = props.session_expiry_interval or 0
+            expiry = None if raw == SESSION_EXPIRY_NEVER else float(raw)
+        else:
+            expiry = 0.0 if packet.clean_start else self.config.persistent_client_expiration
+        self._connect_expiry = -1.0 if expiry is None else expiry
+        if packet.will is not None:
+            will = packet.will
+            self.will = Message.from_publish(
+                Publish(will.topic, will.payload, will.qos, will.retain, properties=will.properties),
+                client_id,
+                time.time(),
+            )
+            self.will_delay = float(will.properties.will_delay_interval or 0) if level == 5 else 0.0
+        keep_alive = packet.keep_alive
+        server_keep_alive = None
+        limit = self.config.max_keepalive
+        if limit and (keep_alive == 0 or keep_alive > limit) and level == 5:
+            keep_alive = server_keep_alive = limit
+        self.keep_alive = keep_alive
+        now = time.time()
+        session, present = self.broker.open_session(client_id, level, packet.clean_start, expiry, self, now)
+        self.session = session
+        connack_props = Properties()
+        if level == 5:
+            connack_props.assigned_client_identifier = assigned
+            connack_props.topic_alias_maximum = TOPIC_ALIAS_MAXIMUM
+            connack_props.server_keep_alive = server_keep_alive
+            if self.config.max_message_size:
+                connack_props.maximum_packet_size = self.config.max_message_size
+        self.write_packet(Connack(present, rc.SUCCESS, connack_props))
+        window = props.receive_maximum or 65535 if level == 5 else 65535
+        self.broker.attach(session, self, window, props.maximum_packet_size or 0, now)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if keep_alive:
+            self._timer = self.loop.call_later(keep_alive * 1.5, self._on_timer)
+        self.log.debug("connected", clean_start=packet.clean_start, session_present=present, level=level)
+
+    def _refuse(self, reason_code: int, why: str) -> None:
+        self.log.info("refused connect", reason=why, reason_code=hex(reason_code))
+        self.write_packet(Connack(False, rc.connack_code_for(self.level, reason_code)))
+        self.close()
+
+    def _on_publish(self, packet: Publish) -> None:
+        session = self.session
+        if session is None:
+            raise ProtocolViolation("PUBLISH before CONNECT")
+        topic = packet.topic
+        alias = packet.properties.topic_alias
+        if alias is not None:
+            if alias == 0 or alias > TOPIC_ALIAS_MAXIMUM:
+                raise RemoteProtocolError(f"topic alias {alias} out of range", rc.TOPIC_ALIAS_INVALID)
+            if topic:
+                self._aliases[alias] = topic
+            else:
+                known = self._aliases.get(alias)
+                if known is None:
+                    raise ProtocolViolation(f"unknown topic alias {alias}")
+                topic = known
+            packet.topic = topic
+        qos = packet.qos
+        packet_id = packet.packet_id
+        if qos == 2 and packet_id in session.awaiting_release:
+            self.write_packet(Pubrec(packet_id))  # a resend: routed already, not again
+            return
+        now = time.time()
+        result = self.broker.publish(Message.from_publish(packet, self.client_id, now), now)
+        if qos == 1:
+            ack: Packet = Puback(packet_id or 0)
+            self._after_durable(result.durable, lambda: self.write_packet(ack))
+        elif qos == 2:
+            assert packet_id is not None
+            session.awaiting_release.add(packet_id)
+            session.journal.save_incoming(session, packet_id, True)
+            rec = Pubrec(packet_id)
+            self._after_durable(result.durable or session.persistent, lambda: self.write_packet(rec))
+        if result.congested:
+            self._block(result)
+
+    def _on_pubrel(self, session: Session, packet: Pubrel) -> None:
+        packet_id = packet.packet_id
+        if packet_id in session.awaiting_release:
+            session.awaiting_release.discard(packet_id)
+            session.journal.save_incoming(session, packet_id, False)
+            reply = Pubcomp(packet_id)
+        else:
+            reply = Pubcomp(packet_id, rc.PACKET_IDENTIFIER_NOT_FOUND if self.level == 5 else 0)
+        self._after_durable(False, lambda: self.write_packet(reply))
+
+    def _on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
+        ids = packet.properties.subscription_identifiers
+        codes, added = self.broker.subscribe(session, packet.subscriptions, ids[0] if ids else None)
+        reply = Suback(packet.packet_id, codes)
+
+        def answer() -> None:
+            self.write_packet(reply)
+            self.broker.deliver_retained(session, added, time.time())
+
+        self._after_durable(session.persistent, answer)
+
+    def _on_disconnect(self, session: Session, packet: Disconnect) -> None:
+        new_expiry = packet.properties.session_expiry_interval
+        if new_expiry is not None:
+            if self._connect_expiry == 0 and new_expiry != 0:
+                raise ProtocolViolation("session expiry set on DISCONNECT after 0 on CONNECT")
+            session.expiry_interval = None if new_expiry == SESSION_EXPIRY_NEVER else float(new_expiry)
+        self.normal_close = packet.reason_code != rc.DISCONNECT_WITH_WILL
+        self.close()

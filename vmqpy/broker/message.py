@@ -1,0 +1,92 @@
+"""An application message as the broker routes, queues and stores it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import msgpack
+
+from vmqpy.mqtt.packets import Properties, Publish
+
+# The properties a broker passes from publisher to subscriber unchanged (MQTT 5.0, 3.3.2.3).
+_PASS_THROUGH = ("payload_format_indicator", "content_type", "response_topic", "correlation_data")
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to deliver. `expires_at` is wall-clock seconds (it must survive a restart), None = never."""
+
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool = False
+    publisher: str = ""
+    expires_at: float | None = None
+    payload_format_indicator: int | None = None
+    content_type: str | None = None
+    response_topic: str | None = None
+    correlation_data: bytes | None = None
+    user_properties: list[tuple[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def from_publish(cls, packet: Publish, publisher: str, now: float) -> Message:
+        props = packet.properties
+        expiry = props.message_expiry_interval
+        return cls(
+            topic=packet.topic,
+            payload=packet.payload,
+            qos=packet.qos,
+            retain=packet.retain,
+            publisher=publisher,
+            expires_at=None if expiry is None else now + expiry,
+            payload_format_indicator=props.payload_format_indicator,
+            content_type=props.content_type,
+            response_topic=props.response_topic,
+            correlation_data=props.correlation_data,
+            user_properties=list(props.user_properties),
+        )
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+    def to_publish(
+        self, qos: int, retain: bool, packet_id: int | None, now: float, subscription_ids: list[int] | None = None
+    ) -> Publish:
+        """The PUBLISH that carries this message to one subscriber (5.0 properties; 3.1.1 encoding drops them)."""
+        props = Properties(
+            payload_format_indicator=self.payload_format_indicator,
+            content_type=self.content_type,
+            response_topic=self.response_topic,
+            correlation_data=self.correlation_data,
+            user_properties=self.user_properties,
+            subscription_identifiers=subscription_ids or [],
+        )
+        if self.expires_at is not None:
+            props.message_expiry_interval = max(0, math.ceil(self.expires_at - now))
+        return Publish(self.topic, self.payload, qos, retain, False, packet_id, props)
+
+    def pack(self) -> list[object]:
+        return [
+            self.topic, self.payload, self.qos, self.retain, self.publisher, self.expires_at,
+            [getattr(self, name) for name in _PASS_THROUGH], self.user_properties,
+        ]
+
+    @classmethod
+    def unpack(cls, data: list[object]) -> Message:
+        topic, payload, qos, retain, publisher, expires_at, passed, user = data
+        assert isinstance(passed, list) and isinstance(user, list)
+        msg = cls(str(topic), bytes(payload), int(qos), bool(retain), str(publisher),  # type: ignore[arg-type]
+                  None if expires_at is None else float(expires_at))  # type: ignore[arg-type]
+        for name, value in zip(_PASS_THROUGH, passed, strict=True):
+            setattr(msg, name, value)
+        msg.user_properties = [(str(k), str(v)) for k, v in user]
+        return msg
+
+
+def encode_record(data: object) -> bytes:
+    return msgpack.packb(data, use_bin_type=True)
+
+
+def decode_record(data: bytes) -> object:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)

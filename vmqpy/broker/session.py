@@ -1,0 +1,309 @@
+"""One client's session: subscriptions, the outgoing in-flight table and queue, incoming QoS 2 state.
+
+The session outlives its connections (persistent sessions) and holds every piece of protocol state as plain
+data: packet ids in flight, what was sent and what is waiting, so it can be inspected, persisted and resumed.
+It does no I/O: it hands packets to the `Sink` of the live connection, if any, and records changes in a
+`Journal` (the SQLite persistence of persistent sessions, or nothing for clean ones).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Protocol
+
+from vmqpy.broker.message import Message
+from vmqpy.mqtt.packets import Packet, Publish, Pubrel, SubOptions
+
+
+class Sink(Protocol):
+    """The live connection of a session, as the session sees it."""
+
+    def write_packet(self, packet: Packet) -> None: ...
+
+    def can_write(self) -> bool: ...
+
+    def take_over(self) -> tuple[Message | None, float]:
+        """Close the connection for a newer one of the same client id (5.0: DISCONNECT 0x8E).
+
+        Returns the connection's will and will delay, which the broker then owns."""
+        ...
+
+
+class Journal(Protocol):
+    """Where a persistent session records what must survive a crash."""
+
+    def save_message(self, session: Session, out: Outgoing) -> None: ...
+
+    def delete_message(self, session: Session, out: Outgoing) -> None: ...
+
+    def save_incoming(self, session: Session, packet_id: int, present: bool) -> None: ...
+
+
+class NullJournal:
+    """The journal of a clean session: nothing survives."""
+
+    def save_message(self, session: Session, out: Outgoing) -> None:
+        pass
+
+    def delete_message(self, session: Session, out: Outgoing) -> None:
+        pass
+
+    def save_incoming(self, session: Session, packet_id: int, present: bool) -> None:
+        pass
+
+
+class OutState(IntEnum):
+    QUEUED = 0  # waiting for the window
+    PUBLISHED = 1  # PUBLISH sent, waiting for PUBACK (QoS 1) or PUBREC (QoS 2)
+    RELEASED = 2  # PUBREL sent, waiting for PUBCOMP
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One message on its way to this session's client."""
+
+    seq: int
+    message: Message
+    qos: int
+    retain: bool
+    subscription_ids: list[int] = field(default_factory=list)
+    packet_id: int | None = None
+    state: OutState = OutState.QUEUED
+
+
+@dataclass(slots=True)
+class SubEntry:
+    """One subscription of this session. `match_filter` is the filter without a `$share/group/` prefix."""
+
+    topic_filter: str
+    match_filter: str
+    options: SubOptions
+    subscription_id: int | None = None
+    group: str | None = None
+
+
+class Delivery(IntEnum):
+    SENT = 0
+    QUEUED = 1
+    DROPPED = 2
+
+
+class Session:
+    """The broker-side state of one client id."""
+
+    def __init__(
+        self,
+        client_id: str,
+        *,
+        protocol_level: int,
+        expiry_interval: float | None,
+        max_inflight: int,
+        max_online: int,
+        max_offline: int,
+        journal: Journal | None = None,
+    ) -> None:
+        self.client_id = client_id
+        self.protocol_level = protocol_level
+        self.expiry_interval = expiry_interval  # seconds after disconnect; None = never expires; 0 = clean
+        self.subscriptions: dict[str, SubEntry] = {}
+        self.inflight: dict[int, Outgoing] = {}
+        self.queue: deque[Outgoing] = deque()
+        self.awaiting_release: set[int] = set()
+        self.sink: Sink | None = None
+        self.window = max_inflight
+        self.max_inflight = max_inflight
+        self.max_online = max_online
+        self.max_offline = max_offline
+        self.max_packet_size = 0  # the client's Maximum Packet Size; 0 = no limit
+        self.journal: Journal = journal or NullJournal()
+        self.disconnected_at: float | None = None
+        self.dropped = 0
+        self._next_packet_id = 1
+        self._next_seq = 1
+        self._drain_waiters: list[Callable[[], None]] = []
+
+    # ------------------------------------------------------------------------------------------ properties
+
+    @property
+    def persistent(self) -> bool:
+        return self.expiry_interval is None or self.expiry_interval > 0
+
+    @property
+    def online(self) -> bool:
+        return self.sink is not None
+
+    @property
+    def congested(self) -> bool:
+        """An online client that does not keep up: publishers to it should be slowed down."""
+        return self.sink is not None and len(self.queue) >= self.max_online
+
+    def next_seq(self) -> int:
+        seq = self._next_seq
+        self._next_seq += 1
+        return seq
+
+    def restore_seq(self, seq: int) -> None:
+        self._next_seq = max(self._next_seq, seq + 1)
+
+    # ------------------------------------------------------------------------------------------ delivery
+
+    def deliver(self, message: Message, qos: int, retain: bool, subscription_ids: list[int], now: float) -> Delivery:
+        """Hand a routed message to this session: send it now, queue it, or drop it by policy (counted)."""
+        if self.max_packet_size and len(message.payload) + len(message.topic) + 16 > self.max_packet_size:
+            self.dropped += 1
+            return Delivery.DROPPED
+        out = Outgoing(self.next_seq(), message, qos, retain, subscription_ids)
+        sink = self.sink
+        if sink is None:
+            if qos == 0 or len(self.queue) >= self.max_offline:
+                self.dropped += 1
+                return Delivery.DROPPED
+            self.queue.append(out)
+            self.journal.save_message(self, out)
+            return Delivery.QUEUED
+        if not self.queue and sink.can_write():
+            if qos == 0:
+                sink.write_packet(message.to_publish(0, retain, None, now, subscription_ids))
+                return Delivery.SENT
+            if len(self.inflight) < self.window:
+                self._send(out, sink, now)
+                return Delivery.SENT
+        if qos == 0 and len(self.queue) >= self.max_online:
+            self.dropped += 1
+            return Delivery.DROPPED
+        self.queue.append(out)
+        if qos > 0:
+            self.journal.save_message(self, out)
+        return Delivery.QUEUED
+
+    def _send(self, out: Outgoing, sink: Sink, now: float) -> None:
+        if out.qos == 0:
+            sink.write_packet(out.message.to_publish(0, out.retain, None, now, out.subscription_ids))
+            return
+        packet_id = self._allocate_packet_id()
+        out.packet_id = packet_id
+        out.state = OutState.PUBLISHED
+        self.inflight[packet_id] = out
+        self.journal.save_message(self, out)
+        sink.write_packet(out.message.to_publish(out.qos, out.retain, packet_id, now, out.subscription_ids))
+
+    def _allocate_packet_id(self) -> int:
+        for _ in range(65535):
+            candidate = self._next_packet_id
+            self._next_packet_id = candidate % 65535 + 1
+            if candidate not in self.inflight:
+                return candidate
+        raise RuntimeError("no free packet identifier")  # unreachable: the window is at most 65535
+
+    def pump(self, now: float) -> None:
+        """Send what the window and the connection allow, oldest first; expired messages are discarded."""
+        sink = self.sink
+        if sink is None:
+            return
+        queue = self.queue
+        while queue and sink.can_write():
+            head = queue[0]
+            if head.qos > 0 and len(self.inflight) >= self.window:
+                break
+            queue.popleft()
+            if head.message.expired(now):
+                self.journal.delete_message(self, head)
+                continue
+            self._send(head, sink, now)
+        if self._drain_waiters and len(queue) < max(1, self.max_online // 2):
+            self.release_waiters()
+
+    def wait_for_drain(self, callback: Callable[[], None]) -> None:
+        self._drain_waiters.append(callback)
+
+    def release_waiters(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for callback in waiters:
+            callback()
+
+    # ------------------------------------------------------------------------------------------ acknowledgements
+
+    def on_puback(self, packet_id: int, now: float) -> bool:
+        out = self.inflight.get(packet_id)
+        if out is None or out.qos != 1:
+            return False
+        del self.inflight[packet_id]
+        self.journal.delete_message(self, out)
+        self.pump(now)
+        return True
+
+    def on_pubrec(self, packet_id: int, reason_code: int, now: float) -> Pubrel | None:
+        """PUBREC from the client: answer PUBREL (or, for an error reason code, end the flow)."""
+        out = self.inflight.get(packet_id)
+        if out is None or out.qos != 2:
+            return Pubrel(packet_id, 0x92) if self.protocol_level == 5 else Pubrel(packet_id)
+        if reason_code >= 0x80:
+            del self.inflight[packet_id]
+            self.journal.delete_message(self, out)
+            self.pump(now)
+            return None
+        out.state = OutState.RELEASED
+        self.journal.save_message(self, out)
+        return Pubrel(packet_id)
+
+    def on_pubcomp(self, packet_id: int, now: float) -> bool:
+        out = self.inflight.get(packet_id)
+        if out is None or out.state != OutState.RELEASED:
+            return False
+        del self.inflight[packet_id]
+        self.journal.delete_message(self, out)
+        self.pump(now)
+        return True
+
+    # ------------------------------------------------------------------------------------------ connections
+
+    def attach(self, sink: Sink, window: int, max_packet_size: int, now: float) -> None:
+        """A connection takes this session: resend what is in flight with its original ids, then the queue."""
+        self.sink = sink
+        self.window = max(1, min(window, self.max_inflight))
+        self.max_packet_size = max_packet_size
+        self.disconnected_at = None
+        for packet_id, out in list(self.inflight.items()):
+            if out.state == OutState.RELEASED:
+                sink.write_packet(Pubrel(packet_id))
+                continue
+            if out.message.expired(now) and out.qos == 1:
+                del self.inflight[packet_id]
+                self.journal.delete_message(self, out)
+                continue
+            publish = out.message.to_publish(out.qos, out.retain, packet_id, now, out.subscription_ids)
+            publish.dup = True
+            sink.write_packet(publish)
+        self.pump(now)
+
+    def detach(self, now: float) -> None:
+        """The connection is gone. QoS 0 messages waiting for it are dropped; QoS 1/2 stay queued."""
+        self.sink = None
+        self.disconnected_at = now
+        kept = deque(out for out in self.queue if out.qos > 0)
+        self.dropped += len(self.queue) - len(kept)
+        self.queue = kept
+        self.release_waiters()
+
+    def restore(self, out: Outgoing) -> None:
+        """Put back a message loaded from storage (in seq order)."""
+        self.restore_seq(out.seq)
+        if out.packet_id is not None and out.state != OutState.QUEUED:
+            self.inflight[out.packet_id] = out
+            self._next_packet_id = out.packet_id % 65535 + 1
+        else:
+            self.queue.append(out)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "client_id": self.client_id,
+            "online": self.online,
+            "protocol": self.protocol_level,
+            "subscriptions": len(self.subscriptions),
+            "inflight": len(self.inflight),
+            "queued": len(self.queue),
+            "dropped": self.dropped,
+        }

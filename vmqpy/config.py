@@ -1,0 +1,286 @@
+"""The node's configuration: a vernemq.conf-style file, then environment variables, then flags.
+
+`key = value` lines, `#` comments, key names as in vernemq.conf where they apply. Every key is declared once in
+`SCHEMA` with its parser and default; an unknown key or a bad value is refused with the file name and line
+number. The result is one frozen `Config`, validated before anything starts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "VMQPY_"
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; the message names where (file:line, env var or flag)."""
+
+
+# ---------------------------------------------------------------------------------------------- value parsers
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("on", "true", "yes", "1"):
+        return True
+    if lowered in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(f"expected on or off, got {text!r}")
+
+
+def parse_int(minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = "" if maximum is None else f" and {maximum}"
+            raise ValueError(f"expected a number between {minimum}{upper}, got {value}")
+        return value
+
+    return parse
+
+
+_DURATION = re.compile(r"^(\d+)\s*(ms|s|m|h|d|w)?$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
+
+
+def parse_duration_or_never(text: str) -> float | None:
+    """`never` -> None; `10s`, `30m`, `1h`, `1d`, `1w`, `250ms` or a bare number of seconds -> seconds."""
+    stripped = text.strip().lower()
+    if stripped == "never":
+        return None
+    return parse_duration(stripped)
+
+
+def parse_duration(text: str) -> float:
+    match = _DURATION.match(text.strip().lower())
+    if not match:
+        raise ValueError(f"expected a duration like 10s, 30m, 1h, 1d or 1w, got {text!r}")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`127.0.0.1:1883` -> ("127.0.0.1", 1883). IPv4 or [IPv6]:port."""
+    stripped = text.strip()
+    match = re.match(r"^\[([^\]]+)\]:(\d+)$", stripped) or re.match(r"^([^:]+):(\d+)$", stripped)
+    if not match:
+        raise ValueError(f"expected HOST:PORT such as 127.0.0.1:1883, got {text!r}")
+    host, port_text = match.group(1), match.group(2)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if host != "localhost":
+            raise ValueError(f"expected an IP address (or localhost) before the port, got {host!r}") from None
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be between 0 and 65535, got {port}")
+    return host, port
+
+
+def parse_choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {text!r}")
+        return value
+
+    return parse
+
+
+def parse_nodename(text: str) -> str:
+    value = text.strip()
+    if not re.match(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.:-]+$", value):
+        raise ValueError(f"expected NAME@HOST such as vmqpy@127.0.0.1, got {text!r}")
+    return value
+
+
+def parse_text(text: str) -> str:
+    return text.strip()
+
+
+def parse_path(text: str) -> Path:
+    if not text.strip():
+        raise ValueError("expected a path, got nothing")
+    return Path(text.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One configuration key: how to parse it, its default (already parsed) and a line of documentation."""
+
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+
+
+SCHEMA: Mapping[str, Key] = {
+    "nodename": Key(parse_nodename, "vmqpy@127.0.0.1", "the node's name, NAME@HOST"),
+    "platform_data_dir": Key(parse_path, Path("./data"), "the node's data directory (SQLite files, logs)"),
+    "distributed_cookie": Key(parse_text, "vmqpy", "shared secret of the cluster's node links"),
+    "listener.http.default": Key(parse_address, None, "HTTP admin API address (used by the cluster issue)"),
+    "listener.vmq.clustering": Key(parse_address, None, "cluster listener address (used by the cluster issue)"),
+    "allow_anonymous": Key(parse_bool, True, "accept clients without user name and password"),
+    "max_inflight_messages": Key(parse_int(1, 65535), 20, "QoS 1/2 messages in flight per client"),
+    "max_online_messages": Key(parse_int(1), 1000, "queued messages of an online client beyond the window"),
+    "max_offline_messages": Key(parse_int(0), 1000, "queued messages of an offline persistent session"),
+    "persistent_client_expiration": Key(
+        parse_duration_or_never, None, "how long an offline 3.1.1 persistent session is kept (never, 1h, 1d, ...)"
+    ),
+    "max_message_size": Key(parse_int(0), 0, "largest packet accepted, bytes; 0 is unlimited"),
+    "max_client_id_size": Key(parse_int(1, 65535), 65535, "longest client id accepted"),
+    "max_keepalive": Key(parse_int(0, 65535), 0, "largest keepalive granted, seconds; 0 is no limit"),
+    "log.console": Key(parse_choice("console", "json", "off"), "console", "log format on stderr"),
+    "log.console.level": Key(
+        parse_choice("debug", "info", "warning", "error"), "info", "lowest level logged"
+    ),
+}
+
+_LISTENER_TCP = re.compile(r"^listener\.tcp\.([A-Za-z0-9_]+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The validated configuration of one node."""
+
+    nodename: str = "vmqpy@127.0.0.1"
+    data_dir: Path = Path("./data")
+    distributed_cookie: str = "vmqpy"
+    tcp_listeners: tuple[tuple[str, str, int], ...] = (("default", "127.0.0.1", 1883),)
+    http_listener: tuple[str, int] | None = None
+    cluster_listener: tuple[str, int] | None = None
+    allow_anonymous: bool = True
+    max_inflight_messages: int = 20
+    max_online_messages: int = 1000
+    max_offline_messages: int = 1000
+    persistent_client_expiration: float | None = None
+    max_message_size: int = 0
+    max_client_id_size: int = 65535
+    max_keepalive: int = 0
+    log_format: str = "console"
+    log_level: str = "info"
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Setting:
+    key: str
+    raw: str
+    where: str
+
+
+def read_file(path: Path) -> list[_Setting]:
+    """Read `key = value` lines; a line that is neither blank, a comment nor an assignment is refused."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: the config file is not UTF-8") from None
+    settings = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        key, sep, value = stripped.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{path}:{number}: expected 'key = value', got {stripped!r}")
+        settings.append(_Setting(key.strip(), value.strip(), f"{path}:{number}"))
+    return settings
+
+
+def read_env(environ: Mapping[str, str]) -> list[_Setting]:
+    """`VMQPY_LISTENER__TCP__DEFAULT=...` -> listener.tcp.default. Unknown names are refused like file keys."""
+    settings = []
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name in ("VMQPY_TEST_BROKER",):
+            continue
+        key = name[len(ENV_PREFIX):].lower().replace("__", ".")
+        settings.append(_Setting(key, environ[name], f"environment variable {name}"))
+    return settings
+
+
+def read_flags(assignments: Sequence[str]) -> list[_Setting]:
+    settings = []
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        settings.append(_Setting(key.strip(), value.strip(), f"--set {key.strip()}"))
+    return settings
+
+
+def build(settings: Sequence[_Setting]) -> Config:
+    """Parse and validate settings in order (later ones win) into a Config."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    listeners: dict[str, tuple[str, int]] = {}
+    for setting in settings:
+        listener = _LISTENER_TCP.match(setting.key)
+        spec = SCHEMA.get(setting.key)
+        if spec is None and listener is None:
+            raise ConfigError(f"{setting.where}: unknown key {setting.key!r}")
+        try:
+            parsed = parse_address(setting.raw) if spec is None else spec.parse(setting.raw)
+        except ValueError as exc:
+            raise ConfigError(f"{setting.where}: bad value for {setting.key}: {exc}") from None
+        if listener is not None:
+            listeners[listener.group(1)] = parsed
+        else:
+            values[setting.key] = parsed
+        sources[setting.key] = setting.where
+
+    def get(key: str) -> Any:
+        return values.get(key, SCHEMA[key].default)
+
+    if not listeners:
+        listeners["default"] = ("127.0.0.1", 1883)
+    return Config(
+        nodename=get("nodename"),
+        data_dir=get("platform_data_dir"),
+        distributed_cookie=get("distributed_cookie"),
+        tcp_listeners=tuple((name, host, port) for name, (host, port) in sorted(listeners.items())),
+        http_listener=get("listener.http.default"),
+        cluster_listener=get("listener.vmq.clustering"),
+        allow_anonymous=get("allow_anonymous"),
+        max_inflight_messages=get("max_inflight_messages"),
+        max_online_messages=get("max_online_messages"),
+        max_offline_messages=get("max_offline_messages"),
+        persistent_client_expiration=get("persistent_client_expiration"),
+        max_message_size=get("max_message_size"),
+        max_client_id_size=get("max_client_id_size"),
+        max_keepalive=get("max_keepalive"),
+        log_format=get("log.console"),
+        log_level=get("log.console.level"),
+        sources=sources,
+    )
+
+
+def load(path: Path | None, environ: Mapping[str, str] | None = None, flags: Sequence[str] = ()) -> Config:
+    """The node's Config: the file (if any), then `VMQPY_*` environment variables, then `--set` flags."""
+    settings: list[_Setting] = []
+    if path is not None:
+        settings += read_file(path)
+    settings += read_env(os.environ if environ is None else environ)
+    settings += read_flags(flags)
+    return build(settings)
+
+
+def reference() -> str:
+    """A markdown table of every key, for docs and `vmqpy config-reference`."""
+    lines = ["| key | default | meaning |", "|---|---|---|", "| listener.tcp.NAME | 127.0.0.1:1883 | MQTT listener |"]
+    for key, spec in SCHEMA.items():
+        default = "never" if spec.default is None and "expiration" in key else spec.default
+        if isinstance(default, bool):
+            default = "on" if default else "off"
+        if isinstance(default, tuple):
+            default = f"{default[0]}:{default[1]}"
+        lines.append(f"| {key} | {'' if default is None else default} | {spec.doc} |")
+    return "\n".join(lines)

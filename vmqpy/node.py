@@ -1,0 +1,130 @@
+"""The composition root: builds the node's services, starts them in order and stops them in reverse."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+
+import structlog
+
+from vmqpy.broker.broker import Broker
+from vmqpy.broker.connection import MQTTConnection
+from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.storage import Storage
+from vmqpy.config import Config
+
+log = structlog.get_logger("vmqpy.node")
+
+TICK_INTERVAL = 0.1
+
+
+class Node:
+    """One vmqpy node. `async with node.running():` starts it; leaving the block stops it."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.storage: Storage | None = None
+        self.broker: Broker | None = None
+        self.servers: list[asyncio.Server] = []
+        self.connections: set[MQTTConnection] = set()
+        self.started_at = 0.0
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Node]:
+        async with AsyncExitStack() as stack:
+            storage = await stack.enter_async_context(self._storage())
+            broker = self.broker = Broker(self.config, SessionStore(storage))
+            broker.load(time.time())
+            await stack.enter_async_context(self._ticker(broker))
+            await stack.enter_async_context(self._listeners(broker, storage))
+            self.started_at = time.time()
+            log.info("node started", listeners=[f"{h}:{p}" for _n, h, p in self.config.tcp_listeners])
+            yield self
+            log.info("node stopping")
+
+    @contextlib.asynccontextmanager
+    async def _storage(self) -> AsyncIterator[Storage]:
+        data_dir = self.config.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        storage = self.storage = Storage(data_dir / "broker.db")
+        storage.open()
+        try:
+            yield storage
+        finally:
+            storage.close()
+
+    @contextlib.asynccontextmanager
+    async def _ticker(self, broker: Broker) -> AsyncIterator[None]:
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(TICK_INTERVAL)
+                try:
+                    broker.tick(time.time())
+                except Exception:
+                    log.exception("tick failed")
+
+        task = asyncio.get_running_loop().create_task(tick())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @contextlib.asynccontextmanager
+    async def _listeners(self, broker: Broker, storage: Storage) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+
+        def factory(name: str) -> Callable[[], MQTTConnection]:
+            def make() -> MQTTConnection:
+                conn = MQTTConnection(broker, self.config, storage, name)
+                self.connections.add(conn)
+                conn_lost = conn.connection_lost
+
+                def lost(exc: Exception | None) -> None:
+                    self.connections.discard(conn)
+                    conn_lost(exc)
+
+                conn.connection_lost = lost  # type: ignore[method-assign]
+                return conn
+
+            return make
+
+        try:
+            for name, host, port in self.config.tcp_listeners:
+                server = await loop.create_server(factory(name), host, port, reuse_address=True, backlog=1024)
+                self.servers.append(server)
+            yield
+        finally:
+            for server in self.servers:
+                server.close()
+            for conn in list(self.connections):
+                conn.normal_close = True  # a shutdown is not the client's failure: no will
+                conn.close()
+            for server in self.servers:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(server.wait_closed(), 2.0)
+            await storage.sync()
+
+    def bound_ports(self) -> list[tuple[str, int]]:
+        ports = []
+        for server in self.servers:
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                ports.append((host, port))
+        return ports
+
+
+async def serve(config: Config) -> None:
+    """Run a node until SIGTERM or SIGINT."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    node = Node(config)
+    async with node.running():
+        await stop.wait()
