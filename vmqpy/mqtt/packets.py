@@ -1,7 +1,7 @@
 """MQTT control packets as plain data, shared by 3.1.1 (protocol level 4, and 3 for 3.1) and 5.0 (level 5).
 
-Fields that only 5.0 carries (properties, most reason codes) keep their defaults on 3.1.1 connections; the codec
-ignores them when encoding for 3.1.1. Payloads are bytes, topics and client ids str.
+Fields that only 5.0 carries (properties, most reason codes) keep their defaults on 3.1.1 connections;
+the codec ignores them when encoding for 3.1.1. Payloads are bytes, topics and client ids str.
 """
 
 from __future__ import annotations
