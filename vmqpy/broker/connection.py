@@ -88,9 +88,8 @@ class MQTTConnection(asyncio.Protocol):
     # ------------------------------------------------------------------------------------------ asyncio
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self.transport = transport  # type: ignore[assignment]
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
         peer = transport.get_extra_info("peername")
         self.log = log.bind(peer=f"{peer[0]}:{peer[1]}" if peer else "?", listener=self.listener)
         self.last_received = self.loop.time()

@@ -1,0 +1,145 @@
+"""The session's delivery state as data: windows, queues, packet ids, resume, drops by policy."""
+
+from __future__ import annotations
+
+from vmqpy.broker.message import Message
+from vmqpy.broker.session import Delivery, OutState, Session
+from vmqpy.mqtt.packets import Packet, Publish, Pubrel
+
+
+class RecordingSink:
+    """A connection that records what the session writes; `writable` can be switched off."""
+
+    def __init__(self) -> None:
+        self.packets: list[Packet] = []
+        self.writable = True
+
+    def write_packet(self, packet: Packet) -> None:
+        self.packets.append(packet)
+
+    def can_write(self) -> bool:
+        return self.writable
+
+    def take_over(self) -> tuple[Message | None, float]:
+        return None, 0.0
+
+    def publishes(self) -> list[Publish]:
+        return [p for p in self.packets if isinstance(p, Publish)]
+
+
+def session(max_inflight: int = 2, max_online: int = 3, max_offline: int = 2, expiry: float | None = None) -> Session:
+    return Session(
+        "c1", protocol_level=5, expiry_interval=expiry, max_inflight=max_inflight, max_online=max_online,
+        max_offline=max_offline,
+    )
+
+
+def msg(n: int, qos: int = 1, expires_at: float | None = None) -> Message:
+    return Message(f"t/{n}", str(n).encode(), qos, expires_at=expires_at)
+
+
+def test_window_limits_inflight_and_acks_release_the_queue() -> None:
+    s, sink = session(max_inflight=2), RecordingSink()
+    s.attach(sink, 65535, 0, now=0.0)
+    results = [s.deliver(msg(i), 1, False, [], 0.0) for i in range(4)]
+    assert results == [Delivery.SENT, Delivery.SENT, Delivery.QUEUED, Delivery.QUEUED]
+    assert [p.packet_id for p in sink.publishes()] == [1, 2]
+    assert s.on_puback(1, 0.0) is True
+    assert [p.packet_id for p in sink.publishes()] == [1, 2, 3]
+    assert s.on_puback(1, 0.0) is False  # already acknowledged
+    assert list(s.inflight) == [2, 3]
+
+
+def test_client_receive_maximum_narrows_the_window() -> None:
+    s, sink = session(max_inflight=20), RecordingSink()
+    s.attach(sink, 1, 0, now=0.0)
+    s.deliver(msg(1), 1, False, [], 0.0)
+    assert s.deliver(msg(2), 1, False, [], 0.0) is Delivery.QUEUED
+
+
+def test_qos2_outgoing_flow() -> None:
+    s, sink = session(), RecordingSink()
+    s.attach(sink, 10, 0, now=0.0)
+    s.deliver(msg(1, qos=2), 2, False, [], 0.0)
+    assert s.on_pubcomp(1, 0.0) is False  # PUBCOMP before PUBREC is not accepted
+    assert s.on_pubrec(1, 0, 0.0) == Pubrel(1)
+    assert s.inflight[1].state is OutState.RELEASED
+    assert s.on_pubcomp(1, 0.0) is True
+    assert not s.inflight
+
+
+def test_resume_resends_inflight_with_original_ids_and_dup() -> None:
+    s, first = session(max_inflight=5), RecordingSink()
+    s.attach(first, 65535, 0, now=0.0)
+    s.deliver(msg(1), 1, False, [], 0.0)
+    s.deliver(msg(2, qos=2), 2, False, [], 0.0)
+    s.on_pubrec(2, 0, 0.0)
+    s.detach(1.0)
+    s.deliver(msg(3), 1, False, [], 1.0)  # offline: queued
+    second = RecordingSink()
+    s.attach(second, 65535, 0, now=2.0)
+    kinds = [(type(p).__name__, getattr(p, "packet_id", None), getattr(p, "dup", None)) for p in second.packets]
+    assert kinds == [("Publish", 1, True), ("Pubrel", 2, None), ("Publish", 3, False)]
+
+
+def test_offline_queue_is_bounded_and_drops_qos0() -> None:
+    s = session(max_offline=2)
+    assert s.deliver(msg(1, qos=0), 0, False, [], 0.0) is Delivery.DROPPED
+    assert s.deliver(msg(2), 1, False, [], 0.0) is Delivery.QUEUED
+    assert s.deliver(msg(3), 1, False, [], 0.0) is Delivery.QUEUED
+    assert s.deliver(msg(4), 1, False, [], 0.0) is Delivery.DROPPED
+    assert s.dropped == 2
+    assert [o.message.topic for o in s.queue] == ["t/2", "t/3"]
+
+
+def test_online_qos1_is_never_dropped_and_marks_congestion() -> None:
+    s, sink = session(max_inflight=1, max_online=2), RecordingSink()
+    s.attach(sink, 65535, 0, now=0.0)
+    outcomes = [s.deliver(msg(i), 1, False, [], 0.0) for i in range(5)]
+    assert Delivery.DROPPED not in outcomes
+    assert s.congested
+    assert s.deliver(msg(9, qos=0), 0, False, [], 0.0) is Delivery.DROPPED  # QoS 0 beyond max_online
+    released: list[int] = []
+    s.wait_for_drain(lambda: released.append(1))
+    for packet_id in range(1, 6):
+        s.on_puback(packet_id, 0.0)
+    assert released == [1]
+    assert not s.queue and not s.congested
+
+
+def test_unwritable_connection_queues_and_pump_resumes() -> None:
+    s, sink = session(), RecordingSink()
+    s.attach(sink, 65535, 0, now=0.0)
+    sink.writable = False
+    assert s.deliver(msg(1, qos=0), 0, False, [], 0.0) is Delivery.QUEUED
+    sink.writable = True
+    s.pump(0.0)
+    assert [p.topic for p in sink.publishes()] == ["t/1"]
+
+
+def test_expired_messages_are_not_sent_and_expiry_counts_down() -> None:
+    s, sink = session(), RecordingSink()
+    s.deliver(msg(1, expires_at=10.0), 1, False, [], 0.0)
+    s.deliver(msg(2, expires_at=100.0), 1, False, [], 0.0)
+    s.attach(sink, 65535, 0, now=50.0)
+    (only,) = sink.publishes()
+    assert only.topic == "t/2"
+    assert only.properties.message_expiry_interval == 50
+
+
+def test_client_maximum_packet_size_discards_large_messages() -> None:
+    s, sink = session(), RecordingSink()
+    s.attach(sink, 65535, max_packet_size=64, now=0.0)
+    big = Message("t", b"x" * 100, 1)
+    assert s.deliver(big, 1, False, [], 0.0) is Delivery.DROPPED
+    assert not sink.packets
+
+
+def test_packet_ids_skip_those_in_flight() -> None:
+    s, sink = session(max_inflight=3), RecordingSink()
+    s.attach(sink, 65535, 0, now=0.0)
+    for i in range(3):
+        s.deliver(msg(i), 1, False, [], 0.0)
+    s.on_puback(2, 0.0)
+    s.deliver(msg(9), 1, False, [], 0.0)
+    assert sorted(s.inflight) == [1, 3, 4]
