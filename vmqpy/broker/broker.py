@@ -15,7 +15,7 @@ import structlog
 from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.retained import RetainedStore
-from vmqpy.broker.router import RouteResult, Router
+from vmqpy.broker.router import Router, RouteResult
 from vmqpy.broker.session import NullJournal, Session, Sink, SubEntry
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc

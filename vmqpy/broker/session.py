@@ -15,7 +15,7 @@ from enum import IntEnum
 from typing import Protocol
 
 from vmqpy.broker.message import Message
-from vmqpy.mqtt.packets import Packet, Publish, Pubrel, SubOptions
+from vmqpy.mqtt.packets import Packet, Pubrel, SubOptions
 
 
 class Sink(Protocol):
