@@ -162,9 +162,9 @@ class Broker:
             if session.online or session.disconnected_at is None or session.expiry_interval is None:
                 continue
             if session.disconnected_at + session.expiry_interval <= now:
-                pending = self._wills.pop(session.client_id, None)
-                if pending is not None:
-                    self.publish(pending.message, now)
+                due = self._wills.pop(session.client_id, None)
+                if due is not None:
+                    self.publish(due.message, now)
                 self.metrics["session_expired"] += 1
                 self._discard(session)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgpack
 
@@ -73,11 +74,10 @@ class Message:
         ]
 
     @classmethod
-    def unpack(cls, data: list[object]) -> Message:
+    def unpack(cls, data: Any) -> Message:
         topic, payload, qos, retain, publisher, expires_at, passed, user = data
-        assert isinstance(passed, list) and isinstance(user, list)
-        msg = cls(str(topic), bytes(payload), int(qos), bool(retain), str(publisher),  # type: ignore[arg-type]
-                  None if expires_at is None else float(expires_at))  # type: ignore[arg-type]
+        msg = cls(str(topic), bytes(payload), int(qos), bool(retain), str(publisher),
+                  None if expires_at is None else float(expires_at))
         for name, value in zip(_PASS_THROUGH, passed, strict=True):
             setattr(msg, name, value)
         msg.user_properties = [(str(k), str(v)) for k, v in user]
@@ -85,8 +85,9 @@ class Message:
 
 
 def encode_record(data: object) -> bytes:
-    return msgpack.packb(data, use_bin_type=True)
+    packed: bytes = msgpack.packb(data, use_bin_type=True)
+    return packed
 
 
-def decode_record(data: bytes) -> object:
+def decode_record(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)

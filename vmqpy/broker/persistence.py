@@ -94,14 +94,14 @@ class SessionStore:
 
     def load_retained(self) -> Iterator[Message]:
         for _key, value in self.storage.load(RETAINED):
-            yield Message.unpack(decode_record(value))  # type: ignore[arg-type]
+            yield Message.unpack(decode_record(value))
 
     # --------------------------------------------------------------------------- loading at start
 
     def load_sessions(self) -> dict[str, StoredSession]:
         sessions: dict[str, StoredSession] = {}
         for key, value in self.storage.load(SESSIONS):
-            level, expiry, disconnected_at = decode_record(value)  # type: ignore[misc]
+            level, expiry, disconnected_at = decode_record(value)
             client_id = key.decode()
             sessions[client_id] = StoredSession(client_id, level, expiry, disconnected_at)
         for key, value in self.storage.load(SUBSCRIPTIONS):
@@ -109,14 +109,14 @@ class SessionStore:
             stored = sessions.get(client_id)
             if stored is None:
                 continue
-            qos, no_local, rap, handling, sub_id = decode_record(value)  # type: ignore[misc]
+            qos, no_local, rap, handling, sub_id = decode_record(value)
             stored.subscriptions.append(_entry(topic_filter.decode(), SubOptions(qos, no_local, rap, handling), sub_id))
         for key, value in self.storage.load(MESSAGES):
             client_id, seq_bytes = _split(key)
             stored = sessions.get(client_id)
             if stored is None:
                 continue
-            packed, qos, retain, sub_ids, packet_id, state = decode_record(value)  # type: ignore[misc]
+            packed, qos, retain, sub_ids, packet_id, state = decode_record(value)
             (seq,) = struct.unpack(">Q", seq_bytes)
             out = Outgoing(seq, Message.unpack(packed), qos, retain, list(sub_ids), packet_id, OutState(state))
             stored.messages.append(out)
