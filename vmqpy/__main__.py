@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from vmqpy import __version__, config, logconfig
+from vmqpy.broker import auth
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,6 +22,10 @@ def _parser() -> argparse.ArgumentParser:
         help="override one configuration key (repeatable); beats the file and VMQPY_* variables",
     )
     commands.add_parser("config-reference", help="print every configuration key with its default")
+    passwd = commands.add_parser("passwd", help="add or replace a user in a password file")
+    passwd.add_argument("file", type=Path)
+    passwd.add_argument("username")
+    passwd.add_argument("--password", help="the password (default: read one line from standard input)")
     return parser
 
 
@@ -29,9 +34,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "config-reference":
         print(config.reference())
         return 0
+    if args.command == "passwd":
+        password = args.password if args.password is not None else sys.stdin.readline().rstrip("\n")
+        try:
+            auth.add_user(args.file, args.username, password)
+        except auth.PasswordFileError as exc:
+            print(f"vmqpy: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         cfg = config.load(args.config, flags=args.overrides)
-    except config.ConfigError as exc:
+        if cfg.password_file is not None:
+            auth.parse_password_file(cfg.password_file)
+    except (config.ConfigError, auth.PasswordFileError) as exc:
         print(f"vmqpy: config error: {exc}", file=sys.stderr)
         return 2
     logconfig.configure(cfg.log_format, cfg.log_level, node=cfg.nodename)

@@ -128,6 +128,7 @@ SCHEMA: Mapping[str, Key] = {
     "listener.http.default": Key(parse_address, None, "HTTP admin API address (used by the cluster issue)"),
     "listener.vmq.clustering": Key(parse_address, None, "cluster listener address (used by the cluster issue)"),
     "allow_anonymous": Key(parse_bool, True, "accept clients without user name and password"),
+    "password_file": Key(parse_path, None, "user:hash lines checked at CONNECT (create with vmqpy passwd)"),
     "max_inflight_messages": Key(parse_int(1, 65535), 20, "QoS 1/2 messages in flight per client"),
     "max_online_messages": Key(parse_int(1), 1000, "queued messages of an online client beyond the window"),
     "max_offline_messages": Key(parse_int(0), 1000, "queued messages of an offline persistent session"),
@@ -157,6 +158,7 @@ class Config:
     http_listener: tuple[str, int] | None = None
     cluster_listener: tuple[str, int] | None = None
     allow_anonymous: bool = True
+    password_file: Path | None = None
     max_inflight_messages: int = 20
     max_online_messages: int = 1000
     max_offline_messages: int = 1000
@@ -250,6 +252,7 @@ def build(settings: Sequence[_Setting]) -> Config:
         http_listener=get("listener.http.default"),
         cluster_listener=get("listener.vmq.clustering"),
         allow_anonymous=get("allow_anonymous"),
+        password_file=get("password_file"),
         max_inflight_messages=get("max_inflight_messages"),
         max_online_messages=get("max_online_messages"),
         max_offline_messages=get("max_offline_messages"),

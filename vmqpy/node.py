@@ -11,6 +11,7 @@ from contextlib import AsyncExitStack
 
 import structlog
 
+from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.persistence import SessionStore
@@ -78,10 +79,12 @@ class Node:
     @contextlib.asynccontextmanager
     async def _listeners(self, broker: Broker, storage: Storage) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
+        path = self.config.password_file
+        auth = Authenticator(self.config.allow_anonymous, parse_password_file(path) if path else {})
 
         def factory(name: str) -> Callable[[], MQTTConnection]:
             def make() -> MQTTConnection:
-                conn = MQTTConnection(broker, self.config, storage, name)
+                conn = MQTTConnection(broker, self.config, storage, auth, name)
                 self.connections.add(conn)
                 conn_lost = conn.connection_lost
 

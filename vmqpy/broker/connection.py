@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.message import Message
 from vmqpy.broker.router import RouteResult
@@ -59,8 +60,11 @@ _assigned_ids = itertools.count(1)
 class MQTTConnection(asyncio.Protocol):
     """One client connection: the Sink of its session while it owns it."""
 
-    def __init__(self, broker: Broker, config: Config, storage: Storage | None, listener: str) -> None:
+    def __init__(
+        self, broker: Broker, config: Config, storage: Storage | None, auth: Authenticator, listener: str
+    ) -> None:
         self.broker = broker
+        self.auth = auth
         self.config = config
         self.storage = storage
         self.loop = asyncio.get_running_loop()
@@ -302,8 +306,9 @@ class MQTTConnection(asyncio.Protocol):
         if props.authentication_method is not None:
             self._refuse(rc.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported")
             return
-        if not self.config.allow_anonymous:
-            self._refuse(rc.NOT_AUTHORIZED, "anonymous clients are not allowed and no user database is set")
+        refusal = self.auth.check(packet.username, packet.password)
+        if refusal is not None:
+            self._refuse(refusal, "authentication failed")
             return
         self.client_id = client_id
         self.log = self.log.bind(client_id=client_id)
