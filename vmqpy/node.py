@@ -108,9 +108,9 @@ class Node:
             for conn in list(self.connections):
                 conn.normal_close = True  # a shutdown is not the client's failure: no will
                 conn.close()
-            for server in self.servers:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(server.wait_closed(), 2.0)
+            deadline = loop.time() + 2.0
+            while self.connections and loop.time() < deadline:
+                await asyncio.sleep(0.01)
             await storage.sync()
 
     def bound_ports(self) -> list[tuple[str, int]]:
