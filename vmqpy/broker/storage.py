@@ -263,8 +263,8 @@ class Storage:
                         item = get_nowait()
                     except Empty:
                         # Nothing more right now. Wait a little for more operations (group commit)
-                        # unless somebody waits on a barrier or there is nothing to commit.
-                        if waiting or nops == 0 or max_delay <= 0:
+                        # unless somebody waits on a barrier (then nops may be 0: commit nothing).
+                        if waiting or max_delay <= 0:
                             break
                         now = monotonic()
                         if not deadline:

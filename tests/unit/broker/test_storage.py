@@ -307,11 +307,11 @@ def test_barrier_cuts_the_group_commit_delay_short(db_path: Path) -> None:
 
 
 def test_unsynced_writes_wait_for_the_group_commit_delay(db_path: Path) -> None:
-    s = Storage(db_path, max_delay=0.3)
+    s = Storage(db_path, max_delay=1.0)
     s.open()
     try:
         s.put("t", b"k", b"v")
-        time.sleep(0.05)
+        time.sleep(0.1)
         assert raw_rows(db_path, "t") == []  # still gathering a batch
         deadline = time.monotonic() + 5
         while not raw_rows(db_path, "t"):
