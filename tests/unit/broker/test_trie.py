@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import random
-import time
 from typing import Any
 
 import pytest
@@ -210,33 +209,18 @@ def test_cached_tuples_follow_changes() -> None:
     assert trie.match("a") == [("a", "k1", 10)]
 
 
-def test_match_cost_does_not_grow_with_unrelated_filters() -> None:
-    """A scan of all filters would make the big trie ~1000x slower; the trie stays about the same."""
+def test_match_in_a_big_trie_finds_only_matching_filters() -> None:
+    """30,000 unrelated filters beside the wildcards: match returns exactly the matching ones.
+
+    (How match time scales with the number of filters is measured in bench/bench_broker.py, not asserted.)"""
     rng = random.Random(7)
-    wild = ["+/status/#", "dev/+/status", "#", "dev/+/+/x"]
-    small: SubscriptionTrie[int, int] = SubscriptionTrie()
     big: SubscriptionTrie[int, int] = SubscriptionTrie()
-    for i, f in enumerate(wild):
-        small.add(f, i, i)
+    for i, f in enumerate(["+/status/#", "dev/+/status", "#", "dev/+/+/x"]):
         big.add(f, i, i)
-    for i in range(30):
-        small.add(f"dev/{i}/status", i, i)
     for i in range(30_000):
-        big.add(f"dev/{rng.randrange(10**6)}/{rng.choice(['status', 'cfg', 'x'])}/{i}", i, i)
-    probes = [f"dev/{i}/status" for i in range(200)]
-
-    def best(trie: SubscriptionTrie[int, int]) -> float:
-        times = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for topic in probes:
-                trie.match(topic)
-            times.append(time.perf_counter() - t0)
-        return min(times)
-
+        big.add(f"dev/{rng.randrange(10**6)}/{rng.choice(['status', 'cfg', 'x'])}/{i}", 100 + i, i)
     assert sorted(f for f, _, _ in big.match("dev/5/status")) == ["#", "dev/+/status"]
-    assert sorted(f for f, _, _ in small.match("dev/5/status")) == ["#", "dev/+/status", "dev/5/status"]
-    assert best(big) < 10 * best(small)
+    assert sorted(f for f, _, _ in big.match("dev/5/cfg/x")) == ["#", "dev/+/+/x"]
 
 
 # -- properties ------------------------------------------------------------------------------------

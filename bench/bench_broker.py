@@ -1,6 +1,6 @@
 """Micro-benchmarks for the trie, the retained store and the storage (not collected by pytest).
 
-Run: ``.venv/bin/python -m tests.unit.broker.bench_broker``
+Run: ``.venv/bin/python -m bench.bench_broker``
 """
 
 from __future__ import annotations
