@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from vmqpy.broker.retained import RetainedStore
-from vmqpy.broker.storage import Storage
+from vmqpy.storage import Storage
 from vmqpy.broker.trie import SubscriptionTrie
 
 

@@ -15,7 +15,7 @@ from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.storage import Storage
+from vmqpy.storage import Storage
 from vmqpy.config import Config
 
 log = structlog.get_logger("vmqpy.node")

@@ -705,20 +705,22 @@ class PahoClient:
                 continue
         return out
 
-    def until_marker(self, marker_topic: str, timeout: float = 5.0) -> list[paho.MQTTMessage]:
-        """Messages received before the first one on marker_topic (which is consumed)."""
+    def until_marker(self, marker: str | Any, timeout: float = 5.0) -> list[paho.MQTTMessage]:
+        """Messages received before the marker (consumed): the first message on topic `marker` when it is
+        a str, else the first message for which marker(msg) is true."""
+        is_marker = (lambda m: m.topic == marker) if isinstance(marker, str) else marker
         out: list[paho.MQTTMessage] = []
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"paho: marker {marker_topic} not received within {timeout}s; "
+                raise AssertionError(f"paho: marker {marker} not received within {timeout}s; "
                                      f"got {[(m.topic, m.payload) for m in out]}")
             try:
                 m = self.messages.get(timeout=remaining)
             except queue.Empty:
                 continue
-            if m.topic == marker_topic:
+            if is_marker(m):
                 return out
             out.append(m)
 

@@ -22,7 +22,7 @@ from vmqpy.broker.broker import Broker
 from vmqpy.broker.message import Message
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
-from vmqpy.broker.storage import Storage
+from vmqpy.storage import Storage
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from vmqpy.broker.message import Message, decode_record, encode_record
 from vmqpy.broker.session import Outgoing, OutState, Session, SubEntry
-from vmqpy.broker.storage import Storage
+from vmqpy.storage import Storage
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.mqtt.topics import parse_shared
 

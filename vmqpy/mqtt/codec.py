@@ -233,67 +233,69 @@ class Decoder:
         """The next complete packet, or NEED_DATA. Raises a RemoteProtocolError subclass on bad input."""
         if self._error is not None:
             raise self._error
+        buf = self._buf
+        pos = self._pos
+        first = self._first
         try:
-            return self._next()
+            if first < 0:
+                size = len(buf)
+                if pos >= size:
+                    return NEED_DATA
+                first = buf[pos]
+                # Fast path: a PUBLISH with valid flags on an established connection; else the full check.
+                if first >> 4 != _PUBLISH or first & 0x06 == 0x06 or first & 0x0E == 0x08 or not self._connected:
+                    self._check_first_byte(first)
+                rl = 0
+                shift = 0
+                i = pos + 1
+                while True:
+                    if i >= size:
+                        return NEED_DATA
+                    byte = buf[i]
+                    i += 1
+                    rl |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                    if shift == 28:
+                        raise MalformedPacket("remaining length longer than 4 bytes")
+                hlen = i - pos
+                if hlen + rl > self._max:
+                    raise PacketTooLarge(f"packet of {hlen + rl} bytes exceeds the maximum of {self._max}")
+                self._first = first
+                self._hlen = hlen
+                self._rl = rl
+            else:
+                hlen = self._hlen
+                rl = self._rl
+            start = pos + hlen
+            end = start + rl
+            size = len(buf)
+            if size < end:
+                return NEED_DATA
+            # One immutable copy of the body to decode from (two small copies are cheaper than a memoryview).
+            if rl < 65536:
+                body = bytes(buf[start:end])
+            else:
+                with memoryview(buf) as mv:
+                    body = mv[start:end].tobytes()
+            self._first = -1
+            if end == size:
+                buf.clear()
+                self._pos = 0
+            elif end > 65536 and end > (size >> 1):
+                del buf[:end]
+                self._pos = 0
+            else:
+                self._pos = end
+            if first >> 4 == _PUBLISH:
+                return self._publish(first, body)
+            return _DISPATCH[first >> 4](self, first & 0x0F, body)
         except RemoteProtocolError as e:
             self._error = e
             self._buf = bytearray()
             self._pos = 0
             raise
-
-    def _next(self) -> Packet | NeedData:
-        buf = self._buf
-        pos = self._pos
-        first = self._first
-        if first < 0:
-            size = len(buf)
-            if pos >= size:
-                return NEED_DATA
-            first = buf[pos]
-            self._check_first_byte(first)
-            rl = 0
-            shift = 0
-            i = pos + 1
-            while True:
-                if i >= size:
-                    return NEED_DATA
-                byte = buf[i]
-                i += 1
-                rl |= (byte & 0x7F) << shift
-                if byte < 0x80:
-                    break
-                shift += 7
-                if shift == 28:
-                    raise MalformedPacket("remaining length longer than 4 bytes")
-            hlen = i - pos
-            if hlen + rl > self._max:
-                raise PacketTooLarge(f"packet of {hlen + rl} bytes exceeds the maximum of {self._max}")
-            self._first = first
-            self._hlen = hlen
-            self._rl = rl
-        else:
-            hlen = self._hlen
-            rl = self._rl
-        start = pos + hlen
-        end = start + rl
-        if len(buf) < end:
-            return NEED_DATA
-        # One copy of the body; the packet is decoded from immutable bytes.
-        with memoryview(buf) as mv:
-            body = mv[start:end].tobytes()
-        self._first = -1
-        if end == len(buf):
-            buf.clear()
-            self._pos = 0
-        elif end > 65536 and end > (len(buf) >> 1):
-            del buf[:end]
-            self._pos = 0
-        else:
-            self._pos = end
-        ptype = first >> 4
-        if ptype == _PUBLISH:
-            return self._publish(first, body)
-        return _DISPATCH[ptype](self, first & 0x0F, body)
 
     def _check_first_byte(self, first: int) -> None:
         ptype = first >> 4

@@ -18,7 +18,7 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vmqpy.broker.storage import Storage, StorageError, prefix_upper_bound
+from vmqpy.storage import Storage, StorageError, prefix_upper_bound
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -541,7 +541,7 @@ def test_database_locked_by_another_connection(db_path: Path, monkeypatch: pytes
 KILL_SCRIPT = r"""
 import asyncio, sys, time
 from pathlib import Path
-from vmqpy.broker.storage import Storage
+from vmqpy.storage import Storage
 
 async def main() -> None:
     s = Storage(Path(sys.argv[1]))
