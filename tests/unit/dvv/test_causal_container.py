@@ -72,9 +72,7 @@ def test_fill() -> None:
     assert D5.fill(NodeClock({"a": (5, 0)})) == D5
     assert D5.fill(NodeClock({"a": (6, 0)})) == CausalContainer({("a", 5): "gray"}, {"a": 6, "b": 5, "c": 4})
     assert D5.fill(NodeClock({"a": (15, 12)})) == CausalContainer({("a", 5): "gray"}, {"a": 15, "b": 5, "c": 4})
-    assert D5.fill(NodeClock({"d": (15, 12)})) == CausalContainer(
-        {("a", 5): "gray"}, {"a": 5, "b": 5, "c": 4, "d": 15}
-    )
+    assert D5.fill(NodeClock({"d": (15, 12)})) == CausalContainer({("a", 5): "gray"}, {"a": 5, "b": 5, "c": 4, "d": 15})
     assert D5.fill(nc) == CausalContainer({("a", 5): "gray"}, {"a": 9, "b": 5, "c": 4, "d": 15})
     assert D5.fill(nc, ["a"]) == CausalContainer({("a", 5): "gray"}, {"a": 9, "b": 5, "c": 4})
     assert D5.fill(nc, ["b", "a"]) == CausalContainer({("a", 5): "gray"}, {"a": 9, "b": 5, "c": 4})
