@@ -1,0 +1,122 @@
+"""Property tests: decode(encode(p)) == p for generated valid packets, and incremental decoding."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.unit.mqtt import strategies as mst
+from tests.unit.mqtt.helpers import client, decode_all, decode_one, server
+from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
+from vmqpy.mqtt.packets import Connect, Packet, Pingreq, Publish
+
+FEW = settings(max_examples=60, deadline=None)
+MANY = settings(max_examples=150, deadline=None)
+
+
+@MANY
+@given(st.data(), mst.levels)
+def test_connect_roundtrip(data: st.DataObject, level: int) -> None:
+    packet = data.draw(mst.connects(level))
+    decoder = server()
+    assert decode_one(decoder, encode(packet, level)) == packet
+    assert decoder.protocol_level == level
+
+
+@MANY
+@given(st.data(), mst.levels)
+def test_client_packet_roundtrip(data: st.DataObject, level: int) -> None:
+    packet = data.draw(mst.client_packets(level))
+    assert decode_one(server(level), encode(packet, level)) == packet
+
+
+@MANY
+@given(st.data(), mst.levels)
+def test_server_packet_roundtrip(data: st.DataObject, level: int) -> None:
+    packet = data.draw(mst.server_packets(level))
+    assert decode_one(client(level), encode(packet, level)) == packet
+
+
+@FEW
+@given(st.data(), mst.levels)
+def test_encode_is_canonical(data: st.DataObject, level: int) -> None:
+    """Re-encoding a decoded packet gives the same bytes (no information is invented or lost)."""
+    packet = data.draw(mst.server_packets(level))
+    wire = encode(packet, level)
+    assert encode(decode_one(client(level), wire), level) == wire
+
+
+def _split(wire: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(wire) + 1) for c in cuts})
+    chunks = []
+    last = 0
+    for p in [*points, len(wire)]:
+        chunks.append(wire[last:p])
+        last = p
+    return chunks
+
+
+def _decode_chunks(decoder: Decoder, chunks: list[bytes]) -> list[Packet]:
+    out: list[Packet] = []
+    for chunk in chunks:
+        out += decode_all(decoder, chunk)
+    return out
+
+
+@FEW
+@given(st.data(), mst.levels, st.lists(st.integers(0, 10_000), max_size=30))
+def test_incremental_client_stream(data: st.DataObject, level: int, cuts: list[int]) -> None:
+    connect = data.draw(mst.connects(level))
+    packets: list[Packet] = [connect, *data.draw(st.lists(mst.client_packets(level), max_size=8))]
+    wire = b"".join(encode(p, level) for p in packets)
+    decoder = server()
+    assert _decode_chunks(decoder, _split(wire, cuts)) == packets
+    assert decoder.next_packet() is NEED_DATA
+
+
+@FEW
+@given(st.data(), mst.levels, st.lists(st.integers(0, 10_000), max_size=30))
+def test_incremental_server_stream(data: st.DataObject, level: int, cuts: list[int]) -> None:
+    packets = data.draw(st.lists(mst.server_packets(level), min_size=1, max_size=8))
+    wire = b"".join(encode(p, level) for p in packets)
+    assert _decode_chunks(client(level), _split(wire, cuts)) == packets
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data(), mst.levels)
+def test_one_byte_at_a_time(data: st.DataObject, level: int) -> None:
+    packets: list[Packet] = [data.draw(mst.connects(level)),
+                             *data.draw(st.lists(mst.client_packets(level), min_size=1, max_size=5))]
+    wire = b"".join(encode(p, level) for p in packets)
+    decoder = server()
+    out: list[Packet] = []
+    for i in range(len(wire)):
+        out += decode_all(decoder, wire[i : i + 1])
+    assert out == packets
+
+
+def test_large_packets_split_and_compaction() -> None:
+    """Packets above the 64 KiB body and buffer-compaction thresholds, fed in uneven chunks."""
+    level = 5
+    packets: list[Packet] = [Connect("big", level)]
+    packets += [Publish(f"t/{i}", bytes([i]) * (70_000 + i * 1000), qos=1, packet_id=i + 1) for i in range(5)]
+    packets += [Publish("small", b"x")] * 3
+    wire = b"".join(encode(p, level) for p in packets)
+    decoder = server()
+    out: list[Packet] = []
+    step = 33_333
+    for i in range(0, len(wire), step):
+        out += decode_all(decoder, wire[i : i + step])
+    assert out == packets
+    assert isinstance(out[0], Connect)
+
+
+def test_empty_receive_is_noop() -> None:
+    decoder = server(4)
+    decoder.receive_data(b"")
+    assert decoder.next_packet() is NEED_DATA
+    decoder.receive_data(b"\xc0")
+    decoder.receive_data(b"")
+    assert decoder.next_packet() is NEED_DATA
+    decoder.receive_data(b"\x00")
+    assert decode_all(decoder, b"") == [Pingreq()]
