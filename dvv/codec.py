@@ -16,7 +16,7 @@ Version 1 payloads (``n`` node id, ``c`` counter)::
     tag 2 VersionVector    [n, c, n, c, ...]
     tag 3 dvvset.Clock     [[n, c, [values, newest first], ...], [anonymous values]]
     tag 4 NodeClock        [n, base, bitmap, ...]   bitmap: int, or little-endian bytes if >= 2**64
-    tag 5 CausalContainer  [[n, c, value, ...], [n, c, ...]]   (versions, context)
+    tag 5 CausalContainer  [n, c, value, n, c, value, ..., [n, c, ...]]   (versions, then context)
     tag 6 Watermark        [[node, [peer, c, ...], ...], [retired node, [peer, c, ...], ...]]
     tag 7 DotKeyMap        [n, [c, key, c, key, ...], ...]
 """
@@ -80,6 +80,7 @@ def _flat_row(row: dict[str, int]) -> list[Any]:
 
 
 def _payload(obj: object) -> tuple[int, Any]:
+    flat: list[Any]
     if isinstance(obj, VersionVector):
         return TAG_VV, _flat_vv(obj)
     if isinstance(obj, dvvset.Clock):
@@ -88,16 +89,17 @@ def _payload(obj: object) -> tuple[int, Any]:
             entries += (e.id, e.counter, list(e.values))
         return TAG_DVVSET, [entries, list(obj.anonymous)]
     if isinstance(obj, NodeClock):
-        flat: list[Any] = []
+        flat = []
         for node, (base, bitmap) in obj.items():
             bm: int | bytes = bitmap if bitmap < _U64 else bitmap.to_bytes((bitmap.bit_length() + 7) // 8, "little")
             flat += (node, base, bm)
         return TAG_NODE_CLOCK, flat
     if isinstance(obj, CausalContainer):
-        versions: list[Any] = []
+        flat = []
         for (node, counter), value in obj.items():
-            versions += (node, counter, value)
-        return TAG_CONTAINER, [versions, _flat_vv(obj.context())]
+            flat += (node, counter, value)
+        flat.append(_flat_vv(obj.context()))
+        return TAG_CONTAINER, flat
     if isinstance(obj, Watermark):
         active: list[Any] = []
         for node, row in obj.active_rows().items():
@@ -200,8 +202,10 @@ def _dec_node_clock(p: Any) -> NodeClock:
 
 
 def _dec_container(p: Any) -> CausalContainer:
-    versions, context = _list(p, "CausalContainer", length=2)
-    flat = _list(versions, "CausalContainer versions", multiple=3)
+    items = _list(p, "CausalContainer")
+    if len(items) % 3 != 1:
+        raise DecodeError(f"CausalContainer: expected 3 * versions + 1 items, got {len(items)}")
+    flat, context = items[:-1], items[-1]
     dots = [check_dot((flat[i], flat[i + 1])) for i in range(0, len(flat), 3)]
     if dots != sorted(set(dots)):
         raise DecodeError("CausalContainer: dots must be sorted and unique")

@@ -56,7 +56,7 @@ def test_version_1_bytes_are_pinned() -> None:
     assert codec.to_bytes(("a", 1)) == b"\x01\x01\x92\xa1a\x01"
     assert codec.to_bytes(VersionVector({"a": 3})) == b"\x01\x02\x92\xa1a\x03"
     assert codec.to_bytes(NodeClock({"a": (5, 14)})) == b"\x01\x04\x93\xa1a\x05\x0e"
-    container = b"\x01\x05\x92\x93\xa1a\x01\xa1x\x92\xa1a\x01"
+    container = b"\x01\x05\x94\xa1a\x01\xa1x\x92\xa1a\x01"
     assert codec.to_bytes(CausalContainer({("a", 1): "x"}, {"a": 1})) == container
     assert codec.from_bytes(container) == CausalContainer({("a", 1): "x"}, {"a": 1})
     clock = b"\x01\x03\x92\x93\xa1a\x02\x92\xa2v2\xa2v1\x90"
@@ -107,7 +107,8 @@ def test_encode_errors() -> None:
         b"\x01\x04\x93\xa1a\x05\x01",  # node clock entry not normalised
         b"\x01\x04\x93\xa1a\x05\xc4\x02\x02\x00",  # bytes bitmap with a trailing zero byte
         b"\x01\x03\x92\x93\xa1a\x01\x92\x01\x02\x90",  # more values than events
-        b"\x01\x05\x92\x96\xa1a\x01\x01\xa1a\x01\x02\x90",  # duplicate dot
+        b"\x01\x05\x97\xa1a\x01\x01\xa1a\x01\x02\x90",  # duplicate dot
+        b"\x01\x05\x92\x01\x90",  # container array of the wrong length
         b"\x01\x06\x92\x92\xa1a\x92\xa1b\x07\x92\xa1a\x90",  # row both active and retired
         b"\x01\x07\x92\xa1a\x92\x01\x81\xa1x\x01",  # dot-key-map key is a map
         b"\x01\x05\xc1",  # reserved msgpack byte
