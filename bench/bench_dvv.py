@@ -31,7 +31,7 @@ from dvv.watermark import Watermark
 SIZES = (3, 5, 10)
 GAP = 10_000
 VALUE = b"x" * 64  # a 64-byte payload, e.g. a retained message reference
-# Node ids for the size target; metadata is 5 + len(id) + 1 + (1..9 counter bytes): see docs/dvv.md.
+# Node ids for the size target; metadata is 4 + (len(id) + 1) + (1..9 counter bytes): see docs/dvv.md.
 ID_EXAMPLES = ("a", "vmq9@10.0.0.10", "VerneMQ@192.168.100.200")
 
 
