@@ -32,6 +32,7 @@ from dvv.version_vector import VersionVector
 
 __all__ = [
     "Clock",
+    "DVVSet",
     "Entry",
     "equal",
     "ids",
@@ -108,6 +109,8 @@ class Clock:
         ents = ", ".join(f"({e.id!r}, {e.counter}, {list(e.values)!r})" for e in self.entries)
         return f"Clock(entries=[{ents}], anonymous={list(self.anonymous)!r})"
 
+
+DVVSet = Clock  # alias: the clock *is* the dotted version vector set
 
 _EMPTY = Clock._make((), ())
 
