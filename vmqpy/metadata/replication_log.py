@@ -1,0 +1,78 @@
+"""The replication log: one JSON line per metadata event, the input of the Spark convergence audits.
+
+Lines are buffered in memory and written at least once a second (and at shutdown), so logging costs a list
+append on the write path. The schema (field names, types, one example per event) is docs/replication-log.md;
+`SCHEMA_VERSION` changes whenever a field changes meaning.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+SCHEMA_VERSION = 1
+FLUSH_INTERVAL = 1.0
+MAX_BUFFERED = 10_000
+
+
+def _jsonable(value: Any) -> Any:
+    """bytes become base64 text; tuples become lists; everything else JSON already knows."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, tuple | list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+class ReplicationLog:
+    """Appends events to `path`. Not thread-safe: call from the node's event loop."""
+
+    def __init__(self, path: Path, node: str, *, wall_ns: Callable[[], int] = time.time_ns) -> None:
+        self.path = path
+        self.node = node
+        self._wall_ns = wall_ns
+        self._buffer: list[str] = []
+        self._file: IO[str] | None = None
+        self._last_flush = time.monotonic()
+        self.lines_written = 0
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def write(self, event: str, hlc: Any, fields: dict[str, Any]) -> None:
+        record = {"schema": SCHEMA_VERSION, "ts": self._wall_ns(), "node": self.node, "hlc": _jsonable(hlc),
+                  "event": event}
+        for name, value in fields.items():
+            record[name] = _jsonable(value)
+        self._buffer.append(json.dumps(record, separators=(",", ":")))
+        if len(self._buffer) >= MAX_BUFFERED:
+            self.flush()
+
+    def maybe_flush(self) -> None:
+        """Flush when the last flush is a second old (the node's ticker calls this)."""
+        if self._buffer and time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
+            self.flush()
+
+    def flush(self) -> None:
+        self._last_flush = time.monotonic()
+        if not self._buffer or self._file is None:
+            return
+        lines, self._buffer = self._buffer, []
+        self._file.write("\n".join(lines) + "\n")
+        self._file.flush()
+        self.lines_written += len(lines)
+
+    def close(self) -> None:
+        self.flush()
+        if self._file is not None:
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None

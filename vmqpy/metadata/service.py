@@ -1,0 +1,178 @@
+"""The asyncio driver of one node's metadata replica: storage, the replication log, peers and one timer.
+
+It only moves things: local calls and received frames go into the sans-I/O `Replica`; its outputs come out
+as storage writes (`Persist`), frames to peers (`Send`), change callbacks (`Changed`) and log lines
+(`Logged`). The replica's next deadline arms a single `call_at`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+import structlog
+
+from vmqpy.metadata import messages
+from vmqpy.metadata.errors import DecodeError
+from vmqpy.metadata.replica import Changed, Key, Logged, Output, Persist, Replica, Send
+from vmqpy.metadata.replication_log import ReplicationLog
+from vmqpy.metadata.resolve import Resolver
+from vmqpy.storage import Storage
+
+log = structlog.get_logger("vmqpy.metadata")
+
+ChangeHandler = Callable[[Key, Any, Any], None]
+
+
+class Transport(Protocol):
+    """How replicas reach each other: the cluster's node links, or an in-memory network in tests."""
+
+    def send(self, peer: str, data: bytes) -> None:
+        """Send one frame to `peer` (buffered or dropped by the transport when the peer is unreachable)."""
+
+    def set_receiver(self, receiver: Callable[[str, bytes], None]) -> None:
+        """Call `receiver(peer, frame)` for every frame that arrives."""
+
+
+class MetadataService:
+    """One node's replica of the metadata store, driven on the node's event loop."""
+
+    def __init__(
+        self,
+        node_id: str,
+        storage: Storage,
+        *,
+        replication_log: ReplicationLog | None = None,
+        transport: Transport | None = None,
+        resolvers: Mapping[str, Resolver] | None = None,
+        sync_interval: float = 1.0,
+        wall: Callable[[], float] = time.time,
+        seed: int | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.storage = storage
+        self.replication_log = replication_log
+        self.transport = transport
+        self._resolvers = resolvers
+        self._sync_interval = sync_interval
+        self._wall = wall
+        self._rng = random.Random(seed)
+        self._handlers: dict[str, list[ChangeHandler]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.replica: Replica | None = None
+        self.decode_errors = 0
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Rebuild the replica from storage and arm its timer. Call from the event loop."""
+        self._loop = asyncio.get_running_loop()
+        rows = {table: self.storage.load(table) for table in Replica.TABLES}
+        self.replica = Replica.restore(
+            self.node_id, rows, resolvers=self._resolvers, rng=self._rng, sync_interval=self._sync_interval
+        )
+        if self.transport is not None:
+            self.transport.set_receiver(self._on_frame)
+        self._arm()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.replication_log is not None:
+            self.replication_log.flush()
+
+    @property
+    def _replica(self) -> Replica:
+        if self.replica is None:
+            raise RuntimeError("the metadata service is not started")
+        return self.replica
+
+    # ------------------------------------------------------------------------------------------ local API
+
+    def on_change(self, prefix: str, handler: ChangeHandler) -> None:
+        """Call `handler(key, old, new)` whenever the resolved value of a key of `prefix` changes."""
+        self._handlers.setdefault(prefix, []).append(handler)
+
+    def get(self, prefix: str, key: Key) -> Any | None:
+        return self._replica.get(prefix, key)
+
+    def fold(self, prefix: str) -> Iterator[tuple[Key, Any]]:
+        return self._replica.fold(prefix)
+
+    def put(self, prefix: str, key: Key, value: Any) -> None:
+        self._apply(self._replica.put(prefix, key, value, self._wall()))
+
+    def delete(self, prefix: str, key: Key) -> None:
+        self._apply(self._replica.delete(prefix, key, self._wall()))
+
+    def hlc_now(self) -> Any:
+        return self._replica.hlc_now(self._wall())
+
+    # ------------------------------------------------------------------------------------------ cluster
+
+    def set_peers(self, peers: Iterable[str]) -> None:
+        self._apply(self._replica.set_peers(peers))
+
+    def set_reachable(self, peers: Iterable[str]) -> None:
+        self._replica.set_reachable(peers)
+        self._arm()
+
+    def exchange_now(self, peer: str | None = None) -> None:
+        self._apply(self._replica.exchange_now(peer, self._wall()))
+
+    def _on_frame(self, peer: str, data: bytes) -> None:
+        try:
+            message = messages.decode(data)
+        except DecodeError as exc:
+            self.decode_errors += 1
+            log.warning("undecodable metadata frame", peer=peer, error=str(exc))
+            return
+        self._apply(self._replica.receive(peer, message, self._wall()))
+
+    # ------------------------------------------------------------------------------------------ outputs
+
+    def _apply(self, outputs: list[Output]) -> None:
+        for output in outputs:
+            if isinstance(output, Persist):
+                if output.value is None:
+                    self.storage.delete(output.table, output.key)
+                else:
+                    self.storage.put(output.table, output.key, output.value)
+            elif isinstance(output, Changed):
+                for handler in self._handlers.get(output.prefix, ()):
+                    try:
+                        handler(output.key, output.old, output.new)
+                    except Exception:
+                        log.exception("change handler failed", prefix=output.prefix, key=output.key)
+            elif isinstance(output, Send):
+                if self.transport is not None:
+                    self.transport.send(output.peer, messages.encode(output.message))
+            elif isinstance(output, Logged):
+                if self.replication_log is not None:
+                    self.replication_log.write(output.event, output.fields.pop("hlc", None), output.fields)
+        self._arm()
+
+    def _arm(self) -> None:
+        loop = self._loop
+        replica = self.replica
+        if loop is None or replica is None:
+            return
+        deadline = replica.next_deadline()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if deadline is None:
+            return
+        delay = max(0.0, deadline - self._wall())
+        self._timer = loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._apply(self._replica.on_timer(self._wall()))
+        if self.replication_log is not None:
+            self.replication_log.maybe_flush()
