@@ -1,0 +1,229 @@
+"""`vmqpy start`: configuration errors (exit code 2, FILE:LINE on stderr), precedence file < env < --set,
+and clean shutdown on SIGTERM / SIGINT (exit 0, port closed)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.clients import RawClient, unique
+from tests.integration.conftest import REPO, free_port, port_open, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's configuration and command line")]
+
+
+def base_lines(data_dir: Path, port: int) -> list[str]:
+    return [
+        "# test config",
+        "nodename = vmqpy@127.0.0.1",
+        f"platform_data_dir = {data_dir}",
+        f"listener.tcp.default = 127.0.0.1:{port}",
+        "allow_anonymous = on",
+        "log.console = console",
+    ]
+
+
+def env_for(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VMQPY_")}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra or {})
+    return env
+
+
+def run_start(conf: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 15.0):
+    cmd = [sys.executable, "-m", "vmqpy", "start", "--config", str(conf), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO),
+                          env=env or env_for())
+
+
+class Node:
+    """A vmqpy node started directly (not through the broker fixture), stopped at the end."""
+
+    def __init__(self, conf: Path, *args: str, env: dict[str, str] | None = None):
+        self.log = conf.with_suffix(".log")
+        self.logf = open(self.log, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "vmqpy", "start", "--config", str(conf), *args],
+                                     stdout=self.logf, stderr=subprocess.STDOUT, cwd=str(REPO),
+                                     env=env or env_for(), start_new_session=True)
+
+    def wait_listening(self, port: int) -> None:
+        wait_until(lambda: port_open(port) or self.proc.poll() is not None, 15, what=f"port {port}")
+        assert self.proc.poll() is None, f"node exited {self.proc.returncode}: {self.log.read_text()}"
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                raise AssertionError(f"node did not stop within {timeout}s after signal {sig}") from None
+        self.logf.close()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def nodes():
+    started: list[Node] = []
+    yield started
+    for n in started:
+        if n.proc.poll() is None:
+            n.proc.kill()
+            n.proc.wait(5)
+        n.logf.close()
+
+
+def write_conf(tmp_path: Path, lines: list[str], name: str = "vmqpy.conf") -> Path:
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def assert_config_error(res, conf: Path, line: int) -> None:
+    assert res.returncode == 2, f"exit code {res.returncode}, stderr: {res.stderr!r}"
+    pattern = rf"(?:{re.escape(str(conf))}|{re.escape(conf.name)}):{line}\b"
+    assert re.search(pattern, res.stderr), f"stderr must name {conf.name}:{line}: {res.stderr!r}"
+
+
+@pytest.mark.parametrize("bad_line", [
+    "no_such_key = 1",
+    "max_inflight_messages = lots",
+    "listener.tcp.default = nowhere",
+    "listener.tcp.default = 127.0.0.1:99999",
+    "max_offline_messages = -5",
+    "allow_anonymous = perhaps",
+    "persistent_client_expiration = soon",
+    "log.console = loud",
+    "this line has no equals sign",
+])
+def test_config_error_exit_2_names_file_and_line(tmp_path, bad_line):
+    lines = base_lines(tmp_path / "data", free_port())
+    lines.insert(3, bad_line)  # line 4 of the file
+    conf = write_conf(tmp_path, lines)
+    res = run_start(conf)
+    assert_config_error(res, conf, 4)
+
+
+def test_config_error_on_last_line_after_comments(tmp_path):
+    lines = base_lines(tmp_path / "data", free_port()) + ["", "# a comment", "   ", "max_message_size = big"]
+    conf = write_conf(tmp_path, lines, "other-name.conf")
+    res = run_start(conf)
+    assert_config_error(res, conf, len(lines))
+
+
+def test_missing_config_file_is_an_error(tmp_path):
+    res = run_start(tmp_path / "does-not-exist.conf")
+    assert res.returncode != 0
+    assert "does-not-exist.conf" in res.stderr, res.stderr
+
+
+def test_bad_env_value_exit_2(tmp_path):
+    conf = write_conf(tmp_path, base_lines(tmp_path / "data", free_port()))
+    res = run_start(conf, env=env_for({"VMQPY_MAX_INFLIGHT_MESSAGES": "lots"}))
+    assert res.returncode == 2, res.stderr
+    assert "VMQPY_MAX_INFLIGHT_MESSAGES" in res.stderr, res.stderr
+
+
+def test_bad_set_flag_exit_2(tmp_path):
+    conf = write_conf(tmp_path, base_lines(tmp_path / "data", free_port()))
+    res = run_start(conf, "--set", "max_inflight_messages=lots")
+    assert res.returncode == 2, res.stderr
+    assert "max_inflight_messages" in res.stderr, res.stderr
+    res = run_start(conf, "--set", "no_such_key=1")
+    assert res.returncode == 2, res.stderr
+    assert "no_such_key" in res.stderr, res.stderr
+
+
+def test_inline_comments_and_blank_lines_accepted(tmp_path, nodes):
+    port = free_port()
+    lines = [
+        "",
+        "# full-line comment",
+        f"platform_data_dir = {tmp_path / 'data'}          # the node's data dir",
+        f"listener.tcp.default = 127.0.0.1:{port}   # listener",
+        "allow_anonymous = on",
+        "max_inflight_messages = 20               # receive maximum",
+        "persistent_client_expiration = never",
+        "",
+    ]
+    n = Node(write_conf(tmp_path, lines))
+    nodes.append(n)
+    n.wait_listening(port)
+    c = RawClient(port)
+    c.connect(unique("cfg-"))
+    c.close()
+    assert n.stop() == 0
+
+
+def test_env_overrides_file_and_set_overrides_env(tmp_path, nodes):
+    file_port, env_port, set_port = free_port(), free_port(), free_port()
+    conf = write_conf(tmp_path, base_lines(tmp_path / "data", file_port))
+    n = Node(conf, env=env_for({"VMQPY_LISTENER__TCP__DEFAULT": f"127.0.0.1:{env_port}"}))
+    nodes.append(n)
+    n.wait_listening(env_port)
+    assert not port_open(file_port), "the environment variable must override the file"
+    assert n.stop() == 0
+
+    n = Node(conf, "--set", f"listener.tcp.default=127.0.0.1:{set_port}",
+             env=env_for({"VMQPY_LISTENER__TCP__DEFAULT": f"127.0.0.1:{env_port}"}))
+    nodes.append(n)
+    n.wait_listening(set_port)
+    assert not port_open(env_port) and not port_open(file_port), "--set must override env and file"
+    assert n.stop() == 0
+
+
+def test_env_override_changes_behaviour(tmp_path, nodes):
+    """VMQPY_MAX_INFLIGHT_MESSAGES=3 reaches the broker: the 5.0 CONNACK advertises receive maximum 3."""
+    port = free_port()
+    conf = write_conf(tmp_path, base_lines(tmp_path / "data", port) + ["max_inflight_messages = 7"])
+    n = Node(conf, env=env_for({"VMQPY_MAX_INFLIGHT_MESSAGES": "3"}))
+    nodes.append(n)
+    n.wait_listening(port)
+    c = RawClient(port, version=5)
+    ack = c.connect(unique("envrm-"))
+    c.close()
+    assert ack.props.get("receive_maximum") == 3, f"{ack!r}"
+    assert n.stop() == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_stops_cleanly_and_closes_port(tmp_path, nodes, sig):
+    port = free_port()
+    n = Node(write_conf(tmp_path, base_lines(tmp_path / "data", port)))
+    nodes.append(n)
+    n.wait_listening(port)
+    c = RawClient(port)
+    c.connect(unique("sig-"))  # a connected client must not prevent the shutdown
+    rc = n.stop(sig)
+    assert rc == 0, f"exit code {rc} after {sig!r}: {n.log.read_text()[-2000:]}"
+    assert not port_open(port), "port still accepting after the node exited"
+    c.close()
+
+
+def test_data_dir_created_and_used(tmp_path, nodes):
+    port = free_port()
+    data = tmp_path / "nested" / "data"
+    n = Node(write_conf(tmp_path, base_lines(data, port)))
+    nodes.append(n)
+    n.wait_listening(port)
+    c = RawClient(port)
+    c.connect(unique("dd-"), clean=False)
+    c.subscribe("dd/x", qos=1)
+    c.close()
+    assert n.stop() == 0
+    assert data.is_dir() and any(data.iterdir()), f"nothing written to {data}"
+
+
+def test_config_error_does_not_listen(tmp_path):
+    port = free_port()
+    lines = base_lines(tmp_path / "data", port) + ["max_inflight_messages = lots"]
+    res = run_start(write_conf(tmp_path, lines))
+    assert res.returncode == 2
+    assert not port_open(port)
