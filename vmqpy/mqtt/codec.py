@@ -128,9 +128,8 @@ def _read_bin(b: bytes, i: int, end: int, what: str) -> tuple[bytes, int]:
     return b[i + 2 : j], j
 
 
-def _read_properties(b: bytes, i: int, where: int) -> tuple[Properties, int]:
-    """The Property Length and properties at b[i:] for packet type `where` (or WILL) -> (Properties, end)."""
-    n = len(b)
+def _read_properties(b: bytes, i: int, n: int, where: int) -> tuple[Properties, int]:
+    """The Property Length and properties at b[i:n] for packet type `where` (or WILL) -> (Properties, end)."""
     plen, i = _read_vbi(b, i, n)
     props = Properties()
     if plen == 0:
@@ -202,8 +201,8 @@ class Decoder:
     a `protocol_level` behaves as if the CONNECT had already been decoded.
     """
 
-    __slots__ = ("_buf", "_connected", "_error", "_first", "_hlen", "_max", "_pos", "_rl", "_server",
-                 "protocol_level")
+    __slots__ = ("_buf", "_chunks", "_connected", "_error", "_first", "_hlen", "_max", "_pending", "_pos", "_rl",
+                 "_server", "protocol_level")
 
     def __init__(self, *, server: bool = True, protocol_level: int | None = None,
                  max_packet_size: int = MAX_PACKET_SIZE) -> None:
@@ -217,8 +216,13 @@ class Decoder:
         self._server = server
         self._connected = protocol_level is not None
         self._max = max_packet_size
-        self._buf = bytearray()
+        # Received bytes: `_buf[_pos:]`, then `_chunks` (`_pending` bytes in all). Chunks are joined into
+        # `_buf` only when the packet being decoded is complete (or its fixed header needs them), so every byte
+        # is copied O(1) times whatever the split, and a PUBLISH is decoded straight from the received bytes.
+        self._buf = b""
         self._pos = 0
+        self._chunks: list[bytes] = []
+        self._pending = 0
         self._first = -1  # first byte of the packet whose fixed header is parsed, or -1
         self._hlen = 0  # its fixed header length
         self._rl = 0  # its remaining length
@@ -226,75 +230,96 @@ class Decoder:
 
     def receive_data(self, data: bytes) -> None:
         """Append bytes from the peer (b"" is a no-op). Data after an error is ignored."""
-        if data and self._error is None:
-            self._buf += data
+        if not data or self._error is not None:
+            return
+        if self._pos >= len(self._buf) and not self._chunks:
+            self._buf = bytes(data)  # no copy for bytes
+            self._pos = 0
+        else:
+            self._chunks.append(bytes(data))
+            self._pending += len(data)
+
+    def _join(self) -> None:
+        with memoryview(self._buf) as rest:
+            self._buf = b"".join((rest[self._pos :], *self._chunks))
+        self._pos = 0
+        self._chunks = []
+        self._pending = 0
 
     def next_packet(self) -> Packet | NeedData:
         """The next complete packet, or NEED_DATA. Raises a RemoteProtocolError subclass on bad input."""
         if self._error is not None:
             raise self._error
-        buf = self._buf
-        pos = self._pos
         first = self._first
         try:
+            if self._chunks:
+                avail = len(self._buf) - self._pos
+                if first < 0:
+                    if avail < 5:  # a fixed header is at most 5 bytes
+                        self._join()
+                elif avail < self._hlen + self._rl:
+                    if avail + self._pending < self._hlen + self._rl:
+                        return NEED_DATA
+                    self._join()
+            buf = self._buf
+            pos = self._pos
+            size = len(buf)
             if first < 0:
-                size = len(buf)
                 if pos >= size:
                     return NEED_DATA
                 first = buf[pos]
                 # Fast path: a PUBLISH with valid flags on an established connection; else the full check.
                 if first >> 4 != _PUBLISH or first & 0x06 == 0x06 or first & 0x0E == 0x08 or not self._connected:
                     self._check_first_byte(first)
-                rl = 0
-                shift = 0
-                i = pos + 1
-                while True:
-                    if i >= size:
-                        return NEED_DATA
-                    byte = buf[i]
-                    i += 1
-                    rl |= (byte & 0x7F) << shift
-                    if byte < 0x80:
-                        break
-                    shift += 7
-                    if shift == 28:
-                        raise MalformedPacket("remaining length longer than 4 bytes")
-                hlen = i - pos
+                if pos + 1 >= size:
+                    return NEED_DATA
+                rl = buf[pos + 1]
+                hlen = 2
+                if rl >= 0x80:  # a remaining length of more than one byte
+                    rl &= 0x7F
+                    shift = 7
+                    i = pos + 2
+                    while True:
+                        if i >= size:
+                            return NEED_DATA
+                        byte = buf[i]
+                        i += 1
+                        rl |= (byte & 0x7F) << shift
+                        if byte < 0x80:
+                            break
+                        shift += 7
+                        if shift == 28:
+                            raise MalformedPacket("remaining length longer than 4 bytes")
+                    hlen = i - pos
                 if hlen + rl > self._max:
                     raise PacketTooLarge(f"packet of {hlen + rl} bytes exceeds the maximum of {self._max}")
-                self._first = first
-                self._hlen = hlen
-                self._rl = rl
             else:
                 hlen = self._hlen
                 rl = self._rl
             start = pos + hlen
             end = start + rl
-            size = len(buf)
             if size < end:
+                self._first = first
+                self._hlen = hlen
+                self._rl = rl
+                if self._chunks and size - pos + self._pending >= hlen + rl:
+                    return self.next_packet()  # the header came from `buf` alone; join the chunks now
                 return NEED_DATA
-            # One immutable copy of the body to decode from (two small copies are cheaper than a memoryview).
-            if rl < 65536:
-                body = bytes(buf[start:end])
-            else:
-                with memoryview(buf) as mv:
-                    body = mv[start:end].tobytes()
             self._first = -1
             if end == size:
-                buf.clear()
-                self._pos = 0
-            elif end > 65536 and end > (size >> 1):
-                del buf[:end]
+                self._buf = b""
                 self._pos = 0
             else:
                 self._pos = end
             if first >> 4 == _PUBLISH:
-                return self._publish(first, body)
-            return _DISPATCH[first >> 4](self, first & 0x0F, body)
+                return self._publish(first, buf, start, end)
+            return _DISPATCH[first >> 4](self, first & 0x0F, buf[start:end])
         except RemoteProtocolError as e:
             self._error = e
-            self._buf = bytearray()
+            self._buf = b""
             self._pos = 0
+            self._chunks = []
+            self._pending = 0
             raise
 
     def _check_first_byte(self, first: int) -> None:
@@ -333,34 +358,34 @@ class Decoder:
 
     # -- one method per packet type; `b` is the body (everything after the fixed header)
 
-    def _publish(self, first: int, b: bytes) -> Publish:
-        n = len(b)
-        if n < 2:
+    def _publish(self, first: int, b: bytes, start: int, end: int) -> Publish:
+        """PUBLISH at b[start:end], decoded in place (the hot path)."""
+        if end - start < 2:
             raise MalformedPacket("truncated PUBLISH topic")
-        i = 2 + ((b[0] << 8) | b[1])
-        if i > n:
+        i = start + 2 + ((b[start] << 8) | b[start + 1])
+        if i > end:
             raise MalformedPacket("PUBLISH topic runs past the end of the packet")
         try:
-            topic = b[2:i].decode("utf-8")
+            topic = b[start + 2 : i].decode("utf-8")
         except UnicodeDecodeError as e:
             raise MalformedPacket("PUBLISH topic is not well-formed UTF-8") from e
         qos = (first >> 1) & 3
         packet_id: int | None = None
         if qos:
-            if i + 2 > n:
+            if i + 2 > end:
                 raise MalformedPacket("truncated PUBLISH packet identifier")
             packet_id = (b[i] << 8) | b[i + 1]
             i += 2
             if packet_id == 0:
                 raise ProtocolViolation("PUBLISH with packet identifier 0")
         if self.protocol_level == 5:
-            if i >= n:
+            if i >= end:
                 raise MalformedPacket("PUBLISH without property length")
             if b[i] == 0:
                 props = Properties()
                 i += 1
             else:
-                props, i = _read_properties(b, i, _PUBLISH)
+                props, i = _read_properties(b, i, end, _PUBLISH)
                 if props.topic_alias == 0:
                     raise RemoteProtocolError("PUBLISH with Topic Alias 0", rc.TOPIC_ALIAS_INVALID)
                 if self._server and props.subscription_identifiers:
@@ -373,7 +398,7 @@ class Decoder:
             raise RemoteProtocolError(f"PUBLISH topic {topic!r} contains a wildcard", rc.TOPIC_NAME_INVALID)
         if not topic and props.topic_alias is None:
             raise ProtocolViolation("PUBLISH with an empty topic and no Topic Alias")
-        return Publish(topic, b[i:], qos, bool(first & 1), bool(first & 8), packet_id, props)
+        return Publish(topic, b[i:end], qos, bool(first & 1), bool(first & 8), packet_id, props)
 
     def _connect(self, flags: int, b: bytes) -> Connect:
         n = len(b)
@@ -408,7 +433,7 @@ class Decoder:
         keep_alive = _read_u16(b, i, n, "keep alive")
         i += 2
         if level == 5:
-            props, i = _read_properties(b, i, PacketType.CONNECT)
+            props, i = _read_properties(b, i, n, PacketType.CONNECT)
             if props.authentication_data is not None and props.authentication_method is None:
                 raise ProtocolViolation("CONNECT Authentication Data without Authentication Method")
         else:
@@ -417,7 +442,7 @@ class Decoder:
         will = None
         if cflags & 0x04:
             if level == 5:
-                wprops, i = _read_properties(b, i, WILL)
+                wprops, i = _read_properties(b, i, n, WILL)
             else:
                 wprops = Properties()
             wtopic, i = _read_str(b, i, n, "will topic")
@@ -442,7 +467,7 @@ class Decoder:
         if b[0] & 0xFE:
             raise MalformedPacket("CONNACK reserved acknowledge flags set")
         if self.protocol_level == 5:
-            props, i = _read_properties(b, 2, PacketType.CONNACK)
+            props, i = _read_properties(b, 2, n, PacketType.CONNACK)
         else:
             props, i = Properties(), 2
         if i != n:
@@ -463,7 +488,7 @@ class Decoder:
         reason = b[2]
         if n == 3:
             return packet_id, reason, Properties()
-        props, i = _read_properties(b, 3, ptype)
+        props, i = _read_properties(b, 3, n, ptype)
         if i != n:
             raise MalformedPacket(f"unexpected bytes at the end of {ptype.name}")
         return packet_id, reason, props
@@ -486,7 +511,7 @@ class Decoder:
         if packet_id == 0:
             raise ProtocolViolation(f"{ptype.name} with packet identifier 0")
         if self.protocol_level == 5:
-            props, i = _read_properties(b, 2, ptype)
+            props, i = _read_properties(b, 2, len(b), ptype)
             return packet_id, props, i
         return packet_id, Properties(), 2
 
@@ -566,7 +591,7 @@ class Decoder:
             raise MalformedPacket(f"{ptype.name} with a body before MQTT 5.0")
         if n == 1:
             return b[0], Properties()
-        props, i = _read_properties(b, 1, ptype)
+        props, i = _read_properties(b, 1, n, ptype)
         if i != n:
             raise MalformedPacket(f"unexpected bytes at the end of {ptype.name}")
         return b[0], props
@@ -585,7 +610,7 @@ _DISPATCH: Final[tuple[Callable[[Decoder, int, bytes], Packet], ...]] = (
     Decoder._reserved,
     Decoder._connect,
     Decoder._connack,
-    Decoder._reserved,  # PUBLISH is decoded inline
+    Decoder._reserved,  # PUBLISH is decoded in place by next_packet
     Decoder._puback,
     Decoder._pubrec,
     Decoder._pubrel,

@@ -153,6 +153,6 @@ def test_properties_interop_with_paho(kind: str, data: st.DataObject) -> None:
     assert _from_paho(paho) == _as_dict(props)
     # we read what paho writes
     theirs = _to_paho(props, paho_type).pack()  # type: ignore[no-untyped-call]
-    decoded, end = _read_properties(theirs, 0, where)
+    decoded, end = _read_properties(theirs, 0, len(theirs), where)
     assert end == len(theirs)
     assert decoded == props
