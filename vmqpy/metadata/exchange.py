@@ -1,0 +1,177 @@
+"""Anti-entropy exchanges: the requester's state machine and the responder's batch planner.
+
+An exchange is a *pull*: the requester sends its node clock, the responder answers with the objects
+for exactly the dots the requester misses, at most ``limit`` objects per reply, and the requester asks
+again with its updated clock until the responder says ``done``::
+
+    requester (A)                                   responder (B), stateless
+    -------------                                   ------------------------
+    IDLE --start--> WAITING   SyncRequest(xid, A's clock, A's watermark, limit) -->
+                    (deadline)                      missing = B.clock - A.clock
+                                                    objects = B.index[missing dots] (<= limit keys)
+             <-- SyncReply(xid, objects, gaps, B's base, missing, done, [B's watermark if done])
+    apply objects, mark extra dots and gaps as seen
+    done? --no--> WAITING (new deadline, SyncRequest with the updated clock) ...
+          --yes-> DONE: watermark learns B's base and B's watermark --> teardown("ok")
+    deadline passed / SyncReject / peer gone / peer removed --> teardown(reason)
+
+Every step has a deadline; every ending (success or failure) goes through :meth:`Exchange.teardown`,
+which the replica calls exactly once and after which it drops the exchange object: a failed exchange
+leaves no state behind (the objects it already applied are ordinary, idempotent merges, and the
+dots they carried are safely marked as seen; nothing else changed).
+
+The responder keeps no state between requests: each :func:`plan_reply` recomputes the missing dots
+from the clock in the request, so replies may be lost, duplicated or reordered without harm.  What
+crosses the wire is proportional to the missing dots (their objects, plus clocks and gaps as runs),
+never to the number of keys held.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from dvv.dots import Counters, Dot
+from dvv.node_clock import NodeClock
+
+__all__ = ["Exchange", "ExchangeState", "Plan", "plan_reply"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class ExchangeState(enum.Enum):
+    """States of a requester-side exchange."""
+
+    WAITING = "waiting"  # a SyncRequest is out; a SyncReply (or SyncReject) is due before the deadline
+    DONE = "done"  # torn down (successfully or not): the replica drops the object
+
+
+@dataclass
+class Exchange:
+    """One requester-side exchange with ``peer`` (identified by ``xid``)."""
+
+    peer: str
+    xid: int
+    started: float
+    timeout: float
+    state: ExchangeState = ExchangeState.WAITING
+    deadline: float = 0.0
+    rounds: int = 0
+    dots_asked: int = 0
+    objects_received: int = 0
+    repaired: int = 0
+    gaps: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    result: str = ""
+
+    def sent(self, size: int, now: float) -> None:
+        """A SyncRequest of ``size`` bytes went out at ``now``: wait for its reply until the deadline."""
+        if self.state is not ExchangeState.WAITING:
+            raise RuntimeError(f"exchange {self.xid} is {self.state.value}")
+        self.rounds += 1
+        self.bytes_sent += size
+        self.deadline = now + self.timeout
+
+    def matches(self, sender: str, xid: int) -> bool:
+        """True when a reply from ``sender`` with ``xid`` belongs to this (live) exchange."""
+        return self.state is ExchangeState.WAITING and sender == self.peer and xid == self.xid
+
+    def received(self, *, size: int, missing: int, objects: int, repaired: int, gaps: int) -> None:
+        """Account for one applied SyncReply."""
+        if self.rounds == 1:
+            self.dots_asked = missing  # what the requester missed when the exchange began
+        self.bytes_received += size
+        self.objects_received += objects
+        self.repaired += repaired
+        self.gaps += gaps
+
+    def expired(self, now: float) -> bool:
+        """The current step's deadline has passed."""
+        return self.state is ExchangeState.WAITING and now >= self.deadline
+
+    def teardown(self, result: str, now: float) -> dict[str, object]:
+        """End the exchange (the only way out); returns the ``md_exchange`` log fields."""
+        if self.state is ExchangeState.DONE:
+            raise RuntimeError(f"exchange {self.xid} torn down twice")
+        self.state = ExchangeState.DONE
+        self.result = result
+        return {
+            "peer": self.peer,
+            "result": result,
+            "rounds": self.rounds,
+            "dots_asked": self.dots_asked,
+            "objects_received": self.objects_received,
+            "repaired": self.repaired,
+            "gaps": self.gaps,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+            "duration": max(0.0, now - self.started),
+            "hit_ratio": self.repaired / self.objects_received if self.objects_received else 0.0,
+        }
+
+
+@dataclass
+class Plan(Generic[K]):
+    """What a responder sends for one SyncRequest (before the objects are read from the store)."""
+
+    keys: dict[K, list[Dot]] = field(default_factory=dict)  # key -> the requested dots found for it
+    gaps: dict[str, Counters] = field(default_factory=dict)  # requested dots held but not indexed
+    missing: int = 0  # every dot the requester misses (this batch and later ones)
+    done: bool = True
+
+
+def _hits(run: range, index: Mapping[int, K]) -> Iterator[int]:
+    """The counters of ``run`` present in ``index``, ascending (cost: min(len(run), len(index)·log))."""
+    if len(run) <= 8 * len(index):
+        return (c for c in run if c in index)
+    return iter(sorted(c for c in index if c in run))
+
+
+def plan_reply(
+    clock: NodeClock,
+    index: Mapping[str, Mapping[int, K]],
+    requester: NodeClock,
+    limit: int,
+) -> Plan[K]:
+    """Which keys (at most ``limit``) and gaps answer a requester whose node clock is ``requester``.
+
+    Missing dots are visited node by node (sorted), counters ascending.  A dot found in ``index``
+    names its key; a dot not found is a *gap* (collected by GC, or a counter its node skipped).
+    Visiting stops before the dot that would add a ``limit + 1``-th key: the gaps then cover only
+    the visited part, and ``done`` is false.  The requester's next clock covers everything visited
+    (the objects' dots, the extra dots and the gaps), so the next request continues after it.
+    """
+    plan: Plan[K] = Plan()
+    missing = clock.missing_dots(requester)
+    plan.missing = sum(len(c) for c in missing.values())
+    keys = plan.keys
+    for node in sorted(missing):
+        sub: Mapping[int, K] = index.get(node, {})
+        gap_runs: list[range] = []
+        stop_at: int | None = None
+        for run in missing[node].runs:
+            cursor = run.start  # first counter of the run not yet accounted for
+            for counter in _hits(run, sub):
+                key = sub[counter]
+                if key not in keys and len(keys) >= limit:
+                    stop_at = counter
+                    break
+                if counter > cursor:
+                    gap_runs.append(range(cursor, counter))
+                keys.setdefault(key, []).append((node, counter))
+                cursor = counter + 1
+            if stop_at is not None:
+                if stop_at > cursor:
+                    gap_runs.append(range(cursor, stop_at))
+                break
+            if cursor < run.stop:
+                gap_runs.append(range(cursor, run.stop))
+        if gap_runs:
+            plan.gaps[node] = Counters.from_runs(gap_runs)
+        if stop_at is not None:
+            plan.done = False
+            break
+    return plan

@@ -1,0 +1,457 @@
+"""Wire messages between replicas, their codec, and the storage-row codecs.
+
+Every message is one msgpack array ``[VERSION, TYPE, field, ...]`` (positional fields, no names).
+:func:`decode` keeps a reader per (version, type); it raises
+:class:`~vmqpy.metadata.errors.DecodeError`, and nothing else, for any input that is not a valid
+encoding.  A format change adds a version; it never edits one.
+
+Version 1 messages::
+
+    1 Push         [1, 1, prefix, key, node, counter, container]       a local write/delete, broadcast
+    2 SyncRequest  [1, 2, xid, limit, clock, watermark | nil]           exchange: "here is my node clock"
+    3 SyncReply    [1, 3, xid, done, missing, base, objects, gaps, watermark | nil]
+    4 SyncReject   [1, 4, xid, reason]
+
+    key        [item, ...]                 items are str, int or bytes (a Key is a tuple)
+    container  [[node, counter, value, ...], [node, counter, ...]]   (versions, context)
+    clock      dvv.codec bytes of a NodeClock      watermark  dvv.codec bytes of a Watermark
+    base       [node, counter, ...]       (the responder's node-clock base, a version vector)
+    objects    [[prefix, key, container, [node, counter, ...]], ...]   (stripped container, extra dots)
+    gaps       [node, [start, stop, start, stop, ...], ...]     (counter runs, stop exclusive)
+
+A ``Push`` carries the *filled* container (the writer's whole causal context for the key) and the
+write's dot (a delete has no value, so its dot is only known from the message).  A ``SyncReply``
+carries *stripped* containers plus the responder's base, which the requester fills them with, and
+per object the requested dots that are not among the object's values (versions that object already
+superseded).  ``gaps`` are requested dots the responder holds in its node clock but no longer
+indexes (collected, or never written): the requester marks them as seen.
+
+Storage rows (see ``docs/replication.md``) use :func:`pack_full_key` / :func:`pack_container` /
+:func:`pack_dot` and their inverses, versioned by a leading byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import msgpack
+
+import dvv
+from dvv.causal_container import CausalContainer
+from dvv.dots import Counters, Dot
+from dvv.node_clock import NodeClock
+from dvv.version_vector import VersionVector
+from dvv.watermark import Watermark
+from vmqpy.metadata.errors import DecodeError, InvalidKeyError
+
+__all__ = [
+    "VERSION",
+    "Key",
+    "Message",
+    "Push",
+    "SyncObject",
+    "SyncReject",
+    "SyncReply",
+    "SyncRequest",
+    "check_key",
+    "decode",
+    "encode",
+    "pack_container",
+    "pack_dot",
+    "pack_full_key",
+    "unpack_container",
+    "unpack_dot",
+    "unpack_full_key",
+]
+
+VERSION = 1
+ROW_VERSION = 1
+
+Key: TypeAlias = tuple[Any, ...]
+"""A key: a tuple of ``str`` / ``int`` / ``bytes`` (msgpack lists are turned back into tuples)."""
+
+T_PUSH = 1
+T_SYNC_REQUEST = 2
+T_SYNC_REPLY = 3
+T_SYNC_REJECT = 4
+
+
+def check_key(prefix: object, key: object) -> Key:
+    """Validate a prefix and a key; returns the key (a list is turned into a tuple)."""
+    if not isinstance(prefix, str):
+        raise InvalidKeyError(f"a prefix is a str, got {type(prefix).__name__}")
+    if isinstance(key, list):
+        key = tuple(key)
+    if not isinstance(key, tuple):
+        raise InvalidKeyError(f"a key is a tuple of str/int/bytes, got {type(key).__name__}")
+    for item in key:
+        if not isinstance(item, str | int | bytes) or isinstance(item, bool):
+            raise InvalidKeyError(f"key items are str, int or bytes, got {type(item).__name__} in {key!r}")
+    return key
+
+
+# -- message types ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Push:
+    """A write (or delete, when the container holds no value) coordinated under ``dot``, broadcast."""
+
+    prefix: str
+    key: Key
+    dot: Dot
+    container: CausalContainer  # filled: the writer's whole causal context for this key
+    size: int = field(default=0, compare=False, repr=False)  # encoded bytes, set by decode()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    """Exchange step: the requester's node clock; "send me what I miss (at most ``limit`` objects)"."""
+
+    xid: int
+    limit: int
+    clock: NodeClock
+    watermark: Watermark | None = None
+    size: int = field(default=0, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncObject:
+    """One object of a :class:`SyncReply`: a stripped container and the requested dots it superseded."""
+
+    prefix: str
+    key: Key
+    container: CausalContainer
+    extra: tuple[Dot, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReply:
+    """Exchange step: the objects for (a batch of) the dots the requester misses."""
+
+    xid: int
+    done: bool
+    missing: int  # dots the requester missed when the responder answered (this batch and later ones)
+    base: VersionVector  # responder's node-clock base: fills the stripped containers
+    objects: tuple[SyncObject, ...]
+    gaps: Mapping[str, Counters]
+    watermark: Watermark | None = None  # on the last batch
+    size: int = field(default=0, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReject:
+    """Exchange refused (``reason``: e.g. ``"not_a_member"``, ``"stopped"``)."""
+
+    xid: int
+    reason: str
+    size: int = field(default=0, compare=False, repr=False)
+
+
+Message: TypeAlias = Push | SyncRequest | SyncReply | SyncReject
+
+
+# -- encoding -------------------------------------------------------------------------------------
+def _flat_container(c: CausalContainer) -> list[Any]:
+    versions: list[Any] = []
+    for (node, counter), value in c.items():
+        versions += (node, counter, value)
+    ctx: list[Any] = []
+    for node, counter in c.context().items():
+        ctx += (node, counter)
+    return [versions, ctx]
+
+
+def _flat_vv(vv: Mapping[str, int]) -> list[Any]:
+    out: list[Any] = []
+    for node, counter in vv.items():
+        out += (node, counter)
+    return out
+
+
+def _flat_dots(dots: tuple[Dot, ...]) -> list[Any]:
+    out: list[Any] = []
+    for node, counter in dots:
+        out += (node, counter)
+    return out
+
+
+def _payload(message: Message) -> list[Any]:
+    if isinstance(message, Push):
+        node, counter = message.dot
+        return [
+            VERSION,
+            T_PUSH,
+            message.prefix,
+            list(message.key),
+            node,
+            counter,
+            _flat_container(message.container),
+        ]
+    if isinstance(message, SyncRequest):
+        wm = None if message.watermark is None else dvv.to_bytes(message.watermark)
+        return [VERSION, T_SYNC_REQUEST, message.xid, message.limit, dvv.to_bytes(message.clock), wm]
+    if isinstance(message, SyncReply):
+        objects = [
+            [o.prefix, list(o.key), _flat_container(o.container), _flat_dots(o.extra)] for o in message.objects
+        ]
+        gaps: list[Any] = []
+        for node, counters in message.gaps.items():
+            runs: list[int] = []
+            for run in counters.runs:
+                runs += (run.start, run.stop)
+            gaps += (node, runs)
+        wm = None if message.watermark is None else dvv.to_bytes(message.watermark)
+        return [
+            VERSION,
+            T_SYNC_REPLY,
+            message.xid,
+            message.done,
+            message.missing,
+            _flat_vv(message.base),
+            objects,
+            gaps,
+            wm,
+        ]
+    if isinstance(message, SyncReject):
+        return [VERSION, T_SYNC_REJECT, message.xid, message.reason]
+    raise TypeError(f"not a metadata message: {type(message).__name__}")
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, tuple):
+        return list(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def encode(message: Message) -> bytes:
+    """The wire bytes of ``message`` (values must be msgpack-serialisable)."""
+    packed: bytes = msgpack.packb(_payload(message), use_bin_type=True)
+    return packed
+
+
+# -- decoding -------------------------------------------------------------------------------------
+def _list(obj: Any, what: str, *, multiple: int = 1, length: int | None = None) -> list[Any]:
+    if not isinstance(obj, list):
+        raise DecodeError(f"{what}: expected an array, got {type(obj).__name__}")
+    if length is not None and len(obj) != length:
+        raise DecodeError(f"{what}: expected {length} items, got {len(obj)}")
+    if len(obj) % multiple:
+        raise DecodeError(f"{what}: length {len(obj)} is not a multiple of {multiple}")
+    return obj
+
+
+def _int(obj: Any, what: str, minimum: int = 0) -> int:
+    if not isinstance(obj, int) or isinstance(obj, bool) or obj < minimum:
+        raise DecodeError(f"{what}: expected an int >= {minimum}, got {obj!r}")
+    return obj
+
+
+def _str(obj: Any, what: str) -> str:
+    if not isinstance(obj, str):
+        raise DecodeError(f"{what}: expected a str, got {type(obj).__name__}")
+    return obj
+
+
+def _key(obj: Any) -> Key:
+    items = _list(obj, "key")
+    for item in items:
+        if not isinstance(item, str | int | bytes) or isinstance(item, bool):
+            raise DecodeError(f"key items are str, int or bytes, got {type(item).__name__}")
+    return tuple(items)
+
+
+def _dots(flat: Any, what: str) -> tuple[Dot, ...]:
+    items = _list(flat, what, multiple=2)
+    return tuple(
+        (_str(items[i], what), _int(items[i + 1], what, 1)) for i in range(0, len(items), 2)
+    )
+
+
+def _vv(flat: Any, what: str) -> VersionVector:
+    dots = _dots(flat, what)
+    nodes = [n for n, _ in dots]
+    if len(set(nodes)) != len(nodes):
+        raise DecodeError(f"{what}: duplicate node id")
+    return VersionVector(dots)
+
+
+def _container(obj: Any) -> CausalContainer:
+    versions, ctx = _list(obj, "container", length=2)
+    flat = _list(versions, "container versions", multiple=3)
+    items = [
+        ((_str(flat[i], "dot node"), _int(flat[i + 1], "dot counter", 1)), flat[i + 2]) for i in range(0, len(flat), 3)
+    ]
+    if len({d for d, _ in items}) != len(items):
+        raise DecodeError("container: duplicate dot")
+    return CausalContainer(items, _vv(ctx, "container context"))
+
+
+def _dvv(obj: Any, kind: type) -> Any:
+    if not isinstance(obj, bytes):
+        raise DecodeError(f"expected dvv bytes for {kind.__name__}, got {type(obj).__name__}")
+    try:
+        value = dvv.from_bytes(obj)
+    except dvv.DecodeError as exc:
+        raise DecodeError(f"bad {kind.__name__}: {exc}") from exc
+    if not isinstance(value, kind):
+        raise DecodeError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _gaps(obj: Any) -> dict[str, Counters]:
+    flat = _list(obj, "gaps", multiple=2)
+    out: dict[str, Counters] = {}
+    for i in range(0, len(flat), 2):
+        node = _str(flat[i], "gap node")
+        if node in out:
+            raise DecodeError("gaps: duplicate node")
+        bounds = _list(flat[i + 1], "gap runs", multiple=2)
+        runs = [
+            range(_int(bounds[j], "run start", 1), _int(bounds[j + 1], "run stop", 1)) for j in range(0, len(bounds), 2)
+        ]
+        out[node] = Counters.from_runs(runs)
+    return out
+
+
+def _dec_push(f: list[Any], size: int) -> Push:
+    prefix, key, node, counter, container = _list(f, "Push", length=5)
+    dot = (_str(node, "node"), _int(counter, "counter", 1))
+    return Push(_str(prefix, "prefix"), _key(key), dot, _container(container), size)
+
+
+def _dec_sync_request(f: list[Any], size: int) -> SyncRequest:
+    xid, limit, clock, wm = _list(f, "SyncRequest", length=4)
+    return SyncRequest(
+        _int(xid, "xid"),
+        _int(limit, "limit", 1),
+        _dvv(clock, NodeClock),
+        None if wm is None else _dvv(wm, Watermark),
+        size,
+    )
+
+
+def _dec_sync_reply(f: list[Any], size: int) -> SyncReply:
+    xid, done, missing, base, objects, gaps, wm = _list(f, "SyncReply", length=7)
+    if not isinstance(done, bool):
+        raise DecodeError("SyncReply: done must be a bool")
+    objs = []
+    for o in _list(objects, "objects"):
+        prefix, key, container, extra = _list(o, "object", length=4)
+        objs.append(SyncObject(_str(prefix, "prefix"), _key(key), _container(container), _dots(extra, "extra dots")))
+    return SyncReply(
+        _int(xid, "xid"),
+        done,
+        _int(missing, "missing"),
+        _vv(base, "base"),
+        tuple(objs),
+        _gaps(gaps),
+        None if wm is None else _dvv(wm, Watermark),
+        size,
+    )
+
+
+def _dec_sync_reject(f: list[Any], size: int) -> SyncReject:
+    xid, reason = _list(f, "SyncReject", length=2)
+    return SyncReject(_int(xid, "xid"), _str(reason, "reason"), size)
+
+
+_READERS: dict[int, dict[int, Callable[[list[Any], int], Message]]] = {
+    1: {
+        T_PUSH: _dec_push,
+        T_SYNC_REQUEST: _dec_sync_request,
+        T_SYNC_REPLY: _dec_sync_reply,
+        T_SYNC_REJECT: _dec_sync_reject,
+    },
+}
+
+
+def _unpack(data: Any) -> Any:
+    try:
+        raw = bytes(data)
+    except Exception as exc:
+        raise DecodeError(f"expected bytes, got {type(data).__name__}") from exc
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=False, use_list=True)
+    except Exception as exc:
+        raise DecodeError(f"not msgpack: {type(exc).__name__}: {exc}") from exc
+
+
+def decode(data: bytes | bytearray | memoryview) -> Message:
+    """Decode what :func:`encode` produced; raises :class:`DecodeError` (only) for anything else."""
+    try:
+        obj = _unpack(data)
+        fields = _list(obj, "message")
+        if len(fields) < 2:
+            raise DecodeError("message: too short")
+        version, kind = fields[0], fields[1]
+        readers = _READERS.get(version) if isinstance(version, int) and not isinstance(version, bool) else None
+        if readers is None:
+            raise DecodeError(f"unsupported message version {version!r}")
+        reader = readers.get(kind) if isinstance(kind, int) and not isinstance(kind, bool) else None
+        if reader is None:
+            raise DecodeError(f"unknown message type {kind!r}")
+        return reader(fields[2:], len(data))
+    except DecodeError:
+        raise
+    except Exception as exc:  # a dvv invariant, a bad range, a recursion limit...: all bad input
+        raise DecodeError(f"invalid message: {type(exc).__name__}: {exc}") from exc
+
+
+# -- storage rows -----------------------------------------------------------------------------------
+def _pack_row(payload: Any) -> bytes:
+    packed: bytes = msgpack.packb(payload, use_bin_type=True, default=_default)
+    return bytes((ROW_VERSION,)) + packed
+
+
+def _unpack_row(data: bytes, what: str) -> Any:
+    if not data or data[0] != ROW_VERSION:
+        raise DecodeError(f"{what}: unknown row version")
+    return _unpack(memoryview(data)[1:])
+
+
+def pack_full_key(prefix: str, key: Key) -> bytes:
+    """Storage key of an object (and the value of an index row): ``v1 + msgpack([prefix, [key...]])``."""
+    return _pack_row([prefix, list(key)])
+
+
+def unpack_full_key(data: bytes) -> tuple[str, Key]:
+    """Inverse of :func:`pack_full_key`."""
+    try:
+        prefix, key = _list(_unpack_row(data, "full key"), "full key", length=2)
+        return _str(prefix, "prefix"), _key(key)
+    except DecodeError:
+        raise
+    except Exception as exc:
+        raise DecodeError(f"invalid full key: {exc}") from exc
+
+
+def pack_container(container: CausalContainer) -> bytes:
+    """Storage value of an object: ``v1 + msgpack([[node, counter, value, ...], [node, counter, ...]])``."""
+    return _pack_row(_flat_container(container))
+
+
+def unpack_container(data: bytes) -> CausalContainer:
+    """Inverse of :func:`pack_container`."""
+    try:
+        return _container(_unpack_row(data, "container"))
+    except DecodeError:
+        raise
+    except Exception as exc:
+        raise DecodeError(f"invalid container: {exc}") from exc
+
+
+def pack_dot(dot: Dot) -> bytes:
+    """Storage key of an index row: ``v1 + msgpack([node, counter])``."""
+    return _pack_row([dot[0], dot[1]])
+
+
+def unpack_dot(data: bytes) -> Dot:
+    """Inverse of :func:`pack_dot`."""
+    try:
+        node, counter = _list(_unpack_row(data, "dot"), "dot", length=2)
+        return _str(node, "node"), _int(counter, "counter", 1)
+    except DecodeError:
+        raise
+    except Exception as exc:
+        raise DecodeError(f"invalid dot: {exc}") from exc

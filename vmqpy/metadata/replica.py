@@ -1,0 +1,971 @@
+"""One node's replica of the metadata store: a sans-I/O state machine (server-wide clocks).
+
+Data per node (see ``docs/replication.md`` for the full design):
+
+* per key, a dotted causal container (:class:`dvv.CausalContainer`): the live versions ``dot -> value``
+  and a context, stored *stripped* of what the node clock's base already says;
+* a node clock (:class:`dvv.NodeClock`): every dot this replica has seen, for all keys at once;
+* a dot -> key index (a plain mutable ``dict`` per origin node, kept here instead of the immutable
+  :class:`dvv.DotKeyMap` so a write costs O(1)): the dots of every live version (never collected, so a
+  new replica can always be served) plus the dots that were superseded or deleted, until every peer
+  holds them (those are the only "tombstones");
+* a watermark (:class:`dvv.Watermark`): what each peer is known to hold, which decides what the index
+  may forget.
+
+Every method that changes something returns a list of outputs for the driver: :class:`Send` (a
+message to one peer), :class:`Changed` (a key's resolved value changed), :class:`Persist` (a storage
+write; apply them in order) and :class:`Logged` (a replication-log event).  Time is always passed in
+(``now``, seconds) and randomness comes from the seeded ``rng``: given the same inputs, the replica
+produces the same outputs.
+
+Driver contract: apply ``Persist`` outputs in the order given, and make them durable before a later
+``SyncRequest``/``SyncReply`` leaves the node (those carry the node clock, and peers garbage-collect
+on what the clock claims).  After every call, re-read :meth:`Replica.next_deadline`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import msgpack
+
+import dvv
+from dvv.causal_container import CausalContainer
+from dvv.dots import Counters, Dot
+from dvv.node_clock import NodeClock, normalise
+from dvv.version_vector import VersionVector
+from dvv.watermark import Watermark
+from vmqpy.metadata import messages
+from vmqpy.metadata.errors import DecodeError, InvalidKeyError, MetadataError
+from vmqpy.metadata.exchange import Exchange, plan_reply
+from vmqpy.metadata.hlc import HybridClock, Stamp
+from vmqpy.metadata.messages import (
+    Key,
+    Message,
+    Push,
+    SyncObject,
+    SyncReject,
+    SyncReply,
+    SyncRequest,
+    check_key,
+    pack_container,
+    pack_dot,
+    pack_full_key,
+)
+from vmqpy.metadata.resolve import DEFAULT_RESOLVER, Resolver, stamp_of
+
+__all__ = [
+    "META_CLOCK",
+    "META_RESERVED",
+    "META_WATERMARK",
+    "T_DOTS",
+    "T_META",
+    "T_OBJ",
+    "Changed",
+    "Key",
+    "Logged",
+    "Output",
+    "Persist",
+    "Replica",
+    "Send",
+]
+
+FullKey = tuple[str, Key]
+
+T_OBJ = "md_obj"  # pack_full_key(prefix, key) -> pack_container(stripped container)
+T_DOTS = "md_dots"  # pack_dot(dot) -> pack_full_key(prefix, key): superseded/deleted dots awaiting GC
+T_META = "md_meta"  # META_* -> dvv.to_bytes(NodeClock | Watermark) or msgpack int
+META_CLOCK = b"clock"
+META_WATERMARK = b"watermark"
+META_RESERVED = b"reserved"
+
+RESERVE_BLOCK = 1000  # own counters are reserved in blocks, so a restart never reuses one
+
+_EMPTY = CausalContainer()
+_NO_CTX = VersionVector()
+
+
+# -- outputs ----------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Send:
+    """Send ``message`` to ``peer``."""
+
+    peer: str
+    message: Message
+
+
+@dataclass(slots=True)
+class Changed:
+    """The resolved value of ``prefix``/``key`` changed (None = absent), by a local or a remote write."""
+
+    prefix: str
+    key: Key
+    old: Any
+    new: Any
+
+
+@dataclass(slots=True)
+class Persist:
+    """A storage write in ``table`` (all start with ``md_``); ``value`` None deletes the row."""
+
+    table: str
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(slots=True)
+class Logged:
+    """A replication-log event: ``md_write``, ``md_apply``, ``md_exchange`` or ``md_gc``."""
+
+    event: str
+    fields: dict[str, Any]
+
+
+Output = Send | Changed | Persist | Logged
+
+
+def _pack_value(value: Any) -> bytes:
+    try:
+        packed: bytes = msgpack.packb(value, use_bin_type=True, default=_encode_extra)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidValueError(f"values must be msgpack-serialisable: {exc}") from exc
+    return packed
+
+
+def _encode_extra(obj: Any) -> Any:
+    if isinstance(obj, Stamp):
+        return obj.to_list()
+    if isinstance(obj, tuple):
+        return list(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+class InvalidValueError(MetadataError, TypeError):
+    """A value cannot be stored (it is not msgpack-serialisable)."""
+
+
+def _add_runs(clock: NodeClock, runs_by_node: Mapping[str, Counters]) -> NodeClock:
+    """``clock`` plus every counter of the given runs (cost per run, not per counter)."""
+    entries = dict(clock.items())
+    for node, counters in runs_by_node.items():
+        base, bitmap = entries.get(node, (0, 0))
+        for run in counters.runs:
+            lo, hi = run.start, run.stop - 1
+            if hi <= base:
+                continue
+            if lo <= base + 1:
+                bitmap >>= hi - base
+                base = hi
+            else:
+                bitmap |= ((1 << (hi - lo + 1)) - 1) << (lo - base - 1)
+            base, bitmap = normalise(base, bitmap)
+        entries[node] = (base, bitmap)
+    return NodeClock(entries)
+
+
+def _clock_of_base(base: Mapping[str, int]) -> NodeClock:
+    return NodeClock({n: (c, 0) for n, c in base.items()})
+
+
+class Replica:
+    """One node's replica (see the module docstring)."""
+
+    TABLES: ClassVar[tuple[str, ...]] = (T_OBJ, T_DOTS, T_META)
+
+    def __init__(
+        self,
+        node_id: str,
+        *,
+        resolvers: Mapping[str, Resolver] | None = None,
+        rng: random.Random,
+        sync_interval: float = 1.0,
+        exchange_timeout: float = 5.0,
+        batch_size: int = 500,
+        gc_interval: float | None = None,
+        writeback: bool = True,
+    ) -> None:
+        if not isinstance(node_id, str) or not node_id:
+            raise InvalidKeyError(f"node_id must be a non-empty str, got {node_id!r}")
+        if batch_size < 1 or sync_interval <= 0 or exchange_timeout <= 0:
+            raise ValueError("batch_size, sync_interval and exchange_timeout must be positive")
+        self.node_id = node_id
+        self.hlc = HybridClock(node_id)
+        self._resolvers: dict[str, Resolver] = dict(resolvers or {})
+        self._rng = rng
+        self._interval = sync_interval
+        self._timeout = exchange_timeout
+        self._batch = batch_size
+        self._gc_interval = sync_interval if gc_interval is None else gc_interval
+        self._writeback_enabled = writeback
+        # causal state
+        self._clock = NodeClock()
+        self._base = VersionVector()
+        self._wm = Watermark.new([node_id])
+        self._data: dict[str, dict[Key, CausalContainer]] = {}
+        self._index: dict[str, dict[int, FullKey]] = {}
+        self._cand: dict[str, list[int]] = {}  # per node: heap of indexed counters that are not live
+        self._cand_count: dict[FullKey, int] = {}
+        self._ctx_keys: dict[FullKey, None] = {}  # keys stored with a non-empty (stripped) context
+        self._reserved = 0
+        self._own_holes: Counters | None = None  # after a restore: own counters no row holds
+        self._holes_wait: set[str] = set()  # members to exchange with before the holes count as unused
+        # membership
+        self._peers: list[str] = []
+        self._members: frozenset[str] = frozenset((node_id,))
+        self._reachable: frozenset[str] = frozenset()
+        # timers and exchanges
+        self._now = 0.0
+        self._next_sync: float | None = None
+        self._next_gc: float | None = None
+        self._exchange: Exchange | None = None
+        self._abort: str | None = None  # a reason to tear the exchange down at the next timer
+        self._queue: list[str] = []  # peers to exchange with as soon as possible
+        self._xid = 0
+        self._writeback: dict[FullKey, None] = {}
+        self._persisted_wm: Watermark | None = None
+        self._stats: dict[str, int] = dict.fromkeys(
+            (
+                "puts",
+                "deletes",
+                "writebacks",
+                "pushes_sent",
+                "pushes_received",
+                "objects_applied",
+                "exchanges_started",
+                "exchanges_completed",
+                "exchanges_failed",
+                "requests_served",
+                "requests_rejected",
+                "objects_served",
+                "objects_received",
+                "objects_repaired",
+                "gap_dots",
+                "gc_runs",
+                "gc_dots_pruned",
+                "gc_keys_deleted",
+                "stale_replies",
+            ),
+            0,
+        )
+
+    # ================================================================================ restore
+    @classmethod
+    def restore(cls, node_id: str, rows: Mapping[str, list[tuple[bytes, bytes]]], **kwargs: Any) -> Replica:
+        """Rebuild a replica from the rows its :class:`Persist` outputs wrote (``Storage.load`` per table).
+
+        The node clock is the saved checkpoint plus every dot found in the objects and the index rows
+        (so it never lags what the rows hold); own counters up to the saved reservation are marked as
+        used, so a restarted node never reuses a counter it may have handed out before a crash.
+        Raises :class:`DecodeError` for rows that are not ours.
+        """
+        r = cls(node_id, **kwargs)
+        meta = dict(rows.get(T_META, []))
+        clock = NodeClock()
+        if META_CLOCK in meta:
+            clock = _decode_dvv(meta[META_CLOCK], NodeClock)
+        if META_WATERMARK in meta:
+            r._wm = _decode_dvv(meta[META_WATERMARK], Watermark)
+            r._persisted_wm = r._wm
+            r._peers = sorted(p for p in r._wm.peers() if p != node_id)
+            r._members = frozenset((node_id, *r._peers))
+        if META_RESERVED in meta:
+            try:
+                reserved = msgpack.unpackb(meta[META_RESERVED])
+            except Exception as exc:
+                raise DecodeError(f"bad reservation row: {exc}") from exc
+            if not isinstance(reserved, int) or isinstance(reserved, bool) or reserved < 0:
+                raise DecodeError("bad reservation row")
+            r._reserved = reserved
+        seen: list[Dot] = []
+        for raw_key, raw_obj in rows.get(T_OBJ, []):
+            prefix, key = messages.unpack_full_key(raw_key)
+            obj = messages.unpack_container(raw_obj)
+            if obj.is_empty():
+                continue
+            fk = (prefix, key)
+            r._data.setdefault(prefix, {})[key] = obj
+            for dot in obj.dots():
+                r._index.setdefault(dot[0], {})[dot[1]] = fk
+                seen.append(dot)
+            if obj.context():
+                r._ctx_keys[fk] = None
+        for raw_dot, raw_key in rows.get(T_DOTS, []):
+            dot = messages.unpack_dot(raw_dot)
+            fk = messages.unpack_full_key(raw_key)
+            sub = r._index.setdefault(dot[0], {})
+            if dot[1] in sub:  # live in an object row (a crash between two rows): the object wins
+                continue
+            sub[dot[1]] = fk
+            heapq.heappush(r._cand.setdefault(dot[0], []), dot[1])
+            r._cand_count[fk] = r._cand_count.get(fk, 0) + 1
+            seen.append(dot)
+        clock = clock.add_all(seen)
+        own_base, own_bitmap = clock.entry(node_id)
+        own_max = own_base + own_bitmap.bit_length()
+        # Own counters below the reservation that no row holds may have been handed out and lost in a
+        # crash (a peer may hold them): fetch them from every member before declaring them unused.
+        top = max(own_max, r._reserved - 1)
+        if top > own_base:
+            holes = NodeClock({node_id: (top, 0)}).missing_dots(clock).get(node_id)
+            if holes:
+                r._own_holes = holes
+                r._holes_wait = set(r._peers)
+        if r._reserved > own_max:
+            clock = clock.add((node_id, r._reserved))  # never used: the next own counter is above it
+        r._set_clock(clock)
+        if r._own_holes is not None and not r._holes_wait:
+            r._fill_own_holes([])
+        for prefix, objs in r._data.items():
+            for key, obj in objs.items():
+                if len(obj) > 1 and r._owns(obj.dots()):
+                    r._writeback[(prefix, key)] = None
+        return r
+
+    # ================================================================================ membership
+    def set_peers(self, peers: Iterable[str]) -> list[Output]:
+        """The cluster members other than this node: new ones are added to the watermark (at 0: nothing
+        they lack is collected until they caught up), removed ones are retired (their column is dropped,
+        so GC proceeds without them; their row stays while their dots live in the data)."""
+        new = sorted({p for p in peers if p != self.node_id})
+        for p in new:
+            if not isinstance(p, str):
+                raise InvalidKeyError(f"peer ids are str, got {p!r}")
+        old = set(self._peers)
+        added = [p for p in new if p not in old]
+        removed = [p for p in self._peers if p not in set(new)]
+        out: list[Output] = []
+        if not added and not removed:
+            return out
+        usable_before = self._usable()
+        wm = self._wm
+        members = [self.node_id, *new]
+        for p in removed:
+            wm = wm.retire_peer(p)
+        for p in added:
+            if p in wm.retired():
+                wm = wm.remove_peer(p)
+            wm = wm.add_peer(p, members)
+        self._wm = wm
+        self._peers = new
+        self._members = frozenset(members)
+        self._queue = [p for p in self._queue if p in self._members]
+        if self._own_holes is not None:
+            self._holes_wait &= set(new)
+            if not self._holes_wait:
+                self._fill_own_holes(out)
+        if self._exchange is not None and self._exchange.peer in removed:
+            self._teardown("peer_removed", self._now, out)
+        self._queue_newly_usable(usable_before)
+        self._persist_watermark(out)
+        if removed:
+            self._gc(self._now, out)
+        self._maybe_start(self._now, out)
+        return out
+
+    def set_reachable(self, peers: Iterable[str]) -> None:
+        """The peers this node can reach now.  A member that becomes reachable is synced with at once
+        (at the next :meth:`on_timer`, which :meth:`next_deadline` makes due); an exchange whose peer
+        became unreachable is torn down there too."""
+        usable_before = self._usable()
+        self._reachable = frozenset(p for p in peers if p != self.node_id)
+        if self._exchange is not None and self._exchange.peer not in self._reachable:
+            self._abort = "peer_unreachable"
+        self._queue_newly_usable(usable_before)
+
+    def _usable(self) -> list[str]:
+        return [p for p in self._peers if p in self._reachable]
+
+    def _queue_newly_usable(self, before: list[str]) -> None:
+        was = set(before)
+        for p in self._usable():
+            if p not in was and p not in self._queue:
+                self._queue.append(p)
+
+    @property
+    def peers(self) -> list[str]:
+        """Current cluster members other than this node, sorted."""
+        return list(self._peers)
+
+    # ================================================================================ local API
+    def _resolver(self, prefix: str) -> Resolver:
+        return self._resolvers.get(prefix, DEFAULT_RESOLVER)
+
+    def _resolve(self, prefix: str, obj: CausalContainer | None) -> Any:
+        if obj is None:
+            return None
+        values = obj.values()
+        if not values:
+            return None
+        if len(values) == 1:
+            return values[0]
+        return self._resolver(prefix)(values)
+
+    def _stored(self, prefix: str, key: Key) -> CausalContainer | None:
+        objs = self._data.get(prefix)
+        return None if objs is None else objs.get(key)
+
+    def get(self, prefix: str, key: Key) -> Any | None:
+        """The resolved value (None when absent or deleted)."""
+        return self._resolve(prefix, self._stored(prefix, check_key(prefix, key)))
+
+    def siblings(self, prefix: str, key: Key) -> list[Any]:
+        """Every live value of the key (concurrent writes), in dot order."""
+        obj = self._stored(prefix, check_key(prefix, key))
+        return [] if obj is None else obj.values()
+
+    def context(self, prefix: str, key: Key) -> VersionVector:
+        """The key's full causal context (stored context filled with the node clock's base)."""
+        obj = self._stored(prefix, check_key(prefix, key))
+        return (_NO_CTX if obj is None else obj.context()).merge(self._base)
+
+    def fold(self, prefix: str) -> Iterator[tuple[Key, Any]]:
+        """``(key, resolved value)`` for every live key of ``prefix`` (in storage order)."""
+        objs = self._data.get(prefix, {})
+        for key, obj in list(objs.items()):
+            if len(obj):
+                yield key, self._resolve(prefix, obj)
+
+    def hlc_now(self, wall: float) -> Stamp:
+        """A fresh HLC stamp (to put inside a value, for :func:`~vmqpy.metadata.resolve.latest_stamp`)."""
+        return self.hlc.now(wall)
+
+    def put(self, prefix: str, key: Key, value: Any, now: float) -> list[Output]:
+        """Write ``value`` (msgpack-serialisable; stored as it comes back from msgpack: tuples become
+        lists, stamps become ``[wall_ms, logical, node]``) over everything this node has seen of the key."""
+        key = check_key(prefix, key)
+        if value is None:
+            raise InvalidValueError("None is not a value (use delete)")
+        packed = _pack_value(value)
+        value = msgpack.unpackb(packed, raw=False, strict_map_key=False)
+        self._now = now
+        out: list[Output] = []
+        self._local_write(prefix, key, value, packed, now, out, writeback=False)
+        self._stats["puts"] += 1
+        return out
+
+    def delete(self, prefix: str, key: Key, now: float) -> list[Output]:
+        """Delete the key: removes every version this node has seen (a concurrent write elsewhere survives)."""
+        key = check_key(prefix, key)
+        self._now = now
+        out: list[Output] = []
+        self._local_write(prefix, key, None, None, now, out, writeback=False)
+        self._stats["deletes"] += 1
+        return out
+
+    # ================================================================================ write path
+    def _set_clock(self, clock: NodeClock) -> None:
+        self._clock = clock
+        self._base = clock.base()
+
+    def _local_write(
+        self,
+        prefix: str,
+        key: Key,
+        value: Any,
+        packed: bytes | None,
+        now: float,
+        out: list[Output],
+        *,
+        writeback: bool,
+    ) -> None:
+        """fill -> discard (this node's whole context) -> new dot -> add -> strip -> store -> index -> push."""
+        fk = (prefix, key)
+        stored = self._stored(prefix, key)
+        old = self._resolve(prefix, stored)
+        counter, clock = self._clock.event(self.node_id)
+        dot = (self.node_id, counter)
+        if counter >= self._reserved:
+            self._reserved = counter + RESERVE_BLOCK  # counters below it may be used, never itself
+            out.append(Persist(T_META, META_RESERVED, msgpack.packb(self._reserved)))
+        self._set_clock(clock)
+        base = self._base
+        stored_ctx = _NO_CTX if stored is None else stored.context()
+        filled_ctx = stored_ctx.merge(base)
+        versions: tuple[tuple[Dot, Any], ...] = () if value is None else ((dot, value),)
+        pushed = CausalContainer(versions, filled_ctx.add(dot))
+        at_rest_ctx = stored_ctx.add(dot).filter_ids(lambda n, c: c > base.counter(n))
+        at_rest = CausalContainer(versions, at_rest_ctx)
+        # index: the versions this write supersedes (and a delete's own dot) wait for GC
+        if stored is not None:
+            for old_dot in stored.dots():
+                self._make_candidate(old_dot, fk, out)
+        if value is None:
+            self._index.setdefault(self.node_id, {})[counter] = fk
+            self._make_candidate(dot, fk, out)
+        else:
+            self._index.setdefault(self.node_id, {})[counter] = fk
+        self._store(fk, at_rest, out)
+        if value != old:
+            out.append(Changed(prefix, key, old, value))
+        stamp = stamp_of(value)
+        if stamp is not None:
+            self.hlc.witness(stamp)
+        else:
+            stamp = self.hlc.now(now)
+        fields: dict[str, Any] = {
+            "prefix": prefix,
+            "key": key,
+            "dot": [dot[0], dot[1]],
+            "op": "delete" if value is None else "put",
+            "value": packed,
+            "context": filled_ctx.to_dict(),
+            "hlc": stamp.to_list(),
+        }
+        if writeback:
+            fields["writeback"] = True
+        out.append(Logged("md_write", fields))
+        self._writeback.pop(fk, None)
+        for peer in self._peers:
+            if peer in self._reachable:
+                out.append(Send(peer, Push(prefix, key, dot, pushed)))
+                self._stats["pushes_sent"] += 1
+
+    def _make_candidate(self, dot: Dot, fk: FullKey, out: list[Output]) -> None:
+        """``dot`` (indexed under ``fk``) is no longer live: keep it indexed until every peer holds it."""
+        heapq.heappush(self._cand.setdefault(dot[0], []), dot[1])
+        self._cand_count[fk] = self._cand_count.get(fk, 0) + 1
+        out.append(Persist(T_DOTS, pack_dot(dot), pack_full_key(*fk)))
+
+    def _store(self, fk: FullKey, at_rest: CausalContainer, out: list[Output]) -> None:
+        prefix, key = fk
+        if at_rest.is_empty():
+            objs = self._data.get(prefix)
+            if objs is not None and objs.pop(key, None) is not None:
+                out.append(Persist(T_OBJ, pack_full_key(prefix, key), None))
+                if not objs:
+                    del self._data[prefix]
+            self._ctx_keys.pop(fk, None)
+            return
+        self._data.setdefault(prefix, {})[key] = at_rest
+        out.append(Persist(T_OBJ, pack_full_key(prefix, key), pack_container(at_rest)))
+        if at_rest.context():
+            self._ctx_keys[fk] = None
+        else:
+            self._ctx_keys.pop(fk, None)
+
+    # ================================================================================ receive path
+    def _apply(
+        self,
+        prefix: str,
+        key: Key,
+        remote: CausalContainer,
+        dots: Iterable[Dot],
+        via: str,
+        out: list[Output],
+    ) -> bool:
+        """Merge a *filled* remote container; ``dots`` are the dots it brings (its versions' dots plus
+        the write's or the requested ones).  Returns True when the key's versions changed."""
+        fk = (prefix, key)
+        stored = self._stored(prefix, key)
+        clock = self._clock
+        fresh = sorted({d for d in dots if d not in clock})
+        local = _EMPTY if stored is None else stored
+        local_filled = CausalContainer(local.items(), local.context().merge(self._base))
+        synced = local_filled.sync(remote)
+        if fresh:
+            self._set_clock(clock.add_all(fresh))
+        before = set(local.dots())
+        after = synced.dots()
+        after_set = set(after)
+        changed = before != after_set
+        at_rest = synced.strip(self._clock)
+        if not fresh and at_rest == local:
+            return False
+        # index: versions that lost their place wait for GC; new versions are live; other new dots wait
+        for d in local.dots():
+            if d not in after_set:
+                self._make_candidate(d, fk, out)
+        for d in fresh:
+            self._index.setdefault(d[0], {})[d[1]] = fk
+            if d not in after_set:
+                self._make_candidate(d, fk, out)
+        if at_rest != local:
+            self._store(fk, at_rest, out)
+        if changed:
+            old = self._resolve(prefix, stored)
+            new = self._resolve(prefix, at_rest if len(at_rest) else None)
+            if old != new:
+                out.append(Changed(prefix, key, old, new))
+            for value in synced.values():
+                stamp = stamp_of(value)
+                if stamp is not None:
+                    self.hlc.witness(stamp)
+            newest = max(fresh) if fresh else max(after_set ^ before)
+            out.append(
+                Logged(
+                    "md_apply",
+                    {
+                        "origin": newest[0],
+                        "prefix": prefix,
+                        "key": key,
+                        "dot": [newest[0], newest[1]],
+                        "via": via,
+                        "siblings": len(after),
+                        "hlc": self.hlc.now(self._now).to_list(),
+                    },
+                )
+            )
+            self._stats["objects_applied"] += 1
+        if len(after) > 1 and self._writeback_enabled and self._owns(after):
+            self._writeback[fk] = None
+        elif len(after) <= 1:
+            self._writeback.pop(fk, None)
+        return changed
+
+    def _owns(self, dots: Iterable[Dot]) -> bool:
+        """Write-back rule: the member owning the smallest sibling dot writes the winner back (if no
+        sibling dot belongs to a current member, the smallest member id does)."""
+        members = self._members
+        owned = [d for d in dots if d[0] in members]
+        owner = min(owned)[0] if owned else min(members)
+        return owner == self.node_id
+
+    def receive(self, sender: str, message: Message, now: float) -> list[Output]:
+        """Handle a message from ``sender``."""
+        self._now = now
+        out: list[Output] = []
+        if isinstance(message, Push):
+            self._stats["pushes_received"] += 1
+            key = check_key(message.prefix, message.key)
+            c = message.container
+            self._apply(message.prefix, key, c, (message.dot, *c.dots()), "broadcast", out)
+        elif isinstance(message, SyncRequest):
+            self._serve(sender, message, out)
+        elif isinstance(message, SyncReply):
+            ex = self._exchange
+            if ex is None or not ex.matches(sender, message.xid):
+                self._stats["stale_replies"] += 1
+            else:
+                self._on_reply(ex, message, now, out)
+        elif isinstance(message, SyncReject):
+            ex = self._exchange
+            if ex is not None and ex.matches(sender, message.xid):
+                self._teardown(f"rejected:{message.reason}", now, out)
+        else:  # pragma: no cover - the type says it cannot happen
+            raise TypeError(f"not a metadata message: {type(message).__name__}")
+        self._maybe_start(now, out)
+        return out
+
+    # ================================================================================ anti-entropy
+    def _serve(self, sender: str, request: SyncRequest, out: list[Output]) -> None:
+        """Responder side (stateless): the objects for the dots ``sender`` misses, at most a batch."""
+        if sender not in self._members or sender == self.node_id:
+            self._stats["requests_rejected"] += 1
+            out.append(Send(sender, SyncReject(request.xid, "not_a_member")))
+            return
+        self._stats["requests_served"] += 1
+        self._wm = self._wm.update_peer(sender, request.clock)
+        if request.watermark is not None:
+            self._wm = self._wm.left_join(request.watermark)
+        plan = plan_reply(self._clock, self._index, request.clock, min(request.limit, self._batch))
+        objects = []
+        for (prefix, key), asked in plan.keys.items():
+            obj = self._stored(prefix, key) or _EMPTY
+            values = set(obj.dots())
+            extra = tuple(d for d in asked if d not in values)
+            objects.append(SyncObject(prefix, key, obj, extra))
+        self._stats["objects_served"] += len(objects)
+        reply = SyncReply(
+            request.xid,
+            plan.done,
+            plan.missing,
+            self._base,
+            tuple(objects),
+            plan.gaps,
+            self._wm if plan.done else None,
+        )
+        out.append(Send(sender, reply))
+
+    def exchange_now(self, peer: str | None, now: float) -> list[Output]:
+        """Start an exchange with ``peer`` (None: a random reachable member) right away, or as soon as
+        the running one ends.  Unknown or unreachable peers are ignored."""
+        self._now = now
+        out: list[Output] = []
+        if peer is None:
+            usable = self._usable()
+            if not usable:
+                return out
+            peer = self._rng.choice(usable)
+        if peer not in self._members or peer not in self._reachable or peer == self.node_id:
+            return out
+        if peer not in self._queue:
+            self._queue.insert(0, peer)
+        self._maybe_start(now, out)
+        return out
+
+    def _maybe_start(self, now: float, out: list[Output]) -> None:
+        while self._exchange is None and self._queue:
+            peer = self._queue.pop(0)
+            if peer in self._members and peer in self._reachable:
+                self._start(peer, now, out)
+
+    def _start(self, peer: str, now: float, out: list[Output]) -> None:
+        self._xid += 1
+        ex = Exchange(peer, self._xid, now, self._timeout)
+        self._exchange = ex
+        self._abort = None
+        self._stats["exchanges_started"] += 1
+        self._send_request(ex, now, out)
+
+    def _send_request(self, ex: Exchange, now: float, out: list[Output]) -> None:
+        request = SyncRequest(ex.xid, self._batch, self._clock, self._wm)
+        ex.sent(len(messages.encode(request)), now)
+        out.append(Send(ex.peer, request))
+
+    def _on_reply(self, ex: Exchange, reply: SyncReply, now: float, out: list[Output]) -> None:
+        repaired = 0
+        base = reply.base
+        for obj in reply.objects:
+            try:
+                key = check_key(obj.prefix, obj.key)
+            except InvalidKeyError:
+                continue
+            remote = CausalContainer(obj.container.items(), obj.container.context().merge(base))
+            if self._apply(obj.prefix, key, remote, (*obj.container.dots(), *obj.extra), "exchange", out):
+                repaired += 1
+        gap_count = sum(len(c) for c in reply.gaps.values())
+        if gap_count:
+            self._set_clock(_add_runs(self._clock, reply.gaps))
+            self._stats["gap_dots"] += gap_count
+        self._stats["objects_received"] += len(reply.objects)
+        self._stats["objects_repaired"] += repaired
+        ex.received(
+            size=reply.size, missing=reply.missing, objects=len(reply.objects), repaired=repaired, gaps=gap_count
+        )
+        self._wm = self._wm.update_peer(ex.peer, _clock_of_base(base))
+        if not reply.done:
+            self._send_request(ex, now, out)
+            return
+        if reply.watermark is not None:
+            self._wm = self._wm.left_join(reply.watermark)
+        if ex.gaps:
+            out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._clock)))
+        self._teardown("ok", now, out)
+        if self._own_holes is not None:
+            self._holes_wait.discard(ex.peer)
+            if not self._holes_wait:
+                self._fill_own_holes(out)
+        self._gc(now, out)
+
+    def _fill_own_holes(self, out: list[Output]) -> None:
+        """Every member was asked for them: own counters still missing were never used (or nobody has
+        them): mark them as seen so this node's entry becomes contiguous again (GC needs that)."""
+        holes = self._own_holes
+        self._own_holes = None
+        self._holes_wait = set()
+        if holes is not None:
+            self._set_clock(_add_runs(self._clock, {self.node_id: holes}))
+            out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._clock)))
+
+    def _teardown(self, result: str, now: float, out: list[Output]) -> None:
+        """The one way an exchange ends (success, timeout, reject, peer gone)."""
+        ex = self._exchange
+        if ex is None:
+            return
+        fields = ex.teardown(result, now)
+        fields["hlc"] = self.hlc.now(now).to_list()
+        self._exchange = None
+        self._abort = None
+        self._stats["exchanges_completed" if result == "ok" else "exchanges_failed"] += 1
+        out.append(Logged("md_exchange", fields))
+
+    # ================================================================================ time
+    def next_deadline(self) -> float | None:
+        """When :meth:`on_timer` must run next (None: nothing scheduled)."""
+        times: list[float] = []
+        if self._exchange is not None:
+            times.append(self._now if self._abort else self._exchange.deadline)
+        elif self._queue:
+            times.append(self._now)
+        if self._writeback:
+            times.append(self._now)
+        if self._usable():
+            times.append(self._now if self._next_sync is None else self._next_sync)
+        if self._cand or self._ctx_keys:
+            times.append(self._now if self._next_gc is None else self._next_gc)
+        return min(times) if times else None
+
+    def _jitter(self) -> float:
+        return self._interval * (0.75 + 0.5 * self._rng.random())
+
+    def on_timer(self, now: float) -> list[Output]:
+        """Tear down a stuck exchange, write back owned siblings, start the periodic exchange with a
+        random reachable member (every ``sync_interval`` with jitter), run GC."""
+        self._now = now
+        out: list[Output] = []
+        ex = self._exchange
+        if ex is not None:
+            if self._abort is not None:
+                self._teardown(self._abort, now, out)
+            elif ex.expired(now):
+                self._teardown("timeout", now, out)
+        if self._writeback:
+            self._do_writebacks(now, out)
+        usable = self._usable()
+        if usable:
+            if self._next_sync is None:
+                self._next_sync = now + self._jitter()
+            elif now >= self._next_sync:
+                self._next_sync = now + self._jitter()
+                if self._exchange is None and not self._queue:
+                    self._queue.append(self._rng.choice(usable))
+        else:
+            self._next_sync = None
+        if self._next_gc is None or now >= self._next_gc:
+            self._next_gc = now + self._gc_interval
+            self._gc(now, out)
+        self._maybe_start(now, out)
+        return out
+
+    def _do_writebacks(self, now: float, out: list[Output]) -> None:
+        pending, self._writeback = self._writeback, {}
+        for prefix, key in pending:
+            obj = self._stored(prefix, key)
+            if obj is None or len(obj) < 2 or not self._owns(obj.dots()):
+                continue
+            winner = self._resolve(prefix, obj)
+            self._local_write(prefix, key, winner, _pack_value(winner), now, out, writeback=True)
+            self._stats["writebacks"] += 1
+
+    # ================================================================================ GC
+    def _ensure_rows(self) -> None:
+        """Give every node with indexed dots a watermark row (unknown nodes: a retired row)."""
+        known = set(self._wm.peers()) | set(self._wm.retired())
+        unknown = [n for n in self._cand if n not in known]
+        if unknown:
+            cols = dict.fromkeys(self._wm.peers(), 0)
+            retired = self._wm.retired_rows()
+            for n in unknown:
+                retired[n] = dict(cols)
+            self._wm = Watermark(self._wm.active_rows(), retired)
+
+    def _gc(self, now: float, out: list[Output]) -> None:
+        """Forget the non-live dots every member holds; re-strip contexts the node clock now covers;
+        drop the rows of deletes that every member has seen."""
+        self._stats["gc_runs"] += 1
+        self._ensure_rows()
+        self._wm = self._wm.update_peer(self.node_id, self._clock)
+        pruned: list[tuple[Dot, FullKey]] = []
+        for node in sorted(self._cand):
+            heap = self._cand[node]
+            floor = self._wm.min(node)
+            sub = self._index.get(node, {})
+            while heap and heap[0] <= floor:
+                counter = heapq.heappop(heap)
+                fk = sub.pop(counter, None)
+                if fk is not None:
+                    pruned.append(((node, counter), fk))
+            if not heap:
+                del self._cand[node]
+            if not sub:
+                self._index.pop(node, None)
+        keys_deleted = 0
+        if pruned:
+            out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._clock)))
+            for dot, fk in pruned:
+                out.append(Persist(T_DOTS, pack_dot(dot), None))
+                left = self._cand_count.get(fk, 0) - 1
+                if left > 0:
+                    self._cand_count[fk] = left
+                else:
+                    self._cand_count.pop(fk, None)
+                    if self._stored(*fk) is None:
+                        keys_deleted += 1
+        for fk in list(self._ctx_keys):
+            obj = self._stored(*fk)
+            if obj is None:
+                self._ctx_keys.pop(fk, None)
+                continue
+            stripped = obj.strip(self._clock)
+            if stripped != obj:
+                self._store(fk, stripped, out)
+                if stripped.is_empty() and fk not in self._cand_count:
+                    keys_deleted += 1
+        self._persist_watermark(out)
+        if pruned or keys_deleted:
+            self._stats["gc_dots_pruned"] += len(pruned)
+            self._stats["gc_keys_deleted"] += keys_deleted
+            out.append(
+                Logged(
+                    "md_gc",
+                    {"dots_pruned": len(pruned), "keys_deleted": keys_deleted, "hlc": self.hlc.now(now).to_list()},
+                )
+            )
+
+    def _persist_watermark(self, out: list[Output]) -> None:
+        if self._wm != self._persisted_wm:
+            self._persisted_wm = self._wm
+            out.append(Persist(T_META, META_WATERMARK, dvv.to_bytes(self._wm)))
+
+    # ================================================================================ introspection
+    @property
+    def node_clock(self) -> NodeClock:
+        """The node clock (immutable)."""
+        return self._clock
+
+    @property
+    def watermark(self) -> Watermark:
+        """The watermark (immutable)."""
+        return self._wm
+
+    def busy(self) -> bool:
+        """An exchange is running or queued, or a write-back is pending."""
+        return self._exchange is not None or bool(self._queue) or bool(self._writeback)
+
+    def index(self) -> dict[str, dict[int, FullKey]]:
+        """A copy of the dot -> key index (live and not-yet-collected dots)."""
+        return {n: dict(sub) for n, sub in self._index.items() if sub}
+
+    def stats(self) -> dict[str, int]:
+        """Counters and sizes (keys, indexed dots, pending GC, exchanges, ...)."""
+        out = dict(self._stats)
+        out["keys"] = sum(len(objs) for objs in self._data.values())
+        out["live_keys"] = sum(1 for objs in self._data.values() for obj in objs.values() if len(obj))
+        out["siblings"] = sum(1 for objs in self._data.values() for obj in objs.values() if len(obj) > 1)
+        out["indexed_dots"] = sum(len(sub) for sub in self._index.values())
+        out["gc_pending_dots"] = sum(len(h) for h in self._cand.values())
+        out["contexts_at_rest"] = len(self._ctx_keys)
+        out["peers"] = len(self._peers)
+        out["reachable"] = len(self._usable())
+        out["exchange_active"] = int(self._exchange is not None)
+        out["writebacks_pending"] = len(self._writeback)
+        return out
+
+    def dump(self) -> dict[str, Any]:
+        """Everything, for convergence checks: ``data`` maps prefix -> key -> {"values": [[node, counter,
+        value], ...], "context": stored (stripped) context, "filled": full context}; plus the node clock
+        (node -> [base, bitmap]), the index and the watermark rows."""
+        data: dict[str, dict[Key, dict[str, Any]]] = {}
+        for prefix in sorted(self._data):
+            objs = self._data[prefix]
+            data[prefix] = {
+                key: {
+                    "values": [[n, c, v] for (n, c), v in obj.items()],
+                    "context": obj.context().to_dict(),
+                    "filled": obj.context().merge(self._base).to_dict(),
+                }
+                for key, obj in objs.items()
+            }
+        return {
+            "node": self.node_id,
+            "clock": {n: [b, m] for n, (b, m) in self._clock.items()},
+            "base": self._base.to_dict(),
+            "data": data,
+            "index": {n: sorted(sub) for n, sub in sorted(self._index.items()) if sub},
+            "gc_pending": {n: sorted(h) for n, h in sorted(self._cand.items()) if h},
+            "watermark": {"active": self._wm.active_rows(), "retired": self._wm.retired_rows()},
+        }
+
+
+def _decode_dvv(data: bytes, kind: type) -> Any:
+    try:
+        value = dvv.from_bytes(data)
+    except dvv.DecodeError as exc:
+        raise DecodeError(f"bad {kind.__name__} row: {exc}") from exc
+    if not isinstance(value, kind):
+        raise DecodeError(f"expected a {kind.__name__} row, got {type(value).__name__}")
+    return value
