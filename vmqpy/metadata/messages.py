@@ -7,7 +7,7 @@ encoding.  A format change adds a version; it never edits one.
 
 Version 1 messages::
 
-    1 Push         [1, 1, prefix, key, node, counter, container]       a local write/delete, broadcast
+    1 Push         [1, 1, prefix, key, node, counter, [value] | [], context]   a local write/delete
     2 SyncRequest  [1, 2, xid, limit, clock, watermark | nil]           exchange: "here is my node clock"
     3 SyncReply    [1, 3, xid, done, missing, base, objects, gaps, watermark | nil]
     4 SyncReject   [1, 4, xid, reason]
@@ -19,8 +19,8 @@ Version 1 messages::
     objects    [[prefix, key, container, [node, counter, ...]], ...]   (stripped container, extra dots)
     gaps       [node, [start, stop, start, stop, ...], ...]     (counter runs, stop exclusive)
 
-A ``Push`` carries the *filled* container (the writer's whole causal context for the key) and the
-write's dot (a delete has no value, so its dot is only known from the message).  A ``SyncReply``
+A ``Push`` is the container a local write produced: at most one version (the write's dot and value;
+none for a delete) and the writer's whole causal context for the key (which covers the dot).  A ``SyncReply``
 carries *stripped* containers plus the responder's base, which the requester fills them with, and
 per object the requested dots that are not among the object's values (versions that object already
 superseded).  ``gaps`` are requested dots the responder holds in its node clock but no longer
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import msgpack
 
@@ -61,6 +61,7 @@ __all__ = [
     "pack_container",
     "pack_dot",
     "pack_full_key",
+    "pack_single",
     "unpack_container",
     "unpack_dot",
     "unpack_full_key",
@@ -95,13 +96,20 @@ def check_key(prefix: object, key: object) -> Key:
 # -- message types ------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Push:
-    """A write (or delete, when the container holds no value) coordinated under ``dot``, broadcast."""
+    """A write of ``value`` (a delete when ``value`` is None) coordinated under ``dot``, broadcast."""
 
     prefix: str
     key: Key
     dot: Dot
-    container: CausalContainer  # filled: the writer's whole causal context for this key
+    value: Any  # None for a delete
+    context: Mapping[str, int]  # the writer's whole causal context for the key, covering ``dot``
     size: int = field(default=0, compare=False, repr=False)  # encoded bytes, set by decode()
+
+    def container(self) -> CausalContainer:
+        """The pushed object as a (filled) causal container."""
+        versions = () if self.value is None else ((self.dot, self.value),)
+        ctx = self.context if isinstance(self.context, VersionVector) else VersionVector(self.context)
+        return CausalContainer(versions, ctx.add(self.dot))
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +160,15 @@ Message: TypeAlias = Push | SyncRequest | SyncReply | SyncReject
 
 
 # -- encoding -------------------------------------------------------------------------------------
-def _flat_container(c: CausalContainer) -> list[Any]:
+class ContainerLike(Protocol):
+    """What :func:`pack_container` needs: versions sorted by dot, and a context."""
+
+    def items(self) -> tuple[tuple[Dot, Any], ...]: ...
+
+    def context(self) -> VersionVector: ...
+
+
+def _flat_container(c: ContainerLike) -> list[Any]:
     versions: list[Any] = []
     for (node, counter), value in c.items():
         versions += (node, counter, value)
@@ -186,7 +202,8 @@ def _payload(message: Message) -> list[Any]:
             list(message.key),
             node,
             counter,
-            _flat_container(message.container),
+            [] if message.value is None else [message.value],
+            _flat_vv(message.context),
         ]
     if isinstance(message, SyncRequest):
         wm = None if message.watermark is None else dvv.to_bytes(message.watermark)
@@ -221,12 +238,15 @@ def _payload(message: Message) -> list[Any]:
 def _default(obj: Any) -> Any:
     if isinstance(obj, tuple):
         return list(obj)
+    to_list = getattr(obj, "to_list", None)  # an HLC Stamp
+    if to_list is not None:
+        return to_list()
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
 def encode(message: Message) -> bytes:
     """The wire bytes of ``message`` (values must be msgpack-serialisable)."""
-    packed: bytes = msgpack.packb(_payload(message), use_bin_type=True)
+    packed: bytes = msgpack.packb(_payload(message), use_bin_type=True, default=_default)
     return packed
 
 
@@ -310,14 +330,19 @@ def _gaps(obj: Any) -> dict[str, Counters]:
         runs = [
             range(_int(bounds[j], "run start", 1), _int(bounds[j + 1], "run stop", 1)) for j in range(0, len(bounds), 2)
         ]
+        if not runs or any(not run for run in runs):
+            raise DecodeError("gaps: empty run")
         out[node] = Counters.from_runs(runs)
     return out
 
 
 def _dec_push(f: list[Any], size: int) -> Push:
-    prefix, key, node, counter, container = _list(f, "Push", length=5)
+    prefix, key, node, counter, value, ctx = _list(f, "Push", length=6)
     dot = (_str(node, "node"), _int(counter, "counter", 1))
-    return Push(_str(prefix, "prefix"), _key(key), dot, _container(container), size)
+    values = _list(value, "Push value")
+    if len(values) > 1 or (values and values[0] is None):
+        raise DecodeError("Push: at most one value, never nil")
+    return Push(_str(prefix, "prefix"), _key(key), dot, values[0] if values else None, _vv(ctx, "Push context"), size)
 
 
 def _dec_sync_request(f: list[Any], size: int) -> SyncRequest:
@@ -426,9 +451,22 @@ def unpack_full_key(data: bytes) -> tuple[str, Key]:
         raise DecodeError(f"invalid full key: {exc}") from exc
 
 
-def pack_container(container: CausalContainer) -> bytes:
+def pack_container(container: ContainerLike) -> bytes:
     """Storage value of an object: ``v1 + msgpack([[node, counter, value, ...], [node, counter, ...]])``."""
     return _pack_row(_flat_container(container))
+
+
+_EMPTY_CTX = msgpack.packb([])
+
+
+def pack_single(node: str, counter: int, packed_value: bytes | None, ctx: Mapping[str, int]) -> bytes:
+    """:func:`pack_container` of a container with one version (none when ``packed_value`` is None) whose
+    value is already msgpack-encoded: the write path's row, assembled without re-encoding the value."""
+    ctx_bytes = _EMPTY_CTX if not ctx else msgpack.packb(_flat_vv(ctx))
+    if packed_value is None:
+        return b"%c\x92\x90%b" % (ROW_VERSION, ctx_bytes)
+    head = msgpack.packb(node) + msgpack.packb(counter)
+    return b"%c\x92\x93%b%b%b" % (ROW_VERSION, head, packed_value, ctx_bytes)
 
 
 def unpack_container(data: bytes) -> CausalContainer:

@@ -55,6 +55,7 @@ from vmqpy.metadata.messages import (
     pack_container,
     pack_dot,
     pack_full_key,
+    pack_single,
 )
 from vmqpy.metadata.resolve import DEFAULT_RESOLVER, Resolver, stamp_of
 
@@ -85,8 +86,55 @@ META_RESERVED = b"reserved"
 
 RESERVE_BLOCK = 1000  # own counters are reserved in blocks, so a restart never reuses one
 
-_EMPTY = CausalContainer()
 _NO_CTX = VersionVector()
+
+
+class _Obj:
+    """A key's object at rest: its versions (sorted by dot) and its *stripped* context.
+
+    The store keeps this light record rather than a :class:`CausalContainer` so the write path does not
+    pay for building (and validating) one per write; merges go through ``CausalContainer.sync``."""
+
+    __slots__ = ("ctx", "versions")
+
+    def __init__(self, versions: tuple[tuple[Dot, Any], ...], ctx: VersionVector) -> None:
+        self.versions = versions
+        self.ctx = ctx
+
+    @classmethod
+    def of(cls, container: CausalContainer) -> _Obj:
+        return cls(container.items(), container.context())
+
+    def dots(self) -> tuple[Dot, ...]:
+        return tuple(d for d, _ in self.versions)
+
+    def values(self) -> list[Any]:
+        return [v for _, v in self.versions]
+
+    def items(self) -> tuple[tuple[Dot, Any], ...]:
+        return self.versions
+
+    def context(self) -> VersionVector:
+        return self.ctx
+
+    def container(self) -> CausalContainer:
+        return CausalContainer(self.versions, self.ctx)
+
+    def is_empty(self) -> bool:
+        return not self.versions and not self.ctx
+
+    def __len__(self) -> int:
+        return len(self.versions)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Obj):
+            return NotImplemented
+        return self.versions == other.versions and self.ctx == other.ctx
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_EMPTY = _Obj((), _NO_CTX)
 
 
 # -- outputs ----------------------------------------------------------------------------------------
@@ -201,18 +249,24 @@ class Replica:
         self._batch = batch_size
         self._gc_interval = sync_interval if gc_interval is None else gc_interval
         self._writeback_enabled = writeback
-        # causal state
+        # causal state.  The node clock's own entry may lag behind the own counters issued by the write
+        # path (``_own``): :meth:`_nc` folds them in before the clock is read.  ``_base_d`` is always
+        # current (a plain dict: the write path updates it in place).
+        self._own_holes: Counters | None = None  # after a restore: own counters no row holds
+        self._holes_wait: set[str] = set()  # members to exchange with before the holes count as unused
         self._clock = NodeClock()
-        self._base = VersionVector()
+        self._own = 0  # highest own counter issued
+        self._own_mat = 0  # highest own counter in self._clock
+        self._own_fast = True  # own entry contiguous: a write only bumps _own and _base_d
+        self._base_d: dict[str, int] = {}
+        self._base_vv_cache: VersionVector | None = VersionVector()
         self._wm = Watermark.new([node_id])
-        self._data: dict[str, dict[Key, CausalContainer]] = {}
+        self._data: dict[str, dict[Key, _Obj]] = {}
         self._index: dict[str, dict[int, FullKey]] = {}
         self._cand: dict[str, list[int]] = {}  # per node: heap of indexed counters that are not live
         self._cand_count: dict[FullKey, int] = {}
         self._ctx_keys: dict[FullKey, None] = {}  # keys stored with a non-empty (stripped) context
         self._reserved = 0
-        self._own_holes: Counters | None = None  # after a restore: own counters no row holds
-        self._holes_wait: set[str] = set()  # members to exchange with before the holes count as unused
         # membership
         self._peers: list[str] = []
         self._members: frozenset[str] = frozenset((node_id,))
@@ -283,7 +337,7 @@ class Replica:
         seen: list[Dot] = []
         for raw_key, raw_obj in rows.get(T_OBJ, []):
             prefix, key = messages.unpack_full_key(raw_key)
-            obj = messages.unpack_container(raw_obj)
+            obj = _Obj.of(messages.unpack_container(raw_obj))
             if obj.is_empty():
                 continue
             fk = (prefix, key)
@@ -291,7 +345,7 @@ class Replica:
             for dot in obj.dots():
                 r._index.setdefault(dot[0], {})[dot[1]] = fk
                 seen.append(dot)
-            if obj.context():
+            if obj.ctx:
                 r._ctx_keys[fk] = None
         for raw_dot, raw_key in rows.get(T_DOTS, []):
             dot = messages.unpack_dot(raw_dot)
@@ -394,7 +448,7 @@ class Replica:
     def _resolver(self, prefix: str) -> Resolver:
         return self._resolvers.get(prefix, DEFAULT_RESOLVER)
 
-    def _resolve(self, prefix: str, obj: CausalContainer | None) -> Any:
+    def _resolve(self, prefix: str, obj: _Obj | None) -> Any:
         if obj is None:
             return None
         values = obj.values()
@@ -404,7 +458,7 @@ class Replica:
             return values[0]
         return self._resolver(prefix)(values)
 
-    def _stored(self, prefix: str, key: Key) -> CausalContainer | None:
+    def _stored(self, prefix: str, key: Key) -> _Obj | None:
         objs = self._data.get(prefix)
         return None if objs is None else objs.get(key)
 
@@ -420,7 +474,7 @@ class Replica:
     def context(self, prefix: str, key: Key) -> VersionVector:
         """The key's full causal context (stored context filled with the node clock's base)."""
         obj = self._stored(prefix, check_key(prefix, key))
-        return (_NO_CTX if obj is None else obj.context()).merge(self._base)
+        return (_NO_CTX if obj is None else obj.ctx).merge(self._base_vv())
 
     def fold(self, prefix: str) -> Iterator[tuple[Key, Any]]:
         """``(key, resolved value)`` for every live key of ``prefix`` (in storage order)."""
@@ -458,8 +512,27 @@ class Replica:
 
     # ================================================================================ write path
     def _set_clock(self, clock: NodeClock) -> None:
+        """Replace the (materialised) node clock; recompute the base and the own-counter shortcut."""
         self._clock = clock
-        self._base = clock.base()
+        self._base_d = clock.base().to_dict()
+        self._base_vv_cache = None
+        base, bitmap = clock.entry(self.node_id)
+        self._own = self._own_mat = base + bitmap.bit_length()
+        self._own_fast = bitmap == 0 and self._own_holes is None
+
+    def _nc(self) -> NodeClock:
+        """The node clock, with every own counter the write path issued."""
+        if self._own > self._own_mat:
+            runs = {self.node_id: Counters(range(self._own_mat + 1, self._own + 1))}
+            self._clock = _add_runs(self._clock, runs)
+            self._own_mat = self._own
+        return self._clock
+
+    def _base_vv(self) -> VersionVector:
+        """The node clock's base as a version vector (cached)."""
+        if self._base_vv_cache is None:
+            self._base_vv_cache = VersionVector(self._base_d)
+        return self._base_vv_cache
 
     def _local_write(
         self,
@@ -472,33 +545,46 @@ class Replica:
         *,
         writeback: bool,
     ) -> None:
-        """fill -> discard (this node's whole context) -> new dot -> add -> strip -> store -> index -> push."""
+        """fill -> discard (this node's whole context) -> new dot -> add -> strip -> store -> index -> push.
+
+        Discarding with the local object's filled context drops every version this node holds, so
+        the new object is just ``{dot: value}`` (nothing for a delete) with context filled + {dot}."""
         fk = (prefix, key)
+        node = self.node_id
         stored = self._stored(prefix, key)
         old = self._resolve(prefix, stored)
-        counter, clock = self._clock.event(self.node_id)
-        dot = (self.node_id, counter)
+        context = dict(self._base_d)  # the filled context the write supersedes
+        if stored is not None and stored.ctx:
+            for n, c in stored.ctx.items():
+                if c > context.get(n, 0):
+                    context[n] = c
+        if self._own_fast:
+            counter = self._own + 1
+            self._own = counter
+            self._base_d[node] = counter
+            self._base_vv_cache = None
+        else:
+            counter, clock = self._nc().event(node)
+            self._set_clock(clock)
+        dot = (node, counter)
         if counter >= self._reserved:
             self._reserved = counter + RESERVE_BLOCK  # counters below it may be used, never itself
             out.append(Persist(T_META, META_RESERVED, msgpack.packb(self._reserved)))
-        self._set_clock(clock)
-        base = self._base
-        stored_ctx = _NO_CTX if stored is None else stored.context()
-        filled_ctx = stored_ctx.merge(base)
-        versions: tuple[tuple[Dot, Any], ...] = () if value is None else ((dot, value),)
-        pushed = CausalContainer(versions, filled_ctx.add(dot))
-        at_rest_ctx = stored_ctx.add(dot).filter_ids(lambda n, c: c > base.counter(n))
-        at_rest = CausalContainer(versions, at_rest_ctx)
+        base_d = self._base_d
+        if stored is None or not stored.ctx:
+            rest_ctx = _NO_CTX if base_d.get(node, 0) >= counter else VersionVector({node: counter})
+        else:
+            rest_ctx = stored.ctx.add(dot).filter_ids(lambda n, c: c > base_d.get(n, 0))
+        at_rest = _Obj(() if value is None else ((dot, value),), rest_ctx)
+        fkb = pack_full_key(prefix, key)
         # index: the versions this write supersedes (and a delete's own dot) wait for GC
         if stored is not None:
             for old_dot in stored.dots():
-                self._make_candidate(old_dot, fk, out)
+                self._make_candidate(old_dot, fk, fkb, out)
+        self._index.setdefault(node, {})[counter] = fk
         if value is None:
-            self._index.setdefault(self.node_id, {})[counter] = fk
-            self._make_candidate(dot, fk, out)
-        else:
-            self._index.setdefault(self.node_id, {})[counter] = fk
-        self._store(fk, at_rest, out)
+            self._make_candidate(dot, fk, fkb, out)
+        self._store(fk, at_rest, out, fkb, None if at_rest.is_empty() else pack_single(node, counter, packed, rest_ctx))
         if value != old:
             out.append(Changed(prefix, key, old, value))
         stamp = stamp_of(value)
@@ -509,40 +595,50 @@ class Replica:
         fields: dict[str, Any] = {
             "prefix": prefix,
             "key": key,
-            "dot": [dot[0], dot[1]],
+            "dot": [node, counter],
             "op": "delete" if value is None else "put",
             "value": packed,
-            "context": filled_ctx.to_dict(),
+            "context": context,
             "hlc": stamp.to_list(),
         }
         if writeback:
             fields["writeback"] = True
         out.append(Logged("md_write", fields))
-        self._writeback.pop(fk, None)
-        for peer in self._peers:
-            if peer in self._reachable:
-                out.append(Send(peer, Push(prefix, key, dot, pushed)))
-                self._stats["pushes_sent"] += 1
+        if self._writeback:
+            self._writeback.pop(fk, None)
+        reachable = self._reachable
+        if reachable:
+            push = Push(prefix, key, dot, value, context)
+            for peer in self._peers:
+                if peer in reachable:
+                    out.append(Send(peer, push))
+                    self._stats["pushes_sent"] += 1
 
-    def _make_candidate(self, dot: Dot, fk: FullKey, out: list[Output]) -> None:
+    def _make_candidate(self, dot: Dot, fk: FullKey, fkb: bytes | None, out: list[Output]) -> None:
         """``dot`` (indexed under ``fk``) is no longer live: keep it indexed until every peer holds it."""
         heapq.heappush(self._cand.setdefault(dot[0], []), dot[1])
         self._cand_count[fk] = self._cand_count.get(fk, 0) + 1
-        out.append(Persist(T_DOTS, pack_dot(dot), pack_full_key(*fk)))
+        out.append(Persist(T_DOTS, pack_dot(dot), fkb if fkb is not None else pack_full_key(*fk)))
 
-    def _store(self, fk: FullKey, at_rest: CausalContainer, out: list[Output]) -> None:
+    def _store(
+        self, fk: FullKey, at_rest: _Obj, out: list[Output], fkb: bytes | None = None, row: bytes | None = None
+    ) -> None:
+        """Keep ``at_rest`` (stripped) as the key's object and persist it; an empty one is dropped."""
         prefix, key = fk
         if at_rest.is_empty():
             objs = self._data.get(prefix)
             if objs is not None and objs.pop(key, None) is not None:
-                out.append(Persist(T_OBJ, pack_full_key(prefix, key), None))
+                out.append(Persist(T_OBJ, fkb or pack_full_key(prefix, key), None))
                 if not objs:
                     del self._data[prefix]
             self._ctx_keys.pop(fk, None)
             return
-        self._data.setdefault(prefix, {})[key] = at_rest
-        out.append(Persist(T_OBJ, pack_full_key(prefix, key), pack_container(at_rest)))
-        if at_rest.context():
+        objs = self._data.get(prefix)
+        if objs is None:
+            objs = self._data[prefix] = {}
+        objs[key] = at_rest
+        out.append(Persist(T_OBJ, fkb or pack_full_key(prefix, key), row or pack_container(at_rest)))
+        if at_rest.ctx:
             self._ctx_keys[fk] = None
         else:
             self._ctx_keys.pop(fk, None)
@@ -561,10 +657,10 @@ class Replica:
         the write's or the requested ones).  Returns True when the key's versions changed."""
         fk = (prefix, key)
         stored = self._stored(prefix, key)
-        clock = self._clock
+        clock = self._nc()
         fresh = sorted({d for d in dots if d not in clock})
         local = _EMPTY if stored is None else stored
-        local_filled = CausalContainer(local.items(), local.context().merge(self._base))
+        local_filled = CausalContainer(local.versions, local.ctx.merge(self._base_vv()))
         synced = local_filled.sync(remote)
         if fresh:
             self._set_clock(clock.add_all(fresh))
@@ -572,17 +668,17 @@ class Replica:
         after = synced.dots()
         after_set = set(after)
         changed = before != after_set
-        at_rest = synced.strip(self._clock)
+        at_rest = _Obj.of(synced.strip(self._clock))
         if not fresh and at_rest == local:
             return False
         # index: versions that lost their place wait for GC; new versions are live; other new dots wait
         for d in local.dots():
             if d not in after_set:
-                self._make_candidate(d, fk, out)
+                self._make_candidate(d, fk, None, out)
         for d in fresh:
             self._index.setdefault(d[0], {})[d[1]] = fk
             if d not in after_set:
-                self._make_candidate(d, fk, out)
+                self._make_candidate(d, fk, None, out)
         if at_rest != local:
             self._store(fk, at_rest, out)
         if changed:
@@ -631,8 +727,7 @@ class Replica:
         if isinstance(message, Push):
             self._stats["pushes_received"] += 1
             key = check_key(message.prefix, message.key)
-            c = message.container
-            self._apply(message.prefix, key, c, (message.dot, *c.dots()), "broadcast", out)
+            self._apply(message.prefix, key, message.container(), (message.dot,), "broadcast", out)
         elif isinstance(message, SyncRequest):
             self._serve(sender, message, out)
         elif isinstance(message, SyncReply):
@@ -661,19 +756,19 @@ class Replica:
         self._wm = self._wm.update_peer(sender, request.clock)
         if request.watermark is not None:
             self._wm = self._wm.left_join(request.watermark)
-        plan = plan_reply(self._clock, self._index, request.clock, min(request.limit, self._batch))
+        plan = plan_reply(self._nc(), self._index, request.clock, min(request.limit, self._batch))
         objects = []
         for (prefix, key), asked in plan.keys.items():
             obj = self._stored(prefix, key) or _EMPTY
             values = set(obj.dots())
             extra = tuple(d for d in asked if d not in values)
-            objects.append(SyncObject(prefix, key, obj, extra))
+            objects.append(SyncObject(prefix, key, obj.container(), extra))
         self._stats["objects_served"] += len(objects)
         reply = SyncReply(
             request.xid,
             plan.done,
             plan.missing,
-            self._base,
+            self._base_vv(),
             tuple(objects),
             plan.gaps,
             self._wm if plan.done else None,
@@ -712,7 +807,7 @@ class Replica:
         self._send_request(ex, now, out)
 
     def _send_request(self, ex: Exchange, now: float, out: list[Output]) -> None:
-        request = SyncRequest(ex.xid, self._batch, self._clock, self._wm)
+        request = SyncRequest(ex.xid, self._batch, self._nc(), self._wm)
         ex.sent(len(messages.encode(request)), now)
         out.append(Send(ex.peer, request))
 
@@ -729,7 +824,7 @@ class Replica:
                 repaired += 1
         gap_count = sum(len(c) for c in reply.gaps.values())
         if gap_count:
-            self._set_clock(_add_runs(self._clock, reply.gaps))
+            self._set_clock(_add_runs(self._nc(), reply.gaps))
             self._stats["gap_dots"] += gap_count
         self._stats["objects_received"] += len(reply.objects)
         self._stats["objects_repaired"] += repaired
@@ -743,7 +838,7 @@ class Replica:
         if reply.watermark is not None:
             self._wm = self._wm.left_join(reply.watermark)
         if ex.gaps:
-            out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._clock)))
+            out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._nc())))
         self._teardown("ok", now, out)
         if self._own_holes is not None:
             self._holes_wait.discard(ex.peer)
@@ -758,7 +853,7 @@ class Replica:
         self._own_holes = None
         self._holes_wait = set()
         if holes is not None:
-            self._set_clock(_add_runs(self._clock, {self.node_id: holes}))
+            self._set_clock(_add_runs(self._nc(), {self.node_id: holes}))
             out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._clock)))
 
     def _teardown(self, result: str, now: float, out: list[Output]) -> None:
@@ -848,7 +943,7 @@ class Replica:
         drop the rows of deletes that every member has seen."""
         self._stats["gc_runs"] += 1
         self._ensure_rows()
-        self._wm = self._wm.update_peer(self.node_id, self._clock)
+        self._wm = self._wm.update_peer(self.node_id, self._nc())
         pruned: list[tuple[Dot, FullKey]] = []
         for node in sorted(self._cand):
             heap = self._cand[node]
@@ -865,7 +960,7 @@ class Replica:
                 self._index.pop(node, None)
         keys_deleted = 0
         if pruned:
-            out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._clock)))
+            out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._nc())))
             for dot, fk in pruned:
                 out.append(Persist(T_DOTS, pack_dot(dot), None))
                 left = self._cand_count.get(fk, 0) - 1
@@ -875,12 +970,13 @@ class Replica:
                     self._cand_count.pop(fk, None)
                     if self._stored(*fk) is None:
                         keys_deleted += 1
+        base_d = self._base_d
         for fk in list(self._ctx_keys):
             obj = self._stored(*fk)
             if obj is None:
                 self._ctx_keys.pop(fk, None)
                 continue
-            stripped = obj.strip(self._clock)
+            stripped = _Obj(obj.versions, obj.ctx.filter_ids(lambda n, c: c > base_d.get(n, 0)))
             if stripped != obj:
                 self._store(fk, stripped, out)
                 if stripped.is_empty() and fk not in self._cand_count:
@@ -905,7 +1001,7 @@ class Replica:
     @property
     def node_clock(self) -> NodeClock:
         """The node clock (immutable)."""
-        return self._clock
+        return self._nc()
 
     @property
     def watermark(self) -> Watermark:
@@ -945,15 +1041,15 @@ class Replica:
             data[prefix] = {
                 key: {
                     "values": [[n, c, v] for (n, c), v in obj.items()],
-                    "context": obj.context().to_dict(),
-                    "filled": obj.context().merge(self._base).to_dict(),
+                    "context": obj.ctx.to_dict(),
+                    "filled": obj.ctx.merge(self._base_vv()).to_dict(),
                 }
                 for key, obj in objs.items()
             }
         return {
             "node": self.node_id,
-            "clock": {n: [b, m] for n, (b, m) in self._clock.items()},
-            "base": self._base.to_dict(),
+            "clock": {n: [b, m] for n, (b, m) in self._nc().items()},
+            "base": dict(self._base_d),
             "data": data,
             "index": {n: sorted(sub) for n, sub in sorted(self._index.items()) if sub},
             "gc_pending": {n: sorted(h) for n, h in sorted(self._cand.items()) if h},
