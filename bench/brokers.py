@@ -102,14 +102,30 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def export_revision(rev: str, dest: Path) -> str:
+    """`git archive` of revision `rev` of this checkout, unpacked into `dest` (nothing in the checkout changes).
+
+    Returns the full commit id. Lets a benchmark run a committed vmqpy while the working tree is being edited."""
+    commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True,
+                            text=True, timeout=30, check=True).stdout.strip()
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=REPO, capture_output=True, timeout=60,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, capture_output=True, timeout=60, check=True)
+    return commit
+
+
 class BrokerProcess:
     """One broker process of `kind` ("vmqpy" or "mosquitto") on a free port of 127.0.0.1."""
 
-    def __init__(self, kind: str, python: str | None = None, keep_dir: bool = False) -> None:
+    def __init__(self, kind: str, python: str | None = None, keep_dir: bool = False,
+                 source: Path | None = None) -> None:
+        """`source`: the directory vmqpy is imported from (default: this checkout; see `export_revision`)."""
         if kind not in KINDS:
             raise ValueError(f"unknown broker kind {kind!r}; expected one of {KINDS}")
         self.kind = kind
         self.python = python or sys.executable
+        self.source = source or REPO
         self.keep_dir = keep_dir
         self.port = 0
         self.host = HOST
@@ -150,7 +166,7 @@ class BrokerProcess:
         else:
             config_file.write_text(vmqpy_config(self.port, data_dir))
         env = dict(os.environ)
-        env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONPATH"] = str(self.source) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         with open(self.workdir / "broker.log", "wb") as log:
             self.proc = subprocess.Popen(self.command(config_file), stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, cwd=str(self.workdir), env=env,

@@ -18,13 +18,14 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 from bench import loadgen
-from bench.brokers import KINDS, MOSQUITTO, REPO, BrokerProcess
+from bench.brokers import KINDS, MOSQUITTO, REPO, BrokerProcess, export_revision
 
 DEFAULT_OUT = REPO / "bench" / "results" / "latest.md"
 QOS0_TARGET = 0.3  # the team's target: vmqpy delivers at least 0.3x Mosquitto's msgs/s on QoS 0 pairs
@@ -46,6 +47,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--scenarios", default="", help="comma-separated subset of: qos0-pairs, qos1-pairs, qos1-fanin")
     ap.add_argument("--brokers", default=",".join(KINDS), help="comma-separated subset of: vmqpy, mosquitto")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"markdown report (default {DEFAULT_OUT})")
+    ap.add_argument("--vmqpy-rev", default="", metavar="REV",
+                    help="run vmqpy as committed in git revision REV (exported to a temporary directory with git "
+                         "archive) instead of this working tree")
     args = ap.parse_args(argv)
     quick = args.quick
     args.runs = args.runs if args.runs is not None else (1 if quick else 3)
@@ -75,7 +79,7 @@ def scenarios(args: argparse.Namespace) -> list[loadgen.Scenario]:
 def measure(kind: str, sc: loadgen.Scenario, args: argparse.Namespace) -> dict[str, Any]:
     """One broker, one scenario, one run: a fresh broker process, stopped (by PID) in the end."""
     row: dict[str, Any] = {"broker": kind, "scenario": sc.name, "qos": sc.qos}
-    broker = BrokerProcess(kind)
+    broker = BrokerProcess(kind, source=args.vmqpy_source)
     try:
         broker.start()
         res = loadgen.run(broker.host, broker.port, sc, args.duration, args.warmup, args.drain, args.procs,
@@ -92,7 +96,13 @@ def measure(kind: str, sc: loadgen.Scenario, args: argparse.Namespace) -> dict[s
     return row
 
 
-def median(values: list[float]) -> float | None:
+def per_core(row: dict[str, Any]) -> float | None:
+    """Delivered msg/s per core the broker used: its rate divided by its CPU share during the window."""
+    cpu = row.get("broker_cpu")
+    return row["rate"] / (cpu / 100) if cpu else None
+
+
+def median(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
 
@@ -110,11 +120,10 @@ def summarize(rows: list[dict[str, Any]], scs: list[loadgen.Scenario], kinds: li
         for r in rows:
             if r["scenario"] == sc.name and "failed" not in r:
                 by_run.setdefault(r["run"], {})[r["broker"]] = r
-        ratios = [
-            runs["vmqpy"]["rate"] / runs["mosquitto"]["rate"]
-            for runs in by_run.values()
-            if "vmqpy" in runs and "mosquitto" in runs and runs["mosquitto"]["rate"] > 0
-        ]
+        pairs = [runs for runs in by_run.values() if "vmqpy" in runs and "mosquitto" in runs]
+        ratios = [p["vmqpy"]["rate"] / p["mosquitto"]["rate"] for p in pairs if p["mosquitto"]["rate"] > 0]
+        core_ratios = [per_core(p["vmqpy"]) / per_core(p["mosquitto"]) for p in pairs
+                       if per_core(p["vmqpy"]) is not None and per_core(p["mosquitto"])]
         for kind in kinds:
             ok = [r for r in rows if r["scenario"] == sc.name and r["broker"] == kind and "failed" not in r]
             failed = sum(1 for r in rows if r["scenario"] == sc.name and r["broker"] == kind and "failed" in r)
@@ -126,6 +135,8 @@ def summarize(rows: list[dict[str, Any]], scs: list[loadgen.Scenario], kinds: li
                 "ratio": median(ratios) if kind == "vmqpy" else None,
                 "ratio_min": min(ratios, default=None) if kind == "vmqpy" else None,
                 "ratio_max": max(ratios, default=None) if kind == "vmqpy" else None,
+                "per_core": median([per_core(r) for r in ok]),
+                "core_ratio": median(core_ratios) if kind == "vmqpy" else None,
                 "p50_ms": median([r["p50_ms"] for r in ok]),
                 "p99_ms": median([r["p99_ms"] for r in ok]),
                 "acked_lost": sum(r["acked_lost"] for r in ok) if sc.qos else None,
@@ -148,7 +159,8 @@ def render(args: argparse.Namespace, argv: list[str], started: dt.datetime, meta
         "",
         f"- date: {started.isoformat(timespec='seconds')} (finished {dt.datetime.now().astimezone():%H:%M:%S})",
         f"- command: `{cmd}`",
-        f"- git: {meta['git']}; python {meta['python']}; {meta['mosquitto']}; {meta['cpus']} CPUs; "
+        f"- vmqpy: {args.vmqpy_desc}; checkout at git {meta['git']}; python {meta['python']}; {meta['mosquitto']}; "
+        f"{meta['cpus']} CPUs; "
         f"load average at start {meta['loadavg']}",
         f"- per run: warmup {args.warmup:g} s, measured window {args.duration:g} s, drain up to {args.drain:g} s; "
         f"{args.runs} run(s); load generator in {args.procs} process(es); QoS 0 window {args.qos0_window} "
@@ -158,17 +170,20 @@ def render(args: argparse.Namespace, argv: list[str], started: dt.datetime, meta
         f"## Summary (median of {args.runs} run(s); ratio = median of the per-run vmqpy/Mosquitto ratios)",
         "",
         "| scenario | broker | delivered msg/s | min-max | vmqpy/mosquitto | p50 ms | p99 ms | acked-but-lost "
-        "| lost / expected | peak RSS MiB | broker CPU % | loadgen CPU % (busiest worker) | machine CPU % |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| lost / expected | peak RSS MiB | broker CPU % | msg/s per broker core (vmqpy/mosquitto) "
+        "| loadgen CPU % (busiest worker) | machine CPU % |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summary:
         ratio = "" if s["ratio"] is None else f"**{s['ratio']:.2f}x** ({s['ratio_min']:.2f}-{s['ratio_max']:.2f})"
         acked_lost = "n/a (QoS 0)" if s["acked_lost"] is None else f"{s['acked_lost']:,} of {s['acked']:,}"
         runs = f" ({s['failed']} failed)" if s["failed"] else ""
+        core_ratio = "" if s["core_ratio"] is None else f" ({s['core_ratio']:.2f}x)"
         lines.append(
             f"| {s['scenario']} | {s['broker']}{runs} | {fmt(s['rate'])} | {fmt(s['rate_min'])}-{fmt(s['rate_max'])} "
             f"| {ratio} | {fmt(s['p50_ms'], 1)} | {fmt(s['p99_ms'], 1)} | {acked_lost} "
             f"| {s['lost']:,} / {s['expected']:,} | {fmt(s['rss_mib'], 1)} | {fmt(s['broker_cpu'])} "
+            f"| {fmt(s['per_core'])}{core_ratio} "
             f"| {fmt(s['loadgen_cpu'])} | {fmt(s['machine_cpu'])} |")
     lines += ["", "## Every run", "",
               "| run | scenario | broker | delivered msg/s | sent msg/s | p50 ms | p99 ms | acked | acked-but-lost "
@@ -199,6 +214,9 @@ def render(args: argparse.Namespace, argv: list[str], started: dt.datetime, meta
               "- lost / expected: expected deliveries (every message sent, acked or not) that never arrived; for "
               "QoS 0 the broker may drop by design.",
               "- peak RSS: VmHWM of the broker process at the end of the run (a fresh broker per run).",
+              "- msg/s per broker core: delivered msg/s divided by the broker's CPU share in the window (a "
+              "broker that got less CPU because of other load is not penalised); its ratio is again the median "
+              "of per-run ratios.",
               "- CPU %: of one core during the window; machine CPU % is every process of the machine "
               f"(max {100 * (os.cpu_count() or 1)}): above the broker + load generator sum is other people's load.",
               ]
@@ -258,6 +276,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     scs = scenarios(args)
+    with tempfile.TemporaryDirectory(prefix="bench-vmqpy-src-") as tmp:
+        args.vmqpy_source = None
+        if args.vmqpy_rev:
+            commit = export_revision(args.vmqpy_rev, Path(tmp))
+            args.vmqpy_source = Path(tmp)
+            args.vmqpy_desc = f"git {args.vmqpy_rev} = {commit[:12]} (exported with git archive)"
+        else:
+            args.vmqpy_desc = "this working tree"
+        return _main(args, argv, scs)
+
+
+def _main(args: argparse.Namespace, argv: list[str], scs: list[loadgen.Scenario]) -> int:
     started = dt.datetime.now().astimezone()
     meta = metadata()
     rows: list[dict[str, Any]] = []
