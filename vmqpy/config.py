@@ -138,12 +138,15 @@ SCHEMA: Mapping[str, Key] = {
     "max_message_size": Key(parse_int(0), 0, "largest packet accepted, bytes; 0 is unlimited"),
     "max_client_id_size": Key(parse_int(1, 65535), 65535, "longest client id accepted"),
     "max_keepalive": Key(parse_int(0, 65535), 0, "largest keepalive granted, seconds; 0 is no limit"),
+    "metadata.sync_interval": Key(parse_duration, 1.0, "anti-entropy period of the metadata store (with jitter)"),
+    "metadata.replication_log": Key(parse_path, None, "replication log file (default: DATA_DIR/replication.log)"),
     "log.console": Key(parse_choice("console", "json", "off"), "console", "log format on stderr"),
     "log.console.level": Key(
         parse_choice("debug", "info", "warning", "error"), "info", "lowest level logged"
     ),
 }
 
+_INLINE_COMMENT = re.compile(r"\s+#.*$")  # `key = value  # note`; a '#' inside a value needs no space before it
 _LISTENER_TCP = re.compile(r"^listener\.tcp\.([A-Za-z0-9_]+)$")
 
 
@@ -166,6 +169,8 @@ class Config:
     max_message_size: int = 0
     max_client_id_size: int = 65535
     max_keepalive: int = 0
+    metadata_sync_interval: float = 1.0
+    replication_log: Path | None = None
     log_format: str = "console"
     log_level: str = "info"
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -191,6 +196,7 @@ def read_file(path: Path) -> list[_Setting]:
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
+        stripped = _INLINE_COMMENT.sub("", stripped)
         key, sep, value = stripped.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"{path}:{number}: expected 'key = value', got {stripped!r}")
@@ -260,6 +266,8 @@ def build(settings: Sequence[_Setting]) -> Config:
         max_message_size=get("max_message_size"),
         max_client_id_size=get("max_client_id_size"),
         max_keepalive=get("max_keepalive"),
+        metadata_sync_interval=get("metadata.sync_interval"),
+        replication_log=get("metadata.replication_log"),
         log_format=get("log.console"),
         log_level=get("log.console.level"),
         sources=sources,

@@ -11,16 +11,21 @@ from contextlib import AsyncExitStack
 
 import structlog
 
+from vmqpy.broker import records
 from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.persistence import SessionStore
-from vmqpy.storage import Storage
 from vmqpy.config import Config
+from vmqpy.metadata.replication_log import ReplicationLog
+from vmqpy.metadata.resolve import latest_stamp
+from vmqpy.metadata.service import MetadataService
+from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.node")
 
 TICK_INTERVAL = 0.1
+RESOLVERS = {records.SESSION: latest_stamp, records.SUBSCRIPTION: latest_stamp, records.RETAIN: latest_stamp}
 
 
 class Node:
@@ -30,6 +35,7 @@ class Node:
         self.config = config
         self.storage: Storage | None = None
         self.broker: Broker | None = None
+        self.metadata: MetadataService | None = None
         self.servers: list[asyncio.Server] = []
         self.connections: set[MQTTConnection] = set()
         self.started_at = 0.0
@@ -38,7 +44,8 @@ class Node:
     async def running(self) -> AsyncIterator[Node]:
         async with AsyncExitStack() as stack:
             storage = await stack.enter_async_context(self._storage())
-            broker = self.broker = Broker(self.config, SessionStore(storage))
+            metadata = await stack.enter_async_context(self._metadata(storage))
+            broker = self.broker = Broker(self.config, SessionStore(storage), metadata)
             broker.load(time.time())
             await stack.enter_async_context(self._ticker(broker))
             await stack.enter_async_context(self._listeners(broker, storage))
@@ -57,6 +64,25 @@ class Node:
             yield storage
         finally:
             storage.close()
+
+    @contextlib.asynccontextmanager
+    async def _metadata(self, storage: Storage) -> AsyncIterator[MetadataService]:
+        replication_log = ReplicationLog(self.config.replication_log or self.config.data_dir / "replication.log",
+                                         self.config.nodename)
+        replication_log.open()
+        metadata = self.metadata = MetadataService(
+            self.config.nodename,
+            storage,
+            replication_log=replication_log,
+            resolvers=RESOLVERS,
+            sync_interval=self.config.metadata_sync_interval,
+        )
+        metadata.start()
+        try:
+            yield metadata
+        finally:
+            metadata.stop()
+            replication_log.close()
 
     @contextlib.asynccontextmanager
     async def _ticker(self, broker: Broker) -> AsyncIterator[None]:

@@ -107,3 +107,10 @@ def test_reference_lists_every_key() -> None:
     text = config.reference()
     for key in config.SCHEMA:
         assert f"| {key} |" in text
+
+
+def test_inline_comments(tmp_path: Path) -> None:
+    path = write(tmp_path, "max_inflight_messages = 7   # seven\ndistributed_cookie = a#b\n")
+    cfg = config.load(path, environ={})
+    assert cfg.max_inflight_messages == 7
+    assert cfg.distributed_cookie == "a#b"

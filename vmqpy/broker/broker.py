@@ -9,9 +9,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
+from vmqpy.broker import records
 from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.retained import RetainedStore
@@ -33,24 +35,64 @@ class PendingWill:
 
 
 class Broker:
-    def __init__(self, config: Config, store: SessionStore | None, rng: random.Random | None = None) -> None:
+    """Sessions are node-local (with their queues in `store`); subscriptions, retained messages and session
+    owners live in the replicated metadata store, and routing follows its change events."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: SessionStore,
+        metadata: records.MetadataPort,
+        rng: random.Random | None = None,
+    ) -> None:
         self.config = config
+        self.node = config.nodename
         self.store = store
+        self.metadata = metadata
         self.sessions: dict[str, Session] = {}
         self.router = Router(self.sessions, rng)
         self.retained: RetainedStore[Message] = RetainedStore()
         self.metrics: Counter[str] = Counter()
         self._wills: dict[str, PendingWill] = {}
+        metadata.on_change(records.SUBSCRIPTION, self._on_subscription_change)
+        metadata.on_change(records.RETAIN, self._on_retain_change)
+
+    # ------------------------------------------------------------------------------------------ metadata
+
+    def _on_subscription_change(self, key: records.Key, old: Any, new: Any) -> None:
+        """Feed the routing trie (and the local session's view) from the store."""
+        if old is not None:
+            client_id, _node, entry = records.subscription_entry(key, old)
+            self.router.remove(client_id, entry)
+            session = self.sessions.get(client_id)
+            if new is None and session is not None:
+                session.subscriptions.pop(entry.topic_filter, None)
+        if new is not None:
+            client_id, node, entry = records.subscription_entry(key, new)
+            if node != self.node:
+                return  # remote subscribers are routed by the cluster layer
+            self.router.add(client_id, entry)
+            session = self.sessions.get(client_id)
+            if session is not None:
+                session.subscriptions[entry.topic_filter] = entry
+
+    def _on_retain_change(self, key: records.Key, old: Any, new: Any) -> None:
+        topic = key[1]
+        if new is None:
+            self.retained.delete(topic)
+        else:
+            self.retained.set(topic, records.retained_message(new))
 
     # ------------------------------------------------------------------------------------------ start
 
     def load(self, now: float) -> None:
-        """Rebuild retained messages and persistent sessions from storage; expired ones are removed."""
-        if self.store is None:
-            return
-        for message in self.store.load_retained():
+        """Rebuild persistent sessions from storage, subscriptions and retained messages from the metadata
+        store; expired sessions and messages are removed, and so are subscriptions of sessions that did not
+        survive (clean sessions of a node that crashed)."""
+        for key, value in list(self.metadata.fold(records.RETAIN)):
+            message = records.retained_message(value)
             if message.expired(now):
-                self.store.delete_retained(message.topic)
+                self.metadata.delete(records.RETAIN, key)
             else:
                 self.retained.set(message.topic, message)
         for stored in self.store.load_sessions().values():
@@ -60,13 +102,20 @@ class Broker:
                 continue
             session = self._new_session(stored.client_id, stored.protocol_level, stored.expiry_interval)
             session.disconnected_at = disconnected_at
-            for entry in stored.subscriptions:
-                session.subscriptions[entry.topic_filter] = entry
-                self.router.add(session.client_id, entry)
             for out in sorted(stored.messages, key=lambda o: o.seq):
                 session.restore(out)
             session.awaiting_release = stored.incoming
             self.sessions[session.client_id] = session
+        for key, value in list(self.metadata.fold(records.SUBSCRIPTION)):
+            client_id, node, entry = records.subscription_entry(key, value)
+            if node != self.node:
+                continue
+            owner = self.sessions.get(client_id)
+            if owner is None:
+                self.metadata.delete(records.SUBSCRIPTION, key)
+                continue
+            owner.subscriptions[entry.topic_filter] = entry
+            self.router.add(client_id, entry)
         log.info("storage loaded", sessions=len(self.sessions), retained=len(self.retained))
 
     def _new_session(self, client_id: str, level: int, expiry: float | None) -> Session:
@@ -82,8 +131,7 @@ class Broker:
         return session
 
     def _set_journal(self, session: Session) -> None:
-        persistent = self.store is not None and session.persistent
-        session.journal = self.store if persistent and self.store is not None else NullJournal()
+        session.journal = self.store if session.persistent else NullJournal()
 
     # ------------------------------------------------------------------------------------------ connections
 
@@ -114,10 +162,13 @@ class Broker:
             session.protocol_level = level
             session.expiry_interval = expiry
             self._set_journal(session)
-            if was_persistent and not session.persistent and self.store is not None:
+            if was_persistent and not session.persistent:
                 self.store.delete_session(client_id)
-        if self.store is not None and session.persistent:
+                self.metadata.delete(records.SESSION, records.session_key(client_id))
+        if session.persistent:
             self.store.save_session(session)
+            value = records.session_value(self.metadata.hlc_now(), self.node, clean_start, expiry)
+            self.metadata.put(records.SESSION, records.session_key(client_id), value)
         self.metrics["client_connected"] += 1
         return session, session_present
 
@@ -140,16 +191,19 @@ class Broker:
                 self.publish(will, now)
         if not session.persistent:
             self._discard(session)
-        elif self.store is not None:
+        else:
             self.store.save_session(session)
 
     def _discard(self, session: Session) -> None:
-        for entry in session.subscriptions.values():
-            self.router.remove(session.client_id, entry)
-        if self.sessions.get(session.client_id) is session:
-            del self.sessions[session.client_id]
-        if self.store is not None and (session.persistent or session.journal is self.store):
-            self.store.delete_session(session.client_id)
+        client_id = session.client_id
+        for topic_filter in list(session.subscriptions):
+            self.metadata.delete(records.SUBSCRIPTION, records.subscription_key(client_id, topic_filter))
+        session.subscriptions.clear()
+        if self.sessions.get(client_id) is session:
+            del self.sessions[client_id]
+        if session.persistent or session.journal is self.store:
+            self.store.delete_session(client_id)
+            self.metadata.delete(records.SESSION, records.session_key(client_id))
         session.release_waiters()
 
     def tick(self, now: float) -> None:
@@ -175,13 +229,12 @@ class Broker:
         self.metrics["publish_received"] += 1
         durable = False
         if message.retain:
+            key = records.retain_key(message.topic)
             if message.payload:
-                self.retained.set(message.topic, message)
-                if self.store is not None:
-                    self.store.save_retained(message)
-                    durable = True
-            elif self.retained.delete(message.topic) and self.store is not None:
-                self.store.delete_retained(message.topic)
+                self.metadata.put(records.RETAIN, key, records.retain_value(self.metadata.hlc_now(), message))
+                durable = True
+            elif message.topic in self.retained:
+                self.metadata.delete(records.RETAIN, key)
                 durable = True
         result = self.router.route(message, now)
         result.durable = result.durable or durable
@@ -208,10 +261,9 @@ class Broker:
                 raise ProtocolViolation("no-local set on a shared subscription")
             entry = SubEntry(sub.topic_filter, match_filter, sub.options, subscription_id, group)
             is_new = sub.topic_filter not in session.subscriptions
-            session.subscriptions[sub.topic_filter] = entry
-            self.router.add(session.client_id, entry)
-            if self.store is not None and session.persistent:
-                self.store.save_subscription(session, entry)
+            value = records.subscription_value(self.metadata.hlc_now(), self.node, entry)
+            key = records.subscription_key(session.client_id, sub.topic_filter)
+            self.metadata.put(records.SUBSCRIPTION, key, value)
             codes.append(sub.options.qos)
             added.append((entry, is_new))
         return codes, added
@@ -230,13 +282,11 @@ class Broker:
     def unsubscribe(self, session: Session, topic_filters: list[str]) -> list[int]:
         codes = []
         for topic_filter in topic_filters:
-            entry = session.subscriptions.pop(topic_filter, None)
-            if entry is None:
+            if topic_filter not in session.subscriptions:
                 codes.append(rc.NO_SUBSCRIPTION_EXISTED)
                 continue
-            self.router.remove(session.client_id, entry)
-            if self.store is not None and session.persistent:
-                self.store.delete_subscription(session, topic_filter)
+            self.metadata.delete(records.SUBSCRIPTION, records.subscription_key(session.client_id, topic_filter))
+            session.subscriptions.pop(topic_filter, None)
             codes.append(rc.SUCCESS)
         return codes
 

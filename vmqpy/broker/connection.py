@@ -22,7 +22,6 @@ from vmqpy.broker.broker import Broker
 from vmqpy.broker.message import Message
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
-from vmqpy.storage import Storage
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
@@ -46,6 +45,7 @@ from vmqpy.mqtt.packets import (
     Unsuback,
     Unsubscribe,
 )
+from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.connection")
 
@@ -88,6 +88,8 @@ class MQTTConnection(asyncio.Protocol):
         self._aliases: dict[int, str] = {}
         self._acks: deque[tuple[Future[None] | None, Callable[[], None]]] = deque()
         self._connect_expiry = 0.0
+        self._receive_maximum = 65535
+        self._unacked_qos1 = 0
 
     # ------------------------------------------------------------------------------------------ asyncio
 
@@ -340,6 +342,7 @@ class MQTTConnection(asyncio.Protocol):
         if level == 5:
             connack_props.assigned_client_identifier = assigned
             connack_props.topic_alias_maximum = TOPIC_ALIAS_MAXIMUM
+            connack_props.receive_maximum = self._receive_maximum = self.config.max_inflight_messages
             connack_props.server_keep_alive = server_keep_alive
             if self.config.max_message_size:
                 connack_props.maximum_packet_size = self.config.max_message_size
@@ -380,11 +383,20 @@ class MQTTConnection(asyncio.Protocol):
         if qos == 2 and packet_id in session.awaiting_release:
             self.write_packet(Pubrec(packet_id))  # a resend: routed already, not again
             return
+        if qos and self._unacked_qos1 + len(session.awaiting_release) >= self._receive_maximum:
+            raise RemoteProtocolError("more unacknowledged QoS 1/2 PUBLISHes than Receive Maximum",
+                                      rc.RECEIVE_MAXIMUM_EXCEEDED)
         now = time.time()
         result = self.broker.publish(Message.from_publish(packet, self.client_id, now), now)
         if qos == 1:
             ack: Packet = Puback(packet_id or 0)
-            self._after_durable(result.durable, lambda: self.write_packet(ack))
+            self._unacked_qos1 += 1
+
+            def puback() -> None:
+                self._unacked_qos1 -= 1
+                self.write_packet(ack)
+
+            self._after_durable(result.durable, puback)
         elif qos == 2:
             assert packet_id is not None
             session.awaiting_release.add(packet_id)

@@ -1,0 +1,91 @@
+"""What the broker keeps in the replicated metadata store, and the narrow port it reaches the store through.
+
+| prefix | key | value |
+|---|---|---|
+| `session` | (mountpoint, client_id) | [stamp, owner node, clean start, expiry interval or None] |
+| `subscription` | (mountpoint, client_id, filter) | [stamp, node, qos, no local, retain as published, |
+|   |   | retain handling, subscription id or None] |
+| `retain` | (mountpoint, topic) | [stamp, packed message] |
+
+Every value starts with the hybrid-logical-clock stamp of its write, so siblings resolve to the later write
+(`vmqpy.metadata.resolve.latest_stamp`) on every node alike. One key per subscription filter: concurrent
+changes to different filters of one client are all kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from vmqpy.broker.message import Message
+from vmqpy.broker.session import SubEntry
+from vmqpy.mqtt.packets import SubOptions
+from vmqpy.mqtt.topics import parse_shared
+
+SESSION = "session"
+SUBSCRIPTION = "subscription"
+RETAIN = "retain"
+MOUNTPOINT = ""
+
+Key = tuple[Any, ...]
+
+
+class MetadataPort(Protocol):
+    """The part of the metadata store the broker uses."""
+
+    def get(self, prefix: str, key: Key) -> Any | None: ...
+
+    def put(self, prefix: str, key: Key, value: Any) -> None: ...
+
+    def delete(self, prefix: str, key: Key) -> None: ...
+
+    def fold(self, prefix: str) -> Iterator[tuple[Key, Any]]: ...
+
+    def on_change(self, prefix: str, handler: Callable[[Key, Any, Any], None]) -> None: ...
+
+    def hlc_now(self) -> Any: ...
+
+
+def stamp_list(stamp: Any) -> Any:
+    return stamp.to_list() if hasattr(stamp, "to_list") else stamp
+
+
+def subscription_key(client_id: str, topic_filter: str) -> Key:
+    return (MOUNTPOINT, client_id, topic_filter)
+
+
+def subscription_value(stamp: Any, node: str, entry: SubEntry) -> list[Any]:
+    opts = entry.options
+    return [
+        stamp_list(stamp), node, opts.qos, opts.no_local, opts.retain_as_published, opts.retain_handling,
+        entry.subscription_id,
+    ]
+
+
+def subscription_entry(key: Key, value: Any) -> tuple[str, str, SubEntry]:
+    """(client id, node, entry) of a stored subscription record; ValueError if it is not one."""
+    _mountpoint, client_id, topic_filter = key
+    _stamp, node, qos, no_local, rap, handling, sub_id = value
+    group, match_filter = parse_shared(topic_filter)
+    entry = SubEntry(topic_filter, match_filter, SubOptions(qos, no_local, rap, handling), sub_id, group)
+    return str(client_id), str(node), entry
+
+
+def retain_key(topic: str) -> Key:
+    return (MOUNTPOINT, topic)
+
+
+def retain_value(stamp: Any, message: Message) -> list[Any]:
+    return [stamp_list(stamp), message.pack()]
+
+
+def retained_message(value: Any) -> Message:
+    return Message.unpack(value[1])
+
+
+def session_key(client_id: str) -> Key:
+    return (MOUNTPOINT, client_id)
+
+
+def session_value(stamp: Any, node: str, clean_start: bool, expiry: float | None) -> list[Any]:
+    return [stamp_list(stamp), node, clean_start, expiry]
