@@ -266,7 +266,42 @@ def broker_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[C
 
 @pytest.fixture
 def broker(broker_factory: Callable[..., Broker]) -> Broker:
+    """A fresh broker (default configuration, empty data dir) for this test only."""
     return broker_factory()
+
+
+@pytest.fixture
+def fresh_broker(broker_factory: Callable[..., Broker]) -> Broker:
+    """Same as `broker`, for modules that rebind `broker` to the shared one."""
+    return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def _module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    b = Broker(broker_kind(), tmp_path_factory.mktemp("shared-broker"))
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def shared_broker(_module_broker: Broker, request: pytest.FixtureRequest) -> Iterator[Broker]:
+    """One broker (default configuration) shared by the tests of a module, to keep the suite fast: starting a
+    node costs ~0.5-1 s. Modules opt in by rebinding `broker` to it; their tests use unique client ids and
+    topics and do not depend on each other's state. A test that leaves the broker dead fails, and the next
+    test gets a restarted one (same data dir)."""
+    b = _module_broker
+    if not b.alive():
+        if b.proc is not None:
+            b.stop()  # collect the exit code of a broker that died earlier
+        b.start()
+    yield b
+    died = not b.alive()
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    if failed or died:
+        sys.stdout.write(f"\n---- shared {b.kind} log ({b.log}), tail:\n{b.log_tail(60)}\n")
+    if died:
+        pytest.fail(f"shared broker process died during the test (exit code {b.proc.poll() if b.proc else None})",
+                    pytrace=False)
 
 
 class Clients:

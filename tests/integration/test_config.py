@@ -180,16 +180,26 @@ def test_env_overrides_file_and_set_overrides_env(tmp_path, nodes):
 
 
 def test_env_override_changes_behaviour(tmp_path, nodes):
-    """VMQPY_MAX_INFLIGHT_MESSAGES=3 reaches the broker: the 5.0 CONNACK advertises receive maximum 3."""
+    """VMQPY_MAX_INFLIGHT_MESSAGES=2 beats the file's 7: a subscriber that does not acknowledge gets exactly
+    2 QoS 1 messages in flight."""
     port = free_port()
     conf = write_conf(tmp_path, base_lines(tmp_path / "data", port) + ["max_inflight_messages = 7"])
-    n = Node(conf, env=env_for({"VMQPY_MAX_INFLIGHT_MESSAGES": "3"}))
+    n = Node(conf, env=env_for({"VMQPY_MAX_INFLIGHT_MESSAGES": "2"}))
     nodes.append(n)
     n.wait_listening(port)
-    c = RawClient(port, version=5)
-    ack = c.connect(unique("envrm-"))
-    c.close()
-    assert ack.props.get("receive_maximum") == 3, f"{ack!r}"
+    sub, pub = RawClient(port), RawClient(port)
+    try:
+        sub.connect(unique("envsub-"))
+        sub.subscribe("env/x", qos=1)
+        pub.connect(unique("envpub-"))
+        for i in range(5):
+            pub.publish("env/x", f"{i}", qos=1)
+        got = sub.recv_publishes(2, ack=False)
+        sub.assert_silent(0.5)
+        assert [p.payload for p in got] == [b"0", b"1"]
+    finally:
+        sub.close()
+        pub.close()
     assert n.stop() == 0
 
 

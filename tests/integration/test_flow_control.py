@@ -14,6 +14,12 @@ from tests.integration.clients import (
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def broker(shared_broker):
+    """Tests in this module share one broker per module (unique client ids and topics); see conftest."""
+    return shared_broker
+
+
 def drive_window(sub, total: int, window: int) -> list:
     """Receive `total` QoS 1 PUBLISH packets acknowledging one at a time, asserting that the broker never has
     more than `window` unacknowledged PUBLISHes outstanding. Returns the packets in arrival order."""
@@ -108,9 +114,10 @@ def test_connack_receive_maximum_is_max_inflight_messages_v5(broker_factory, cli
 def test_paho_respects_connack_receive_maximum_v5(broker_factory, clients):
     broker = broker_factory(max_inflight_messages=2)
     probe = clients.raw(broker, 5, connect=False)
-    rm = probe.connect(unique("probe-")).props.get("receive_maximum", 65535)
+    ack = probe.connect(unique("probe-"))
     probe.disconnect()
-    assert rm == 2
+    rm = ack.props.get("receive_maximum", 65535)
+    assert rm == 2, f"precondition: CONNACK must advertise receive maximum 2 (max_inflight_messages): {ack!r}"
     topic = unique("flow/paho/")
     sub = clients.paho(broker, 5)
     sub.subscribe(topic, qos=2)
@@ -131,7 +138,10 @@ def test_paho_respects_connack_receive_maximum_v5(broker_factory, clients):
                         "(eclipse-mosquitto/mosquitto#3611)")
 def test_client_exceeding_receive_maximum_gets_disconnect_0x93_v5(broker_factory, clients):
     broker = broker_factory(max_inflight_messages=2)
-    c = clients.raw(broker, 5)
+    c = clients.raw(broker, 5, connect=False)
+    ack = c.connect(unique("exceed-"))
+    assert ack.props.get("receive_maximum") == 2, (
+        f"precondition: CONNACK must advertise receive maximum 2 (max_inflight_messages): {ack!r}")
     topic = unique("flow/exceed/")
     for pid in (1, 2):  # QoS 2 without PUBREL: stays "unacknowledged" (no PUBCOMP) on the broker side
         c.send(enc_publish(topic, b"x", qos=2, packet_id=pid, version=5))

@@ -11,6 +11,12 @@ from tests.integration.clients import sub_options, unique
 
 pytestmark = pytest.mark.integration
 
+
+@pytest.fixture
+def broker(shared_broker):
+    """Tests in this module share one broker per module (unique client ids and topics); see conftest."""
+    return shared_broker
+
 VERSIONS = [pytest.param(4, id="v311"), pytest.param(5, id="v5")]
 
 

@@ -13,6 +13,12 @@ from tests.integration.clients import (
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def broker(shared_broker):
+    """Tests in this module share one broker per module (unique client ids and topics); see conftest."""
+    return shared_broker
+
+
 def test_no_local_v5(broker, clients):
     b = unique("nl")
     a = clients.paho(broker, 5)
