@@ -519,7 +519,8 @@ class RawClient:
         return ack
 
     def publish(self, topic: str | bytes, payload: bytes | str = b"", qos: int = 0, retain: bool = False,
-                props: dict[str, Any] | None = None, timeout: float = 5.0, packet_id: int | None = None) -> Packet | None:
+                props: dict[str, Any] | None = None, timeout: float = 5.0,
+                packet_id: int | None = None) -> Packet | None:
         """Publish; for QoS 1 wait for the PUBACK, for QoS 2 complete the PUBREC/PUBREL/PUBCOMP flow."""
         pid = (packet_id or self.next_id()) if qos else None
         self.send(enc_publish(topic, payload, qos, retain, packet_id=pid, props=props, version=self.version))
@@ -770,7 +771,9 @@ class CliSub:
     def __init__(self, port: int, topic: str, version: int, extra: list[str] | None = None, count: int = 1,
                  wait: int = 10):
         v = "mqttv5" if version == 5 else "mqttv311"
-        self.cmd = ["stdbuf", "-oL", "mosquitto_sub", "-h", HOST, "-p", str(port), "-V", v, "-t", topic, "-C", str(count),
+        # stdbuf: line-buffered stdout, so that the -d debug lines (SUBACK) can be watched as they come
+        self.cmd = ["stdbuf", "-oL", "mosquitto_sub", "-h", HOST, "-p", str(port), "-V", v, "-t", topic,
+                    "-C", str(count),
                     "-W", str(wait), "-d", *(extra or [])]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from paho.mqtt.packettypes import PacketTypes
 
 from tests.integration.clients import CliSub, cli_pub, paho_props, prop, unique
-from paho.mqtt.packettypes import PacketTypes
 
 pytestmark = pytest.mark.integration
 

@@ -112,7 +112,7 @@ def test_config_error_exit_2_names_file_and_line(tmp_path, bad_line):
 
 
 def test_config_error_on_last_line_after_comments(tmp_path):
-    lines = base_lines(tmp_path / "data", free_port()) + ["", "# a comment", "   ", "max_message_size = big"]
+    lines = [*base_lines(tmp_path / "data", free_port()), "", "# a comment", "   ", "max_message_size = big"]
     conf = write_conf(tmp_path, lines, "other-name.conf")
     res = run_start(conf)
     assert_config_error(res, conf, len(lines))
@@ -183,7 +183,7 @@ def test_env_override_changes_behaviour(tmp_path, nodes):
     """VMQPY_MAX_INFLIGHT_MESSAGES=2 beats the file's 7: a subscriber that does not acknowledge gets exactly
     2 QoS 1 messages in flight."""
     port = free_port()
-    conf = write_conf(tmp_path, base_lines(tmp_path / "data", port) + ["max_inflight_messages = 7"])
+    conf = write_conf(tmp_path, [*base_lines(tmp_path / "data", port), "max_inflight_messages = 7"])
     n = Node(conf, env=env_for({"VMQPY_MAX_INFLIGHT_MESSAGES": "2"}))
     nodes.append(n)
     n.wait_listening(port)
@@ -233,7 +233,7 @@ def test_data_dir_created_and_used(tmp_path, nodes):
 
 def test_config_error_does_not_listen(tmp_path):
     port = free_port()
-    lines = base_lines(tmp_path / "data", port) + ["max_inflight_messages = lots"]
+    lines = [*base_lines(tmp_path / "data", port), "max_inflight_messages = lots"]
     res = run_start(write_conf(tmp_path, lines))
     assert res.returncode == 2
     assert not port_open(port)

@@ -7,7 +7,13 @@ import time
 import pytest
 
 from tests.integration.clients import (
-    CONNACK, DISCONNECT, PINGRESP, RawClient, enc_connect, enc_pingreq, unique,
+    CONNACK,
+    DISCONNECT,
+    PINGRESP,
+    RawClient,
+    enc_connect,
+    enc_pingreq,
+    unique,
 )
 from tests.integration.conftest import assert_serving
 
@@ -230,10 +236,10 @@ def test_paho_connect_session_present(broker, clients, version):
     cid = unique("pahosp-")
     kw = {"session_expiry": 300} if version == 5 else {}
     c = clients.paho(broker, version, cid, clean=False, connect=False, **kw)
-    flags, rc, _ = c.connect()
+    flags, _, _ = c.connect()
     assert not flags.session_present
     c.disconnect()
     c.stop()
     c2 = clients.paho(broker, version, cid, clean=False, connect=False, **kw)
-    flags, rc, _ = c2.connect()
+    flags, _, _ = c2.connect()
     assert flags.session_present

@@ -8,7 +8,12 @@ import time
 import pytest
 
 from tests.integration.clients import (
-    DISCONNECT, PUBLISH, PUBREC, PahoClient, enc_publish, unique,
+    DISCONNECT,
+    PUBLISH,
+    PUBREC,
+    PahoClient,
+    enc_publish,
+    unique,
 )
 
 pytestmark = pytest.mark.integration

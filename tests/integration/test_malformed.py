@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.clients import (
-    CONNACK, DISCONNECT, SUBACK, RawClient, enc_connect, enc_publish, enc_subscribe, frame, unique, utf8,
+    CONNACK,
+    DISCONNECT,
+    SUBACK,
+    RawClient,
+    enc_connect,
+    enc_publish,
+    enc_subscribe,
+    frame,
+    unique,
+    utf8,
 )
 from tests.integration.conftest import assert_serving
 

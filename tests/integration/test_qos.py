@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.clients import (
-    PUBACK, PUBCOMP, PUBLISH, PUBREC, PUBREL, UNSUBACK, enc_ack, enc_publish, enc_unsubscribe, unique,
+    PUBACK,
+    PUBCOMP,
+    PUBLISH,
+    PUBREC,
+    PUBREL,
+    UNSUBACK,
+    enc_ack,
+    enc_publish,
+    enc_unsubscribe,
+    unique,
 )
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,13 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 
 from tests.integration.clients import (
-    DISCONNECT, PUBLISH, enc_publish, paho_props, prop, sub_options, unique,
+    DISCONNECT,
+    PUBLISH,
+    enc_publish,
+    paho_props,
+    prop,
+    sub_options,
+    unique,
 )
 
 pytestmark = pytest.mark.integration
