@@ -59,6 +59,7 @@ class MemoryNetwork:
         self.down: set[str] = set()
         self._cut: set[frozenset[str]] = set()
         self._queue: list[tuple[float, int, str, str, Any]] = []
+        self._deadlines: dict[str, float | None] = {}  # each replica's next_deadline() after its last call
         self._seq = 0
         self.steps = 0
         self.sent = 0
@@ -71,6 +72,7 @@ class MemoryNetwork:
         """Create a replica (its rng is seeded from the network's) with no peers yet."""
         kwargs.setdefault("rng", random.Random(self.rng.random()))
         replica = Replica(node_id, **kwargs)
+        self._deadlines.pop(node_id, None)
         self.kwargs[node_id] = {k: v for k, v in kwargs.items() if k != "rng"}
         self.replicas[node_id] = replica
         self.storage.setdefault(node_id, {})
@@ -98,6 +100,7 @@ class MemoryNetwork:
         merged.setdefault("rng", random.Random(self.rng.random()))
         replica = Replica.restore(node, rows, **merged)
         self.replicas[node] = replica
+        self._deadlines.pop(node, None)
         self.down.discard(node)
         self.update_reachability()
         return replica
@@ -149,10 +152,17 @@ class MemoryNetwork:
         for node in self.alive():
             replica = self.replicas[node]
             replica.set_reachable(p for p in self.replicas if p != node and self.can_talk(node, p))
+            self._deadlines[node] = replica.next_deadline()
+
+    def touch(self, node: str) -> None:
+        """Re-read ``node``'s next deadline (after calling its replica directly, not through the network)."""
+        self._deadlines.pop(node, None)
 
     # -- outputs ------------------------------------------------------------------------------------
     def dispatch(self, node: str, outputs: list[Output]) -> None:
         """Apply a replica's outputs: persist, record, send."""
+        if node in self.replicas:
+            self._deadlines[node] = self.replicas[node].next_deadline()
         for output in outputs:
             if isinstance(output, Persist):
                 table = self.storage[node].setdefault(output.table, {})
@@ -201,7 +211,9 @@ class MemoryNetwork:
     def _next_timer(self) -> tuple[float, str] | None:
         best: tuple[float, str] | None = None
         for node in self.alive():
-            deadline = self.replicas[node].next_deadline()
+            if node not in self._deadlines:
+                self._deadlines[node] = self.replicas[node].next_deadline()
+            deadline = self._deadlines[node]
             if deadline is not None and (best is None or deadline < best[0]):
                 best = (deadline, node)
         return best

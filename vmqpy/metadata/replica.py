@@ -126,6 +126,9 @@ class _Obj:
     def __len__(self) -> int:
         return len(self.versions)
 
+    def __bool__(self) -> bool:  # a tombstone (no version) is still an object
+        return True
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _Obj):
             return NotImplemented
@@ -235,6 +238,7 @@ class Replica:
         batch_size: int = 500,
         gc_interval: float | None = None,
         writeback: bool = True,
+        writeback_delay: float | None = None,
     ) -> None:
         if not isinstance(node_id, str) or not node_id:
             raise InvalidKeyError(f"node_id must be a non-empty str, got {node_id!r}")
@@ -249,6 +253,7 @@ class Replica:
         self._batch = batch_size
         self._gc_interval = sync_interval if gc_interval is None else gc_interval
         self._writeback_enabled = writeback
+        self._writeback_delay = sync_interval / 2 if writeback_delay is None else writeback_delay
         # causal state.  The node clock's own entry may lag behind the own counters issued by the write
         # path (``_own``): :meth:`_nc` folds them in before the clock is read.  ``_base_d`` is always
         # current (a plain dict: the write path updates it in place).
@@ -266,11 +271,13 @@ class Replica:
         self._cand: dict[str, list[int]] = {}  # per node: heap of indexed counters that are not live
         self._cand_count: dict[FullKey, int] = {}
         self._ctx_keys: dict[FullKey, None] = {}  # keys stored with a non-empty (stripped) context
+        self._sib_keys: dict[FullKey, None] = {}  # keys with concurrent versions (siblings)
         self._reserved = 0
         # membership
         self._peers: list[str] = []
         self._members: frozenset[str] = frozenset((node_id,))
         self._reachable: frozenset[str] = frozenset()
+        self._usable_cache: list[str] | None = None
         # timers and exchanges
         self._now = 0.0
         self._next_sync: float | None = None
@@ -280,7 +287,9 @@ class Replica:
         self._queue: list[str] = []  # peers to exchange with as soon as possible
         self._xid = 0
         self._writeback: dict[FullKey, None] = {}
+        self._writeback_at: float | None = None  # when the pending write-backs run (siblings settle first)
         self._persisted_wm: Watermark | None = None
+        self._wm_sent: dict[str, Watermark] = {}  # the watermark last sent to each peer
         self._stats: dict[str, int] = dict.fromkeys(
             (
                 "puts",
@@ -347,6 +356,8 @@ class Replica:
                 seen.append(dot)
             if obj.ctx:
                 r._ctx_keys[fk] = None
+            if len(obj) > 1:
+                r._sib_keys[fk] = None
         for raw_dot, raw_key in rows.get(T_DOTS, []):
             dot = messages.unpack_dot(raw_dot)
             fk = messages.unpack_full_key(raw_key)
@@ -373,11 +384,20 @@ class Replica:
         r._set_clock(clock)
         if r._own_holes is not None and not r._holes_wait:
             r._fill_own_holes([])
-        for prefix, objs in r._data.items():
-            for key, obj in objs.items():
-                if len(obj) > 1 and r._owns(obj.dots()):
-                    r._writeback[(prefix, key)] = None
+        r._find_writebacks()
         return r
+
+    def _find_writebacks(self) -> None:
+        """Queue a write-back for every key with siblings this node owns (after a restore or a
+        membership change: ownership may have moved here)."""
+        if not self._writeback_enabled:
+            return
+        for fk in self._sib_keys:
+            obj = self._stored(*fk)
+            if obj is not None and len(obj) > 1 and self._owns(obj.dots()) and fk not in self._writeback:
+                self._writeback[fk] = None
+                if self._writeback_at is None:
+                    self._writeback_at = self._now + self._writeback_delay
 
     # ================================================================================ membership
     def set_peers(self, peers: Iterable[str]) -> list[Output]:
@@ -406,6 +426,7 @@ class Replica:
         self._wm = wm
         self._peers = new
         self._members = frozenset(members)
+        self._usable_cache = None
         self._queue = [p for p in self._queue if p in self._members]
         if self._own_holes is not None:
             self._holes_wait &= set(new)
@@ -414,6 +435,7 @@ class Replica:
         if self._exchange is not None and self._exchange.peer in removed:
             self._teardown("peer_removed", self._now, out)
         self._queue_newly_usable(usable_before)
+        self._find_writebacks()
         self._persist_watermark(out)
         if removed:
             self._gc(self._now, out)
@@ -426,12 +448,16 @@ class Replica:
         became unreachable is torn down there too."""
         usable_before = self._usable()
         self._reachable = frozenset(p for p in peers if p != self.node_id)
+        self._usable_cache = None
         if self._exchange is not None and self._exchange.peer not in self._reachable:
             self._abort = "peer_unreachable"
         self._queue_newly_usable(usable_before)
 
     def _usable(self) -> list[str]:
-        return [p for p in self._peers if p in self._reachable]
+        """Members this node can reach now, sorted (cached: membership and reachability change rarely)."""
+        if self._usable_cache is None:
+            self._usable_cache = [p for p in self._peers if p in self._reachable]
+        return self._usable_cache
 
     def _queue_newly_usable(self, before: list[str]) -> None:
         was = set(before)
@@ -632,6 +658,7 @@ class Replica:
                 if not objs:
                     del self._data[prefix]
             self._ctx_keys.pop(fk, None)
+            self._sib_keys.pop(fk, None)
             return
         objs = self._data.get(prefix)
         if objs is None:
@@ -642,6 +669,10 @@ class Replica:
             self._ctx_keys[fk] = None
         else:
             self._ctx_keys.pop(fk, None)
+        if len(at_rest.versions) > 1:
+            self._sib_keys[fk] = None
+        elif self._sib_keys:
+            self._sib_keys.pop(fk, None)
 
     # ================================================================================ receive path
     def _apply(
@@ -708,6 +739,8 @@ class Replica:
             self._stats["objects_applied"] += 1
         if len(after) > 1 and self._writeback_enabled and self._owns(after):
             self._writeback[fk] = None
+            if self._writeback_at is None:
+                self._writeback_at = self._now + self._writeback_delay
         elif len(after) <= 1:
             self._writeback.pop(fk, None)
         return changed
@@ -759,7 +792,8 @@ class Replica:
         plan = plan_reply(self._nc(), self._index, request.clock, min(request.limit, self._batch))
         objects = []
         for (prefix, key), asked in plan.keys.items():
-            obj = self._stored(prefix, key) or _EMPTY
+            stored = self._stored(prefix, key)
+            obj = _EMPTY if stored is None else stored
             values = set(obj.dots())
             extra = tuple(d for d in asked if d not in values)
             objects.append(SyncObject(prefix, key, obj.container(), extra))
@@ -771,7 +805,7 @@ class Replica:
             self._base_vv(),
             tuple(objects),
             plan.gaps,
-            self._wm if plan.done else None,
+            self._watermark_for(sender) if plan.done else None,
         )
         out.append(Send(sender, reply))
 
@@ -806,8 +840,16 @@ class Replica:
         self._stats["exchanges_started"] += 1
         self._send_request(ex, now, out)
 
+    def _watermark_for(self, peer: str) -> Watermark | None:
+        """Our watermark if it changed since we last sent it to ``peer`` (it only speeds GC up: each
+        exchange already tells both sides the other's clock)."""
+        if self._wm_sent.get(peer) == self._wm:
+            return None
+        self._wm_sent[peer] = self._wm
+        return self._wm
+
     def _send_request(self, ex: Exchange, now: float, out: list[Output]) -> None:
-        request = SyncRequest(ex.xid, self._batch, self._nc(), self._wm)
+        request = SyncRequest(ex.xid, self._batch, self._nc(), None)
         ex.sent(len(messages.encode(request)), now)
         out.append(Send(ex.peer, request))
 
@@ -877,7 +919,7 @@ class Replica:
         elif self._queue:
             times.append(self._now)
         if self._writeback:
-            times.append(self._now)
+            times.append(self._now if self._writeback_at is None else self._writeback_at)
         if self._usable():
             times.append(self._now if self._next_sync is None else self._next_sync)
         if self._cand or self._ctx_keys:
@@ -898,7 +940,7 @@ class Replica:
                 self._teardown(self._abort, now, out)
             elif ex.expired(now):
                 self._teardown("timeout", now, out)
-        if self._writeback:
+        if self._writeback and (self._writeback_at is None or now >= self._writeback_at):
             self._do_writebacks(now, out)
         usable = self._usable()
         if usable:
@@ -906,7 +948,11 @@ class Replica:
                 self._next_sync = now + self._jitter()
             elif now >= self._next_sync:
                 self._next_sync = now + self._jitter()
-                if self._exchange is None and not self._queue:
+                if self._holes_wait:  # restarted: catch up with every member, one after the other
+                    for peer in usable:
+                        if peer in self._holes_wait and peer not in self._queue:
+                            self._queue.append(peer)
+                elif self._exchange is None and not self._queue:
                     self._queue.append(self._rng.choice(usable))
         else:
             self._next_sync = None
@@ -918,6 +964,7 @@ class Replica:
 
     def _do_writebacks(self, now: float, out: list[Output]) -> None:
         pending, self._writeback = self._writeback, {}
+        self._writeback_at = None
         for prefix, key in pending:
             obj = self._stored(prefix, key)
             if obj is None or len(obj) < 2 or not self._owns(obj.dots()):
@@ -981,7 +1028,8 @@ class Replica:
                 self._store(fk, stripped, out)
                 if stripped.is_empty() and fk not in self._cand_count:
                     keys_deleted += 1
-        self._persist_watermark(out)
+        if pruned:
+            self._persist_watermark(out)  # restoring an older watermark is safe: it only delays GC
         if pruned or keys_deleted:
             self._stats["gc_dots_pruned"] += len(pruned)
             self._stats["gc_keys_deleted"] += keys_deleted
@@ -1029,6 +1077,7 @@ class Replica:
         out["reachable"] = len(self._usable())
         out["exchange_active"] = int(self._exchange is not None)
         out["writebacks_pending"] = len(self._writeback)
+        out["own_holes"] = 0 if self._own_holes is None else len(self._own_holes)
         return out
 
     def dump(self) -> dict[str, Any]:

@@ -45,7 +45,7 @@ class ReplicationLog:
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._file = open(self.path, "a", encoding="utf-8")
 
     def write(self, event: str, hlc: Any, fields: dict[str, Any]) -> None:
         record = {"schema": SCHEMA_VERSION, "ts": self._wall_ns(), "node": self.node, "hlc": _jsonable(hlc),
