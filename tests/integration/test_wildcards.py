@@ -6,6 +6,8 @@ import queue
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.integration.clients import unique
 
@@ -189,3 +191,53 @@ def test_shared_subscription_no_retained_on_subscribe_v5(broker, clients):
     clients.paho(broker, 5).publish(f"{b}-marker", b"marker", qos=1)
     before = m.until_marker(f"{b}-marker")
     assert before == [], f"retained message sent on a shared subscription: {[x.payload for x in before]}"
+
+
+# ------------------------------------------------------------------------- property: broker vs a reference
+
+
+def reference_match(filter_levels: list[str], topic_levels: list[str]) -> bool:
+    for i, f in enumerate(filter_levels):
+        if f == "#":
+            return True
+        if i >= len(topic_levels):
+            return False
+        if f != "+" and f != topic_levels[i]:
+            return False
+    return len(filter_levels) == len(topic_levels)
+
+
+_topic_level = st.sampled_from(["a", "b", "", "c"])
+_topic = st.lists(_topic_level, min_size=1, max_size=4)
+_filter = st.tuples(st.lists(st.sampled_from(["a", "b", "", "+"]), min_size=0, max_size=3), st.booleans()).map(
+    lambda t: [*t[0], "#"] if t[1] else t[0]).filter(bool)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(filt=_filter, topics=st.lists(_topic, min_size=1, max_size=6, unique_by=tuple))
+def test_matching_agrees_with_reference_matcher(broker, filt, topics):
+    """Random filters (with '+', '#', empty levels) against random topics under a unique root: the broker
+    delivers exactly the topics a reference matcher says match."""
+    root = unique("prop")
+    flt = "/".join([root, *filt])
+    marker = f"{root}-marker"
+    sub, pub = broker.raw(4), broker.raw(4)
+    try:
+        sub.connect(unique("propsub-"))
+        sub.subscribe(flt, marker, qos=1)
+        pub.connect(unique("proppub-"))
+        for t in topics:
+            pub.publish("/".join([root, *t]), b"x", qos=1)
+        pub.publish(marker, b"m", qos=1)
+        got = []
+        for _ in range(len(topics) + 1):  # bounded: at most every topic, then the marker
+            [p] = sub.recv_publishes(1)
+            if p.topic == marker:
+                break
+            got.append(p.topic)
+        expected = ["/".join([root, *t]) for t in topics if reference_match(["x", *filt], ["x", *t])]
+        assert sorted(got) == sorted(expected), f"filter {flt!r}: delivered {got}, expected {expected}"
+    finally:
+        sub.close()
+        pub.close()
