@@ -36,7 +36,8 @@ def env_for(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_start(conf: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 15.0):
+def run_start(conf: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 10.0):
+    """Run `vmqpy start` expected to fail fast; a node that wrongly starts is killed at the timeout."""
     cmd = [sys.executable, "-m", "vmqpy", "start", "--config", str(conf), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO),
                           env=env or env_for())
@@ -119,7 +120,9 @@ def test_config_error_on_last_line_after_comments(tmp_path):
 
 
 def test_missing_config_file_is_an_error(tmp_path):
-    res = run_start(tmp_path / "does-not-exist.conf")
+    # the --set flags keep a wrongly started node contained (local port, data dir under tmp_path)
+    res = run_start(tmp_path / "does-not-exist.conf", "--set", f"platform_data_dir={tmp_path / 'data'}",
+                    "--set", f"listener.tcp.default=127.0.0.1:{free_port()}")
     assert res.returncode != 0
     assert "does-not-exist.conf" in res.stderr, res.stderr
 

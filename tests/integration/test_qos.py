@@ -262,3 +262,24 @@ def test_qos2_pubrel_resent_after_reconnect(broker, clients, version):
         f"expected the PUBREL for packet id {p.packet_id} to be re-sent, got {first!r}")
     sub2.send(enc_ack(PUBCOMP, p.packet_id, version))
     sub2.assert_silent(0.3)  # in particular: the PUBLISH is not delivered again
+
+
+def test_subscribe_several_filters_one_packet(broker, clients):
+    for version in (4, 5):
+        sub = clients.raw(broker, version)
+        b = unique("multi")
+        ack = sub.subscribe((f"{b}/a", 0), (f"{b}/b", 1), (f"{b}/c", 2))
+        assert ack.reason_codes == [0, 1, 2]
+        pub = clients.raw(broker, version)
+        for t in ("a", "b", "c"):
+            pub.publish(f"{b}/{t}", t, qos=2)
+        got = sub.recv_publishes(3)
+        assert sorted((p.topic[-1], p.qos) for p in got) == [("a", 0), ("b", 1), ("c", 2)]
+
+
+def test_unsubscribe_unknown_filter_v5(broker, clients):
+    sub = clients.raw(broker, 5)
+    sub.subscribe(unique("known/"), qos=1)
+    sub.send(enc_unsubscribe(9, [unique("never/")], 5))
+    ack = sub.expect(UNSUBACK)
+    assert ack.packet_id == 9 and ack.reason_codes == [0x11], f"expected 0x11 (no subscription existed): {ack!r}"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.integration.clients import DISCONNECT, PINGRESP, enc_pingreq, unique
+from tests.integration.clients import DISCONNECT, PINGRESP, enc_disconnect, enc_pingreq, unique
 
 pytestmark = pytest.mark.integration
 
@@ -218,3 +218,17 @@ def test_will_on_takeover_when_session_ends_is_not_duplicated(broker, clients, v
     assert [m.payload for m in before] in ([], [b"old-will"]), [m.payload for m in before]
     # record which behaviour the broker chose (both are allowed here)
     print(f"will on takeover published: {bool(before)}")
+
+
+def test_disconnect_raising_session_expiry_from_zero_is_protocol_error_v5(broker, clients):
+    """[MQTT-3.14.2-2]: CONNECT had session expiry 0, DISCONNECT sets one: not a valid DISCONNECT, the server
+    answers DISCONNECT 0x82 (if anything) and closes, and the will is published as for an abnormal close."""
+    topic = unique("will/sx0/")
+    sub = clients.paho(broker, 5)
+    sub.subscribe(topic, qos=1)
+    c = clients.raw(broker, 5, will=will(topic, b"not-a-valid-disconnect"))
+    c.send(enc_disconnect(5, 0, {"session_expiry_interval": 60}))
+    got = c.wait_closed(5)
+    assert all(p.type == DISCONNECT and p.reason_code == 0x82 for p in got), got
+    m = sub.get(5)
+    assert m.payload == b"not-a-valid-disconnect"
