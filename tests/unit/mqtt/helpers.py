@@ -6,11 +6,12 @@ from vmqpy.mqtt.codec import NEED_DATA, Decoder, NeedData
 from vmqpy.mqtt.packets import Packet
 
 
-def decode_all(decoder: Decoder, data: bytes) -> list[Packet]:
-    """Feed `data` and drain every complete packet. Bounded: each packet consumes at least 2 bytes."""
+def decode_all(decoder: Decoder, data: bytes, buffered: int = 0) -> list[Packet]:
+    """Feed `data` and drain every complete packet. Bounded: each packet consumes at least 2 bytes of `data`
+    or of the `buffered` bytes fed earlier."""
     decoder.receive_data(data)
     out: list[Packet] = []
-    for _ in range(len(data) + 2):
+    for _ in range(len(data) + buffered + 2):
         packet = decoder.next_packet()
         if packet is NEED_DATA:
             return out

@@ -82,6 +82,24 @@ def test_incremental_server_stream(data: st.DataObject, level: int, cuts: list[i
     assert _decode_chunks(client(level), _split(wire, cuts)) == packets
 
 
+@FEW
+@given(st.data(), mst.levels, st.lists(st.integers(0, 10_000), max_size=30), st.sampled_from([1, 2, 3, 1000]))
+def test_several_receives_between_drains(data: st.DataObject, level: int, cuts: list[int], every: int) -> None:
+    """Callers may feed several chunks before draining (every=1000: a single drain at the end). NEED_DATA must
+    mean that no complete packet is left, whichever chunks it straddles."""
+    packets: list[Packet] = [data.draw(mst.connects(level)),
+                             *data.draw(st.lists(mst.client_packets(level), max_size=8))]
+    wire = b"".join(encode(p, level) for p in packets)
+    decoder = server()
+    out: list[Packet] = []
+    for n, chunk in enumerate(_split(wire, cuts)):
+        decoder.receive_data(chunk)
+        if (n + 1) % every == 0:
+            out += decode_all(decoder, b"", buffered=len(wire))
+    out += decode_all(decoder, b"", buffered=len(wire))
+    assert out == packets
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.data(), mst.levels)
 def test_one_byte_at_a_time(data: st.DataObject, level: int) -> None:
