@@ -82,8 +82,8 @@ def test_malformed_after_connect_closes(broker, version, case):
 
 @pytest.mark.parametrize("case", ["remaining-length-5-bytes", "publish-qos-3", "second-connect",
                                   "invalid-utf8-topic", "publish-plus-wildcard"])
-@pytest.mark.vmqpy_only("exact 5.0 DISCONNECT reason codes before the close (mosquitto 2.0.11 closes without a "
-                        "DISCONNECT in some of these cases)")
+@pytest.mark.vmqpy_only("mosquitto 2.0.11 closes without a DISCONNECT on a 5-byte remaining length and on a "
+                        "second CONNECT")
 def test_malformed_v5_gets_disconnect_reason(broker, case):
     """vmqpy sends the DISCONNECT the spec prescribes before closing."""
     build, allowed = CASES[case]
