@@ -470,6 +470,10 @@ class Decoder:
             props, i = _read_properties(b, 2, n, PacketType.CONNACK)
         else:
             props, i = Properties(), 2
+            if b[1] > 5:
+                raise MalformedPacket(f"reserved 3.1.1 CONNACK return code {b[1]}")
+            if b[0] and self.protocol_level == 3:
+                raise MalformedPacket("MQTT 3.1 CONNACK with a non-zero first byte")
         if i != n:
             raise MalformedPacket("unexpected bytes at the end of CONNACK")
         return Connack(bool(b[0] & 1), b[1], props)
@@ -549,6 +553,8 @@ class Decoder:
         codes = list(b[i:])
         if not codes:
             raise ProtocolViolation("SUBACK without reason codes")
+        if self.protocol_level != 5 and not _SUBACK_311.issuperset(codes):
+            raise MalformedPacket(f"reserved 3.1.1 SUBACK return codes in {codes}")
         return Suback(packet_id, codes, props)
 
     def _unsubscribe(self, flags: int, b: bytes) -> Unsubscribe:
