@@ -101,8 +101,12 @@ class HybridClock:
 
     def witness(self, stamp: Stamp) -> None:
         """Make every later :meth:`now` greater than ``stamp`` without creating an event."""
-        if (stamp.wall_ms, stamp.logical) > (self._l, self._c):
-            self._l, self._c = stamp.wall_ms, stamp.logical
+        self.witness_parts(stamp.wall_ms, stamp.logical)
+
+    def witness_parts(self, wall_ms: int, logical: int) -> None:
+        """:meth:`witness` of a stamp given as its two counters."""
+        if wall_ms > self._l or (wall_ms == self._l and logical > self._c):
+            self._l, self._c = wall_ms, logical
 
     def __repr__(self) -> str:
         return f"HybridClock({self.node!r}, l={self._l}, c={self._c})"

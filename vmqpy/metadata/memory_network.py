@@ -299,6 +299,9 @@ class MemoryNetwork:
         names = list(self.alive() if nodes is None else nodes)
         if len(names) < 2:
             return True
+        clock = self.replicas[names[0]].node_clock
+        if any(self.replicas[n].node_clock != clock for n in names[1:]):
+            return False  # cheap first: converged replicas have equal node clocks
         first = self.state_of(self.replicas[names[0]])
         return all(self.state_of(self.replicas[n]) == first for n in names[1:])
 

@@ -457,6 +457,29 @@ def pack_container(container: ContainerLike) -> bytes:
 
 
 _EMPTY_CTX = msgpack.packb([])
+_PACKED_NODES: dict[str, bytes] = {}
+
+
+def _packed_node(node: str) -> bytes:
+    packed = _PACKED_NODES.get(node)
+    if packed is None:
+        packed = msgpack.packb(node)
+        if len(_PACKED_NODES) < 4096:
+            _PACKED_NODES[node] = packed
+    return packed
+
+
+def _packed_uint(n: int) -> bytes:
+    """msgpack encoding of a non-negative int (what ``msgpack.packb(n)`` gives, without a Packer)."""
+    if n < 0x80:
+        return bytes((n,))
+    if n < 0x100:
+        return b"\xcc" + n.to_bytes(1, "big")
+    if n < 0x10000:
+        return b"\xcd" + n.to_bytes(2, "big")
+    if n < 0x100000000:
+        return b"\xce" + n.to_bytes(4, "big")
+    return b"\xcf" + n.to_bytes(8, "big")
 
 
 def pack_single(node: str, counter: int, packed_value: bytes | None, ctx: Mapping[str, int]) -> bytes:
@@ -465,8 +488,7 @@ def pack_single(node: str, counter: int, packed_value: bytes | None, ctx: Mappin
     ctx_bytes = _EMPTY_CTX if not ctx else msgpack.packb(_flat_vv(ctx))
     if packed_value is None:
         return b"%c\x92\x90%b" % (ROW_VERSION, ctx_bytes)
-    head = msgpack.packb(node) + msgpack.packb(counter)
-    return b"%c\x92\x93%b%b%b" % (ROW_VERSION, head, packed_value, ctx_bytes)
+    return b"%c\x92\x93%b%b%b%b" % (ROW_VERSION, _packed_node(node), _packed_uint(counter), packed_value, ctx_bytes)
 
 
 def unpack_container(data: bytes) -> CausalContainer:
@@ -481,7 +503,7 @@ def unpack_container(data: bytes) -> CausalContainer:
 
 def pack_dot(dot: Dot) -> bytes:
     """Storage key of an index row: ``v1 + msgpack([node, counter])``."""
-    return _pack_row([dot[0], dot[1]])
+    return b"%c\x92%b%b" % (ROW_VERSION, _packed_node(dot[0]), _packed_uint(dot[1]))
 
 
 def unpack_dot(data: bytes) -> Dot:

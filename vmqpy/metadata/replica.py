@@ -57,7 +57,7 @@ from vmqpy.metadata.messages import (
     pack_full_key,
     pack_single,
 )
-from vmqpy.metadata.resolve import DEFAULT_RESOLVER, Resolver, stamp_of
+from vmqpy.metadata.resolve import DEFAULT_RESOLVER, Resolver, stamp_list
 
 __all__ = [
     "META_CLOCK",
@@ -285,6 +285,7 @@ class Replica:
         self._exchange: Exchange | None = None
         self._abort: str | None = None  # a reason to tear the exchange down at the next timer
         self._queue: list[str] = []  # peers to exchange with as soon as possible
+        self._round: set[str] = set()  # peers pulled from since the last periodic tick
         self._xid = 0
         self._writeback: dict[FullKey, None] = {}
         self._writeback_at: float | None = None  # when the pending write-backs run (siblings settle first)
@@ -613,11 +614,11 @@ class Replica:
         self._store(fk, at_rest, out, fkb, None if at_rest.is_empty() else pack_single(node, counter, packed, rest_ctx))
         if value != old:
             out.append(Changed(prefix, key, old, value))
-        stamp = stamp_of(value)
+        stamp = stamp_list(value)
         if stamp is not None:
-            self.hlc.witness(stamp)
+            self.hlc.witness_parts(stamp[0], stamp[1])
         else:
-            stamp = self.hlc.now(now)
+            stamp = self.hlc.now(now).to_list()
         fields: dict[str, Any] = {
             "prefix": prefix,
             "key": key,
@@ -625,7 +626,7 @@ class Replica:
             "op": "delete" if value is None else "put",
             "value": packed,
             "context": context,
-            "hlc": stamp.to_list(),
+            "hlc": stamp,
         }
         if writeback:
             fields["writeback"] = True
@@ -718,9 +719,9 @@ class Replica:
             if old != new:
                 out.append(Changed(prefix, key, old, new))
             for value in synced.values():
-                stamp = stamp_of(value)
+                stamp = stamp_list(value)
                 if stamp is not None:
-                    self.hlc.witness(stamp)
+                    self.hlc.witness_parts(stamp[0], stamp[1])
             newest = max(fresh) if fresh else max(after_set ^ before)
             out.append(
                 Logged(
@@ -882,6 +883,13 @@ class Replica:
         if ex.gaps:
             out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._nc())))
         self._teardown("ok", now, out)
+        self._round.add(ex.peer)
+        if ex.repaired or ex.gaps:
+            # This peer had something for us: the others may too (a heal nobody reported, lost pushes).
+            # Pull from every other reachable member once in this round, right away.
+            for peer in self._usable():
+                if peer not in self._round and peer not in self._queue:
+                    self._queue.append(peer)
         if self._own_holes is not None:
             self._holes_wait.discard(ex.peer)
             if not self._holes_wait:
@@ -948,6 +956,7 @@ class Replica:
                 self._next_sync = now + self._jitter()
             elif now >= self._next_sync:
                 self._next_sync = now + self._jitter()
+                self._round = set()
                 if self._holes_wait:  # restarted: catch up with every member, one after the other
                     for peer in usable:
                         if peer in self._holes_wait and peer not in self._queue:
