@@ -17,6 +17,14 @@ class RecordingSink:
     def write_packet(self, packet: Packet) -> None:
         self.packets.append(packet)
 
+    def write_publish(
+        self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
+        now: float, dup: bool = False,
+    ) -> None:
+        publish = message.to_publish(qos, retain, packet_id, now, subscription_ids)
+        publish.dup = dup
+        self.packets.append(publish)
+
     def can_write(self) -> bool:
         return self.writable
 

@@ -82,6 +82,8 @@ class MQTTConnection(asyncio.Protocol):
         self.normal_close = False
         self.closing = False
         self._writable = True
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
         self._reading_paused = False
         self._blocked_on = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -147,6 +149,25 @@ class MQTTConnection(asyncio.Protocol):
     def write_packet(self, packet: Packet) -> None:
         self._write_bytes(encode(packet, self.level))
 
+    def write_publish(
+        self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
+        now: float, dup: bool = False,
+    ) -> None:
+        if qos == 0 and not subscription_ids and message.expires_at is None:
+            # The same bytes serve every QoS 0 subscriber of this protocol level: encode once per message.
+            frames = message.frames
+            if frames is None:
+                frames = message.frames = {}
+            key = (self.level, retain)
+            frame = frames.get(key)
+            if frame is None:
+                frame = frames[key] = encode(message.to_publish(0, retain, None, now), self.level)
+            self._write_bytes(frame)
+            return
+        publish = message.to_publish(qos, retain, packet_id, now, subscription_ids)
+        publish.dup = dup
+        self._write_bytes(encode(publish, self.level))
+
     def can_write(self) -> bool:
         return self._writable and not self.closing
 
@@ -163,13 +184,26 @@ class MQTTConnection(asyncio.Protocol):
     # ------------------------------------------------------------------------------------------ writing, closing
 
     def _write_bytes(self, data: bytes) -> None:
+        """Queue bytes; everything queued in one pass of the event loop leaves in one write."""
+        self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out = self._out
+        if not out:
+            return
         transport = self.transport
         if transport is not None and not transport.is_closing():
-            transport.write(data)
+            transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
 
     def close(self) -> None:
         if self.closing:
             return
+        self._flush()
         self.closing = True
         transport = self.transport
         if transport is not None:

@@ -29,6 +29,7 @@ class Message:
     response_topic: str | None = None
     correlation_data: bytes | None = None
     user_properties: list[tuple[str, str]] = field(default_factory=list)
+    frames: dict[tuple[int, bool], bytes] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_publish(cls, packet: Publish, publisher: str, now: float) -> Message:

@@ -23,6 +23,13 @@ class Sink(Protocol):
 
     def write_packet(self, packet: Packet) -> None: ...
 
+    def write_publish(
+        self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
+        now: float, dup: bool = False,
+    ) -> None:
+        """Write `message` as a PUBLISH (the sink may reuse an encoded frame shared by many subscribers)."""
+        ...
+
     def can_write(self) -> bool: ...
 
     def take_over(self) -> tuple[Message | None, float]:
@@ -166,7 +173,7 @@ class Session:
             return Delivery.QUEUED
         if not self.queue and sink.can_write():
             if qos == 0:
-                sink.write_packet(message.to_publish(0, retain, None, now, subscription_ids))
+                sink.write_publish(message, 0, retain, None, subscription_ids, now)
                 return Delivery.SENT
             if len(self.inflight) < self.window:
                 self._send(out, sink, now)
@@ -181,14 +188,14 @@ class Session:
 
     def _send(self, out: Outgoing, sink: Sink, now: float) -> None:
         if out.qos == 0:
-            sink.write_packet(out.message.to_publish(0, out.retain, None, now, out.subscription_ids))
+            sink.write_publish(out.message, 0, out.retain, None, out.subscription_ids, now)
             return
         packet_id = self._allocate_packet_id()
         out.packet_id = packet_id
         out.state = OutState.PUBLISHED
         self.inflight[packet_id] = out
         self.journal.save_message(self, out)
-        sink.write_packet(out.message.to_publish(out.qos, out.retain, packet_id, now, out.subscription_ids))
+        sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now)
 
     def _allocate_packet_id(self) -> int:
         for _ in range(65535):
@@ -274,9 +281,7 @@ class Session:
                 del self.inflight[packet_id]
                 self.journal.delete_message(self, out)
                 continue
-            publish = out.message.to_publish(out.qos, out.retain, packet_id, now, out.subscription_ids)
-            publish.dup = True
-            sink.write_packet(publish)
+            sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now, dup=True)
         self.pump(now)
 
     def detach(self, now: float) -> None:
