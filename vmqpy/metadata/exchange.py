@@ -66,6 +66,7 @@ class Exchange:
     bytes_sent: int = 0
     bytes_received: int = 0
     result: str = ""
+    abort: str | None = None  # set when the exchange must end at the next timer (peer unreachable)
 
     def sent(self, size: int, now: float) -> None:
         """A SyncRequest of ``size`` bytes went out at ``now``: wait for its reply until the deadline."""

@@ -239,11 +239,12 @@ class Replica:
         gc_interval: float | None = None,
         writeback: bool = True,
         writeback_delay: float | None = None,
+        max_exchanges: int = 2,
     ) -> None:
         if not isinstance(node_id, str) or not node_id:
             raise InvalidKeyError(f"node_id must be a non-empty str, got {node_id!r}")
-        if batch_size < 1 or sync_interval <= 0 or exchange_timeout <= 0:
-            raise ValueError("batch_size, sync_interval and exchange_timeout must be positive")
+        if batch_size < 1 or sync_interval <= 0 or exchange_timeout <= 0 or max_exchanges < 1:
+            raise ValueError("batch_size, sync_interval, exchange_timeout and max_exchanges must be positive")
         self.node_id = node_id
         self.hlc = HybridClock(node_id)
         self._resolvers: dict[str, Resolver] = dict(resolvers or {})
@@ -282,8 +283,8 @@ class Replica:
         self._now = 0.0
         self._next_sync: float | None = None
         self._next_gc: float | None = None
-        self._exchange: Exchange | None = None
-        self._abort: str | None = None  # a reason to tear the exchange down at the next timer
+        self._max_exchanges = max_exchanges
+        self._exchanges: dict[str, Exchange] = {}  # running exchanges (this node pulling), one per peer
         self._queue: list[str] = []  # peers to exchange with as soon as possible
         self._round: set[str] = set()  # peers pulled from since the last periodic tick
         self._xid = 0
@@ -433,8 +434,9 @@ class Replica:
             self._holes_wait &= set(new)
             if not self._holes_wait:
                 self._fill_own_holes(out)
-        if self._exchange is not None and self._exchange.peer in removed:
-            self._teardown("peer_removed", self._now, out)
+        for peer in removed:
+            if peer in self._exchanges:
+                self._teardown(self._exchanges[peer], "peer_removed", self._now, out)
         self._queue_newly_usable(usable_before)
         self._find_writebacks()
         self._persist_watermark(out)
@@ -450,8 +452,9 @@ class Replica:
         usable_before = self._usable()
         self._reachable = frozenset(p for p in peers if p != self.node_id)
         self._usable_cache = None
-        if self._exchange is not None and self._exchange.peer not in self._reachable:
-            self._abort = "peer_unreachable"
+        for peer, ex in self._exchanges.items():
+            if peer not in self._reachable:
+                ex.abort = "peer_unreachable"
         self._queue_newly_usable(usable_before)
 
     def _usable(self) -> list[str]:
@@ -765,15 +768,15 @@ class Replica:
         elif isinstance(message, SyncRequest):
             self._serve(sender, message, out)
         elif isinstance(message, SyncReply):
-            ex = self._exchange
+            ex = self._exchanges.get(sender)
             if ex is None or not ex.matches(sender, message.xid):
                 self._stats["stale_replies"] += 1
             else:
                 self._on_reply(ex, message, now, out)
         elif isinstance(message, SyncReject):
-            ex = self._exchange
+            ex = self._exchanges.get(sender)
             if ex is not None and ex.matches(sender, message.xid):
-                self._teardown(f"rejected:{message.reason}", now, out)
+                self._teardown(ex, f"rejected:{message.reason}", now, out)
         else:  # pragma: no cover - the type says it cannot happen
             raise TypeError(f"not a metadata message: {type(message).__name__}")
         self._maybe_start(now, out)
@@ -811,8 +814,9 @@ class Replica:
         out.append(Send(sender, reply))
 
     def exchange_now(self, peer: str | None, now: float) -> list[Output]:
-        """Start an exchange with ``peer`` (None: a random reachable member) right away, or as soon as
-        the running one ends.  Unknown or unreachable peers are ignored."""
+        """Start an exchange with ``peer`` (None: a random reachable member) right away, or as soon as a
+        running one ends (at most ``max_exchanges`` run at once, one per peer).  Unknown or unreachable
+        peers are ignored."""
         self._now = now
         out: list[Output] = []
         if peer is None:
@@ -828,16 +832,22 @@ class Replica:
         return out
 
     def _maybe_start(self, now: float, out: list[Output]) -> None:
-        while self._exchange is None and self._queue:
-            peer = self._queue.pop(0)
+        """Start queued exchanges, at most ``max_exchanges`` at a time and one per peer (a peer that
+        does not answer does not hold the others up)."""
+        i = 0
+        while i < len(self._queue) and len(self._exchanges) < self._max_exchanges:
+            peer = self._queue[i]
+            if peer in self._exchanges:
+                i += 1  # already pulling from it: wait for that exchange to end
+                continue
+            del self._queue[i]
             if peer in self._members and peer in self._reachable:
                 self._start(peer, now, out)
 
     def _start(self, peer: str, now: float, out: list[Output]) -> None:
         self._xid += 1
         ex = Exchange(peer, self._xid, now, self._timeout)
-        self._exchange = ex
-        self._abort = None
+        self._exchanges[peer] = ex
         self._stats["exchanges_started"] += 1
         self._send_request(ex, now, out)
 
@@ -882,13 +892,13 @@ class Replica:
             self._wm = self._wm.left_join(reply.watermark)
         if ex.gaps:
             out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._nc())))
-        self._teardown("ok", now, out)
+        self._teardown(ex, "ok", now, out)
         self._round.add(ex.peer)
         if ex.repaired or ex.gaps:
             # This peer had something for us: the others may too (a heal nobody reported, lost pushes).
             # Pull from every other reachable member once in this round, right away.
             for peer in self._usable():
-                if peer not in self._round and peer not in self._queue:
+                if peer not in self._round and peer not in self._queue and peer not in self._exchanges:
                     self._queue.append(peer)
         if self._own_holes is not None:
             self._holes_wait.discard(ex.peer)
@@ -906,15 +916,14 @@ class Replica:
             self._set_clock(_add_runs(self._nc(), {self.node_id: holes}))
             out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._clock)))
 
-    def _teardown(self, result: str, now: float, out: list[Output]) -> None:
-        """The one way an exchange ends (success, timeout, reject, peer gone)."""
-        ex = self._exchange
-        if ex is None:
+    def _teardown(self, ex: Exchange, result: str, now: float, out: list[Output]) -> None:
+        """The one way an exchange ends (success, timeout, reject, peer unreachable or removed): it is
+        dropped and logged; nothing else of it remains."""
+        if self._exchanges.get(ex.peer) is not ex:
             return
         fields = ex.teardown(result, now)
         fields["hlc"] = self.hlc.now(now).to_list()
-        self._exchange = None
-        self._abort = None
+        del self._exchanges[ex.peer]
         self._stats["exchanges_completed" if result == "ok" else "exchanges_failed"] += 1
         out.append(Logged("md_exchange", fields))
 
@@ -922,9 +931,9 @@ class Replica:
     def next_deadline(self) -> float | None:
         """When :meth:`on_timer` must run next (None: nothing scheduled)."""
         times: list[float] = []
-        if self._exchange is not None:
-            times.append(self._now if self._abort else self._exchange.deadline)
-        elif self._queue:
+        for ex in self._exchanges.values():
+            times.append(self._now if ex.abort else ex.deadline)
+        if len(self._exchanges) < self._max_exchanges and any(p not in self._exchanges for p in self._queue):
             times.append(self._now)
         if self._writeback:
             times.append(self._now if self._writeback_at is None else self._writeback_at)
@@ -942,12 +951,11 @@ class Replica:
         random reachable member (every ``sync_interval`` with jitter), run GC."""
         self._now = now
         out: list[Output] = []
-        ex = self._exchange
-        if ex is not None:
-            if self._abort is not None:
-                self._teardown(self._abort, now, out)
+        for ex in list(self._exchanges.values()):
+            if ex.abort is not None:
+                self._teardown(ex, ex.abort, now, out)
             elif ex.expired(now):
-                self._teardown("timeout", now, out)
+                self._teardown(ex, "timeout", now, out)
         if self._writeback and (self._writeback_at is None or now >= self._writeback_at):
             self._do_writebacks(now, out)
         usable = self._usable()
@@ -961,8 +969,10 @@ class Replica:
                     for peer in usable:
                         if peer in self._holes_wait and peer not in self._queue:
                             self._queue.append(peer)
-                elif self._exchange is None and not self._queue:
-                    self._queue.append(self._rng.choice(usable))
+                elif len(self._exchanges) < self._max_exchanges and not self._queue:
+                    idle = [p for p in usable if p not in self._exchanges]
+                    if idle:
+                        self._queue.append(self._rng.choice(idle))
         else:
             self._next_sync = None
         if self._next_gc is None or now >= self._next_gc:
@@ -1067,7 +1077,7 @@ class Replica:
 
     def busy(self) -> bool:
         """An exchange is running or queued, or a write-back is pending."""
-        return self._exchange is not None or bool(self._queue) or bool(self._writeback)
+        return bool(self._exchanges) or bool(self._queue) or bool(self._writeback)
 
     def index(self) -> dict[str, dict[int, FullKey]]:
         """A copy of the dot -> key index (live and not-yet-collected dots)."""
@@ -1084,7 +1094,7 @@ class Replica:
         out["contexts_at_rest"] = len(self._ctx_keys)
         out["peers"] = len(self._peers)
         out["reachable"] = len(self._usable())
-        out["exchange_active"] = int(self._exchange is not None)
+        out["exchange_active"] = len(self._exchanges)
         out["writebacks_pending"] = len(self._writeback)
         out["own_holes"] = 0 if self._own_holes is None else len(self._own_holes)
         return out
