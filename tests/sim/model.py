@@ -90,8 +90,10 @@ def model_errors(net: MemoryNetwork, ops: list[Op] | None = None) -> list[str]:
     return errors
 
 
-def writeback_errors(ops: list[Op]) -> list[str]:
-    """A write-back must write the resolver's pick among the live versions of its causal past."""
+def writeback_errors(ops: list[Op], members: set[str] | None = None) -> list[str]:
+    """A write-back must write the resolver's pick among the live versions of its causal past; with
+    ``members`` (a membership that never changed), it must come from the owner: the member owning the
+    smallest of those versions' dots (else the smallest member)."""
     errors = []
     for fk, mine in by_key(ops).items():
         for w in mine:
@@ -103,6 +105,11 @@ def writeback_errors(ops: list[Op]) -> list[str]:
                 errors.append(f"write-back {w.dot} of {fk} superseded {len(frontier)} live version(s)")
             elif latest_stamp([p.value for p in frontier]) != w.value:
                 errors.append(f"write-back {w.dot} of {fk} wrote {w.value}, not the winner of {frontier}")
+            if members is not None and frontier:
+                owned = [p.dot for p in frontier if p.dot[0] in members]
+                owner = min(owned)[0] if owned else min(members)
+                if w.node != owner:
+                    errors.append(f"write-back {w.dot} of {fk} by {w.node}, but {owner} owns {frontier}")
     return errors
 
 

@@ -91,7 +91,7 @@ def test_history_converges_to_the_causal_model(seed: int) -> None:
     assert converged, f"not converged {CONVERGE_WITHIN}s after the heal {where}\n" + "\n".join(trace[-15:])
     assert net.now - healed_at <= CONVERGE_WITHIN
     ops = ops_of(net)
-    errors = model_errors(net, ops) + writeback_errors(ops)
+    errors = model_errors(net, ops) + writeback_errors(ops, set(net.replicas))
     assert errors == [], f"{where}\n" + "\n".join(errors[:10])
     assert net.run_until(lambda: gc_done(net) and net.quiet() and net.converged(), GC_WITHIN), f"GC stuck {where}"
     errors = at_rest_errors(net)
