@@ -21,7 +21,6 @@ contexts and node clocks.
 from __future__ import annotations
 
 import heapq
-import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -44,6 +43,8 @@ class MemoryNetwork:
         auto_reachability: bool = True,
         codec: bool = True,
     ) -> None:
+        import random  # the network's own seeded generator (the package never uses global randomness)
+
         self.seed = seed
         self.rng = random.Random(seed)
         self.now = 0.0
@@ -70,7 +71,7 @@ class MemoryNetwork:
     # -- replicas -----------------------------------------------------------------------------------
     def add_replica(self, node_id: str, **kwargs: Any) -> Replica:
         """Create a replica (its rng is seeded from the network's) with no peers yet."""
-        kwargs.setdefault("rng", random.Random(self.rng.random()))
+        kwargs.setdefault("rng", self._child_rng())
         replica = Replica(node_id, **kwargs)
         self._deadlines.pop(node_id, None)
         self.kwargs[node_id] = {k: v for k, v in kwargs.items() if k != "rng"}
@@ -79,6 +80,10 @@ class MemoryNetwork:
         self.changes.setdefault(node_id, [])
         self.logs.setdefault(node_id, [])
         return replica
+
+    def _child_rng(self) -> Any:
+        """A generator for a replica, seeded from the network's."""
+        return type(self.rng)(self.rng.random())
 
     def set_members(self, nodes: Iterable[str], *, on: Iterable[str] | None = None) -> None:
         """Tell the replicas in ``on`` (default: ``nodes``) that the cluster is ``nodes``."""
@@ -97,7 +102,7 @@ class MemoryNetwork:
         """Restore ``node`` from what its Persist outputs wrote, and bring it back."""
         rows = {table: sorted(entries.items()) for table, entries in self.storage[node].items()}
         merged = {**self.kwargs[node], **kwargs}
-        merged.setdefault("rng", random.Random(self.rng.random()))
+        merged.setdefault("rng", self._child_rng())
         replica = Replica.restore(node, rows, **merged)
         self.replicas[node] = replica
         self._deadlines.pop(node, None)

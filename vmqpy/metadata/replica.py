@@ -26,10 +26,9 @@ on what the clock claims).  After every call, re-read :meth:`Replica.next_deadli
 from __future__ import annotations
 
 import heapq
-import random
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgpack
 
@@ -58,6 +57,9 @@ from vmqpy.metadata.messages import (
     pack_single,
 )
 from vmqpy.metadata.resolve import DEFAULT_RESOLVER, Resolver, stamp_list
+
+if TYPE_CHECKING:  # randomness is an input: only the type of the generator is named here
+    import random
 
 __all__ = [
     "META_CLOCK",
@@ -273,6 +275,7 @@ class Replica:
         self._cand_count: dict[FullKey, int] = {}
         self._ctx_keys: dict[FullKey, None] = {}  # keys stored with a non-empty (stripped) context
         self._sib_keys: dict[FullKey, None] = {}  # keys with concurrent versions (siblings)
+        self._dead: dict[FullKey, None] = {}  # keys stored with no version (a delete not yet stripped away)
         self._reserved = 0
         # membership
         self._peers: list[str] = []
@@ -360,6 +363,8 @@ class Replica:
                 r._ctx_keys[fk] = None
             if len(obj) > 1:
                 r._sib_keys[fk] = None
+            elif not len(obj):
+                r._dead[fk] = None
         for raw_dot, raw_key in rows.get(T_DOTS, []):
             dot = messages.unpack_dot(raw_dot)
             fk = messages.unpack_full_key(raw_key)
@@ -663,6 +668,7 @@ class Replica:
                     del self._data[prefix]
             self._ctx_keys.pop(fk, None)
             self._sib_keys.pop(fk, None)
+            self._dead.pop(fk, None)
             return
         objs = self._data.get(prefix)
         if objs is None:
@@ -673,10 +679,15 @@ class Replica:
             self._ctx_keys[fk] = None
         else:
             self._ctx_keys.pop(fk, None)
-        if len(at_rest.versions) > 1:
+        n_versions = len(at_rest.versions)
+        if n_versions > 1:
             self._sib_keys[fk] = None
         elif self._sib_keys:
             self._sib_keys.pop(fk, None)
+        if n_versions == 0:
+            self._dead[fk] = None
+        elif self._dead:
+            self._dead.pop(fk, None)
 
     # ================================================================================ receive path
     def _apply(
@@ -1086,9 +1097,10 @@ class Replica:
     def stats(self) -> dict[str, int]:
         """Counters and sizes (keys, indexed dots, pending GC, exchanges, ...)."""
         out = dict(self._stats)
-        out["keys"] = sum(len(objs) for objs in self._data.values())
-        out["live_keys"] = sum(1 for objs in self._data.values() for obj in objs.values() if len(obj))
-        out["siblings"] = sum(1 for objs in self._data.values() for obj in objs.values() if len(obj) > 1)
+        out["keys"] = sum(len(objs) for objs in self._data.values())  # object rows, deletes included
+        out["tombstone_rows"] = len(self._dead)
+        out["live_keys"] = out["keys"] - len(self._dead)
+        out["siblings"] = len(self._sib_keys)
         out["indexed_dots"] = sum(len(sub) for sub in self._index.values())
         out["gc_pending_dots"] = sum(len(h) for h in self._cand.values())
         out["contexts_at_rest"] = len(self._ctx_keys)

@@ -150,3 +150,20 @@ def test_next_deadline_and_timer_schedule() -> None:
     assert [s.peer for s in out if isinstance(s, Send)] == ["b"]
     deadline = r.next_deadline()
     assert deadline is not None and 10.0 < deadline <= 10.0 + 5.0
+
+
+def test_stats_count_keys_tombstones_and_siblings() -> None:
+    net = cluster(34, ["a", "b"])
+    net.partition(["a"], ["b"])
+    net.put("a", P, ("x",), 1)
+    net.put("b", P, ("x",), 2)
+    net.put("a", P, ("y",), 1)
+    net.delete("a", P, ("y",))
+    stats = net.replicas["a"].stats()
+    assert (stats["keys"], stats["live_keys"], stats["siblings"], stats["gc_pending_dots"]) == (1, 1, 0, 2)
+    net.heal_all()
+    net.run_for(0.2)  # exchanged, not yet written back
+    stats = net.replicas["b"].stats()
+    assert stats["siblings"] == 1 and stats["live_keys"] == 1
+    settle(net)
+    assert all(net.replicas[n].stats()["siblings"] == 0 for n in "ab")
