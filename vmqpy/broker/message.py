@@ -9,6 +9,10 @@ from typing import Any
 import msgpack
 
 from vmqpy.mqtt.packets import Properties, Publish
+from vmqpy.mqtt.properties import is_empty
+
+# Shared by outgoing PUBLISHes that carry no property; the encoder only reads it, nothing may change it.
+_NO_PROPERTIES = Properties()
 
 # The properties a broker passes from publisher to subscriber unchanged (MQTT 5.0, 3.3.2.3).
 _PASS_THROUGH = ("payload_format_indicator", "content_type", "response_topic", "correlation_data")
@@ -34,6 +38,8 @@ class Message:
     @classmethod
     def from_publish(cls, packet: Publish, publisher: str, now: float) -> Message:
         props = packet.properties
+        if is_empty(props):  # the common case: no properties to carry
+            return cls(packet.topic, packet.payload, packet.qos, packet.retain, publisher)
         expiry = props.message_expiry_interval
         return cls(
             topic=packet.topic,
@@ -49,6 +55,14 @@ class Message:
             user_properties=list(props.user_properties),
         )
 
+    @property
+    def plain(self) -> bool:
+        """No property to pass on to subscribers."""
+        return (
+            self.expires_at is None and not self.user_properties and self.payload_format_indicator is None
+            and self.content_type is None and self.response_topic is None and self.correlation_data is None
+        )
+
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
 
@@ -56,6 +70,8 @@ class Message:
         self, qos: int, retain: bool, packet_id: int | None, now: float, subscription_ids: list[int] | None = None
     ) -> Publish:
         """The PUBLISH that carries this message to one subscriber (5.0 properties; 3.1.1 encoding drops them)."""
+        if not subscription_ids and self.plain:
+            return Publish(self.topic, self.payload, qos, retain, False, packet_id, _NO_PROPERTIES)
         props = Properties(
             payload_format_indicator=self.payload_format_indicator,
             content_type=self.content_type,

@@ -50,35 +50,51 @@ class Router:
 
     def route(self, message: Message, now: float) -> RouteResult:
         result = RouteResult()
+        matches = self._trie.match(message.topic)
+        if not matches:
+            return result
+        if len(matches) == 1 and matches[0][2].group is None:  # the common case: one plain subscriber
+            _filter, only, entry = matches[0]
+            if not (entry.options.no_local and only == message.publisher):
+                ids = [] if entry.subscription_id is None else [entry.subscription_id]
+                opts = entry.options
+                self._deliver(result, str(only), message, opts.qos, opts.retain_as_published, ids, now)
+            return result
         targets: dict[str, _Target] = {}
         groups: dict[tuple[str, str], list[tuple[str, SubEntry]]] = {}
-        for _filter, key, entry in self._trie.match(message.topic):
+        for _filter, key, entry in matches:
             if entry.group is not None:
                 groups.setdefault((entry.group, entry.match_filter), []).append((key[1], entry))  # type: ignore[index]
                 continue
-            client_id: str = key  # type: ignore[assignment]
-            if entry.options.no_local and client_id == message.publisher:
+            if entry.options.no_local and key == message.publisher:
                 continue
-            _add_target(targets, client_id, entry)
+            _add_target(targets, str(key), entry)
         for members in groups.values():
             client_id, entry = self._pick(members)
             _add_target(targets, client_id, entry)
         for client_id, target in targets.items():
-            session = self._sessions.get(client_id)
-            if session is None:
-                continue
-            qos = min(message.qos, target.qos)
-            retain = message.retain and target.retain_as_published
-            outcome = session.deliver(message, qos, retain, target.subscription_ids, now)
-            if outcome is Delivery.DROPPED:
-                result.dropped += 1
-                continue
-            result.matched += 1
-            if qos > 0 and session.persistent:
-                result.durable = True
-            if session.congested:
-                result.congested.append(session)
+            self._deliver(
+                result, client_id, message, target.qos, target.retain_as_published, target.subscription_ids, now
+            )
         return result
+
+    def _deliver(
+        self, result: RouteResult, client_id: str, message: Message, sub_qos: int, retain_as_published: bool,
+        subscription_ids: list[int], now: float,
+    ) -> None:
+        session = self._sessions.get(client_id)
+        if session is None:
+            return
+        qos = min(message.qos, sub_qos)
+        outcome = session.deliver(message, qos, message.retain and retain_as_published, subscription_ids, now)
+        if outcome is Delivery.DROPPED:
+            result.dropped += 1
+            return
+        result.matched += 1
+        if qos > 0 and session.persistent:
+            result.durable = True
+        if session.congested:
+            result.congested.append(session)
 
     def _pick(self, members: list[tuple[str, SubEntry]]) -> tuple[str, SubEntry]:
         online = [m for m in members if (s := self._sessions.get(m[0])) is not None and s.online and not s.congested]
