@@ -800,6 +800,13 @@ class Replica:
             self._stats["requests_rejected"] += 1
             out.append(Send(sender, SyncReject(request.xid, "not_a_member")))
             return
+        theirs, mine = request.clock.entry(sender), self._nc().entry(sender)
+        if theirs[0] + theirs[1].bit_length() < mine[0] + mine[1].bit_length():
+            # The requester lost writes it coordinated (a wiped store under an old id): its next
+            # counters would name writes we already hold.  It must come back under a new node id.
+            self._stats["requests_rejected"] += 1
+            out.append(Send(sender, SyncReject(request.xid, "reused_node_id")))
+            return
         self._stats["requests_served"] += 1
         self._wm = self._wm.update_peer(sender, request.clock)
         if request.watermark is not None:

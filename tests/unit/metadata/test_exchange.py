@@ -187,3 +187,19 @@ def test_same_seed_same_history() -> None:
 
     assert run(3) == run(3)
     assert run(3) != run(4)
+
+
+def test_a_wiped_replica_under_its_old_id_is_refused() -> None:
+    """b's store was lost; restarted empty under the same id, its next counters would name writes a
+    already holds (they would be ignored as seen).  a refuses to serve it."""
+    a, b = pair()
+    (push,) = sends(b.put("p", ("k",), "from b", 0.0), None)
+    a.receive("b", push.message, 0.1)
+    b2 = Replica("b", rng=random.Random(3))
+    b2.set_peers(["a"])
+    b2.set_reachable(["a"])
+    (request,) = sends(b2.exchange_now("a", 1.0), SyncRequest)
+    (reject,) = sends(a.receive("b", request.message, 1.1), SyncReject)
+    assert reject.message.reason == "reused_node_id"  # type: ignore[union-attr]
+    (log,) = exchange_logs(b2.receive("a", reject.message, 1.2))
+    assert log["result"] == "rejected:reused_node_id"
