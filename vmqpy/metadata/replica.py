@@ -326,8 +326,9 @@ class Replica:
         """Rebuild a replica from the rows its :class:`Persist` outputs wrote (``Storage.load`` per table).
 
         The node clock is the saved checkpoint plus every dot found in the objects and the index rows
-        (so it never lags what the rows hold); own counters up to the saved reservation are marked as
-        used, so a restarted node never reuses a counter it may have handed out before a crash.
+        (so it never lags what the rows hold).  The next own counter is above the saved reservation,
+        so a restarted node never reuses a counter it may have handed out before a crash; the own
+        counters below it that no row holds are fetched from every member first, then declared unused.
         Raises :class:`DecodeError` for rows that are not ours.
         """
         r = cls(node_id, **kwargs)
