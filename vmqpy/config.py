@@ -208,7 +208,7 @@ def read_env(environ: Mapping[str, str]) -> list[_Setting]:
     """`VMQPY_LISTENER__TCP__DEFAULT=...` -> listener.tcp.default. Unknown names are refused like file keys."""
     settings = []
     for name in sorted(environ):
-        if not name.startswith(ENV_PREFIX) or name in ("VMQPY_TEST_BROKER",):
+        if not name.startswith(ENV_PREFIX):
             continue
         key = name[len(ENV_PREFIX):].lower().replace("__", ".")
         settings.append(_Setting(key, environ[name], f"environment variable {name}"))

@@ -1,6 +1,6 @@
 """Fixtures for the single-node end-to-end suite.
 
-Which broker runs is chosen by the environment variable VMQPY_TEST_BROKER:
+Which broker runs is chosen by the environment variable BROKER_UNDER_TEST:
   unset or "vmqpy"  ->  <sys.executable> -m vmqpy start --config <generated file>
   "mosquitto"       ->  /usr/sbin/mosquitto -c <generated file>   (reference broker used to validate the tests)
 
@@ -30,15 +30,15 @@ START_DEADLINE = 15.0
 
 
 def broker_kind() -> str:
-    kind = os.environ.get("VMQPY_TEST_BROKER", "vmqpy").strip().lower() or "vmqpy"
+    kind = os.environ.get("BROKER_UNDER_TEST", "vmqpy").strip().lower() or "vmqpy"
     if kind not in ("vmqpy", "mosquitto"):
-        raise pytest.UsageError(f"VMQPY_TEST_BROKER must be 'vmqpy' or 'mosquitto', not {kind!r}")
+        raise pytest.UsageError(f"BROKER_UNDER_TEST must be 'vmqpy' or 'mosquitto', not {kind!r}")
     return kind
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "vmqpy_only(reason): behaviour only vmqpy provides; skipped when VMQPY_TEST_BROKER=mosquitto")
+        "markers", "vmqpy_only(reason): behaviour only vmqpy provides; skipped when BROKER_UNDER_TEST=mosquitto")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
