@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from vmqpy.broker.retained import RetainedStore
-from vmqpy.storage import Storage
 from vmqpy.broker.trie import SubscriptionTrie
+from vmqpy.storage import Storage
 
 
 def bench_trie(n_filters: int = 10_000, n_topics: int = 200_000) -> None:
