@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 import structlog
@@ -65,6 +67,7 @@ class MetadataService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.replica: Replica | None = None
         self.decode_errors = 0
+        self._outbox: deque[tuple[Future[None] | None, list[tuple[str, bytes]]]] = deque()
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -137,8 +140,11 @@ class MetadataService:
     # ------------------------------------------------------------------------------------------ outputs
 
     def _apply(self, outputs: list[Output]) -> None:
+        persisted = False
+        sends: list[tuple[str, bytes]] = []
         for output in outputs:
             if isinstance(output, Persist):
+                persisted = True
                 if output.value is None:
                     self.storage.delete(output.table, output.key)
                 else:
@@ -151,11 +157,42 @@ class MetadataService:
                         log.exception("change handler failed", prefix=output.prefix, key=output.key)
             elif isinstance(output, Send):
                 if self.transport is not None:
-                    self.transport.send(output.peer, messages.encode(output.message))
+                    sends.append((output.peer, messages.encode(output.message)))
             elif isinstance(output, Logged):
                 if self.replication_log is not None:
                     self.replication_log.write(output.event, output.fields.pop("hlc", None), output.fields)
+        if sends:
+            # Peers garbage-collect from the clock our messages carry: what they say we hold must be on disk
+            # before they hear it. Sends leave in order, each after the writes queued before it committed.
+            loop = self._loop
+            if persisted and loop is not None:
+                future = self.storage.barrier()
+                self._outbox.append((future, sends))
+                future.add_done_callback(lambda _f: loop.call_soon_threadsafe(self._flush_outbox))
+            elif self._outbox:
+                self._outbox.append((None, sends))
+            else:
+                self._send_all(sends)
         self._arm()
+
+    def _flush_outbox(self) -> None:
+        outbox = self._outbox
+        while outbox:
+            future, sends = outbox[0]
+            if future is not None and not future.done():
+                return
+            outbox.popleft()
+            if future is not None and future.exception() is not None:
+                log.error("storage failed; metadata messages not sent", error=str(future.exception()))
+                continue
+            self._send_all(sends)
+
+    def _send_all(self, sends: list[tuple[str, bytes]]) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        for peer, data in sends:
+            transport.send(peer, data)
 
     def _arm(self) -> None:
         loop = self._loop
