@@ -8,27 +8,30 @@ append on the write path. The schema (field names, types, one example per event)
 from __future__ import annotations
 
 import base64
-import json
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 SCHEMA_VERSION = 1
 FLUSH_INTERVAL = 1.0
 MAX_BUFFERED = 10_000
 
 
-def _jsonable(value: Any) -> Any:
-    """bytes become base64 text; tuples become lists; everything else JSON already knows."""
-    if isinstance(value, bytes | bytearray):
+def _default(value: Any) -> Any:
+    """What JSON does not know: bytes become base64 text (tuples already become lists)."""
+    if isinstance(value, bytes | bytearray | memoryview):
         return base64.b64encode(value).decode("ascii")
-    if isinstance(value, tuple | list):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return value
+    if hasattr(value, "to_list"):
+        return value.to_list()
+    raise TypeError(f"cannot log a {type(value).__name__}")
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    return orjson.dumps(record, default=_default, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class ReplicationLog:
@@ -48,11 +51,9 @@ class ReplicationLog:
         self._file = open(self.path, "a", encoding="utf-8")
 
     def write(self, event: str, hlc: Any, fields: dict[str, Any]) -> None:
-        record = {"schema": SCHEMA_VERSION, "ts": self._wall_ns(), "node": self.node, "hlc": _jsonable(hlc),
-                  "event": event}
-        for name, value in fields.items():
-            record[name] = _jsonable(value)
-        self._buffer.append(json.dumps(record, separators=(",", ":")))
+        record = {"schema": SCHEMA_VERSION, "ts": self._wall_ns(), "node": self.node, "hlc": hlc, "event": event}
+        record.update(fields)
+        self._buffer.append(_dumps(record))
         if len(self._buffer) >= MAX_BUFFERED:
             self.flush()
 

@@ -64,6 +64,7 @@ class MetadataService:
         self._rng = random.Random(seed)
         self._handlers: dict[str, list[ChangeHandler]] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._armed_for = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self.replica: Replica | None = None
         self.decode_errors = 0
@@ -200,13 +201,12 @@ class MetadataService:
         if loop is None or replica is None:
             return
         deadline = replica.next_deadline()
+        if deadline is None or (self._timer is not None and self._armed_for <= deadline):
+            return  # the armed timer fires first (or nothing is due); it re-arms when it fires
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
-        if deadline is None:
-            return
-        delay = max(0.0, deadline - self._wall())
-        self._timer = loop.call_later(delay, self._on_timer)
+        self._armed_for = deadline
+        self._timer = loop.call_later(max(0.0, deadline - self._wall()), self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
