@@ -1,0 +1,56 @@
+"""The cluster view from reachability reports: groups, readiness, majority."""
+
+from __future__ import annotations
+
+from vmqpy.cluster.view import compute
+
+A, B, C, D, E = "a@h", "b@h", "c@h", "d@h", "e@h"
+
+
+def full(*nodes: str) -> dict[str, set[str]]:
+    return {n: set(nodes) - {n} for n in nodes}
+
+
+def test_everyone_reaches_everyone() -> None:
+    view = compute(A, [A, B, C], full(A, B, C))
+    assert view.ready and view.in_majority and not view.partitioned
+    assert view.groups == ((A, B, C),)
+
+
+def test_one_node_cut_off() -> None:
+    reports = {A: {B}, B: {A}, C: set()}
+    a, c = compute(A, [A, B, C], reports), compute(C, [A, B, C], reports)
+    assert a.groups == ((A, B), (C,))
+    assert not a.ready and a.in_majority
+    assert not c.ready and not c.in_majority and c.own_group == (C,)
+
+
+def test_two_two_split_has_no_majority() -> None:
+    reports = {A: {B}, B: {A}, C: {D}, D: {C}}
+    view = compute(A, [A, B, C, D], reports)
+    assert view.groups == ((A, B), (C, D))
+    assert not view.in_majority
+
+
+def test_bridge_node_joins_both_halves_into_one_group() -> None:
+    reports = {A: {B, E}, B: {A, E}, C: {D, E}, D: {C, E}, E: {A, B, C, D}}
+    view = compute(A, [A, B, C, D, E], reports)
+    assert view.groups == ((A, B, C, D, E),)
+    assert not view.ready  # a cannot reach c and d itself
+    assert view.in_majority
+
+
+def test_one_sided_link_is_not_trusted_between_others() -> None:
+    reports = {A: set(), B: {C}, C: set()}
+    view = compute(A, [A, B, C], reports)
+    assert view.groups == ((A,), (B,), (C,))
+
+
+def test_own_link_counts_before_peer_report_arrives() -> None:
+    view = compute(A, [A, B], {A: {B}, B: set()})
+    assert view.ready and view.groups == ((A, B),)
+
+
+def test_reports_about_non_members_are_ignored() -> None:
+    view = compute(A, [A, B], {A: {B, "x@h"}, B: {A}})
+    assert view.members == (A, B) and view.reachable == frozenset({A, B})
