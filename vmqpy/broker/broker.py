@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -26,6 +26,14 @@ from vmqpy.mqtt.packets import Subscription
 from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
 
 log = structlog.get_logger("vmqpy.broker")
+
+
+class Forwarder(Protocol):
+    """How the broker hands a publish to another node (the cluster's links)."""
+
+    def forward(self, node: str, payload: bytes) -> bool:
+        """Queue `payload` for `node`; False when it cannot even be buffered (the publisher gets no ack)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -49,6 +57,7 @@ class Broker:
         self.node = config.nodename
         self.store = store
         self.metadata = metadata
+        self.forwarder: Forwarder | None = None
         self.sessions: dict[str, Session] = {}
         self.router = Router(self.sessions, rng)
         self.retained: RetainedStore[Message] = RetainedStore()
@@ -62,15 +71,19 @@ class Broker:
     def _on_subscription_change(self, key: records.Key, old: Any, new: Any) -> None:
         """Feed the routing trie (and the local session's view) from the store."""
         if old is not None:
-            client_id, _node, entry = records.subscription_entry(key, old)
-            self.router.remove(client_id, entry)
-            session = self.sessions.get(client_id)
-            if new is None and session is not None:
-                session.subscriptions.pop(entry.topic_filter, None)
+            client_id, node, entry = records.subscription_entry(key, old)
+            if node != self.node:
+                self.router.remove_remote(node, client_id, entry)
+            else:
+                self.router.remove(client_id, entry)
+                session = self.sessions.get(client_id)
+                if new is None and session is not None:
+                    session.subscriptions.pop(entry.topic_filter, None)
         if new is not None:
             client_id, node, entry = records.subscription_entry(key, new)
             if node != self.node:
-                return  # remote subscribers are routed by the cluster layer
+                self.router.add_remote(node, client_id, entry)
+                return
             self.router.add(client_id, entry)
             session = self.sessions.get(client_id)
             if session is not None:
@@ -239,7 +252,30 @@ class Broker:
         result = self.router.route(message, now)
         result.durable = result.durable or durable
         self.metrics["publish_dropped"] += result.dropped
+        if result.remote:
+            self._forward(message, result)
         return result
+
+    def _forward(self, message: Message, result: RouteResult) -> None:
+        forwarder = self.forwarder
+        for node, groups in result.remote.items():
+            if forwarder is None or not forwarder.forward(node, records.forward_payload(message, groups)):
+                self.metrics["forward_refused"] += 1
+                result.refused = True
+            else:
+                self.metrics["forwarded"] += 1
+
+    def deliver_forwarded(self, payload: bytes, now: float) -> None:
+        """A publish another node routed here: deliver it to the local sessions only."""
+        try:
+            message, groups = records.parse_forward(payload)
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("undecodable forwarded publish", error=str(exc))
+            self.metrics["forward_malformed"] += 1
+            return
+        self.metrics["forward_received"] += 1
+        result = self.router.route(message, now, only_groups=groups)
+        self.metrics["publish_dropped"] += result.dropped
 
     def subscribe(
         self, session: Session, subscriptions: list[Subscription], subscription_id: int | None

@@ -422,6 +422,14 @@ class MQTTConnection(asyncio.Protocol):
                                       rc.RECEIVE_MAXIMUM_EXCEEDED)
         now = time.time()
         result = self.broker.publish(Message.from_publish(packet, self.client_id, now), now)
+        if qos and result.refused:
+            # A forward to another node could not even be buffered: never acknowledge what may be lost.
+            self.log.warning("publish refused: cluster buffer full", topic=packet.topic, qos=qos)
+            if self.level == 5:
+                refusal: Packet = Puback(packet_id or 0, rc.QUOTA_EXCEEDED) if qos == 1 else \
+                    Pubrec(packet_id or 0, rc.QUOTA_EXCEEDED)
+                self._after_durable(False, lambda: self.write_packet(refusal))
+            return
         if qos == 1:
             ack: Packet = Puback(packet_id or 0)
             self._unacked_qos1 += 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from vmqpy.broker.message import Message
+from vmqpy.broker.message import Message, decode_record, encode_record
 from vmqpy.broker.session import SubEntry
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.mqtt.topics import parse_shared
@@ -89,3 +89,15 @@ def session_key(client_id: str) -> Key:
 
 def session_value(stamp: Any, node: str, clean_start: bool, expiry: float | None) -> list[Any]:
     return [stamp_list(stamp), node, clean_start, expiry]
+
+
+def forward_payload(message: Message, groups: list[tuple[str, str]]) -> bytes:
+    """A publish forwarded to another node, with the shared-subscription groups that node serves for it."""
+    return encode_record([1, message.pack(), [list(g) for g in groups]])
+
+
+def parse_forward(payload: bytes) -> tuple[Message, list[tuple[str, str]]]:
+    version, packed, groups = decode_record(payload)
+    if version != 1:
+        raise ValueError(f"unknown forward version {version!r}")
+    return Message.unpack(packed), [(str(g), str(f)) for g, f in groups]

@@ -18,12 +18,15 @@ from vmqpy.broker.trie import SubscriptionTrie
 
 @dataclass(slots=True)
 class RouteResult:
-    """What one publish did: how many sessions got it, which are congested, whether disk writes are pending."""
+    """What one publish did: how many sessions got it, which are congested, whether disk writes are pending,
+    and which other nodes must get it (with the shared-subscription groups each of them serves)."""
 
     matched: int = 0
     dropped: int = 0
     durable: bool = False
     congested: list[Session] = field(default_factory=list)
+    remote: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    refused: bool = False  # a forward to another node could not even be buffered
 
 
 @dataclass(slots=True)
@@ -38,6 +41,7 @@ class Router:
         self._sessions = sessions
         self._trie: SubscriptionTrie[Hashable, SubEntry] = SubscriptionTrie()
         self._rng = rng or random.Random()
+        self._remote: SubscriptionTrie[Hashable, SubEntry] = SubscriptionTrie()
 
     def add(self, client_id: str, entry: SubEntry) -> None:
         self._trie.add(entry.match_filter, _trie_key(client_id, entry), entry)
@@ -45,13 +49,43 @@ class Router:
     def remove(self, client_id: str, entry: SubEntry) -> None:
         self._trie.remove(entry.match_filter, _trie_key(client_id, entry))
 
+    def add_remote(self, node: str, client_id: str, entry: SubEntry) -> None:
+        """A subscription of a session on another node: publishes matching it are forwarded to that node."""
+        self._remote.add(entry.match_filter, (node, client_id, entry.group), entry)
+
+    def remove_remote(self, node: str, client_id: str, entry: SubEntry) -> None:
+        self._remote.remove(entry.match_filter, (node, client_id, entry.group))
+
+    def remote_targets(self, message: Message, served_groups: set[tuple[str, str]]) -> dict[str, list[tuple[str, str]]]:
+        """Nodes that must get `message`: every node with a plain matching subscription, and for each shared
+        group not served here, one node of its members (prefer local: groups with a member here are served here).
+        """
+        nodes: dict[str, list[tuple[str, str]]] = {}
+        groups: dict[tuple[str, str], list[str]] = {}
+        for _filter, key, entry in self._remote.match(message.topic):
+            node = key[0]  # type: ignore[index]
+            if entry.group is None:
+                nodes.setdefault(node, [])
+                continue
+            group = (entry.group, entry.match_filter)
+            if group not in served_groups:
+                groups.setdefault(group, []).append(node)
+        for group, members in groups.items():
+            nodes.setdefault(self._rng.choice(sorted(set(members))), []).append(group)
+        return nodes
+
     def __len__(self) -> int:
         return len(self._trie)
 
-    def route(self, message: Message, now: float) -> RouteResult:
+    def route(self, message: Message, now: float, only_groups: list[tuple[str, str]] | None = None) -> RouteResult:
+        """Deliver to the local sessions. For a message forwarded by another node, `only_groups` are the shared
+        groups this node serves for it (the others were served elsewhere); for a local publish (None) every
+        group with a member here is served here, and `result.remote` says which nodes must get it too."""
         result = RouteResult()
         matches = self._trie.match(message.topic)
         if not matches:
+            if only_groups is None and self._remote:
+                result.remote = self.remote_targets(message, set())
             return result
         if len(matches) == 1 and matches[0][2].group is None:  # the common case: one plain subscriber
             _filter, only, entry = matches[0]
@@ -59,6 +93,8 @@ class Router:
                 ids = [] if entry.subscription_id is None else [entry.subscription_id]
                 opts = entry.options
                 self._deliver(result, str(only), message, opts.qos, opts.retain_as_published, ids, now)
+            if only_groups is None and self._remote:
+                result.remote = self.remote_targets(message, set())
             return result
         targets: dict[str, _Target] = {}
         groups: dict[tuple[str, str], list[tuple[str, SubEntry]]] = {}
@@ -69,13 +105,18 @@ class Router:
             if entry.options.no_local and key == message.publisher:
                 continue
             _add_target(targets, str(key), entry)
-        for members in groups.values():
+        allowed = None if only_groups is None else {tuple(g) for g in only_groups}
+        for group, members in groups.items():
+            if allowed is not None and group not in allowed:
+                continue
             client_id, entry = self._pick(members)
             _add_target(targets, client_id, entry)
         for client_id, target in targets.items():
             self._deliver(
                 result, client_id, message, target.qos, target.retain_as_published, target.subscription_ids, now
             )
+        if only_groups is None and self._remote:
+            result.remote = self.remote_targets(message, set(groups))
         return result
 
     def _deliver(

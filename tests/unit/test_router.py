@@ -1,0 +1,100 @@
+"""Routing: local deliveries, overlapping and shared subscriptions, and which nodes get a forward."""
+
+from __future__ import annotations
+
+import random
+
+from tests.unit.test_session import RecordingSink
+from vmqpy.broker.message import Message
+from vmqpy.broker.records import forward_payload, parse_forward
+from vmqpy.broker.router import Router
+from vmqpy.broker.session import Session, SubEntry
+from vmqpy.mqtt.packets import SubOptions
+
+
+def entry(topic_filter: str, qos: int = 1, sub_id: int | None = None, no_local: bool = False) -> SubEntry:
+    group = None
+    match_filter = topic_filter
+    if topic_filter.startswith("$share/"):
+        _, group, match_filter = topic_filter.split("/", 2)
+    return SubEntry(topic_filter, match_filter, SubOptions(qos, no_local), sub_id, group)
+
+
+def online(sessions: dict[str, Session], client_id: str) -> RecordingSink:
+    session = Session(client_id, protocol_level=5, expiry_interval=0, max_inflight=100, max_online=100,
+                      max_offline=10)
+    sink = RecordingSink()
+    session.attach(sink, 65535, 0, 0.0)
+    sessions[client_id] = session
+    return sink
+
+
+def test_overlapping_subscriptions_give_one_copy_at_highest_qos_with_all_ids() -> None:
+    sessions: dict[str, Session] = {}
+    sink = online(sessions, "c")
+    router = Router(sessions)
+    router.add("c", entry("a/+", qos=0, sub_id=1))
+    router.add("c", entry("a/#", qos=1, sub_id=2))
+    result = router.route(Message("a/b", b"x", 2), 0.0)
+    (publish,) = sink.publishes()
+    assert (publish.qos, sorted(publish.properties.subscription_identifiers)) == (1, [1, 2])
+    assert result.matched == 1 and not result.remote
+
+
+def test_no_local_skips_the_publisher() -> None:
+    sessions: dict[str, Session] = {}
+    sink = online(sessions, "c")
+    router = Router(sessions)
+    router.add("c", entry("a", no_local=True))
+    router.route(Message("a", b"x", 0, publisher="c"), 0.0)
+    router.route(Message("a", b"y", 0, publisher="other"), 0.0)
+    assert [p.payload for p in sink.publishes()] == [b"y"]
+
+
+def test_shared_group_gets_each_message_once() -> None:
+    sessions: dict[str, Session] = {}
+    sinks = [online(sessions, f"m{i}") for i in range(3)]
+    router = Router(sessions, random.Random(3))
+    for i in range(3):
+        router.add(f"m{i}", entry("$share/g/t/#"))
+    for n in range(30):
+        router.route(Message("t/x", str(n).encode(), 1), 0.0)
+    got = sorted(int(p.payload) for sink in sinks for p in sink.publishes())
+    assert got == list(range(30))
+    assert all(sink.publishes() for sink in sinks)
+
+
+def test_remote_nodes_get_one_forward_each_and_shared_groups_prefer_local() -> None:
+    sessions: dict[str, Session] = {}
+    online(sessions, "local")
+    router = Router(sessions, random.Random(1))
+    router.add_remote("n2", "r1", entry("t/#"))
+    router.add_remote("n2", "r2", entry("t/+"))
+    router.add_remote("n3", "r3", entry("t/x"))
+    router.add_remote("n3", "g1", entry("$share/g/t/#"))
+    router.add_remote("n4", "h1", entry("$share/h/t/#"))
+    router.add("local", entry("$share/g/t/#"))
+    result = router.route(Message("t/x", b"1", 1), 0.0)
+    assert result.remote == {"n2": [], "n3": [], "n4": [("h", "t/#")]}
+    router.remove_remote("n2", "r1", entry("t/#"))
+    router.remove_remote("n2", "r2", entry("t/+"))
+    assert "n2" not in router.route(Message("t/x", b"2", 1), 0.0).remote
+
+
+def test_forwarded_message_serves_only_the_named_groups() -> None:
+    sessions: dict[str, Session] = {}
+    plain, member = online(sessions, "plain"), online(sessions, "member")
+    router = Router(sessions)
+    router.add("plain", entry("t/#"))
+    router.add("member", entry("$share/g/t/#"))
+    router.route(Message("t/1", b"a", 1), 0.0, only_groups=[])
+    router.route(Message("t/1", b"b", 1), 0.0, only_groups=[("g", "t/#")])
+    assert [p.payload for p in plain.publishes()] == [b"a", b"b"]
+    assert [p.payload for p in member.publishes()] == [b"b"]
+
+
+def test_forward_payload_round_trip() -> None:
+    message = Message("t/1", b"\x00\x01", 1, True, "pub", 123.5, content_type="text/plain",
+                      user_properties=[("k", "v")])
+    decoded, groups = parse_forward(forward_payload(message, [("g", "t/#")]))
+    assert decoded == message and groups == [("g", "t/#")]
