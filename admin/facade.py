@@ -1,0 +1,77 @@
+"""`NodeFacade`: the narrow view of a node that the administration commands need.
+
+The node implements it; the administration layer never imports the broker, cluster, metadata or node modules.
+Any method may raise `admin.errors.CommandError(message, status)` with a message naming the cause (400 bad
+argument, 404 unknown thing, 409 conflict, 503 not possible right now); any other exception becomes a 500
+answer naming the exception.
+
+The methods that are not `async` are called on the node's event loop (the one that serves the HTTP API) and
+must not block. `cluster_join` and `cluster_leave` may wait on the network and are awaited.
+
+Rows are plain dicts of JSON-friendly values (str, int, float, bool, None, and lists/dicts of those). Column
+order in the CLI's table follows the order of the keys in the first row where they appear.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+Row = dict[str, Any]
+
+
+@runtime_checkable
+class NodeFacade(Protocol):
+    def node_name(self) -> str:
+        """This node's name, NAME@HOST."""
+        ...
+
+    def cluster_show(self) -> list[Row]:
+        """One row per known cluster member: keys Node (str), Running, Reachable, Ready (bool), plus any extra
+        columns the node wants to show."""
+        ...
+
+    async def cluster_join(self, discovery_node: str) -> str:
+        """Join the cluster that `discovery_node` (NAME@HOST[:PORT], already syntax-checked) belongs to.
+        Returns a line for the operator ("Done", or what happened)."""
+        ...
+
+    async def cluster_leave(self, node: str, kill_sessions: bool, interval: float, timeout: float) -> str:
+        """Make `node` (NAME@HOST[:PORT]) leave the cluster. `kill_sessions`: disconnect its clients instead of
+        waiting for them to move; `interval`: seconds between checks of its remaining sessions; `timeout`:
+        seconds to wait in total before giving up (raise CommandError 503 or 409 naming what is left)."""
+        ...
+
+    def health(self) -> tuple[bool, str]:
+        """(ready, reason): whether the node serves clients and takes part in the cluster; the reason says why
+        not (or what is fine) in a few words."""
+        ...
+
+    def session_show(self, client_id: str | None, limit: int) -> list[Row]:
+        """Sessions (all, or the one of `client_id`), at most `limit` rows."""
+        ...
+
+    def subscription_show(self, client_id: str | None, limit: int) -> list[Row]:
+        """Subscriptions (all, or those of `client_id`), at most `limit` rows."""
+        ...
+
+    def retain_show(self, topic_filter: str | None, limit: int) -> list[Row]:
+        """Retained messages (all, or those whose topic matches the MQTT `topic_filter`), at most `limit`."""
+        ...
+
+    def metrics(self) -> dict[str, int | float]:
+        """Metric name -> current value."""
+        ...
+
+    def metadata_dump(self, prefix: str | None) -> list[Row]:
+        """The replicated metadata this node holds (all, or the keys under `prefix`), one row per key, in a stable
+        order so that dumps of two nodes can be compared for convergence."""
+        ...
+
+    def get_setting(self, key: str) -> str:
+        """The current value of a run-time setting, as text; unknown key -> CommandError(..., 404)."""
+        ...
+
+    def set_setting(self, key: str, value: str) -> str:
+        """Change a run-time setting; returns the value now in force, as text (normalised, e.g. "on").
+        Unknown key -> CommandError(..., 404); bad value -> CommandError(..., 400)."""
+        ...

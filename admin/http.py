@@ -1,0 +1,230 @@
+"""The HTTP administration API: every command of `admin.commands.COMMANDS` at `/api/v1/<path>`, plus `/health`.
+
+    GET  /api/v1/cluster/show                        -> {"type": "table", "table": [...]}
+    POST /api/v1/cluster/join?discovery-node=b@host  -> {"type": "text", "text": "..."}
+    any error                                        -> 4xx/5xx {"type": "error", "error": "..."}
+    GET  /health (no key)                            -> 200 {"status": "ok"} | 503 {"status": "unavailable", ...}
+
+Commands that only read answer GET (and HEAD), commands that change something answer POST only; another method
+-> 405 with an `Allow` header. Parameters travel in the query string, as the words `vmq-admin` takes
+(`?node=vmq2@127.0.0.1&--kill-sessions&--timeout=30`); `+` is a literal plus (an MQTT wildcard), a space is %20.
+
+Every path under /api/ needs an API key (`admin.keys`): the `x-api-key` header, the user name of HTTP basic
+authentication (the password is ignored: `curl http://KEY@127.0.0.1:8888/api/v1/cluster/show`) or
+`Authorization: Bearer KEY`. Without a valid key the answer is 401 before anything else is looked at.
+
+Each request is logged through structlog (event "admin_request": method, path, command, status, ms, peer); query
+strings, headers and bodies are never logged, so neither are keys. aiohttp's own access log is off.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from contextlib import AsyncExitStack
+from typing import Any
+
+import structlog
+from aiohttp import BasicAuth, web
+from aiohttp.typedefs import Handler
+
+from admin.commands import (
+    COMMANDS,
+    Command,
+    Context,
+    execute,
+    parse_args,
+    query_to_words,
+    resolve,
+    result_to_json,
+)
+from admin.errors import CommandError
+from admin.facade import NodeFacade
+from admin.keys import KeyStore
+
+API_PREFIX = "/api/v1"
+CONTEXT = web.AppKey("admin_context", Context)
+_COMMAND_NAME = web.RequestKey("admin_command", str)
+
+log = structlog.get_logger("admin.http")
+
+_dumps = functools.partial(json.dumps, default=str)
+
+
+def command_url_path(cmd: Command, path: tuple[str, ...] | None = None) -> str:
+    return API_PREFIX + "/" + "/".join(path or cmd.path)
+
+
+def _json(status: int, doc: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(doc, status=status, headers=headers, dumps=_dumps)
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return _json(status, {"type": "error", "error": message}, headers)
+
+
+# -- middlewares -------------------------------------------------------------------------------------------------
+@web.middleware
+async def _errors_and_log(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Outermost: every failure becomes a JSON error body; one log event per request."""
+    started = time.perf_counter()
+    response: web.StreamResponse
+    try:
+        response = await handler(request)
+    except CommandError as exc:
+        response = _error(exc.status, exc.message)
+    except web.HTTPException as exc:
+        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "www-authenticate")}
+        what = f"no such path: {request.path}" if exc.status == 404 else (exc.reason or "error")
+        response = _error(exc.status, what, headers)
+    except Exception as exc:
+        log.exception("admin_request_failed", method=request.method, path=request.path)
+        response = _error(500, f"internal error: {type(exc).__name__}: {exc}")
+    fields = {
+        "method": request.method,
+        "path": request.path,
+        "command": request.get(_COMMAND_NAME),
+        "status": response.status,
+        "ms": round((time.perf_counter() - started) * 1000, 1),
+        "peer": request.remote,
+    }
+    if request.path == "/health":
+        log.debug("admin_request", **fields)
+    else:
+        log.info("admin_request", **fields)
+    return response
+
+
+def _presented_key(request: web.Request) -> str | None:
+    """The key the client sent: x-api-key header, else basic-auth user name or bearer token; None when none."""
+    header = request.headers.get("x-api-key")
+    if header is not None:
+        return header.strip()
+    auth = request.headers.get("Authorization")
+    if not auth:
+        return None
+    scheme, _, rest = auth.strip().partition(" ")
+    if scheme.lower() == "bearer":
+        return rest.strip()
+    try:
+        login: str = BasicAuth.decode(auth).login
+        return login
+    except ValueError:
+        return ""
+
+
+@web.middleware
+async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path == "/api" or request.path.startswith("/api/"):
+        key = _presented_key(request)
+        challenge = {"WWW-Authenticate": 'Basic realm="vmq-admin"'}
+        if not key:
+            return _error(
+                401,
+                "missing API key: send it in the x-api-key header or as the HTTP basic user name",
+                challenge,
+            )
+        if not request.app[CONTEXT].keys.verify(key):
+            return _error(401, "invalid API key", challenge)
+    return await handler(request)
+
+
+# -- handlers ----------------------------------------------------------------------------------------------------
+def _command_handler(cmd: Command) -> Handler:
+    allowed = ("GET", "HEAD") if cmd.method == "GET" else ("POST",)
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        request[_COMMAND_NAME] = cmd.name
+        if request.method not in allowed:
+            return _error(
+                405,
+                f"'{cmd.name}' takes {cmd.method}, not {request.method}"
+                + (" (it only reads)" if cmd.method == "GET" else " (it changes the node)"),
+                {"Allow": ", ".join(allowed)},
+            )
+        args = parse_args(cmd, query_to_words(request.rel_url.raw_query_string))
+        result = await execute(cmd, args, request.app[CONTEXT])
+        return _json(200, result_to_json(result))
+
+    return handle
+
+
+async def _unknown(request: web.Request) -> web.StreamResponse:
+    words = [w for w in request.match_info.get("tail", "").split("/") if w]
+    cmd, _rest = resolve(words)  # CommandError 404 naming the unknown command
+    raise CommandError(f"no such API path: {request.path}; '{cmd.name}' is at {command_url_path(cmd)}", 404)
+
+
+async def _health(request: web.Request) -> web.StreamResponse:
+    try:
+        ready, reason = request.app[CONTEXT].facade.health()
+    except CommandError as exc:
+        ready, reason = False, exc.message
+    if ready:
+        return _json(200, {"status": "ok"})
+    return _json(503, {"status": "unavailable", "reason": reason})
+
+
+def build_app(facade: NodeFacade, keys: KeyStore) -> web.Application:
+    """The aiohttp application: one route per command path and alias, /health, JSON errors, API-key auth."""
+    app = web.Application(middlewares=[_errors_and_log, _auth])
+    app[CONTEXT] = Context(facade, keys)
+    for cmd in COMMANDS:
+        for path in (cmd.path, *cmd.aliases):
+            app.router.add_route("*", command_url_path(cmd, path), _command_handler(cmd))
+    app.router.add_route("GET", "/health", _health)
+    app.router.add_route("*", API_PREFIX + "/{tail:.*}", _unknown)
+    return app
+
+
+# -- serving -----------------------------------------------------------------------------------------------------
+class ApiServer:
+    """A running API; `stop()` undoes what `start_api` did, in reverse order, and may be called more than once."""
+
+    def __init__(self, stack: AsyncExitStack, host: str, port: int) -> None:
+        self._stack = stack
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def stop(self) -> None:
+        await self._stack.aclose()
+
+
+async def start_api(
+    facade: NodeFacade,
+    keys: KeyStore,
+    host: str = "127.0.0.1",
+    port: int = 8888,
+    *,
+    shutdown_timeout: float = 5.0,
+) -> ApiServer:
+    """Serve the API on the running event loop at host:port (0: a free port, see `ApiServer.port`).
+
+    Each step that succeeds registers its undoing on an exit stack; when a later step fails (the port is taken),
+    the earlier ones are undone in reverse before the error propagates. `shutdown_timeout`: how long `stop()`
+    lets requests in progress finish. An address that cannot be bound raises OSError naming it.
+    """
+    stack = AsyncExitStack()
+    try:
+        runner = web.AppRunner(build_app(facade, keys), access_log=None, shutdown_timeout=shutdown_timeout)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)  # stops the sites too
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise OSError(exc.errno, f"HTTP admin API cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        bound = runner.addresses[0]
+        actual_port = int(bound[1])
+    except BaseException:
+        await stack.aclose()
+        raise
+    log.info("admin_api_started", host=host, port=actual_port)
+    stack.callback(log.info, "admin_api_stopped", host=host, port=actual_port)
+    return ApiServer(stack, host, actual_port)
