@@ -125,8 +125,8 @@ SCHEMA: Mapping[str, Key] = {
     "nodename": Key(parse_nodename, "vmqpy@127.0.0.1", "the node's name, NAME@HOST"),
     "platform_data_dir": Key(parse_path, Path("./data"), "the node's data directory (SQLite files, logs)"),
     "distributed_cookie": Key(parse_text, "vmqpy", "shared secret of the cluster's node links"),
-    "listener.http.default": Key(parse_address, None, "HTTP admin API address (clustering; not opened yet)"),
-    "listener.vmq.clustering": Key(parse_address, None, "cluster listener address (clustering; not opened yet)"),
+    "listener.http.default": Key(parse_address, None, "HTTP admin API address (no API when unset)"),
+    "listener.vmq.clustering": Key(parse_address, None, "cluster listener address (a single node when unset)"),
     "allow_anonymous": Key(parse_bool, True, "accept clients without user name and password"),
     "password_file": Key(parse_path, None, "user:hash lines checked at CONNECT (create with vmqpy passwd)"),
     "max_inflight_messages": Key(parse_int(1, 65535), 20, "QoS 1/2 messages in flight per client"),
@@ -138,6 +138,11 @@ SCHEMA: Mapping[str, Key] = {
     "max_message_size": Key(parse_int(0), 0, "largest packet accepted, bytes; 0 is unlimited"),
     "max_client_id_size": Key(parse_int(1, 65535), 65535, "longest client id accepted"),
     "max_keepalive": Key(parse_int(0, 65535), 0, "largest keepalive granted, seconds; 0 is no limit"),
+    "cluster.detect_timeout": Key(parse_duration, 1.0, "a peer without a heartbeat for this long is unreachable"),
+    "outgoing_clustering_buffer_size": Key(
+        parse_int(1024), 10 * 1024 * 1024, "bytes buffered per unreachable peer before forwards are refused"
+    ),
+    "incoming_clustering_buffer_size": Key(parse_int(1024), 1024 * 1024, "largest cluster frame accepted, bytes"),
     "metadata.sync_interval": Key(parse_duration, 1.0, "anti-entropy period of the metadata store (with jitter)"),
     "metadata.replication_log": Key(parse_path, None, "replication log file (default: DATA_DIR/replication.log)"),
     "log.console": Key(parse_choice("console", "json", "off"), "console", "log format on stderr"),
@@ -169,6 +174,9 @@ class Config:
     max_message_size: int = 0
     max_client_id_size: int = 65535
     max_keepalive: int = 0
+    detect_timeout: float = 1.0
+    outgoing_clustering_buffer_size: int = 10 * 1024 * 1024
+    incoming_clustering_buffer_size: int = 1024 * 1024
     metadata_sync_interval: float = 1.0
     replication_log: Path | None = None
     log_format: str = "console"
@@ -266,6 +274,9 @@ def build(settings: Sequence[_Setting]) -> Config:
         max_message_size=get("max_message_size"),
         max_client_id_size=get("max_client_id_size"),
         max_keepalive=get("max_keepalive"),
+        detect_timeout=get("cluster.detect_timeout"),
+        outgoing_clustering_buffer_size=get("outgoing_clustering_buffer_size"),
+        incoming_clustering_buffer_size=get("incoming_clustering_buffer_size"),
         metadata_sync_interval=get("metadata.sync_interval"),
         replication_log=get("metadata.replication_log"),
         log_format=get("log.console"),
@@ -282,6 +293,32 @@ def load(path: Path | None, environ: Mapping[str, str] | None = None, flags: Seq
     settings += read_env(os.environ if environ is None else environ)
     settings += read_flags(flags)
     return build(settings)
+
+
+_FIELD_OF = {
+    "platform_data_dir": "data_dir", "listener.http.default": "http_listener",
+    "listener.vmq.clustering": "cluster_listener", "cluster.detect_timeout": "detect_timeout",
+    "metadata.sync_interval": "metadata_sync_interval", "metadata.replication_log": "replication_log",
+    "log.console": "log_format", "log.console.level": "log_level",
+}
+
+
+def field_of(key: str) -> str:
+    """The Config field that holds a configuration key."""
+    return _FIELD_OF.get(key, key)
+
+
+SECRET_KEYS = frozenset({"distributed_cookie"})
+
+
+def value_of(config: Config, key: str) -> Any:
+    """The value in force for a configuration key (secrets are masked)."""
+    if key in SECRET_KEYS:
+        return "********"
+    value = getattr(config, field_of(key))
+    if isinstance(value, tuple) and len(value) == 2:
+        return f"{value[0]}:{value[1]}"
+    return value
 
 
 def reference() -> str:

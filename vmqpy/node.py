@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
+from typing import Any
 
 import structlog
 
+from admin.http import start_api
+from admin.keys import KeyStore, ensure_node_key
+from vmqpy import config as config_module
+from vmqpy import logconfig
 from vmqpy.broker import records
 from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.config import Config
+from vmqpy.facade import NodeFacade
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
@@ -36,6 +43,7 @@ class Node:
         self.storage: Storage | None = None
         self.broker: Broker | None = None
         self.metadata: MetadataService | None = None
+        self.cluster: Any = None  # the cluster service, when listener.vmq.clustering is set
         self.servers: list[asyncio.Server] = []
         self.connections: set[MQTTConnection] = set()
         self.started_at = 0.0
@@ -48,6 +56,7 @@ class Node:
             broker = self.broker = Broker(self.config, SessionStore(storage), metadata)
             broker.load(time.time())
             await stack.enter_async_context(self._ticker(broker))
+            await stack.enter_async_context(self._admin_api())
             await stack.enter_async_context(self._listeners(broker, storage))
             self.started_at = time.time()
             log.info("node started", listeners=[f"{h}:{p}" for _n, h, p in self.config.tcp_listeners])
@@ -83,6 +92,27 @@ class Node:
         finally:
             metadata.stop()
             replication_log.close()
+
+    @contextlib.asynccontextmanager
+    async def _admin_api(self) -> AsyncIterator[None]:
+        """The HTTP admin API on `listener.http.default`, with the node's API key created at first start."""
+        address = self.config.http_listener
+        if address is None:
+            yield
+            return
+        ensure_node_key(self.config.data_dir)
+        api = await start_api(NodeFacade(self), KeyStore(self.config.data_dir), address[0], address[1])
+        try:
+            yield
+        finally:
+            await api.stop()
+
+    def apply_setting(self, key: str, value: object) -> None:
+        """A run-time change made through `vmq-admin set` (only keys in vmqpy.facade.RUNTIME_SETTINGS)."""
+        if key == "log.console.level":
+            logconfig.configure(self.config.log_format, str(value), node=self.config.nodename)
+        changes: dict[str, Any] = {config_module.field_of(key): value}
+        self.config = dataclasses.replace(self.config, **changes)
 
     @contextlib.asynccontextmanager
     async def _ticker(self, broker: Broker) -> AsyncIterator[None]:

@@ -1,0 +1,92 @@
+"""The HTTP admin API and the real `vmq-admin` against a real node."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import free_port, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("the vmqpy admin API")]
+
+VMQ_ADMIN = [sys.executable, "-m", "admin.cli.main"]
+
+
+def admin(url: str, data_dir: Path, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VMQ")}
+    env["VMQ_ADMIN_URL"] = url
+    env["VMQ_DATA_DIR"] = str(data_dir)
+    if key is not None:
+        env["VMQ_API_KEY"] = key
+    return subprocess.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=30, env=env)
+
+
+@pytest.fixture
+def node(broker_factory):  # type: ignore[no-untyped-def]
+    http_port = free_port()
+    broker = broker_factory(**{"listener.http.default": f"127.0.0.1:{http_port}"})
+    url = f"http://127.0.0.1:{http_port}"
+    wait_until(lambda: urllib.request.urlopen(f"{url}/health", timeout=2).status == 200, 15, what="admin API")
+    return broker, url
+
+
+def test_commands_answer_with_the_node_state(node, clients) -> None:  # type: ignore[no-untyped-def]
+    broker, url = node
+    sub = clients.paho(broker, 4, client_id="admin-sub", clean=False)
+    sub.subscribe("admin/#", qos=1)
+    pub = clients.paho(broker, 4)
+    pub.publish("admin/kept", b"retained value", qos=1, retain=True)
+    show = admin(url, broker.data_dir, "cluster", "show", "--json")
+    assert show.returncode == 0, show.stderr
+    (row,) = json.loads(show.stdout)
+    assert (row["Running"], row["Reachable"], row["Ready"]) == (True, True, True)
+    sessions = json.loads(admin(url, broker.data_dir, "session", "show", "--json").stdout)
+    assert any(r["Client"] == "admin-sub" and r["Persistent"] for r in sessions)
+    subs = admin(url, broker.data_dir, "subscription", "show", "client-id=admin-sub")
+    assert subs.returncode == 0 and "admin/#" in subs.stdout
+    retained = json.loads(admin(url, broker.data_dir, "retain", "show", "topic=admin/#", "--json").stdout)
+    assert retained == [{"Topic": "admin/kept", "Payload": "retained value", "QoS": 1}]
+    metrics = json.loads(admin(url, broker.data_dir, "metrics", "show", "--json").stdout)
+    values = {r["Metric"]: r["Value"] for r in metrics} if isinstance(metrics, list) else metrics
+    assert values["broker.retained"] == 1
+
+
+def test_settings_show_masks_secrets_and_refuse_what_cannot_change(node) -> None:  # type: ignore[no-untyped-def]
+    broker, url = node
+    cookie = admin(url, broker.data_dir, "show", "distributed_cookie")
+    assert cookie.returncode == 0 and "********" in cookie.stdout
+    refused = admin(url, broker.data_dir, "set", "max_offline_messages=5")
+    assert refused.returncode != 0 and "cannot be changed while the node runs" in refused.stderr
+    unknown = admin(url, broker.data_dir, "show", "no_such_setting")
+    assert unknown.returncode != 0 and "unknown setting" in unknown.stderr
+
+
+def test_api_refuses_requests_without_a_valid_key(node) -> None:  # type: ignore[no-untyped-def]
+    broker, url = node
+    for key in (None, "wrong-key"):
+        request = urllib.request.Request(f"{url}/api/v1/cluster/show")
+        if key is not None:
+            request.add_header("x-api-key", key)
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(request, timeout=5)
+        assert err.value.code == 401
+    wrong = admin(url, Path("/nonexistent"), "cluster", "show", key="wrong-key")
+    assert wrong.returncode != 0 and "401" in wrong.stderr
+    key = (broker.data_dir / "api.key").read_text().strip()
+    assert (broker.data_dir / "api.key").stat().st_mode & 0o777 == 0o600
+    request = urllib.request.Request(f"{url}/api/v1/cluster/show", headers={"x-api-key": key})
+    body = json.loads(urllib.request.urlopen(request, timeout=5).read())
+    assert body["type"] == "table" and body["table"][0]["Ready"] is True
+
+
+def test_single_node_cannot_join(node) -> None:  # type: ignore[no-untyped-def]
+    broker, url = node
+    answer = admin(url, broker.data_dir, "cluster", "join", "discovery-node=n1@127.0.0.11")
+    assert answer.returncode != 0 and "listener.vmq.clustering" in answer.stderr

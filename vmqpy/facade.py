@@ -1,0 +1,196 @@
+"""The node as the administration layer sees it (`admin.facade.NodeFacade`), built by node.py.
+
+Reads come from the broker, the metadata store and the cluster service; nothing here changes protocol state
+except through their own methods.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING, Any
+
+from admin.errors import CommandError
+from vmqpy import config as config_module
+from vmqpy.broker import records
+from vmqpy.mqtt.topics import validate_topic_filter
+
+if TYPE_CHECKING:
+    from vmqpy.node import Node
+
+Row = dict[str, Any]
+RUNTIME_SETTINGS = ("log.console.level",)
+
+
+def _text(payload: bytes) -> str:
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(payload).decode("ascii")
+
+
+class NodeFacade:
+    """Implements `admin.facade.NodeFacade` for a running `Node`."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    def node_name(self) -> str:
+        return self._node.config.nodename
+
+    # ---------------------------------------------------------------------------------------------- cluster
+
+    def cluster_show(self) -> list[Row]:
+        cluster = self._node.cluster
+        if cluster is None:
+            return [{"Node": self.node_name(), "Running": True, "Reachable": True, "Ready": True}]
+        rows: list[Row] = cluster.show()
+        return rows
+
+    async def cluster_join(self, discovery_node: str) -> str:
+        cluster = self._node.cluster
+        if cluster is None:
+            raise CommandError("this node has no cluster listener (set listener.vmq.clustering)", 409)
+        answer: str = await cluster.join(discovery_node)
+        return answer
+
+    async def cluster_leave(self, node: str, kill_sessions: bool, interval: float, timeout: float) -> str:
+        cluster = self._node.cluster
+        if cluster is None:
+            raise CommandError("this node has no cluster listener (set listener.vmq.clustering)", 409)
+        answer: str = await cluster.leave(node, kill_sessions, interval, timeout)
+        return answer
+
+    def health(self) -> tuple[bool, str]:
+        cluster = self._node.cluster
+        if cluster is None:
+            return True, "single node"
+        ready: tuple[bool, str] = cluster.health()
+        return ready
+
+    # ---------------------------------------------------------------------------------------------- broker
+
+    def _broker(self) -> Any:
+        broker = self._node.broker
+        if broker is None:
+            raise CommandError("the node is starting", 503)
+        return broker
+
+    def session_show(self, client_id: str | None, limit: int) -> list[Row]:
+        broker = self._broker()
+        sessions = [broker.sessions[client_id]] if client_id in broker.sessions else []
+        if client_id is None:
+            sessions = sorted(broker.sessions.values(), key=lambda s: s.client_id)
+        rows = []
+        for session in sessions[:limit]:
+            d = session.describe()
+            rows.append({
+                "Client": d["client_id"], "Online": d["online"], "Protocol": d["protocol"],
+                "Persistent": session.persistent, "Subscriptions": d["subscriptions"], "Inflight": d["inflight"],
+                "Queued": d["queued"], "Dropped": d["dropped"],
+            })
+        return rows
+
+    def subscription_show(self, client_id: str | None, limit: int) -> list[Row]:
+        rows = []
+        for key, value in self._metadata().fold(records.SUBSCRIPTION):
+            client, node, entry = records.subscription_entry(key, value)
+            if client_id is not None and client != client_id:
+                continue
+            rows.append({"Client": client, "Filter": entry.topic_filter, "QoS": entry.options.qos, "Node": node})
+        rows.sort(key=lambda r: (r["Client"], r["Filter"]))
+        return rows[:limit]
+
+    def retain_show(self, topic_filter: str | None, limit: int) -> list[Row]:
+        broker = self._broker()
+        pattern = topic_filter or "#"
+        if not validate_topic_filter(pattern):
+            raise CommandError(f"not a topic filter: {pattern!r}", 400)
+        rows = [
+            {"Topic": topic, "Payload": _text(message.payload), "QoS": message.qos}
+            for topic, message in sorted(broker.retained.match(pattern), key=lambda tm: tm[0])
+        ]
+        return rows[:limit]
+
+    def metrics(self) -> dict[str, int | float]:
+        broker = self._broker()
+        out: dict[str, int | float] = {f"broker.{k}": v for k, v in sorted(broker.metrics.items())}
+        out["broker.sessions"] = len(broker.sessions)
+        out["broker.sessions_online"] = sum(1 for s in broker.sessions.values() if s.online)
+        out["broker.queued_messages"] = broker.queued()
+        out["broker.queue_dropped"] = sum(s.dropped for s in broker.sessions.values())
+        out["broker.retained"] = len(broker.retained)
+        out["broker.connections"] = len(self._node.connections)
+        storage = self._node.storage
+        if storage is not None:
+            out.update({f"storage.{k}": v for k, v in storage.stats.items()})
+        metadata = self._node.metadata
+        if metadata is not None and metadata.replica is not None:
+            out.update({f"metadata.{k}": v for k, v in metadata.replica.stats().items()})
+        cluster = self._node.cluster
+        if cluster is not None:
+            out.update({f"cluster.{k}": v for k, v in cluster.stats().items()})
+        return out
+
+    def _metadata(self) -> Any:
+        metadata = self._node.metadata
+        if metadata is None or metadata.replica is None:
+            raise CommandError("the node is starting", 503)
+        return metadata
+
+    def metadata_dump(self, prefix: str | None) -> list[Row]:
+        replica = self._metadata().replica
+        dump = replica.dump()
+        rows: list[Row] = []
+        for row in _flatten_dump(dump):
+            if prefix is None or row["Prefix"] == prefix:
+                rows.append(row)
+        rows.sort(key=lambda r: (r["Prefix"], repr(r["Key"])))
+        return rows
+
+    # ---------------------------------------------------------------------------------------------- settings
+
+    def get_setting(self, key: str) -> str:
+        cfg = self._node.config
+        if key not in config_module.SCHEMA:
+            raise CommandError(f"unknown setting {key!r}", 404)
+        value = config_module.value_of(cfg, key)
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        return "" if value is None else str(value)
+
+    def set_setting(self, key: str, value: str) -> str:
+        if key not in config_module.SCHEMA:
+            raise CommandError(f"unknown setting {key!r}", 404)
+        if key not in RUNTIME_SETTINGS:
+            raise CommandError(f"{key} cannot be changed while the node runs; set it in the config file", 409)
+        try:
+            parsed = config_module.SCHEMA[key].parse(value)
+        except ValueError as exc:
+            raise CommandError(f"bad value for {key}: {exc}", 400) from None
+        self._node.apply_setting(key, parsed)
+        return str(parsed)
+
+
+def _flatten_dump(dump: dict[str, Any]) -> list[Row]:
+    """The replica's data as rows: Prefix, Key, Values ([node, counter, value], sorted), Context (filled)."""
+    rows: list[Row] = []
+    for prefix, keys in dump["data"].items():
+        for key, entry in keys.items():
+            rows.append({
+                "Prefix": prefix,
+                "Key": _plain(list(key)),
+                "Values": _plain(sorted(entry["values"], key=lambda v: (v[0], v[1]))),
+                "Context": dict(sorted(entry["filled"].items())),
+            })
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly: bytes as base64 text, tuples as lists."""
+    if isinstance(value, bytes | bytearray):
+        return "base64:" + base64.b64encode(value).decode("ascii")
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
