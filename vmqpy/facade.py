@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from admin.errors import CommandError
 from vmqpy import config as config_module
 from vmqpy.broker import records
+from vmqpy.cluster.service import ClusterError
 from vmqpy.mqtt.topics import validate_topic_filter
 
 if TYPE_CHECKING:
@@ -50,14 +51,20 @@ class NodeFacade:
         cluster = self._node.cluster
         if cluster is None:
             raise CommandError("this node has no cluster listener (set listener.vmq.clustering)", 409)
-        answer: str = await cluster.join(discovery_node)
+        try:
+            answer: str = await cluster.join(discovery_node)
+        except ClusterError as exc:
+            raise CommandError(str(exc), exc.status) from None
         return answer
 
     async def cluster_leave(self, node: str, kill_sessions: bool, interval: float, timeout: float) -> str:
         cluster = self._node.cluster
         if cluster is None:
             raise CommandError("this node has no cluster listener (set listener.vmq.clustering)", 409)
-        answer: str = await cluster.leave(node, kill_sessions, interval, timeout)
+        try:
+            answer: str = await cluster.leave(node, kill_sessions, interval, timeout)
+        except ClusterError as exc:
+            raise CommandError(str(exc), exc.status) from None
         return answer
 
     def health(self) -> tuple[bool, str]:

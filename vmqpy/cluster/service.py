@@ -1,0 +1,290 @@
+"""The cluster service of one node: membership, join and leave, reachability and the cluster view, and the
+forwarding of publishes between nodes, over the node links of `ClusterNetwork`.
+
+The metadata store runs over the same links (METADATA frames, replica ids `name#incarnation`). Membership is
+the `membership` prefix of the store (see membership.py); the view is computed from every member's
+reachability reports (view.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import structlog
+
+from vmqpy.cluster import membership as ms
+from vmqpy.cluster.framing import FrameType
+from vmqpy.cluster.view import View, compute
+from vmqpy.metadata.service import MetadataService
+
+log = structlog.get_logger("vmqpy.cluster")
+
+JOIN_TIMEOUT = 5.0
+
+
+class ClusterError(Exception):
+    """An operator's cluster command that cannot be done; the message names the cause."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Network(Protocol):
+    """What the service needs of the node links (vmqpy.cluster.tcp.ClusterNetwork)."""
+
+    def add_peer(self, name: str, host: str, port: int) -> None: ...
+
+    def remove_peer(self, name: str) -> None: ...
+
+    def send_frame(self, peer: str, type: FrameType, body: Any) -> bool: ...
+
+    def reachable(self) -> set[str]: ...
+
+    def stats(self) -> dict[str, int]: ...
+
+    def on_message(self, callback: Callable[[str, FrameType, Any], None]) -> None: ...
+
+    def on_reachability(self, callback: Callable[[str, bool], None]) -> None: ...
+
+
+class ClusterService:
+    def __init__(
+        self,
+        name: str,
+        incarnation: int,
+        address: tuple[str, int],
+        network: Network,
+        metadata: MetadataService,
+        *,
+        deliver_forwarded: Callable[[bytes, float], None],
+        on_removed: Callable[[], None],
+        on_view: Callable[[View], None] | None = None,
+        gossip_interval: float = 0.25,
+    ) -> None:
+        self.name = name
+        self.incarnation = incarnation
+        self.address = address
+        self.network = network
+        self.metadata = metadata
+        self._deliver_forwarded = deliver_forwarded
+        self._on_removed = on_removed
+        self._on_view = on_view
+        self._gossip_interval = gossip_interval
+        self.members: dict[str, ms.Member] = {}
+        self.incarnations: dict[str, int] = {name: incarnation}  # members, and discovery nodes during a join
+        self.reports: dict[str, set[str]] = {}
+        self.view = compute(name, [name], {})
+        self.counters = {"netsplit_detected": 0, "netsplit_resolved": 0, "forward_received": 0}
+        self._joins: dict[str, asyncio.Future[int]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.removed = False
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self.network.on_message(self._on_message)
+        self.network.on_reachability(self._on_reachability)
+        self.metadata.on_change(ms.MEMBERSHIP, self._on_membership)
+        own = ms.Member(self.name, self.incarnation, self.address[0], self.address[1])
+        current = self.metadata.get(ms.MEMBERSHIP, (self.name,))
+        if current is None or ms.member_of((self.name,), current) != own:
+            self.metadata.put(ms.MEMBERSHIP, (self.name,), own.value(self.metadata.hlc_now()))
+        self._refresh_members()
+        self._task = asyncio.get_running_loop().create_task(self._gossip())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    # ------------------------------------------------------------------------------------------ membership
+
+    def _on_membership(self, key: Any, old: Any, new: Any) -> None:
+        if new is None and key == (self.name,) and old is not None:
+            if not self.removed:
+                self.removed = True
+                log.warning("this node was removed from the cluster")
+                self._on_removed()
+        self._refresh_members()
+
+    def _refresh_members(self) -> None:
+        members = ms.members(self.metadata.fold(ms.MEMBERSHIP))
+        if self.removed:
+            members = {self.name: members.get(self.name) or ms.Member(self.name, self.incarnation, *self.address)}
+        for name in set(self.members) - set(members):
+            if name != self.name:
+                self.network.remove_peer(name)
+                self.reports.pop(name, None)
+        for name, member in members.items():
+            if name != self.name and self.members.get(name) != member:
+                self.network.add_peer(name, member.host, member.port)
+        self.members = members
+        for name, member in members.items():
+            self.incarnations[name] = member.incarnation
+        self.metadata.set_peers(ms.replica_ids(members.values(), self.name))
+        self._update_view()
+
+    # ------------------------------------------------------------------------------------------ join / leave
+
+    async def join(self, discovery: str) -> str:
+        try:
+            name, host, port = ms.parse_node(discovery)
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from None
+        if name == self.name:
+            raise ClusterError(f"{name} is this node: a node cannot join itself")
+        if name in self.members and len(self.members) > 1:
+            return f"already in a cluster with {name}"
+        self.network.add_peer(name, host, port or ms.DEFAULT_CLUSTER_PORT)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + JOIN_TIMEOUT
+        while name not in self.network.reachable():
+            if loop.time() >= deadline:
+                if name not in self.members:
+                    self.network.remove_peer(name)
+                refused = self.network.stats().get("handshakes_refused", 0)
+                hint = " (handshakes were refused: check distributed_cookie on both nodes)" if refused else ""
+                raise ClusterError(f"discovery node {name} at {host}:{port or ms.DEFAULT_CLUSTER_PORT} is not "
+                                   f"reachable{hint}", 503)
+            await asyncio.sleep(0.02)
+        future: asyncio.Future[int] = loop.create_future()
+        self._joins[name] = future
+        own = ms.Member(self.name, self.incarnation, *self.address)
+        self.network.send_frame(name, FrameType.CONTROL, {"op": "join", "member": own.value(self.metadata.hlc_now())})
+        try:
+            incarnation = await asyncio.wait_for(future, max(0.1, deadline - loop.time()))
+        except TimeoutError:
+            raise ClusterError(f"discovery node {name} did not answer the join request", 503) from None
+        finally:
+            self._joins.pop(name, None)
+        self.incarnations.setdefault(name, incarnation)
+        discovery_replica = ms.replica_id(name, incarnation)
+        self.metadata.set_peers([*ms.replica_ids(self.members.values(), self.name), discovery_replica])
+        self.metadata.set_reachable(self._reachable_replicas() | {discovery_replica})
+        self.metadata.exchange_now(discovery_replica)
+        log.info("joined", discovery=name)
+        return f"Done: {self.name} joins the cluster of {name}"
+
+    async def leave(self, node: str, kill_sessions: bool, interval: float, timeout: float) -> str:
+        try:
+            name, _host, _port = ms.parse_node(node)
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from None
+        if name not in self.members:
+            raise ClusterError(f"unknown node {name}: not a member of this cluster", 404)
+        if len(self.members) == 1:
+            raise ClusterError(f"{name} is the only member", 409)
+        self.metadata.delete(ms.MEMBERSHIP, (name,))
+        return f"Done: {name} leaves the cluster"
+
+    # ------------------------------------------------------------------------------------------ frames
+
+    def forward(self, node: str, payload: bytes) -> bool:
+        return self.network.send_frame(node, FrameType.FORWARD, payload)
+
+    def _on_message(self, peer: str, type: FrameType, body: Any) -> None:
+        if type is FrameType.FORWARD:
+            self.counters["forward_received"] += 1
+            self._deliver_forwarded(bytes(body), time.time())
+        elif type is FrameType.REACHABILITY:
+            self.reports[peer] = {str(n) for n in body}
+            self._update_view()
+        elif type is FrameType.CONTROL and isinstance(body, dict):
+            self._on_control(peer, body)
+
+    def _on_control(self, peer: str, body: dict[str, Any]) -> None:
+        op = body.get("op")
+        if op == "join":
+            try:
+                member = ms.member_of((peer,), body["member"])
+            except (KeyError, TypeError, ValueError):
+                log.warning("malformed join request", peer=peer)
+                return
+            log.info("member joins", member=peer, address=f"{member.host}:{member.port}")
+            self.metadata.put(ms.MEMBERSHIP, (peer,), member.value(self.metadata.hlc_now()))
+            self.network.send_frame(peer, FrameType.CONTROL, {"op": "join_ok", "incarnation": self.incarnation})
+        elif op == "join_ok":
+            future = self._joins.get(peer)
+            if future is not None and not future.done():
+                future.set_result(int(body.get("incarnation", 0)))
+
+    # ------------------------------------------------------------------------------------------ reachability
+
+    def _on_reachability(self, peer: str, reachable: bool) -> None:
+        log.info("peer reachable" if reachable else "peer unreachable", peer=peer)
+        self.metadata.set_reachable(self._reachable_replicas())
+        if reachable:
+            member = self.members.get(peer)
+            if member is not None:
+                self.metadata.exchange_now(member.replica_id)
+        self._send_reports()
+        self._update_view()
+
+    def _reachable_replicas(self) -> set[str]:
+        up = self.network.reachable()
+        return {m.replica_id for m in self.members.values() if m.name in up and m.name != self.name}
+
+    def _send_reports(self) -> None:
+        up = sorted(self.network.reachable())
+        for peer in up:
+            self.network.send_frame(peer, FrameType.REACHABILITY, up)
+
+    async def _gossip(self) -> None:
+        while True:
+            await asyncio.sleep(self._gossip_interval)
+            self._send_reports()
+            self._update_view()
+
+    def _update_view(self) -> None:
+        reports = dict(self.reports)
+        reports[self.name] = set(self.network.reachable())
+        view = compute(self.name, self.members, reports)
+        old = self.view
+        self.view = view
+        if view == old:
+            return
+        if view.ready != old.ready:
+            self.counters["netsplit_resolved" if view.ready else "netsplit_detected"] += 1
+        if self._on_view is not None:
+            self._on_view(view)
+
+    # ------------------------------------------------------------------------------------------ admin
+
+    def show(self) -> list[dict[str, Any]]:
+        up = self.network.reachable() | {self.name}
+        rows = []
+        for name in sorted(self.members):
+            member = self.members[name]
+            report = self.reports.get(name, set()) | {name} if name != self.name else up
+            rows.append({
+                "Node": name,
+                "Running": name in up,
+                "Reachable": name in up,
+                "Ready": name in up and set(self.members) <= report,
+                "Address": f"{member.host}:{member.port}",
+                "Incarnation": member.incarnation,
+            })
+        return rows
+
+    def health(self) -> tuple[bool, str]:
+        if self.removed:
+            return False, "this node left the cluster"
+        missing = sorted(set(self.members) - set(self.view.reachable))
+        if missing:
+            return False, "unreachable: " + ", ".join(missing)
+        return True, f"all {len(self.members)} members reachable"
+
+    def stats(self) -> dict[str, int]:
+        out = dict(self.counters)
+        out["members"] = len(self.members)
+        out["reachable"] = len(self.view.reachable)
+        out.update({f"links.{k}": v for k, v in self.network.stats().items()})
+        return out
