@@ -19,6 +19,7 @@ strings, headers and bodies are never logged, so neither are keys. aiohttp's own
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import time
@@ -26,7 +27,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import structlog
-from aiohttp import BasicAuth, web
+from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from admin.commands import (
@@ -107,11 +108,13 @@ def _presented_key(request: web.Request) -> str | None:
     scheme, _, rest = auth.strip().partition(" ")
     if scheme.lower() == "bearer":
         return rest.strip()
-    try:
-        login: str = BasicAuth.decode(auth).login
-        return login
-    except ValueError:
+    if scheme.lower() != "basic":
         return ""
+    try:
+        user_pass = base64.b64decode(rest.strip(), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    return user_pass.partition(":")[0]
 
 
 @web.middleware

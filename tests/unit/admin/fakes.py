@@ -1,0 +1,109 @@
+"""`FakeNode`: an in-memory NodeFacade for the admin tests (the lead's integration tests use a real node)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from admin.errors import CommandError
+
+Row = dict[str, Any]
+
+_BOOL_TEXT = {"on": "on", "true": "on", "yes": "on", "1": "on", "off": "off", "false": "off", "no": "off", "0": "off"}
+
+
+def topic_matches(topic_filter: str, topic: str) -> bool:
+    f_levels, t_levels = topic_filter.split("/"), topic.split("/")
+    for i, level in enumerate(f_levels):
+        if level == "#":
+            return True
+        if i >= len(t_levels) or (level != "+" and level != t_levels[i]):
+            return False
+    return len(f_levels) == len(t_levels)
+
+
+class FakeNode:
+    """Rows and settings held in plain attributes; every call is recorded in `calls`."""
+
+    def __init__(self, name: str = "vmq1@127.0.0.1") -> None:
+        self.name = name
+        self.members: list[Row] = [{"Node": name, "Running": True, "Reachable": True, "Ready": True}]
+        self.sessions: list[Row] = []
+        self.subscriptions: list[Row] = []
+        self.retained: list[Row] = []
+        self.metric_values: dict[str, int | float] = {}
+        self.metadata: list[Row] = []
+        self.settings: dict[str, str] = {"allow_publish_during_netsplit": "off", "max_inflight_messages": "20"}
+        self.ready: tuple[bool, str] = (True, "serving clients")
+        self.unreachable: set[str] = set()
+        self.join_delay = 0.0
+        self.calls: list[tuple[Any, ...]] = []
+
+    def last_call(self) -> tuple[Any, ...]:
+        return self.calls[-1]
+
+    def node_name(self) -> str:
+        return self.name
+
+    def cluster_show(self) -> list[Row]:
+        return [dict(r) for r in self.members]
+
+    async def cluster_join(self, discovery_node: str) -> str:
+        self.calls.append(("cluster_join", discovery_node))
+        if self.join_delay:
+            await asyncio.sleep(self.join_delay)
+        if discovery_node in self.unreachable:
+            raise CommandError(f"discovery node {discovery_node} is not reachable", 503)
+        if any(r["Node"] == discovery_node for r in self.members):
+            raise CommandError(f"{discovery_node} is already a member", 409)
+        self.members.append({"Node": discovery_node, "Running": True, "Reachable": True, "Ready": True})
+        return "Done"
+
+    async def cluster_leave(self, node: str, kill_sessions: bool, interval: float, timeout: float) -> str:
+        self.calls.append(("cluster_leave", node, kill_sessions, interval, timeout))
+        if not any(r["Node"] == node for r in self.members):
+            raise CommandError(f"{node} is not a cluster member", 404)
+        self.members = [r for r in self.members if r["Node"] != node]
+        return f"{node} left the cluster"
+
+    def health(self) -> tuple[bool, str]:
+        return self.ready
+
+    def session_show(self, client_id: str | None, limit: int) -> list[Row]:
+        self.calls.append(("session_show", client_id, limit))
+        rows = [r for r in self.sessions if client_id is None or r["client_id"] == client_id]
+        return rows[:limit]
+
+    def subscription_show(self, client_id: str | None, limit: int) -> list[Row]:
+        self.calls.append(("subscription_show", client_id, limit))
+        rows = [r for r in self.subscriptions if client_id is None or r["client_id"] == client_id]
+        return rows[:limit]
+
+    def retain_show(self, topic_filter: str | None, limit: int) -> list[Row]:
+        self.calls.append(("retain_show", topic_filter, limit))
+        rows = [r for r in self.retained if topic_filter is None or topic_matches(topic_filter, r["topic"])]
+        return rows[:limit]
+
+    def metrics(self) -> dict[str, int | float]:
+        return dict(self.metric_values)
+
+    def metadata_dump(self, prefix: str | None) -> list[Row]:
+        self.calls.append(("metadata_dump", prefix))
+        return [r for r in self.metadata if prefix is None or r["prefix"].startswith(prefix)]
+
+    def get_setting(self, key: str) -> str:
+        if key not in self.settings:
+            raise CommandError(f"unknown setting '{key}'", 404)
+        return self.settings[key]
+
+    def set_setting(self, key: str, value: str) -> str:
+        self.calls.append(("set_setting", key, value))
+        current = self.get_setting(key)
+        if current in ("on", "off"):
+            if value.lower() not in _BOOL_TEXT:
+                raise CommandError(f"bad value for {key}: expected on or off, got {value!r}", 400)
+            value = _BOOL_TEXT[value.lower()]
+        elif not value.isdigit():
+            raise CommandError(f"bad value for {key}: expected a whole number, got {value!r}", 400)
+        self.settings[key] = value
+        return value
