@@ -1,0 +1,169 @@
+"""Three real nodes on 127.0.0.11-13, joined with the real vmq-admin; clients on different nodes."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, join_all, partition_chain
+from tests.integration.conftest import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[list[ClusterNode]]:
+    started: list[ClusterNode] = []
+    try:
+        for i in (1, 2, 3):
+            started.append(ClusterNode(i, tmp_path).start())
+        yield started
+    finally:
+        for node in started:
+            node.stop()
+
+
+@pytest.fixture
+def joined(nodes: list[ClusterNode]) -> list[ClusterNode]:
+    join_all(nodes)
+    return nodes
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def subscribed_everywhere(nodes: list[ClusterNode], client_id: str, count: int = 1) -> bool:
+    for node in nodes:
+        answer = node.admin("subscription", "show", f"client-id={client_id}", "--json")
+        if answer.returncode != 0 or answer.stdout.count('"Filter"') < count:
+            return False
+    return True
+
+
+def test_join_three_nodes_and_every_node_shows_all_ready(joined: list[ClusterNode]) -> None:
+    for node in joined:
+        rows = node.show()
+        assert sorted(r["Node"] for r in rows) == sorted(n.name for n in joined)
+        assert all(r["Running"] and r["Reachable"] and r["Ready"] for r in rows), rows
+    status = joined[1].admin("cluster", "status")
+    assert status.returncode == 0 and "n3@127.0.0.13" in status.stdout
+
+
+def test_api_refuses_requests_without_a_valid_key(joined: list[ClusterNode]) -> None:
+    answer = joined[0].admin("cluster", "show", key="not-the-key")
+    assert answer.returncode != 0 and "401" in answer.stderr
+
+
+def test_a_subscriber_per_node_gets_a_publish_from_another_node(joined: list[ClusterNode]) -> None:
+    topic = unique("cluster/all/")
+    subs = []
+    for node in joined:
+        cid = unique("sub-")
+        client = node.client(5, cid)
+        client.subscribe(topic, qos=1)
+        subs.append((cid, client))
+    for cid, _client in subs:
+        wait_until(lambda cid=cid: subscribed_everywhere(joined, cid), 10, interval=0.2, what="replicated")
+    publisher = joined[0].client(5, unique("pub-"))
+    publisher.publish(topic, b"hello cluster", qos=1)
+    for _cid, client in subs:
+        (message,) = client.collect(1, 10)
+        assert message.payload == b"hello cluster"
+
+
+def test_five_subscribers_on_one_node_get_every_message_from_another(joined: list[ClusterNode]) -> None:
+    topic = unique("cluster/five/")
+    subs = []
+    for _ in range(5):
+        cid = unique("five-")
+        client = joined[1].client(4, cid)
+        client.subscribe(topic, qos=1)
+        subs.append((cid, client))
+    for cid, _client in subs:
+        wait_until(lambda cid=cid: subscribed_everywhere(joined[:1], cid), 10, interval=0.2, what="replicated")
+    publisher = joined[0].client(4, unique("pub-"))
+    for i in range(20):
+        publisher.publish(topic, str(i).encode(), qos=1)
+    for _cid, client in subs:
+        got = client.collect(20, 15)
+        assert sorted(int(m.payload) for m in got) == list(range(20))
+
+
+def test_retained_message_reaches_a_subscriber_on_another_node(joined: list[ClusterNode]) -> None:
+    topic = unique("cluster/retained/")
+    publisher = joined[0].client(5, unique("pub-"))
+    publisher.publish(topic, b"kept", qos=1, retain=True)
+    wait_until(lambda: topic in joined[2].admin("retain", "show", f"topic={topic}").stdout, 10, interval=0.2,
+               what="retained message replicated")
+    subscriber = joined[2].client(5, unique("late-"))
+    subscriber.subscribe(topic, qos=1)
+    (message,) = subscriber.collect(1, 10)
+    assert message.payload == b"kept" and message.retain
+
+
+def test_a_stopped_node_catches_up_and_routes_after_restart(joined: list[ClusterNode]) -> None:
+    n1, n2, n3 = joined
+    n3.stop()
+    topic = unique("cluster/catchup/")
+    cid = unique("sub-")
+    subscriber = n1.client(5, cid, clean=False, session_expiry=300)
+    subscriber.subscribe(topic, qos=1)
+    n2.client(5, unique("pub-")).publish(topic + "/r", b"retained while n3 was down", qos=1, retain=True)
+    n3.start()
+    wait_until(lambda: subscribed_everywhere([n3], cid), 15, interval=0.2, what="n3 caught up the subscription")
+    wait_until(lambda: "retained while n3 was down" in n3.admin("retain", "show").stdout, 15, interval=0.2,
+               what="n3 caught up the retained message")
+    wait_until(lambda: cluster_ready(joined), 15, interval=0.2, what="cluster ready again")
+    n3.client(5, unique("pub-")).publish(topic, b"from the restarted node", qos=1)
+    (message,) = subscriber.collect(1, 10)
+    assert message.payload == b"from the restarted node"
+
+
+def test_a_node_that_leaves_is_gone_from_every_view(joined: list[ClusterNode]) -> None:
+    answer = joined[0].admin("cluster", "leave", f"node={joined[2].name}")
+    assert answer.returncode == 0, answer.stderr
+    remaining = joined[:2]
+    wait_until(lambda: all(joined[2].name not in {r["Node"] for r in n.show()} for n in remaining), 10,
+               interval=0.2, what="n3 gone from the views")
+    unknown = joined[0].admin("cluster", "leave", "node=nobody@127.0.0.99")
+    assert unknown.returncode != 0 and "unknown node" in unknown.stderr
+
+
+def test_join_errors_name_the_cause(nodes: list[ClusterNode], tmp_path: Path) -> None:
+    n1 = nodes[0]
+    itself = n1.admin("cluster", "join", f"discovery-node={n1.discovery}")
+    assert itself.returncode != 0 and "itself" in itself.stderr
+    nowhere = n1.admin("cluster", "join", "discovery-node=n9@127.0.0.19:1")
+    assert nowhere.returncode != 0 and "not reachable" in nowhere.stderr
+
+
+def test_wrong_cookie_is_refused(tmp_path: Path) -> None:
+    good = ClusterNode(4, tmp_path).start()
+    bad = ClusterNode(5, tmp_path, {"distributed_cookie": "another-cookie"}).start()
+    try:
+        answer = bad.admin("cluster", "join", f"discovery-node={good.discovery}")
+        assert answer.returncode != 0 and "cookie" in answer.stderr, answer.stderr
+        assert [r["Node"] for r in good.show()] == [good.name]
+    finally:
+        bad.stop()
+        good.stop()
+
+
+@pytest.mark.skipif(shutil.which("iptables") is None, reason="iptables is installed by make test")
+def test_partition_is_detected_and_healed(joined: list[ClusterNode]) -> None:
+    n1, _n2, n3 = joined
+    with partition_chain():
+        cut(n1, n3)
+        wait_until(lambda: not {r["Node"]: r for r in n1.show()}[n3.name]["Reachable"], 3, interval=0.1,
+                   what="n1 sees n3 unreachable within 3 s")
+        wait_until(lambda: not {r["Node"]: r for r in n3.show()}[n1.name]["Reachable"], 3, interval=0.1,
+                   what="n3 sees n1 unreachable within 3 s")
+        health = n1.admin("node", "status", "--json")
+        assert '"Ready": false' in health.stdout.replace("false", "false"), health.stdout
+        heal()
+        wait_until(lambda: cluster_ready(joined), 3, interval=0.1, what="every node ready within 3 s of the heal")
