@@ -23,7 +23,7 @@ from vmqpy.cluster.framing import NEED_DATA, PROTOCOL_VERSION, Frame, FrameDecod
 
 
 def decode_all(decoder: FrameDecoder) -> list[Frame]:
-    frames = []
+    frames: list[Frame] = []
     for _ in range(100_000):  # bounded
         frame = decoder.next_frame()
         if frame is NEED_DATA:
@@ -33,7 +33,7 @@ def decode_all(decoder: FrameDecoder) -> list[Frame]:
 
 
 def raw_frame(obj: Any) -> bytes:
-    payload = msgpack.packb(obj, use_bin_type=True)
+    payload: bytes = msgpack.packb(obj, use_bin_type=True)
     return struct.pack(">I", len(payload)) + payload
 
 
@@ -97,7 +97,9 @@ frames = st.one_of(
     st.builds(Frame, st.just(FrameType.HEARTBEAT), st.none()),
     st.builds(Frame, st.just(FrameType.BYE), names),
     st.builds(Frame, st.just(FrameType.REACHABILITY), st.lists(names, max_size=5)),
-    st.builds(Frame, st.sampled_from([FrameType.CONTROL, FrameType.HELLO]), st.dictionaries(st.text(max_size=8), plain)),
+    st.builds(
+        Frame, st.sampled_from([FrameType.CONTROL, FrameType.HELLO]), st.dictionaries(st.text(max_size=8), plain)
+    ),
 )
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from vmqpy.cluster import handshake as hs
 from vmqpy.cluster.errors import ClusterUsageError
 from vmqpy.cluster.framing import NEED_DATA, Frame, FrameDecoder, FrameType, encode_frame
-from vmqpy.cluster.link import Closed, CloseCause, Established, Link, LinkState, Message, PeerSilent
+from vmqpy.cluster.link import CloseCause, Closed, Established, Link, LinkState, Message, PeerSilent
 
 from .helpers import COOKIE, MAX_FRAME, NONCE_B, Pair, make_link
 
@@ -21,7 +21,7 @@ HEARTBEAT = encode_frame(FrameType.HEARTBEAT, None)
 def frames_of(data: bytes) -> list[Frame]:
     decoder = FrameDecoder(1 << 20)
     decoder.receive_data(data)
-    out = []
+    out: list[Frame] = []
     for _ in range(10_000):
         frame = decoder.next_frame()
         if frame is NEED_DATA:
@@ -204,8 +204,9 @@ def test_peer_silent_after_detect_timeout_without_frames() -> None:
     pair = established_pair(now=10.0)
     a = pair.a
     when, events = run_timers(a, until=20.0)
-    assert events[0] == PeerSilent(pytest.approx(when - 10.0))
-    assert events[1] == Closed(CloseCause.SILENT, "peer silent", events[1].detail)  # type: ignore[union-attr]
+    silent, closed = events
+    assert isinstance(silent, PeerSilent) and silent.silent_for == pytest.approx(when - 10.0)
+    assert isinstance(closed, Closed) and (closed.cause, closed.reason) == (CloseCause.SILENT, "peer silent")
     assert 11.0 <= when < 11.0 + a.heartbeat_interval
     assert a.state is LinkState.CLOSED
     assert frames_of(a.data_to_send())[-1] == Frame(FrameType.BYE, "peer silent")
