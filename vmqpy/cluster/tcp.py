@@ -28,7 +28,7 @@ import secrets
 import socket
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import structlog
 
@@ -134,8 +134,9 @@ class _Connection(asyncio.Protocol):
 
     # ---------------------------------------------------------------------------------------------- protocol
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
+        # a stream transport, but uvloop's are not subclasses of asyncio.Transport: no isinstance check
+        transport = cast(asyncio.Transport, base_transport)
         net = self.net
         self.transport = transport
         peername = transport.get_extra_info("peername")
@@ -561,13 +562,8 @@ class ClusterNetwork:
             )
             return False
         conn = entry.active
-        if conn is not None and not conn.paused and not entry.queue:
-            conn.write(frame)
-            assert conn.link is not None
-            conn.link.mark_sent()
-            self._frames_out += 1
-            return True
-        if entry.queued_bytes + size > self.outgoing_buffer:
+        direct = conn is not None and not conn.paused and not entry.queue
+        if not direct and entry.queued_bytes + size > self.outgoing_buffer:
             self._overflows += 1
             entry.dropped += 1
             if not entry.overflowing:
@@ -579,12 +575,18 @@ class ClusterNetwork:
                     reachable=conn is not None,
                 )
             return False
-        entry.queue.append(frame)
-        entry.queued_bytes += size
         if entry.overflowing:
             entry.overflowing = False
             self._logger(peer=peer).info("cluster outgoing buffer accepting again", refused_frames=entry.dropped)
             entry.dropped = 0
+        if direct:
+            assert conn is not None and conn.link is not None
+            conn.write(frame)
+            conn.link.mark_sent()
+            self._frames_out += 1
+            return True
+        entry.queue.append(frame)
+        entry.queued_bytes += size
         if conn is not None and not conn.paused:
             self._drain(entry)
         return True
