@@ -22,6 +22,11 @@ from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.persistence import SessionStore
+from vmqpy.cluster.membership import load_incarnation, replica_id
+from vmqpy.cluster.replica_links import ReplicaLinks
+from vmqpy.cluster.service import ClusterService
+from vmqpy.cluster.tcp import ClusterNetwork
+from vmqpy.cluster.view import View
 from vmqpy.config import Config
 from vmqpy.facade import NodeFacade
 from vmqpy.metadata.replication_log import ReplicationLog
@@ -52,9 +57,15 @@ class Node:
     async def running(self) -> AsyncIterator[Node]:
         async with AsyncExitStack() as stack:
             storage = await stack.enter_async_context(self._storage())
-            metadata = await stack.enter_async_context(self._metadata(storage))
+            incarnation = load_incarnation(self.config.data_dir)
+            network = await stack.enter_async_context(self._network(incarnation))
+            incarnations: dict[str, int] = {self.config.nodename: incarnation}
+            links = None if network is None else ReplicaLinks(network, incarnations)
+            metadata = await stack.enter_async_context(self._metadata(storage, incarnation, links))
             broker = self.broker = Broker(self.config, SessionStore(storage), metadata)
             broker.load(time.time())
+            if network is not None:
+                await stack.enter_async_context(self._cluster(network, metadata, broker, incarnation, incarnations))
             await stack.enter_async_context(self._ticker(broker))
             await stack.enter_async_context(self._admin_api())
             await stack.enter_async_context(self._listeners(broker, storage))
@@ -75,14 +86,71 @@ class Node:
             storage.close()
 
     @contextlib.asynccontextmanager
-    async def _metadata(self, storage: Storage) -> AsyncIterator[MetadataService]:
+    async def _network(self, incarnation: int) -> AsyncIterator[ClusterNetwork | None]:
+        """The node links, when `listener.vmq.clustering` is set."""
+        address = self.config.cluster_listener
+        if address is None:
+            yield None
+            return
+        network = ClusterNetwork(
+            self.config.nodename,
+            incarnation,
+            self.config.distributed_cookie,
+            address,
+            detect_timeout=self.config.detect_timeout,
+            incoming_buffer=self.config.incoming_clustering_buffer_size,
+            outgoing_buffer=self.config.outgoing_clustering_buffer_size,
+        )
+        await network.start()
+        try:
+            yield network
+        finally:
+            await network.stop()
+
+    @contextlib.asynccontextmanager
+    async def _cluster(
+        self, network: ClusterNetwork, metadata: MetadataService, broker: Broker, incarnation: int,
+        incarnations: dict[str, int],
+    ) -> AsyncIterator[None]:
+        address = self.config.cluster_listener
+        assert address is not None
+        cluster = self.cluster = ClusterService(
+            self.config.nodename, incarnation, address, network, metadata,
+            deliver_forwarded=broker.deliver_forwarded, on_removed=self._on_removed, on_view=self._on_view,
+        )
+        cluster.incarnations = incarnations
+        broker.forwarder = cluster
+        cluster.start()
+        try:
+            yield
+        finally:
+            broker.forwarder = None
+            await cluster.stop()
+
+    def _on_view(self, view: View) -> None:
+        log.info("cluster view", ready=view.ready, groups=[list(g) for g in view.groups])
+        if self.metadata is not None and self.metadata.replication_log is not None:
+            self.metadata.replication_log.write("cluster_view", self.metadata.hlc_now(), view.to_dict())
+
+    def _on_removed(self) -> None:
+        """This node left the cluster: stop taking clients first, then disconnect the ones it has."""
+        for server in self.servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _metadata(
+        self, storage: Storage, incarnation: int, links: ReplicaLinks | None
+    ) -> AsyncIterator[MetadataService]:
         replication_log = ReplicationLog(self.config.replication_log or self.config.data_dir / "replication.log",
                                          self.config.nodename)
         replication_log.open()
         metadata = self.metadata = MetadataService(
-            self.config.nodename,
+            replica_id(self.config.nodename, incarnation),
             storage,
             replication_log=replication_log,
+            transport=links,
             resolvers=RESOLVERS,
             sync_interval=self.config.metadata_sync_interval,
         )

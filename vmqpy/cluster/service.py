@@ -44,6 +44,8 @@ class Network(Protocol):
 
     def reachable(self) -> set[str]: ...
 
+    def incarnation_of(self, name: str) -> int | None: ...
+
     def stats(self) -> dict[str, int]: ...
 
     def on_message(self, callback: Callable[[str, FrameType, Any], None]) -> None: ...
@@ -80,6 +82,7 @@ class ClusterService:
         self.view = compute(name, [name], {})
         self.counters = {"netsplit_detected": 0, "netsplit_resolved": 0, "forward_received": 0}
         self._joins: dict[str, asyncio.Future[int]] = {}
+        self._joining: dict[str, str] = {}  # node name -> replica id: peers before their record arrives
         self._task: asyncio.Task[None] | None = None
         self.removed = False
 
@@ -129,8 +132,14 @@ class ClusterService:
         self.members = members
         for name, member in members.items():
             self.incarnations[name] = member.incarnation
-        self.metadata.set_peers(ms.replica_ids(members.values(), self.name))
+            self._joining.pop(name, None)
+        self._set_replica_peers()
         self._update_view()
+
+    def _set_replica_peers(self) -> None:
+        peers = set(ms.replica_ids(self.members.values(), self.name)) | set(self._joining.values())
+        self.metadata.set_peers(sorted(peers))
+        self.metadata.set_reachable(self._reachable_replicas())
 
     # ------------------------------------------------------------------------------------------ join / leave
 
@@ -155,21 +164,18 @@ class ClusterService:
                 raise ClusterError(f"discovery node {name} at {host}:{port or ms.DEFAULT_CLUSTER_PORT} is not "
                                    f"reachable{hint}", 503)
             await asyncio.sleep(0.02)
+        incarnation = self.network.incarnation_of(name) or 0
+        self._admit_joining(name, incarnation)
         future: asyncio.Future[int] = loop.create_future()
         self._joins[name] = future
-        own = ms.Member(self.name, self.incarnation, *self.address)
-        self.network.send_frame(name, FrameType.CONTROL, {"op": "join", "member": own.value(self.metadata.hlc_now())})
+        self.network.send_frame(name, FrameType.CONTROL, {"op": "join", "incarnation": self.incarnation})
         try:
-            incarnation = await asyncio.wait_for(future, max(0.1, deadline - loop.time()))
+            await asyncio.wait_for(future, max(0.1, deadline - loop.time()))
         except TimeoutError:
             raise ClusterError(f"discovery node {name} did not answer the join request", 503) from None
         finally:
             self._joins.pop(name, None)
-        self.incarnations.setdefault(name, incarnation)
-        discovery_replica = ms.replica_id(name, incarnation)
-        self.metadata.set_peers([*ms.replica_ids(self.members.values(), self.name), discovery_replica])
-        self.metadata.set_reachable(self._reachable_replicas() | {discovery_replica})
-        self.metadata.exchange_now(discovery_replica)
+        self.metadata.exchange_now(ms.replica_id(name, incarnation))
         log.info("joined", discovery=name)
         return f"Done: {self.name} joins the cluster of {name}"
 
@@ -200,16 +206,23 @@ class ClusterService:
         elif type is FrameType.CONTROL and isinstance(body, dict):
             self._on_control(peer, body)
 
+    def _admit_joining(self, name: str, incarnation: int) -> None:
+        """Replicate with a node that is joining: its own membership record then arrives through the store
+        (one writer per membership record: no siblings that a concurrent leave could lose to)."""
+        self.incarnations[name] = incarnation
+        self._joining[name] = ms.replica_id(name, incarnation)
+        self._set_replica_peers()
+
     def _on_control(self, peer: str, body: dict[str, Any]) -> None:
         op = body.get("op")
         if op == "join":
-            try:
-                member = ms.member_of((peer,), body["member"])
-            except (KeyError, TypeError, ValueError):
-                log.warning("malformed join request", peer=peer)
+            incarnation = self.network.incarnation_of(peer)
+            if incarnation is None:
+                log.warning("join request from a node without a link", peer=peer)
                 return
-            log.info("member joins", member=peer, address=f"{member.host}:{member.port}")
-            self.metadata.put(ms.MEMBERSHIP, (peer,), member.value(self.metadata.hlc_now()))
+            log.info("member joins", member=peer)
+            self._admit_joining(peer, incarnation)
+            self.metadata.exchange_now(ms.replica_id(peer, incarnation))
             self.network.send_frame(peer, FrameType.CONTROL, {"op": "join_ok", "incarnation": self.incarnation})
         elif op == "join_ok":
             future = self._joins.get(peer)
@@ -230,7 +243,8 @@ class ClusterService:
 
     def _reachable_replicas(self) -> set[str]:
         up = self.network.reachable()
-        return {m.replica_id for m in self.members.values() if m.name in up and m.name != self.name}
+        members = {m.replica_id for m in self.members.values() if m.name in up and m.name != self.name}
+        return members | {rid for name, rid in self._joining.items() if name in up}
 
     def _send_reports(self) -> None:
         up = sorted(self.network.reachable())
