@@ -726,8 +726,10 @@ async def _sleep_until(t_ns: int) -> None:
 
 
 async def _worker_async(conn: multiprocessing.connection.Connection, host: str, port: int,
-                        pub_specs: list[dict[str, Any]], sub_specs: list[dict[str, Any]], feedback: Any) -> None:
+                        pub_specs: list[dict[str, Any]], sub_specs: list[dict[str, Any]], feedback: Any,
+                        sub_addr: tuple[str, int] | None = None) -> None:
     loop = asyncio.get_running_loop()
+    sub_host, sub_port = sub_addr if sub_addr is not None else (host, port)
 
     async def recv(timeout: float) -> Any:
         ready = await loop.run_in_executor(None, conn.poll, timeout)
@@ -740,7 +742,7 @@ async def _worker_async(conn: multiprocessing.connection.Connection, host: str, 
     try:
         for s in sub_specs:
             _, sub = await asyncio.wait_for(loop.create_connection(
-                lambda s=s: Subscriber(s["sub_id"], s["filter"], s["qos"], s["sources"], feedback), host, port),
+                lambda s=s: Subscriber(s["sub_id"], s["filter"], s["qos"], s["sources"], feedback), sub_host, sub_port),
                 CONNECT_TIMEOUT)
             subs.append(sub)
             await sub.connect(s["client_id"])
@@ -811,11 +813,11 @@ async def _worker_async(conn: multiprocessing.connection.Connection, host: str, 
 
 
 def _worker(conn: multiprocessing.connection.Connection, host: str, port: int, pub_specs: list[dict[str, Any]],
-            sub_specs: list[dict[str, Any]], feedback: Any) -> None:
+            sub_specs: list[dict[str, Any]], feedback: Any, sub_addr: tuple[str, int] | None = None) -> None:
     import uvloop
 
     try:
-        uvloop.run(_worker_async(conn, host, port, pub_specs, sub_specs, feedback))
+        uvloop.run(_worker_async(conn, host, port, pub_specs, sub_specs, feedback, sub_addr))
     except BaseException:
         os._exit(1)
     os._exit(0)
@@ -850,10 +852,12 @@ def _recv_all(conns: list[multiprocessing.connection.Connection], expect: str, d
 
 
 def run(host: str, port: int, scenario: Scenario, duration: float = 5.0, warmup: float = 1.0, drain: float = 5.0,
-        procs: int = 2, probe: Callable[[], float] | None = None) -> RunResult:
+        procs: int = 2, probe: Callable[[], float] | None = None,
+        sub_addr: tuple[str, int] | None = None) -> RunResult:
     """One run of `scenario` against the broker at host:port, with its clients in `procs` worker processes.
 
     `probe`, if given, returns the broker's CPU seconds; it is read at the start and at the end of the window.
+    `sub_addr`, if given, is where the subscribers connect (another node of a cluster); publishers use host:port.
     Worker processes are started with the "spawn" method: a script calling this needs the
     `if __name__ == "__main__":` guard.
     """
@@ -868,7 +872,7 @@ def run(host: str, port: int, scenario: Scenario, duration: float = 5.0, warmup:
     try:
         for pubs, subs in plan:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, host, port, pubs, subs, feedback), daemon=True)
+            proc = ctx.Process(target=_worker, args=(child, host, port, pubs, subs, feedback, sub_addr), daemon=True)
             proc.start()
             child.close()
             workers.append(proc)

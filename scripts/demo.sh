@@ -1,72 +1,110 @@
 #!/usr/bin/env bash
-# The main job (`make demo`): start one vmqpy node on 127.0.0.1:1883 and show a subscribe/publish round trip
-# with the real mosquitto clients, on MQTT 3.1.1 and 5.0, and a retained message surviving a node restart.
+# The main job (`make demo`): a three-node vmqpy cluster on 127.0.0.11-13, joined with vmq-admin; a publish on
+# one node reaching subscribers on the others (MQTT 3.1.1 and 5.0, real mosquitto clients); a retained message
+# replicated to every node and surviving kill -9 of a node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VMQPY=.venv/bin/vmqpy
-HOST=127.0.0.1
-PORT=${DEMO_PORT:-1883}
+ADMIN=.venv/bin/vmq-admin
 DIR=demo-data
-mkdir -p "$DIR"
-rm -rf "$DIR/data"
-cat > "$DIR/vmqpy.conf" <<CONF
-nodename = demo@127.0.0.1
-platform_data_dir = $DIR/data
-listener.tcp.default = $HOST:$PORT
-log.console = console
-log.console.level = info
-CONF
+MQTT_PORT=${DEMO_MQTT_PORT:-1883}
+HTTP_PORT=${DEMO_HTTP_PORT:-8888}
+CLUSTER_PORT=${DEMO_CLUSTER_PORT:-44053}
+NODES=(1 2 3)
+declare -A PIDS=()
 
-NODE_PID=""
+host() { echo "127.0.0.1$1"; }
+name() { echo "n$1@$(host "$1")"; }
+
 stop_node() {
-  if [ -n "$NODE_PID" ] && kill -0 "$NODE_PID" 2>/dev/null; then
-    kill -TERM "$NODE_PID"
-    for _ in $(seq 1 50); do kill -0 "$NODE_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$NODE_PID" 2>/dev/null && kill -KILL "$NODE_PID"
+  local i=$1 pid=${PIDS[$1]:-}
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid"
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
   fi
-  NODE_PID=""
+  PIDS[$i]=""
 }
-trap stop_node EXIT
+stop_all() { for i in "${NODES[@]}"; do stop_node "$i"; done; }
+trap stop_all EXIT
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 start_node() {
-  "$VMQPY" start --config "$DIR/vmqpy.conf" 2>>"$DIR/node.log" &
-  NODE_PID=$!
-  for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; then return 0; fi
-    kill -0 "$NODE_PID" 2>/dev/null || { echo "the node exited; see $DIR/node.log" >&2; tail -5 "$DIR/node.log" >&2; exit 1; }
+  local i=$1 h
+  h=$(host "$i")
+  mkdir -p "$DIR/n$i"
+  cat > "$DIR/n$i/vmqpy.conf" <<CONF
+nodename = $(name "$i")
+platform_data_dir = $DIR/n$i/data
+listener.tcp.default = $h:$MQTT_PORT
+listener.http.default = $h:$HTTP_PORT
+listener.vmq.clustering = $h:$CLUSTER_PORT
+distributed_cookie = vmqpy-demo
+CONF
+  "$VMQPY" start --config "$DIR/n$i/vmqpy.conf" 2>>"$DIR/n$i/node.log" &
+  PIDS[$i]=$!
+  for _ in $(seq 1 150); do
+    port_open "$h" "$HTTP_PORT" && return 0
+    kill -0 "${PIDS[$i]}" 2>/dev/null || { echo "node $i exited; see $DIR/n$i/node.log" >&2; tail -5 "$DIR/n$i/node.log" >&2; exit 1; }
     sleep 0.1
   done
-  echo "the node did not open $HOST:$PORT within 10 s" >&2
+  echo "node $i did not open $h:$HTTP_PORT within 15 s" >&2
   exit 1
 }
 
-if (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; then
-  echo "$HOST:$PORT is already in use; run with DEMO_PORT=another port" >&2
-  exit 1
-fi
+admin() { local i=$1; shift; "$ADMIN" --url "http://$(host "$i"):$HTTP_PORT" --data-dir "$DIR/n$i/data" "$@"; }
 
-echo "== starting vmqpy on $HOST:$PORT (log: $DIR/node.log)"
-start_node
-echo "   node pid $NODE_PID"
+for i in "${NODES[@]}"; do
+  if port_open "$(host "$i")" "$MQTT_PORT" || port_open "$(host "$i")" "$HTTP_PORT"; then
+    echo "$(host "$i") already has something on port $MQTT_PORT or $HTTP_PORT; stop it or set DEMO_MQTT_PORT/DEMO_HTTP_PORT" >&2
+    exit 1
+  fi
+done
+rm -rf "$DIR"
+mkdir -p "$DIR"
+
+echo "== starting three nodes (logs: $DIR/n*/node.log)"
+for i in "${NODES[@]}"; do start_node "$i"; echo "   $(name "$i"): MQTT $(host "$i"):$MQTT_PORT, admin http://$(host "$i"):$HTTP_PORT, pid ${PIDS[$i]}"; done
+
+echo "== vmq-admin cluster join on n2 and n3 (discovery node n1)"
+admin 2 cluster join "discovery-node=$(name 1):$CLUSTER_PORT"
+admin 3 cluster join "discovery-node=$(name 1):$CLUSTER_PORT"
+for _ in $(seq 1 100); do
+  [ "$(admin 1 cluster show --json | grep -o '"Ready": true' | wc -l)" = 3 ] && break
+  sleep 0.2
+done
+echo "== vmq-admin cluster show (on n1)"
+admin 1 cluster show
 
 for version in mqttv311 mqttv5; do
-  echo "== $version: mosquitto_sub on demo/hello, then mosquitto_pub (QoS 1)"
-  mosquitto_sub -h "$HOST" -p "$PORT" -V "$version" -t demo/hello -q 1 -C 1 -W 10 -v > "$DIR/received.txt" &
-  SUB=$!
+  echo "== $version: mosquitto_sub on n2 and n3, mosquitto_pub on n1 (QoS 1)"
+  rm -f "$DIR/recv2.txt" "$DIR/recv3.txt"
+  mosquitto_sub -h "$(host 2)" -p "$MQTT_PORT" -V "$version" -t demo/hello -q 1 -C 1 -W 15 -v > "$DIR/recv2.txt" &
+  S2=$!
+  mosquitto_sub -h "$(host 3)" -p "$MQTT_PORT" -V "$version" -t demo/hello -q 1 -C 1 -W 15 -v > "$DIR/recv3.txt" &
+  S3=$!
   for _ in $(seq 1 50); do
-    mosquitto_pub -h "$HOST" -p "$PORT" -V "$version" -t demo/hello -q 1 -m "hello from $version"
-    sleep 0.2
-    [ -s "$DIR/received.txt" ] && break
+    mosquitto_pub -h "$(host 1)" -p "$MQTT_PORT" -V "$version" -t demo/hello -q 1 -m "hello from n1 over $version"
+    sleep 0.3
+    [ -s "$DIR/recv2.txt" ] && [ -s "$DIR/recv3.txt" ] && break
   done
-  wait "$SUB"
-  echo "   received: $(cat "$DIR/received.txt")"
+  wait "$S2" "$S3" || true
+  echo "   n2 received: $(cat "$DIR/recv2.txt")"
+  echo "   n3 received: $(cat "$DIR/recv3.txt")"
 done
 
-echo "== retained message, then kill -9 and restart of the node"
-mosquitto_pub -h "$HOST" -p "$PORT" -t demo/status -q 1 -r -m "retained before the crash"
-kill -KILL "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true; NODE_PID=""
-start_node
-echo "   restarted, node pid $NODE_PID"
-echo "   retained after restart: $(mosquitto_sub -h "$HOST" -p "$PORT" -t demo/status -C 1 -W 10 -v)"
-stop_node
-echo "== done: the node stopped cleanly"
+echo "== retained message published on n1, read on n3; then kill -9 of n3 and restart"
+mosquitto_pub -h "$(host 1)" -p "$MQTT_PORT" -t demo/status -q 1 -r -m "retained on n1"
+for _ in $(seq 1 50); do admin 3 retain show topic=demo/status | grep -q "retained on n1" && break; sleep 0.2; done
+echo "   on n3: $(mosquitto_sub -h "$(host 3)" -p "$MQTT_PORT" -t demo/status -C 1 -W 10 -v)"
+kill -KILL "${PIDS[3]}"; wait "${PIDS[3]}" 2>/dev/null || true; PIDS[3]=""
+start_node 3
+echo "   n3 restarted (pid ${PIDS[3]}): $(mosquitto_sub -h "$(host 3)" -p "$MQTT_PORT" -t demo/status -C 1 -W 10 -v)"
+for _ in $(seq 1 100); do
+  [ "$(admin 1 cluster show --json | grep -o '"Ready": true' | wc -l)" = 3 ] && break
+  sleep 0.2
+done
+admin 1 cluster show
+stop_all
+echo "== done: every node stopped cleanly"
