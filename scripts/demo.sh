@@ -92,6 +92,11 @@ for version in mqttv311 mqttv5; do
   wait "$S2" "$S3" || true
   echo "   n2 received: $(cat "$DIR/recv2.txt")"
   echo "   n3 received: $(cat "$DIR/recv3.txt")"
+  if ! [ -s "$DIR/recv2.txt" ] || ! [ -s "$DIR/recv3.txt" ]; then
+    echo "!! a subscriber got nothing; the subscriptions n1 knows of:" >&2
+    admin 1 subscription show >&2 || true
+    exit 1
+  fi
 done
 
 echo "== retained message published on n1, read on n3; then kill -9 of n3 and restart"
