@@ -130,7 +130,9 @@ class Node:
     def _on_view(self, view: View) -> None:
         log.info("cluster view", ready=view.ready, groups=[list(g) for g in view.groups])
         if self.metadata is not None and self.metadata.replication_log is not None:
-            self.metadata.replication_log.write("cluster_view", self.metadata.hlc_now(), view.to_dict())
+            fields = view.to_dict()
+            del fields["node"]  # every line names its node already
+            self.metadata.replication_log.write("cluster_view", self.metadata.hlc_now(), fields)
 
     def _on_removed(self) -> None:
         """This node left the cluster: stop taking clients first, then disconnect the ones it has."""

@@ -31,7 +31,8 @@ def _default(value: Any) -> Any:
 
 
 def _dumps(record: dict[str, Any]) -> str:
-    return orjson.dumps(record, default=_default, option=orjson.OPT_NON_STR_KEYS).decode()
+    options = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS  # stamps go through _default: lists
+    return orjson.dumps(record, default=_default, option=options).decode()
 
 
 class ReplicationLog:
