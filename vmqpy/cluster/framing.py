@@ -76,6 +76,11 @@ class FrameType(enum.IntEnum):
 #: The types a caller sends and receives on an established link; the others belong to the link itself.
 DATA_TYPES: Final = frozenset({FrameType.METADATA, FrameType.FORWARD, FrameType.CONTROL, FrameType.REACHABILITY})
 
+_TYPES: Final = {int(t): t for t in FrameType}
+_BYTES_BODIES: Final = frozenset({FrameType.METADATA, FrameType.FORWARD, FrameType.CHALLENGE_RESPONSE})
+# msgpack of ``[1, type, `` for each type: fixarray of 3, positive fixint version, positive fixint type
+_ARRAY_HEAD: Final = {t: bytes((0x93, PROTOCOL_VERSION, int(t))) for t in FrameType}
+
 
 class NeedData(enum.Enum):
     """`FrameDecoder.next_frame` has no complete frame yet."""
@@ -116,12 +121,29 @@ def _shape_error(frame_type: FrameType, body: Any) -> str | None:
     return f"{frame_type.name} body must be {expected}, not {type(body).__name__}"
 
 
+def _encode_bytes_frame(frame_type: FrameType, body: bytes) -> bytes:
+    """The fast path for bytes bodies: msgpack written by hand (bin 8/16/32), one copy of the body."""
+    n = len(body)
+    if n < 0x100:
+        head = bytes((0xC4, n))
+    elif n < 0x10000:
+        head = b"\xc5" + n.to_bytes(2, "big")
+    elif n <= MAX_LENGTH - 8:
+        head = b"\xc6" + n.to_bytes(4, "big")
+    else:
+        raise ClusterUsageError(f"frame of {n} bytes cannot be framed")
+    return b"".join((_LENGTH.pack(3 + len(head) + n), _ARRAY_HEAD[frame_type], head, body))
+
+
 def encode_frame(frame_type: FrameType, body: Any) -> bytes:
     """The wire bytes of one frame. Raises `ClusterUsageError` if `body` does not fit `frame_type`."""
-    try:
-        frame_type = FrameType(frame_type)
-    except ValueError:
-        raise ClusterUsageError(f"unknown frame type {frame_type!r}") from None
+    if type(frame_type) is not FrameType:
+        checked = _TYPES.get(frame_type) if type(frame_type) is int else None
+        if checked is None:
+            raise ClusterUsageError(f"unknown frame type {frame_type!r}")
+        frame_type = checked
+    if frame_type in _BYTES_BODIES and type(body) is bytes:
+        return _encode_bytes_frame(frame_type, body)
     problem = _shape_error(frame_type, body)
     if problem is not None:
         raise ClusterUsageError(problem)
@@ -146,6 +168,12 @@ def decode_payload(payload: bytes | bytearray) -> Frame:
         raise
     except Exception as exc:  # msgpack raises ValueError, TypeError, StackError, ... for bad input
         raise UndecodableFrame(f"invalid msgpack: {type(exc).__name__}: {exc}"[:200]) from None
+    if type(obj) is list and len(obj) == 3:  # the fast path; anything odd takes the checks below
+        version, raw_type, body = obj
+        if type(version) is int and version == PROTOCOL_VERSION and type(raw_type) is int:
+            frame_type = _TYPES.get(raw_type)
+            if frame_type is not None and frame_type in _BYTES_BODIES and type(body) is bytes:
+                return Frame(frame_type, body)
     if type(obj) is not list or not obj:
         raise MalformedFrame(f"frame is not [version, type, body] but {type(obj).__name__}")
     version = obj[0]
@@ -158,10 +186,9 @@ def decode_payload(payload: bytes | bytearray) -> Frame:
     raw_type, body = obj[1], obj[2]
     if type(raw_type) is not int:
         raise MalformedFrame(f"frame type is {type(raw_type).__name__}, not an integer")
-    try:
-        frame_type = FrameType(raw_type)
-    except ValueError:
-        raise UnknownFrameType(raw_type) from None
+    frame_type = _TYPES.get(raw_type)
+    if frame_type is None:
+        raise UnknownFrameType(raw_type)
     problem = _shape_error(frame_type, body)
     if problem is not None:
         raise MalformedFrame(problem)
@@ -211,7 +238,7 @@ class FrameDecoder:
         if len(buffer) < end:
             self._compact()
             return NEED_DATA
-        payload = bytes(buffer[pos + HEADER_SIZE : end])
+        payload = buffer[pos + HEADER_SIZE : end]  # a copy: the buffer is compacted later
         self._pos = end
         try:
             return decode_payload(payload)

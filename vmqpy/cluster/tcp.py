@@ -10,7 +10,7 @@ Delivery (see docs/cluster-links.md):
 * `send_frame` writes at once when the peer's link is up and its socket is not paused; otherwise the frame
   goes into the peer's outgoing buffer (at most `outgoing_buffer` bytes), which is written in order, before
   any newer frame, on the next established link to that peer. When the frame does not fit, `send_frame`
-  returns False (counted as an overflow and logged once per episode) and the frame is dropped.
+  returns False (counted as an overflow; logged at most every 10 s per peer) and the frame is dropped.
 * A frame written to a socket is delivered only if that link stays up until the peer has read it. If the
   link breaks, frames already written to it may be lost and are not sent again (at-most-once).
 * The outgoing buffer of a peer is dropped by `remove_peer` and by `stop`.
@@ -26,6 +26,7 @@ import ipaddress
 import random
 import secrets
 import socket
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, cast
@@ -65,6 +66,9 @@ _CORK_LIMIT: Final = 1 << 16  # write what was collected once it reaches this si
 _DRAIN_CHUNK: Final = 1 << 18  # bytes of buffered frames handed to the socket per write
 _WRITE_HIGH_WATER: Final = 1 << 18
 _STOP_GRACE: Final = 1.0  # stop() waits at most this long for sockets to finish closing
+_OVERFLOW_LOG_INTERVAL: Final = 10.0  # at most one "buffer full" line per peer per this many seconds
+
+_now = time.monotonic  # the links' clock (uvloop's loop.time() only advances once per loop iteration)
 
 
 def _source_address(host: str) -> tuple[str, int] | None:
@@ -85,13 +89,13 @@ class _Peer:
         "attempts",
         "dial_task",
         "dialing",
-        "dropped",
         "incarnation",
         "name",
-        "overflowing",
+        "overflow_logged_at",
         "queue",
         "queued_bytes",
         "reconnect",
+        "refused_since_log",
         "removed",
         "was_up",
     )
@@ -107,8 +111,8 @@ class _Peer:
         self.reconnect: asyncio.TimerHandle | None = None
         self.attempts = 0  # dial attempts since the last established link
         self.incarnation: int | None = None
-        self.overflowing = False
-        self.dropped = 0  # frames refused in the current overflow episode
+        self.overflow_logged_at = -_OVERFLOW_LOG_INTERVAL
+        self.refused_since_log = 0  # frames refused since the last "buffer full" log line
         self.removed = False
         self.was_up = False
 
@@ -131,6 +135,7 @@ class _Connection(asyncio.Protocol):
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self._linger: asyncio.TimerHandle | None = None
 
     # ---------------------------------------------------------------------------------------------- protocol
 
@@ -165,7 +170,7 @@ class _Connection(asyncio.Protocol):
             secrets.token_bytes(NONCE_MIN),
             net.detect_timeout,
             net.incoming_buffer,
-            now=net._loop_time(),
+            now=_now(),
             listen=net._advertised(),
             handshake_timeout=net.handshake_timeout,
             admit=None if self.outgoing else self._admit,
@@ -180,26 +185,36 @@ class _Connection(asyncio.Protocol):
         net = self.net
         net._bytes_in += len(data)
         try:
-            events = link.receive_data(data, net._loop_time())
+            events = link.receive_data(data, _now())
             pending = link.data_to_send()
             if pending:
                 self.write(pending)
             if events:
                 net._handle_events(self, events)
             if not self.dead:
-                self._arm()
+                # A loop busy with input runs its timers late (uvloop reads many chunks per iteration), so
+                # heartbeats and checks that are already due run here rather than wait for the timer.
+                now = _now()
+                due = link.get_timer()
+                if due is not None and due <= now:
+                    self._tick(now)
+                else:
+                    self._arm()
         except Exception:  # never let anything escape into the event loop
             log.exception("cluster link failed", node=net.own_name, remote=self.remote)
-            self.abort("internal error")
+            self.close_link("internal error")
 
     def eof_received(self) -> bool | None:
         if self.link is not None and not self.dead:
-            self._deliver(self.link.receive_data(b"", self.net._loop_time()))
+            self._deliver(self.link.receive_data(b"", _now()))
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.net._conns.discard(self)
         self._cancel_timer()
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         if self.link is not None and not self.dead:
             reason = f"connection lost: {exc}" if exc is not None else "connection closed by peer"
             self._deliver(self.link.connection_lost(reason))
@@ -255,21 +270,42 @@ class _Connection(asyncio.Protocol):
             self.transport.write(data)
 
     def finish(self) -> None:
-        """The link is closed: write what it still has (its BYE) and close the socket."""
+        """The link is closed: write what it still has (its BYE), then close without losing it.
+
+        Closing a socket that still has unread input makes the kernel reset the connection and drop what we
+        wrote that is still in its send buffer (the BYE and the frames before it). So we half-close (FIN
+        after the buffered bytes) and keep reading, discarding, until the peer closes too (`eof_received`)
+        or `linger` seconds passed.
+        """
         self.dead = True
         self._cancel_timer()
         if self.link is not None:
             self.write(self.link.data_to_send())
         self.flush()
-        if self.transport is not None:
-            self.transport.close()
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        try:
+            if not transport.can_write_eof():
+                transport.close()
+                return
+            transport.write_eof()
+        except Exception:  # the socket is already broken
+            transport.abort()
+            return
+        self._linger = self.net._loop.call_later(self.net.handshake_timeout, self._linger_expired)
 
-    def abort(self, reason: str) -> None:
+    def _linger_expired(self) -> None:
+        self._linger = None
+        if self.transport is not None:
+            self.transport.abort()  # the peer neither closed nor read: give up on what is left
+
+    def close_link(self, reason: str) -> None:
         """Close our side of the link with BYE(reason), delivering the resulting events."""
         if self.link is None or self.dead:
             self.dead = True
-            if self.transport is not None:
-                self.transport.close()
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.abort()
             return
         self._deliver(self.link.close(reason))
 
@@ -284,7 +320,7 @@ class _Connection(asyncio.Protocol):
                 return  # the armed timer fires first; handle_timer is safe to call early
             self._timer.cancel()
         self._timer_at = when
-        self._timer = self.net._loop.call_at(when, self._on_timer)
+        self._timer = self.net._loop.call_later(max(0.0, when - _now()), self._on_timer)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -293,22 +329,26 @@ class _Connection(asyncio.Protocol):
 
     def _on_timer(self) -> None:
         self._timer = None
-        link = self.link
-        if link is None or self.dead:
+        if self.link is None or self.dead:
             return
         try:
-            # the loop may run a timer up to its clock resolution early: it is due, so use its deadline
-            events = link.handle_timer(max(self.net._loop_time(), self._timer_at))
-            pending = link.data_to_send()
-            if pending:
-                self.write(pending)
-            if events:
-                self.net._handle_events(self, events)
-            if not self.dead:
-                self._arm()
+            # the loop may run a timer a little early on our clock: it is due, so use its deadline
+            self._tick(max(_now(), self._timer_at))
         except Exception:
             log.exception("cluster link timer failed", node=self.net.own_name, remote=self.remote)
-            self.abort("internal error")
+            self.close_link("internal error")
+
+    def _tick(self, now: float) -> None:
+        link = self.link
+        assert link is not None
+        events = link.handle_timer(now)
+        pending = link.data_to_send()
+        if pending:
+            self.write(pending)
+        if events:
+            self.net._handle_events(self, events)
+        if not self.dead:
+            self._arm()
 
 
 class ClusterNetwork:
@@ -398,9 +438,6 @@ class ClusterNetwork:
             raise ClusterUsageError("the cluster network is not started")
         return self._loop_ref
 
-    def _loop_time(self) -> float:
-        return self._loop.time()
-
     async def start(self) -> None:
         """Open the listener and start dialing the peers added so far."""
         if self._running or self._stopped:
@@ -434,7 +471,7 @@ class ClusterNetwork:
             if peer.dial_task is not None:
                 tasks.append(peer.dial_task)
         for conn in list(self._conns):
-            conn.abort(SHUTTING_DOWN)
+            conn.close_link(SHUTTING_DOWN)
         for peer in self._peers.values():
             peer.queue.clear()
             peer.queued_bytes = 0
@@ -493,7 +530,7 @@ class ClusterNetwork:
         self._cancel_dial(peer)
         for conn in (peer.dialing, peer.active):
             if conn is not None:
-                conn.abort(PEER_REMOVED)
+                conn.close_link(PEER_REMOVED)
         peer.queue.clear()
         peer.queued_bytes = 0
 
@@ -565,20 +602,19 @@ class ClusterNetwork:
         direct = conn is not None and not conn.paused and not entry.queue
         if not direct and entry.queued_bytes + size > self.outgoing_buffer:
             self._overflows += 1
-            entry.dropped += 1
-            if not entry.overflowing:
-                entry.overflowing = True
+            entry.refused_since_log += 1
+            now = _now()
+            if now - entry.overflow_logged_at >= _OVERFLOW_LOG_INTERVAL:
                 self._logger(peer=peer).warning(
                     "cluster outgoing buffer full, refusing frames",
+                    refused_frames=entry.refused_since_log,
                     buffered_bytes=entry.queued_bytes,
                     limit=self.outgoing_buffer,
                     reachable=conn is not None,
                 )
+                entry.overflow_logged_at = now
+                entry.refused_since_log = 0
             return False
-        if entry.overflowing:
-            entry.overflowing = False
-            self._logger(peer=peer).info("cluster outgoing buffer accepting again", refused_frames=entry.dropped)
-            entry.dropped = 0
         if direct:
             assert conn is not None and conn.link is not None
             conn.write(frame)
@@ -760,12 +796,12 @@ class ClusterNetwork:
             self._logger(peer=name).info("cluster link replaced", remote=old.remote)
             self._links_down += 1
             self._fire_reachability(name, False)
-            old.abort(REPLACED)
+            old.close_link(REPLACED)
         for other in conn.replaces:
             if other is not conn:
                 if peer.dialing is other:
                     peer.dialing = None
-                other.abort(DUPLICATE_LINK)
+                other.close_link(DUPLICATE_LINK)
         conn.replaces = []
         listen = event.peer_listen
         self._logger(peer=name).info(
