@@ -59,8 +59,13 @@ async def receiver_main() -> None:
     await net.start()
     print(f"{net.bound_address()[1]}", flush=True)
     loop = asyncio.get_running_loop()
-    stdin_closed = loop.create_future()
-    loop.add_reader(sys.stdin.fileno(), lambda: stdin_closed.done() or stdin_closed.set_result(None))
+    stdin_closed: asyncio.Future[None] = loop.create_future()
+
+    def on_stdin() -> None:
+        if not stdin_closed.done():
+            stdin_closed.set_result(None)
+
+    loop.add_reader(sys.stdin.fileno(), on_stdin)
     await stdin_closed  # the parent closes our stdin to stop us
     await net.stop()
 
@@ -120,44 +125,45 @@ async def throughput(port: int, sizes: list[tuple[int, int]], runs: int) -> list
 # ---------------------------------------------------------------------------------------------- detection
 
 
-async def detection(detect_timeout: float, samples: int, alive_for: float) -> list[float]:
-    results = []
-    for i in range(samples):
-        net = ClusterNetwork("watcher", 1, COOKIE, (SENDER_HOST, 0), detect_timeout=detect_timeout)
-        loop = asyncio.get_running_loop()
-        down: asyncio.Future[float] = loop.create_future()
-        net.on_reachability(lambda peer, up: None if up or down.done() else down.set_result(time.perf_counter()))
-        await net.start()
-        reader, writer = await asyncio.open_connection(*net.bound_address(), local_addr=(FAKE_HOST, 0))
-        fake = Link(f"fake{i}", 1, COOKIE, "watcher", os.urandom(16), detect_timeout, 1 << 20, now=loop.time())
+async def detect_once(name: str, detect_timeout: float, alive_for: float) -> float:
+    """Seconds from the fake peer's last frame to the watcher's on_reachability(False)."""
+    net = ClusterNetwork("watcher", 1, COOKIE, (SENDER_HOST, 0), detect_timeout=detect_timeout)
+    loop = asyncio.get_running_loop()
+    down: asyncio.Future[float] = loop.create_future()
+    net.on_reachability(lambda peer, up: None if up or down.done() else down.set_result(time.perf_counter()))
+    await net.start()
+    reader, writer = await asyncio.open_connection(*net.bound_address(), local_addr=(FAKE_HOST, 0))
+    fake = Link(name, 1, COOKIE, "watcher", os.urandom(16), detect_timeout, 1 << 20, now=loop.time())
+    writer.write(fake.data_to_send())
+    established = False
+    while not established:
+        data = await asyncio.wait_for(reader.read(65536), 10)
+        established = any(isinstance(e, Established) for e in fake.receive_data(data, loop.time()))
         writer.write(fake.data_to_send())
-        established = False
-        while not established:
-            data = await asyncio.wait_for(reader.read(65536), 10)
-            established = any(isinstance(e, Established) for e in fake.receive_data(data, loop.time()))
-            writer.write(fake.data_to_send())
-        last_write = time.perf_counter()
-        # heartbeat normally for a while (reading what the watcher sends), then go silent
-        stop_at = loop.time() + alive_for
-        while loop.time() < stop_at:
-            timer = fake.get_timer()
-            if timer is not None:
-                await asyncio.sleep(max(0.0, min(timer, stop_at) - loop.time()))
-                fake.handle_timer(loop.time())
-            with_data = fake.data_to_send()
-            if with_data:
-                writer.write(with_data)
-                last_write = time.perf_counter()
-            try:
-                data = await asyncio.wait_for(reader.read(65536), 0.001)
-                fake.receive_data(data, loop.time())
-            except TimeoutError:
-                pass
-        detected = await asyncio.wait_for(down, detect_timeout * 5)
-        results.append(detected - last_write)
-        writer.close()
-        await net.stop()
-    return results
+    last_write = time.perf_counter()
+    # heartbeat normally for a while (reading what the watcher sends), then go silent
+    stop_at = loop.time() + alive_for
+    while loop.time() < stop_at:
+        timer = fake.get_timer()
+        if timer is not None:
+            await asyncio.sleep(max(0.0, min(timer, stop_at) - loop.time()))
+            fake.handle_timer(loop.time())
+        out = fake.data_to_send()
+        if out:
+            writer.write(out)
+            last_write = time.perf_counter()
+        try:
+            fake.receive_data(await asyncio.wait_for(reader.read(65536), 0.001), loop.time())
+        except TimeoutError:
+            pass
+    detected = await asyncio.wait_for(down, detect_timeout * 5)
+    writer.close()
+    await net.stop()
+    return detected - last_write
+
+
+async def detection(detect_timeout: float, samples: int, alive_for: float) -> list[float]:
+    return [await detect_once(f"fake{i}", detect_timeout, alive_for) for i in range(samples)]
 
 
 # ---------------------------------------------------------------------------------------------- main
