@@ -1,1 +1,7 @@
-"""Node links, membership and netsplit handling (not built yet)."""
+"""The cluster: node links, membership, the reachability view and forwarding between nodes.
+
+Node links (docs/cluster-links.md): `framing` (frames, `FrameDecoder`), `handshake` (challenge-response over
+the cookie) and `link` (`Link`: one connection with heartbeats and silence detection) are sans-I/O; `tcp`
+(`ClusterNetwork`) is their asyncio driver; `errors` holds the `ClusterError` hierarchy.
+The cluster service on top of them (docs/cluster.md): `service`, `membership`, `view`, `replica_links`.
+"""

@@ -20,6 +20,8 @@ BYE                 8     str: why the sender closes the link
 `FrameDecoder` is incremental: feed it any split of the byte stream with `receive_data` and call
 `next_frame` until it returns `NEED_DATA`. Every problem with the input raises a subclass of
 `ClusterProtocolError`, and nothing else; after one the decoder is dead and raises it again.
+
+msgpack extension types are refused, except the msgpack timestamp (-1), which decodes to `msgpack.Timestamp`.
 """
 
 from __future__ import annotations

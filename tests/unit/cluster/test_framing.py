@@ -225,6 +225,12 @@ def test_invalid_inner_frame(payload: bytes, error: type[ClusterProtocolError]) 
     assert type(info.value) is error
 
 
+def test_the_msgpack_timestamp_is_the_one_extension_accepted() -> None:
+    decoder = FrameDecoder(1024)
+    decoder.receive_data(encode_frame(FrameType.CONTROL, {"at": msgpack.Timestamp(5, 0)}))
+    assert decode_all(decoder) == [Frame(FrameType.CONTROL, {"at": msgpack.Timestamp(5, 0)})]
+
+
 def test_empty_frame_is_invalid() -> None:
     decoder = FrameDecoder(1024)
     decoder.receive_data(b"\x00\x00\x00\x00")
