@@ -560,7 +560,8 @@ class ClusterNetwork:
 
     def on_connect(self, callback: ConnectCallback) -> None:
         """Call `callback(peer, host, port)` on every established link, with the listener the peer advertised
-        (lets a node learn a joining node, whose connection it accepted, and dial it back later)."""
+        (lets a node learn a joining node, whose connection it accepted, and dial it back later). Not called
+        when the peer advertised no listener."""
         self._connect_callbacks.append(callback)
 
     def set_receiver(self, receiver: Callable[[str, bytes], None]) -> None:

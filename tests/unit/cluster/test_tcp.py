@@ -401,6 +401,23 @@ async def test_data_before_the_handshake_is_refused(make_net: MakeNet) -> None:
     assert [e["reason"] for e in logs if e["event"] == "cluster link refused"] == [hs.UNEXPECTED_FRAME]
 
 
+async def test_a_connection_that_never_shakes_hands_is_closed(make_net: MakeNet) -> None:
+    a = make_net("a", A, handshake_timeout=0.3)
+    await a.start()
+    with structlog.testing.capture_logs() as logs:
+        reader, writer = await asyncio.open_connection(*a.bound_address())
+        received = b""
+        for _ in range(100):  # read until the node closes: its HELLO, then BYE("handshake timeout")
+            data = await asyncio.wait_for(reader.read(65536), SETTLE)
+            if not data:
+                break
+            received += data
+        writer.close()
+    assert decode(received)[-1] == Frame(FrameType.BYE, hs.HANDSHAKE_TIMEOUT)
+    assert [e["event"] for e in logs if e.get("reason") == hs.HANDSHAKE_TIMEOUT] == ["cluster handshake timed out"]
+    await wait_until(lambda: a.stats()["connections"] == 0, SETTLE, "socket closed")
+
+
 async def test_a_reflected_hello_is_refused(make_net: MakeNet) -> None:
     a = make_net("a", A)
     await a.start()
