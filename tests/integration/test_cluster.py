@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.clients import RawClient
 from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, join_all, partition_chain
 from tests.integration.conftest import wait_until
 
@@ -167,3 +168,39 @@ def test_partition_is_detected_and_healed(joined: list[ClusterNode]) -> None:
         assert '"Ready": false' in health.stdout.replace("false", "false"), health.stdout
         heal()
         wait_until(lambda: cluster_ready(joined), 3, interval=0.1, what="every node ready within 3 s of the heal")
+
+
+@pytest.mark.skipif(shutil.which("iptables") is None, reason="iptables is installed by make test")
+def test_forward_that_cannot_be_buffered_is_refused_not_acknowledged(tmp_path: Path) -> None:
+    """A QoS 1 publish whose forward to an unreachable node does not fit in the outgoing buffer gets PUBACK 0x97
+    (5.0) and is not delivered; what was acknowledged is delivered after the heal."""
+    small = {"outgoing_clustering_buffer_size": "1024"}
+    n1, n2 = ClusterNode(1, tmp_path, small).start(), ClusterNode(2, tmp_path, small).start()
+    try:
+        join_all([n1, n2])
+        topic = unique("cluster/refuse/")
+        sub_id = unique("sub-")
+        subscriber = n2.client(5, sub_id, clean=False, session_expiry=300)
+        subscriber.subscribe(topic, qos=1)
+        wait_until(lambda: subscribed_everywhere([n1], sub_id), 10, interval=0.2, what="subscription on n1")
+        publisher = RawClient(n1.mqtt_port, n1.host, 5)
+        publisher.connect(unique("pub-"))
+        with partition_chain():
+            cut(n1, n2)
+            wait_until(lambda: not {r["Node"]: r for r in n1.show()}[n2.name]["Reachable"], 5, interval=0.1,
+                       what="n1 sees n2 unreachable")
+            codes = []
+            for i in range(12):
+                ack = publisher.publish(topic, f"{i:03d}".encode() + b"x" * 200, qos=1)
+                assert ack is not None
+                codes.append(ack.reason_code)
+            heal()
+        acked = [i for i, code in enumerate(codes) if code == 0]
+        assert 0x97 in codes, f"no publish was refused: {codes}"
+        assert acked and acked == list(range(len(acked))), f"refusals must come after the buffer filled: {codes}"
+        got = subscriber.collect(len(acked), 15)
+        assert sorted(int(m.payload[:3]) for m in got) == acked
+        subscriber.assert_no_message(1.0)
+    finally:
+        n1.stop()
+        n2.stop()
