@@ -142,7 +142,7 @@ SCHEMA: Mapping[str, Key] = {
     "outgoing_clustering_buffer_size": Key(
         parse_int(1024), 10 * 1024 * 1024, "bytes buffered per unreachable peer before forwards are refused"
     ),
-    "incoming_clustering_buffer_size": Key(parse_int(1024), 1024 * 1024, "largest cluster frame accepted, bytes"),
+    "incoming_clustering_buffer_size": Key(parse_int(1024), 64 * 1024 * 1024, "largest cluster frame accepted, bytes"),
     "metadata.sync_interval": Key(parse_duration, 1.0, "anti-entropy period of the metadata store (with jitter)"),
     "metadata.replication_log": Key(parse_path, None, "replication log file (default: DATA_DIR/replication.log)"),
     "log.console": Key(parse_choice("console", "json", "off"), "console", "log format on stderr"),
@@ -176,7 +176,7 @@ class Config:
     max_keepalive: int = 0
     detect_timeout: float = 1.0
     outgoing_clustering_buffer_size: int = 10 * 1024 * 1024
-    incoming_clustering_buffer_size: int = 1024 * 1024
+    incoming_clustering_buffer_size: int = 64 * 1024 * 1024
     metadata_sync_interval: float = 1.0
     replication_log: Path | None = None
     log_format: str = "console"
