@@ -186,6 +186,9 @@ class ClusterService:
             raise ClusterError(str(exc)) from None
         if name not in self.members:
             raise ClusterError(f"unknown node {name}: not a member of this cluster", 404)
+        if kill_sessions:
+            raise ClusterError("moving the sessions of a leaving node (-k) is not built yet: leave without -k "
+                               "(its sessions then stay on it)", 409)
         if len(self.members) == 1:
             raise ClusterError(f"{name} is the only member", 409)
         self.metadata.delete(ms.MEMBERSHIP, (name,))
