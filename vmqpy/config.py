@@ -138,6 +138,14 @@ SCHEMA: Mapping[str, Key] = {
     "max_message_size": Key(parse_int(0), 0, "largest packet accepted, bytes; 0 is unlimited"),
     "max_client_id_size": Key(parse_int(1, 65535), 65535, "longest client id accepted"),
     "max_keepalive": Key(parse_int(0, 65535), 0, "largest keepalive granted, seconds; 0 is no limit"),
+    "allow_register_during_netsplit": Key(parse_bool, False, "accept CONNECT while the cluster is not ready"),
+    "allow_publish_during_netsplit": Key(parse_bool, False, "accept PUBLISH while the cluster is not ready"),
+    "allow_subscribe_during_netsplit": Key(parse_bool, False, "accept SUBSCRIBE while the cluster is not ready"),
+    "allow_unsubscribe_during_netsplit": Key(parse_bool, False, "accept UNSUBSCRIBE while the cluster is not ready"),
+    "trade_consistency": Key(parse_bool, False, "on: all four allow_*_during_netsplit on"),
+    "cluster.readiness": Key(
+        parse_choice("all", "majority"), "all", "ready when every member is reachable (all) or a strict majority"
+    ),
     "cluster.detect_timeout": Key(parse_duration, 1.0, "a peer without a heartbeat for this long is unreachable"),
     "outgoing_clustering_buffer_size": Key(
         parse_int(1024), 10 * 1024 * 1024, "bytes buffered per unreachable peer before forwards are refused"
@@ -174,6 +182,12 @@ class Config:
     max_message_size: int = 0
     max_client_id_size: int = 65535
     max_keepalive: int = 0
+    allow_register_during_netsplit: bool = False
+    allow_publish_during_netsplit: bool = False
+    allow_subscribe_during_netsplit: bool = False
+    allow_unsubscribe_during_netsplit: bool = False
+    trade_consistency: bool = False
+    readiness: str = "all"
     detect_timeout: float = 1.0
     outgoing_clustering_buffer_size: int = 10 * 1024 * 1024
     incoming_clustering_buffer_size: int = 64 * 1024 * 1024
@@ -274,6 +288,12 @@ def build(settings: Sequence[_Setting]) -> Config:
         max_message_size=get("max_message_size"),
         max_client_id_size=get("max_client_id_size"),
         max_keepalive=get("max_keepalive"),
+        allow_register_during_netsplit=get("allow_register_during_netsplit") or get("trade_consistency"),
+        allow_publish_during_netsplit=get("allow_publish_during_netsplit") or get("trade_consistency"),
+        allow_subscribe_during_netsplit=get("allow_subscribe_during_netsplit") or get("trade_consistency"),
+        allow_unsubscribe_during_netsplit=get("allow_unsubscribe_during_netsplit") or get("trade_consistency"),
+        trade_consistency=get("trade_consistency"),
+        readiness=get("cluster.readiness"),
         detect_timeout=get("cluster.detect_timeout"),
         outgoing_clustering_buffer_size=get("outgoing_clustering_buffer_size"),
         incoming_clustering_buffer_size=get("incoming_clustering_buffer_size"),
@@ -298,6 +318,7 @@ def load(path: Path | None, environ: Mapping[str, str] | None = None, flags: Seq
 _FIELD_OF = {
     "platform_data_dir": "data_dir", "listener.http.default": "http_listener",
     "listener.vmq.clustering": "cluster_listener", "cluster.detect_timeout": "detect_timeout",
+    "cluster.readiness": "readiness",
     "metadata.sync_interval": "metadata_sync_interval", "metadata.replication_log": "replication_log",
     "log.console": "log_format", "log.console.level": "log_level",
 }

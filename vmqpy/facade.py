@@ -19,7 +19,15 @@ if TYPE_CHECKING:
     from vmqpy.node import Node
 
 Row = dict[str, Any]
-RUNTIME_SETTINGS = ("log.console.level",)
+RUNTIME_SETTINGS = (
+    "log.console.level",
+    "allow_register_during_netsplit",
+    "allow_publish_during_netsplit",
+    "allow_subscribe_during_netsplit",
+    "allow_unsubscribe_during_netsplit",
+    "trade_consistency",
+    "cluster.readiness",
+)
 
 
 def _text(payload: bytes) -> str:
@@ -71,8 +79,13 @@ class NodeFacade:
         cluster = self._node.cluster
         if cluster is None:
             return True, "single node"
+        if cluster.removed:
+            return False, "this node left the cluster"
+        policy = self._node.policy
+        if not policy.ready:
+            return False, policy.reason()
         ready: tuple[bool, str] = cluster.health()
-        return ready
+        return True, ready[1]
 
     # ---------------------------------------------------------------------------------------------- broker
 
@@ -136,6 +149,8 @@ class NodeFacade:
         cluster = self._node.cluster
         if cluster is not None:
             out.update({f"cluster.{k}": v for k, v in cluster.stats().items()})
+        for operation, count in sorted(self._node.policy.refused.items()):
+            out[f"netsplit.refused_{operation}"] = count
         return out
 
     def _metadata(self) -> Any:
@@ -175,7 +190,7 @@ class NodeFacade:
         except ValueError as exc:
             raise CommandError(f"bad value for {key}: {exc}", 400) from None
         self._node.apply_setting(key, parsed)
-        return str(parsed)
+        return self.get_setting(key)
 
 
 def _flatten_dump(dump: dict[str, Any]) -> list[Row]:

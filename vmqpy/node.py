@@ -23,6 +23,7 @@ from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.cluster.membership import load_incarnation, replica_id
+from vmqpy.cluster.policy import OPERATIONS, NetsplitSettings, Policy
 from vmqpy.cluster.replica_links import ReplicaLinks
 from vmqpy.cluster.service import ClusterService
 from vmqpy.cluster.tcp import ClusterNetwork
@@ -49,6 +50,7 @@ class Node:
         self.broker: Broker | None = None
         self.metadata: MetadataService | None = None
         self.cluster: Any = None  # the cluster service, when listener.vmq.clustering is set
+        self.policy = Policy(netsplit_settings(config))
         self.servers: list[asyncio.Server] = []
         self.connections: set[MQTTConnection] = set()
         self.started_at = 0.0
@@ -62,7 +64,7 @@ class Node:
             incarnations: dict[str, int] = {self.config.nodename: incarnation}
             links = None if network is None else ReplicaLinks(network, incarnations)
             metadata = await stack.enter_async_context(self._metadata(storage, incarnation, links))
-            broker = self.broker = Broker(self.config, SessionStore(storage), metadata)
+            broker = self.broker = Broker(self.config, SessionStore(storage), metadata, policy=self.policy)
             broker.load(time.time())
             if network is not None:
                 await stack.enter_async_context(self._cluster(network, metadata, broker, incarnation, incarnations))
@@ -128,7 +130,9 @@ class Node:
             await cluster.stop()
 
     def _on_view(self, view: View) -> None:
-        log.info("cluster view", ready=view.ready, groups=[list(g) for g in view.groups])
+        self.policy.view = view
+        log.info("cluster view", ready=view.ready, majority=view.in_majority, groups=[list(g) for g in view.groups],
+                 serving=self.policy.ready)
         if self.metadata is not None and self.metadata.replication_log is not None:
             fields = view.to_dict()
             del fields["node"]  # every line names its node already
@@ -182,7 +186,11 @@ class Node:
         if key == "log.console.level":
             logconfig.configure(self.config.log_format, str(value), node=self.config.nodename)
         changes: dict[str, Any] = {config_module.field_of(key): value}
+        if key == "trade_consistency":
+            changes.update({f"allow_{op}_during_netsplit": value for op in OPERATIONS})
         self.config = dataclasses.replace(self.config, **changes)
+        self.policy.settings = netsplit_settings(self.config)
+        log.info("setting changed", key=key, value=value)
 
     @contextlib.asynccontextmanager
     async def _ticker(self, broker: Broker) -> AsyncIterator[None]:
@@ -246,6 +254,16 @@ class Node:
                 host, port = sock.getsockname()[:2]
                 ports.append((host, port))
         return ports
+
+
+def netsplit_settings(config: Config) -> NetsplitSettings:
+    return NetsplitSettings(
+        allow_register=config.allow_register_during_netsplit,
+        allow_publish=config.allow_publish_during_netsplit,
+        allow_subscribe=config.allow_subscribe_during_netsplit,
+        allow_unsubscribe=config.allow_unsubscribe_during_netsplit,
+        readiness=config.readiness,
+    )
 
 
 async def serve(config: Config) -> None:

@@ -28,6 +28,19 @@ from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
 log = structlog.get_logger("vmqpy.broker")
 
 
+class ServePolicy(Protocol):
+    """Whether this node serves an operation now (the netsplit policy of the cluster)."""
+
+    def may(self, operation: str) -> bool:
+        """`operation` is register, publish, subscribe or unsubscribe; False is a refusal (counted)."""
+        ...
+
+
+class AlwaysServe:
+    def may(self, operation: str) -> bool:
+        return True
+
+
 class Forwarder(Protocol):
     """How the broker hands a publish to another node (the cluster's links)."""
 
@@ -52,12 +65,14 @@ class Broker:
         store: SessionStore,
         metadata: records.MetadataPort,
         rng: random.Random | None = None,
+        policy: ServePolicy | None = None,
     ) -> None:
         self.config = config
         self.node = config.nodename
         self.store = store
         self.metadata = metadata
         self.forwarder: Forwarder | None = None
+        self.policy: ServePolicy = policy or AlwaysServe()
         self.sessions: dict[str, Session] = {}
         self.router = Router(self.sessions, rng)
         self.retained: RetainedStore[Message] = RetainedStore()
@@ -158,10 +173,10 @@ class Broker:
             existing.detach(now)
             self.metrics["session_takeover"] += 1
             if old_will is not None and (clean_start or old_delay <= 0):
-                self.publish(old_will, now)
+                self.publish_will(old_will, now)
         pending = self._wills.pop(client_id, None)
         if pending is not None and clean_start:
-            self.publish(pending.message, now)  # the old session ends now, so its delayed will is due
+            self.publish_will(pending.message, now)  # the old session ends now, so its delayed will is due
         if existing is not None and clean_start:
             self._discard(existing)
             existing = None
@@ -201,7 +216,7 @@ class Broker:
                 delay = will_delay if expiry is None else min(will_delay, expiry)
                 self._wills[session.client_id] = PendingWill(now + delay, will)
             else:
-                self.publish(will, now)
+                self.publish_will(will, now)
         if not session.persistent:
             self._discard(session)
         else:
@@ -224,14 +239,14 @@ class Broker:
         for client_id, pending in list(self._wills.items()):
             if pending.due <= now:
                 del self._wills[client_id]
-                self.publish(pending.message, now)
+                self.publish_will(pending.message, now)
         for session in list(self.sessions.values()):
             if session.online or session.disconnected_at is None or session.expiry_interval is None:
                 continue
             if session.disconnected_at + session.expiry_interval <= now:
                 due = self._wills.pop(session.client_id, None)
                 if due is not None:
-                    self.publish(due.message, now)
+                    self.publish_will(due.message, now)
                 self.metrics["session_expired"] += 1
                 self._discard(session)
 
@@ -255,6 +270,14 @@ class Broker:
         if result.remote:
             self._forward(message, result)
         return result
+
+    def publish_will(self, message: Message, now: float) -> None:
+        """A will is published only where publishing is allowed (netsplit policy); otherwise it is dropped."""
+        if self.policy.may("publish"):
+            self.publish(message, now)
+        else:
+            self.metrics["will_dropped_netsplit"] += 1
+            log.warning("will not published: the cluster is not ready", topic=message.topic)
 
     def _forward(self, message: Message, result: RouteResult) -> None:
         forwarder = self.forwarder

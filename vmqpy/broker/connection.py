@@ -312,6 +312,11 @@ class MQTTConnection(asyncio.Protocol):
         elif isinstance(packet, Subscribe):
             self._on_subscribe(session, packet, now)
         elif isinstance(packet, Unsubscribe):
+            if not self.broker.policy.may("unsubscribe"):
+                if self.level == 5:
+                    refused = Unsuback(packet.packet_id, [rc.IMPLEMENTATION_SPECIFIC_ERROR] * len(packet.topic_filters))
+                    self._after_durable(False, lambda: self.write_packet(refused))
+                return  # 3.1.1: no UNSUBACK, the client retries
             codes = self.broker.unsubscribe(session, packet.topic_filters)
             reply = Unsuback(packet.packet_id, codes)
             self._after_durable(session.persistent, lambda: self.write_packet(reply))
@@ -345,6 +350,9 @@ class MQTTConnection(asyncio.Protocol):
         refusal = self.auth.check(packet.username, packet.password)
         if refusal is not None:
             self._refuse(refusal, "authentication failed")
+            return
+        if not self.broker.policy.may("register"):
+            self._refuse(rc.SERVER_UNAVAILABLE, "the cluster is not ready (netsplit)")
             return
         self.client_id = client_id
         self.log = self.log.bind(client_id=client_id)
@@ -417,6 +425,9 @@ class MQTTConnection(asyncio.Protocol):
         if qos == 2 and packet_id in session.awaiting_release:
             self.write_packet(Pubrec(packet_id))  # a resend: routed already, not again
             return
+        if not self.broker.policy.may("publish"):
+            self._refuse_publish(qos, packet_id)
+            return
         if qos and self._unacked_qos1 + len(session.awaiting_release) >= self._receive_maximum:
             raise RemoteProtocolError("more unacknowledged QoS 1/2 PUBLISHes than Receive Maximum",
                                       rc.RECEIVE_MAXIMUM_EXCEEDED)
@@ -448,6 +459,14 @@ class MQTTConnection(asyncio.Protocol):
         if result.congested:
             self._block(result)
 
+    def _refuse_publish(self, qos: int, packet_id: int | None) -> None:
+        """Netsplit: QoS 0 is dropped (counted); QoS 1/2 is not acknowledged (3.1.1) or answered 0x83 (5.0)."""
+        self.log.info("publish refused: the cluster is not ready", qos=qos)
+        if qos and self.level == 5:
+            refusal: Packet = Puback(packet_id or 0, rc.IMPLEMENTATION_SPECIFIC_ERROR) if qos == 1 else \
+                Pubrec(packet_id or 0, rc.IMPLEMENTATION_SPECIFIC_ERROR)
+            self._after_durable(False, lambda: self.write_packet(refusal))
+
     def _on_pubrel(self, session: Session, packet: Pubrel) -> None:
         packet_id = packet.packet_id
         if packet_id in session.awaiting_release:
@@ -459,6 +478,11 @@ class MQTTConnection(asyncio.Protocol):
         self._after_durable(False, lambda: self.write_packet(reply))
 
     def _on_subscribe(self, session: Session, packet: Subscribe, now: float) -> None:
+        if not self.broker.policy.may("subscribe"):
+            failure = rc.IMPLEMENTATION_SPECIFIC_ERROR if self.level == 5 else rc.V311_SUBACK_FAILURE
+            reply = Suback(packet.packet_id, [failure] * len(packet.subscriptions))
+            self._after_durable(False, lambda: self.write_packet(reply))
+            return
         ids = packet.properties.subscription_identifiers
         codes, added = self.broker.subscribe(session, packet.subscriptions, ids[0] if ids else None)
         reply = Suback(packet.packet_id, codes)

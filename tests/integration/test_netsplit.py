@@ -1,0 +1,131 @@
+"""The netsplit policy on real nodes: iptables cuts a node off; what clients on each side get."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.clients import SUBACK, UNSUBACK, RawClient, enc_subscribe, enc_unsubscribe, unique
+from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, join_all, partition_chain
+from tests.integration.conftest import wait_until
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.vmqpy_only("vmqpy clustering"),
+    pytest.mark.skipif(shutil.which("iptables") is None, reason="iptables is installed by make test"),
+]
+
+
+def start_cluster(tmp_path: Path, extra: dict[str, str] | None = None) -> list[ClusterNode]:
+    nodes: list[ClusterNode] = []
+    try:
+        for i in (1, 2, 3):
+            nodes.append(ClusterNode(i, tmp_path, extra).start())
+        join_all(nodes)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return nodes
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[list[ClusterNode]]:
+    nodes = start_cluster(tmp_path)
+    try:
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def ready(node: ClusterNode) -> bool:
+    answer = node.admin("node", "status", "--json")
+    return answer.returncode == 0 and json.loads(answer.stdout)[0]["Ready"] is True
+
+
+def isolate(nodes: list[ClusterNode], lonely: ClusterNode) -> None:
+    for other in nodes:
+        if other is not lonely:
+            cut(lonely, other)
+
+
+def connect_code(node: ClusterNode, version: int) -> int:
+    client = RawClient(node.mqtt_port, node.host, version)
+    try:
+        ack = client.connect(unique("c-"), expect_rc=None)
+        return int(ack.reason_code or 0)
+    finally:
+        client.close()
+
+
+def test_stop_serving_while_not_ready_then_serve_after_heal(cluster: list[ClusterNode]) -> None:
+    n1, _n2, n3 = cluster
+    inside = RawClient(n3.mqtt_port, n3.host, 5)
+    inside.connect(unique("inside-"))
+    with partition_chain():
+        isolate(cluster, n3)
+        wait_until(lambda: not ready(n3) and not ready(n1), 5, interval=0.1, what="both sides not ready")
+        # VerneMQ's rule: a node that cannot reach every member refuses new clients, on both sides.
+        assert connect_code(n3, 5) == 0x88
+        assert connect_code(n3, 4) == 3
+        assert connect_code(n1, 5) == 0x88
+        # A connection that existed stays; its operations are refused with 0x83 (5.0).
+        ack = inside.publish("netsplit/t", b"x", qos=1)
+        assert ack is not None and ack.reason_code == 0x83
+        inside.send(enc_subscribe(7, [("netsplit/#", 1)], 5))
+        suback = inside.expect(SUBACK)
+        assert suback.reason_codes == [0x83]
+        inside.send(enc_unsubscribe(8, ["netsplit/#"], 5))
+        assert inside.expect(UNSUBACK).reason_codes == [0x83]
+        # Lifting one refusal at run time.
+        changed = n3.admin("set", "allow_publish_during_netsplit=on")
+        assert changed.returncode == 0, changed.stderr
+        ack = inside.publish("netsplit/t", b"y", qos=1)
+        assert ack is not None and ack.reason_code == 0
+        assert connect_code(n3, 5) == 0x88  # registering is still refused
+        metrics = json.loads(n3.admin("metrics", "show", "--json").stdout)
+        refused = {r["Metric"]: r["Value"] for r in metrics}
+        assert refused["netsplit.refused_register"] >= 3 and refused["netsplit.refused_publish"] == 1
+        heal()
+        wait_until(lambda: cluster_ready(cluster), 5, interval=0.1, what="ready after the heal")
+    assert connect_code(n3, 5) == 0 and connect_code(n1, 4) == 0
+    inside.close()
+
+
+def test_majority_readiness_keeps_the_majority_serving(tmp_path: Path) -> None:
+    nodes = start_cluster(tmp_path, {"cluster.readiness": "majority"})
+    n1, n2, n3 = nodes
+    try:
+        with partition_chain():
+            isolate(nodes, n3)
+            wait_until(lambda: not ready(n3), 5, interval=0.1, what="the lone node not ready")
+            assert ready(n1) and ready(n2)
+            assert connect_code(n1, 5) == 0
+            assert connect_code(n3, 5) == 0x88
+            heal()
+            wait_until(lambda: cluster_ready(nodes), 5, interval=0.1, what="ready after the heal")
+        assert connect_code(n3, 5) == 0
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_trade_consistency_serves_both_sides(tmp_path: Path) -> None:
+    nodes = start_cluster(tmp_path, {"trade_consistency": "on"})
+    n1, _n2, n3 = nodes
+    try:
+        shown = n3.admin("show", "allow_register_during_netsplit", "--json")
+        assert json.loads(shown.stdout)[0]["Value"] == "on"
+        with partition_chain():
+            isolate(nodes, n3)
+            wait_until(lambda: not ready(n3), 5, interval=0.1, what="the lone node not ready")
+            assert connect_code(n3, 5) == 0 and connect_code(n1, 4) == 0
+            heal()
+    finally:
+        for node in nodes:
+            node.stop()

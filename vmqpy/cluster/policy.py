@@ -1,0 +1,64 @@
+"""The netsplit policy: what a node does while it is not ready (part of the cluster unreachable).
+
+VerneMQ's default is to stop serving: while not ready a node refuses CONNECT, PUBLISH, SUBSCRIBE and
+UNSUBSCRIBE. Each refusal can be lifted on its own (`allow_*_during_netsplit`), or all four at once
+(`trade_consistency`). Beyond VerneMQ, `cluster.readiness = majority` keeps the nodes that see a strict
+majority of the members ready, so one dead node no longer stops the whole cluster; only a minority side refuses.
+Pure: the view and the settings in, decisions out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from vmqpy.cluster.view import View
+
+OPERATIONS = ("register", "publish", "subscribe", "unsubscribe")
+
+
+@dataclass(frozen=True, slots=True)
+class NetsplitSettings:
+    allow_register: bool = False
+    allow_publish: bool = False
+    allow_subscribe: bool = False
+    allow_unsubscribe: bool = False
+    readiness: str = "all"  # all | majority
+
+    def allows(self, operation: str) -> bool:
+        allowed: bool = getattr(self, f"allow_{operation}")
+        return allowed
+
+
+class Policy:
+    """Decides, per operation, whether this node serves it now; counts the refusals."""
+
+    def __init__(self, settings: NetsplitSettings | None = None) -> None:
+        self.settings = settings or NetsplitSettings()
+        self.view: View | None = None  # None: a single node, always ready
+        self.refused: Counter[str] = Counter()
+
+    @property
+    def ready(self) -> bool:
+        view = self.view
+        if view is None:
+            return True
+        return view.in_majority if self.settings.readiness == "majority" else view.ready
+
+    def reason(self) -> str:
+        view = self.view
+        if view is None or self.ready:
+            return "ready"
+        missing = sorted(set(view.members) - set(view.reachable))
+        rule = "a majority of" if self.settings.readiness == "majority" else "every"
+        return f"not ready: {rule} member must be reachable; unreachable: {', '.join(missing)}"
+
+    def may(self, operation: str) -> bool:
+        """True when `operation` is served now; a refusal is counted."""
+        if self.ready or self.settings.allows(operation):
+            return True
+        self.refused[operation] += 1
+        return False
+
+    def update(self, **changes: object) -> None:
+        self.settings = replace(self.settings, **changes)  # type: ignore[arg-type]
