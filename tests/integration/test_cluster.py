@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clients import RawClient
+from tests.integration.clients import DISCONNECT, RawClient
 from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, join_all, partition_chain
 from tests.integration.conftest import wait_until
 
@@ -109,6 +110,8 @@ def test_retained_message_reaches_a_subscriber_on_another_node(joined: list[Clus
 
 def test_a_stopped_node_catches_up_and_routes_after_restart(joined: list[ClusterNode]) -> None:
     n1, n2, n3 = joined
+    for node in (n1, n2):  # serve while n3 is down (the default policy would refuse: docs/netsplit.md)
+        assert node.admin("set", "trade_consistency=on").returncode == 0
     n3.stop()
     topic = unique("cluster/catchup/")
     cid = unique("sub-")
@@ -174,7 +177,7 @@ def test_partition_is_detected_and_healed(joined: list[ClusterNode]) -> None:
 def test_forward_that_cannot_be_buffered_is_refused_not_acknowledged(tmp_path: Path) -> None:
     """A QoS 1 publish whose forward to an unreachable node does not fit in the outgoing buffer gets PUBACK 0x97
     (5.0) and is not delivered; what was acknowledged is delivered after the heal."""
-    small = {"outgoing_clustering_buffer_size": "1024"}
+    small = {"outgoing_clustering_buffer_size": "1024", "allow_publish_during_netsplit": "on"}
     n1, n2 = ClusterNode(1, tmp_path, small).start(), ClusterNode(2, tmp_path, small).start()
     try:
         join_all([n1, n2])
@@ -204,3 +207,17 @@ def test_forward_that_cannot_be_buffered_is_refused_not_acknowledged(tmp_path: P
     finally:
         n1.stop()
         n2.stop()
+
+
+def test_same_client_id_on_another_node_takes_the_session_over(joined: list[ClusterNode]) -> None:
+    n1, n2, _n3 = joined
+    client_id = unique("twice-")
+    first = RawClient(n1.mqtt_port, n1.host, 5)
+    first.connect(client_id)
+    second = RawClient(n2.mqtt_port, n2.host, 5)
+    second.connect(client_id)
+    closing = first.wait_closed(5)
+    assert [(p.type, p.reason_code) for p in closing][-1:] == [(DISCONNECT, 0x8E)], closing
+    sessions = json.loads(n1.admin("session", "show", f"client-id={client_id}", "--json").stdout)
+    assert sessions == []
+    second.close()

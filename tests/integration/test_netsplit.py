@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clients import SUBACK, UNSUBACK, RawClient, enc_subscribe, enc_unsubscribe, unique
+from tests.integration.clients import (
+    DISCONNECT,
+    PINGRESP,
+    SUBACK,
+    UNSUBACK,
+    RawClient,
+    enc_subscribe,
+    enc_unsubscribe,
+    unique,
+)
 from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, join_all, partition_chain
 from tests.integration.conftest import wait_until
 
@@ -121,11 +130,22 @@ def test_trade_consistency_serves_both_sides(tmp_path: Path) -> None:
     try:
         shown = n3.admin("show", "allow_register_during_netsplit", "--json")
         assert json.loads(shown.stdout)[0]["Value"] == "on"
+        client_id = unique("both-sides-")
         with partition_chain():
             isolate(nodes, n3)
             wait_until(lambda: not ready(n3), 5, interval=0.1, what="the lone node not ready")
             assert connect_code(n3, 5) == 0 and connect_code(n1, 4) == 0
+            older = RawClient(n3.mqtt_port, n3.host, 5)
+            older.connect(client_id)
+            newer = RawClient(n1.mqtt_port, n1.host, 5)
+            newer.connect(client_id)
             heal()
+            # Duplicate clients after a heal: the later connect wins on every node; the other is disconnected.
+            closing = older.wait_closed(5)
+            assert [(p.type, p.reason_code) for p in closing][-1:] == [(DISCONNECT, 0x8E)], closing
+            newer.send(b"\xc0\x00")  # PINGREQ: the winner is still connected
+            assert newer.expect(PINGRESP).type == PINGRESP
+            newer.close()
     finally:
         for node in nodes:
             node.stop()

@@ -7,6 +7,7 @@ survive a restart); it never touches sockets. Timers are one `tick(now)` the nod
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -80,6 +81,7 @@ class Broker:
         self._wills: dict[str, PendingWill] = {}
         metadata.on_change(records.SUBSCRIPTION, self._on_subscription_change)
         metadata.on_change(records.RETAIN, self._on_retain_change)
+        metadata.on_change(records.SESSION, self._on_session_change)
 
     # ------------------------------------------------------------------------------------------ metadata
 
@@ -103,6 +105,27 @@ class Broker:
             session = self.sessions.get(client_id)
             if session is not None:
                 session.subscriptions[entry.topic_filter] = entry
+
+    def _on_session_change(self, key: records.Key, old: Any, new: Any) -> None:
+        """The client id now lives on another node (a newer connect there, or the winner after a heal): a live
+        connection here is taken over (5.0: DISCONNECT 0x8E); a clean session here ends."""
+        if new is None or records.session_owner(new) == self.node:
+            return
+        client_id = str(key[1])
+        session = self.sessions.get(client_id)
+        if session is None:
+            return
+        now = time.time()
+        if session.sink is not None:
+            log.info("client id connected on another node: disconnecting it here", client_id=client_id,
+                     owner=records.session_owner(new))
+            will, delay = session.sink.take_over()
+            session.detach(now)
+            self.metrics["session_taken_over_remote"] += 1
+            if will is not None and delay <= 0:
+                self.publish_will(will, now)
+        if not session.persistent:
+            self._discard(session)
 
     def _on_retain_change(self, key: records.Key, old: Any, new: Any) -> None:
         topic = key[1]
@@ -134,6 +157,9 @@ class Broker:
                 session.restore(out)
             session.awaiting_release = stored.incoming
             self.sessions[session.client_id] = session
+        for key, value in list(self.metadata.fold(records.SESSION)):
+            if records.session_owner(value) == self.node and str(key[1]) not in self.sessions:
+                self.metadata.delete(records.SESSION, key)  # a clean session of before a crash
         for key, value in list(self.metadata.fold(records.SUBSCRIPTION)):
             client_id, node, entry = records.subscription_entry(key, value)
             if node != self.node:
@@ -192,11 +218,11 @@ class Broker:
             self._set_journal(session)
             if was_persistent and not session.persistent:
                 self.store.delete_session(client_id)
-                self.metadata.delete(records.SESSION, records.session_key(client_id))
         if session.persistent:
             self.store.save_session(session)
-            value = records.session_value(self.metadata.hlc_now(), self.node, clean_start, expiry)
-            self.metadata.put(records.SESSION, records.session_key(client_id), value)
+        # The owner record: every node learns where this client id lives now (a newer connect wins by HLC).
+        value = records.session_value(self.metadata.hlc_now(), self.node, clean_start, expiry)
+        self.metadata.put(records.SESSION, records.session_key(client_id), value)
         self.metrics["client_connected"] += 1
         return session, session_present
 
@@ -231,7 +257,9 @@ class Broker:
             del self.sessions[client_id]
         if session.persistent or session.journal is self.store:
             self.store.delete_session(client_id)
-            self.metadata.delete(records.SESSION, records.session_key(client_id))
+        owner = self.metadata.get(records.SESSION, records.session_key(client_id))
+        if owner is not None and records.session_owner(owner) == self.node:
+            self.metadata.delete(records.SESSION, records.session_key(client_id))  # not when it moved elsewhere
         session.release_waiters()
 
     def tick(self, now: float) -> None:

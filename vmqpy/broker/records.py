@@ -87,6 +87,10 @@ def session_key(client_id: str) -> Key:
     return (MOUNTPOINT, client_id)
 
 
+def session_owner(value: Any) -> str:
+    return str(value[1])
+
+
 def session_value(stamp: Any, node: str, clean_start: bool, expiry: float | None) -> list[Any]:
     return [stamp_list(stamp), node, clean_start, expiry]
 
