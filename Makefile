@@ -10,8 +10,8 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python setup.cfg pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+$(STAMP): $(BIN)/python setup.cfg pyproject.toml Makefile
+	$(BIN)/pip install -q -e '.[test,analytics]'
 	touch $(STAMP)
 
 venv: $(STAMP)
