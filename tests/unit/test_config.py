@@ -114,3 +114,9 @@ def test_inline_comments(tmp_path: Path) -> None:
     cfg = config.load(path, environ={})
     assert cfg.max_inflight_messages == 7
     assert cfg.distributed_cookie == "a#b"
+
+
+def test_configuration_doc_lists_every_key() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    missing = [key for key in config.SCHEMA if f"| {key} |" not in doc]
+    assert not missing, f"docs/configuration.md lacks {missing}: regenerate it from `vmqpy config-reference`"
