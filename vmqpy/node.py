@@ -49,7 +49,7 @@ class Node:
         self.storage: Storage | None = None
         self.broker: Broker | None = None
         self.metadata: MetadataService | None = None
-        self.cluster: Any = None  # the cluster service, when listener.vmq.clustering is set
+        self.cluster: ClusterService | None = None  # when listener.vmq.clustering is set
         self.policy = Policy(netsplit_settings(config))
         self.servers: list[asyncio.Server] = []
         self.connections: set[MQTTConnection] = set()
