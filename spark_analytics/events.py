@@ -1,0 +1,152 @@
+"""From raw log lines to typed event tables. Every function is a `DataFrame -> DataFrame` transform.
+
+`normalize` flattens a raw line (LOG_SCHEMA) into columns and gives every line a `status`: `ok`, or why it is
+left out (`corrupt`, `missing_field`, `unsupported_schema`, `unknown_event`). The per-event tables take the `ok`
+lines only. A key is identified by `pkey` = `prefix + " " + key as compact JSON` (`retain ["","sensors/1"]`);
+a dot by (`dot_node`, `dot_counter`), the writer's replica id `NAME#INCARNATION` and its counter.
+"""
+
+from __future__ import annotations
+
+import operator
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from spark_analytics.schema import CORRUPT, EVENTS, SCHEMA_VERSION
+
+OK = "ok"
+
+
+def _long_at(array: str, index: int) -> Column:
+    """Element `index` (1-based) of an array of strings as a long; null when missing or not a number."""
+    return F.expr(f"try_cast(try_element_at({array}, {index}) AS BIGINT)")
+
+
+def _missing(*names: str) -> Column:
+    return reduce(operator.or_, [F.col(n).isNull() for n in names])
+
+
+def normalize(raw: DataFrame) -> DataFrame:
+    """One row per non-empty line: flattened, typed columns and `status`."""
+    df = raw.select(
+        "schema",
+        "ts",
+        "node",
+        "event",
+        _long_at("hlc", 1).alias("hlc_wall"),
+        _long_at("hlc", 2).alias("hlc_logical"),
+        F.expr("try_element_at(hlc, 3)").alias("hlc_node"),
+        "prefix",
+        F.when(F.col("key").isNotNull(), F.to_json("key")).alias("key"),
+        F.expr("try_element_at(dot, 1)").alias("dot_node"),
+        _long_at("dot", 2).alias("dot_counter"),
+        "op",
+        F.coalesce("writeback", F.lit(False)).alias("writeback"),
+        "origin",
+        "via",
+        "siblings",
+        "peer",
+        "result",
+        "rounds",
+        "dots_asked",
+        "objects_received",
+        "repaired",
+        "gaps",
+        "bytes_sent",
+        "bytes_received",
+        "duration",
+        "hit_ratio",
+        "dots_pruned",
+        "keys_deleted",
+        "members",
+        "groups",
+        "ready",
+        "majority",
+        F.col(CORRUPT).isNotNull().alias("_corrupt"),
+    )
+    event = F.col("event")
+    status = (
+        F.when(F.col("_corrupt"), "corrupt")
+        .when(_missing("schema", "ts", "node", "event"), "missing_field")
+        .when(F.col("schema") != SCHEMA_VERSION, "unsupported_schema")
+        .when(~event.isin(*EVENTS), "unknown_event")
+        .when(
+            (event == "md_write")
+            & _missing("prefix", "key", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "op"),
+            "missing_field",
+        )
+        .when(
+            (event == "md_apply") & _missing("prefix", "key", "dot_node", "dot_counter", "siblings"),
+            "missing_field",
+        )
+        .when((event == "md_exchange") & _missing("peer", "result"), "missing_field")
+        .when((event == "cluster_view") & _missing("groups"), "missing_field")
+        .otherwise(OK)
+    )
+    return (
+        df.withColumn("status", status)
+        .withColumn("pkey", F.concat_ws(" ", "prefix", "key"))
+        .drop("_corrupt")
+    )
+
+
+def line_stats(events: DataFrame) -> DataFrame:
+    """Lines per (status, event, node) with their first and last `ts`: the run's metadata in one pass."""
+    return events.groupBy("status", "event", "node").agg(
+        F.count(F.lit(1)).alias("lines"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")
+    )
+
+
+def node_spans(events: DataFrame) -> DataFrame:
+    """Per node: first and last `ts` and the number of valid events (node, first_ts, last_ts, events)."""
+    return (
+        events.where(F.col("status") == OK)
+        .groupBy("node")
+        .agg(F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"), F.count(F.lit(1)).alias("events"))
+    )
+
+
+def _of(events: DataFrame, event: str) -> DataFrame:
+    return events.where((F.col("status") == OK) & (F.col("event") == event))
+
+
+def writes(events: DataFrame) -> DataFrame:
+    """md_write lines: node (the writer), ts, pkey, dot, hlc, op, writeback."""
+    return _of(events, "md_write").select(
+        "node", "ts", "pkey", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "hlc_node", "op", "writeback"
+    )
+
+
+def applies(events: DataFrame) -> DataFrame:
+    """md_apply lines: node (where applied), ts, pkey, dot, origin, via, siblings."""
+    return _of(events, "md_apply").select("node", "ts", "pkey", "dot_node", "dot_counter", "origin", "via", "siblings")
+
+
+def exchanges(events: DataFrame) -> DataFrame:
+    """md_exchange lines (null counters read as 0)."""
+    counters = ["rounds", "dots_asked", "objects_received", "repaired", "gaps", "bytes_sent", "bytes_received"]
+    return _of(events, "md_exchange").select(
+        "node",
+        "ts",
+        "peer",
+        "result",
+        *[F.coalesce(c, F.lit(0)).alias(c) for c in counters],
+        "duration",
+    )
+
+
+def gcs(events: DataFrame) -> DataFrame:
+    """md_gc lines."""
+    return _of(events, "md_gc").select(
+        "node", "ts", F.coalesce("dots_pruned", F.lit(0)).alias("dots_pruned"),
+        F.coalesce("keys_deleted", F.lit(0)).alias("keys_deleted"),
+    )
+
+
+def views(events: DataFrame) -> DataFrame:
+    """cluster_view lines with `n_groups`, the number of groups in the node's view."""
+    return _of(events, "cluster_view").select(
+        "node", "ts", "groups", F.size("groups").alias("n_groups"), "members", "ready", "majority"
+    )

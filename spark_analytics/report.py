@@ -1,0 +1,257 @@
+"""The whole report: read the logs (and a history), run every transform, collect the figures into one
+JSON-ready dict (summary.json), and with `parquet_dir` write the intermediate tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from spark_analytics import convergence, events, exchanges, phases, safety, siblings, staleness, visibility
+from spark_analytics.readers import InputError, find_log_files, read_history, read_logs, read_run_metadata
+
+SUMMARY_VERSION = 1
+
+
+def _iso(ts: int | None) -> str | None:
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(ts / 1e9, tz=dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _num(value: Any) -> Any:
+    """JSON-safe numbers: floats rounded to 6 digits (and NaN/inf as null)."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        return round(value, 6)
+    return value
+
+
+def _row(row: Row, drop: Iterable[str] = ()) -> dict[str, Any]:
+    return {k: _num(v) for k, v in row.asDict().items() if k not in set(drop)}
+
+
+class _Cache:
+    """The DataFrames persisted during one report, all unpersisted at the end."""
+
+    def __init__(self) -> None:
+        self.frames: list[DataFrame] = []
+
+    def __call__(self, df: DataFrame) -> DataFrame:
+        self.frames.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+        return df
+
+    def release(self) -> None:
+        for df in self.frames:
+            df.unpersist()
+        self.frames.clear()
+
+
+def analyze(
+    spark: SparkSession,
+    logs: Path,
+    history: Path | None = None,
+    after_heal_s: float = phases.DEFAULT_AFTER_HEAL_S,
+    parquet_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Every figure of the report as a dict. Raises InputError when there is nothing to analyse."""
+    files = find_log_files(logs, exclude=(history,) if history is not None else ())
+    cache = _Cache()
+    try:
+        return _analyze(spark, logs, files, history, after_heal_s, parquet_dir, cache)
+    finally:
+        cache.release()
+
+
+def _analyze(
+    spark: SparkSession,
+    logs: Path,
+    files: list[Path],
+    history: Path | None,
+    after_heal_s: float,
+    parquet_dir: Path | None,
+    cache: _Cache,
+) -> dict[str, Any]:
+    ev = cache(read_logs(spark, files).transform(events.normalize))
+    stats = events.line_stats(ev).collect()
+    by_status: dict[str, int] = {}
+    by_event: dict[str, int] = {}
+    span: dict[str, tuple[int, int, int]] = {}
+    for r in stats:
+        by_status[r["status"]] = by_status.get(r["status"], 0) + r["lines"]
+        if r["status"] == events.OK:
+            by_event[r["event"]] = by_event.get(r["event"], 0) + r["lines"]
+            first, last, n = span.get(r["node"], (r["first_ts"], r["last_ts"], 0))
+            span[r["node"]] = (min(first, r["first_ts"]), max(last, r["last_ts"]), n + r["lines"])
+    if not span:
+        raise InputError(f"--logs {logs}: no valid replication-log line in {len(files)} file(s)")
+    nodes = sorted(span)
+    start_ts = min(s[0] for s in span.values())
+    end_ts = max(s[1] for s in span.values())
+    spans = spark.createDataFrame(
+        [(n, *span[n]) for n in nodes], "node string, first_ts long, last_ts long, events long"
+    )
+
+    parts_df = cache(phases.partitions(events.views(ev)))
+    part_rows = sorted(parts_df.collect(), key=lambda r: r["start_ts"])
+    intervals = [(r["start_ts"], r["end_ts"]) for r in part_rows]
+
+    def phased(df: DataFrame) -> DataFrame:
+        return phases.with_phase(df, intervals, after_heal_s)
+
+    writes = events.writes(ev)
+    applies = events.applies(ev)
+    ranked = cache(visibility.rank_writes(writes))
+    applied = cache(visibility.applied_versions(applies, ranked))
+    nodes_df = spark.createDataFrame([(n,) for n in nodes], "node string")
+    vis = cache(visibility.visibility(ranked, visibility.holdings(ranked, applied), nodes_df).transform(phased))
+    conv = cache(visibility.write_convergence(ranked, vis).transform(phased))
+
+    fig_rows = visibility.pbs_curve(vis).join(visibility.lag_quantiles(vis).drop("pairs"), "phase").collect()
+    write_rows = visibility.write_figures(conv).collect()
+    heal_df = convergence.heal_convergence(conv, parts_df)
+    heal_rows = sorted(heal_df.collect(), key=lambda r: r["heal_ts"])
+    timeline_df = convergence.divergent_timeline(spark, conv, start_ts, end_ts)
+    timeline = [r["divergent_keys"] for r in timeline_df.orderBy("second").collect()]
+    divergent_at_end = (
+        conv.groupBy("pkey").agg(F.max_by("converged_ts", "version").alias("converged_ts"))
+        .where(F.col("converged_ts").isNull()).count()
+    )
+
+    stale_df = staleness.staleness(applied, ranked)
+    stale_rows = staleness.staleness_counts(stale_df).collect()
+    stale = staleness.summarize((r["via"], r["versions_behind"], r["applies"]) for r in stale_rows)
+    matched_applies = sum(r["applies"] for r in stale_rows)
+
+    episodes = siblings.sibling_episodes(applies, writes)
+    sib = siblings.sibling_summary(episodes).first()
+
+    ex = events.exchanges(ev)
+    ex_df = exchanges.exchange_efficiency(ex, spans)
+    ex_rows = ex_df.collect()
+    result_rows = exchanges.exchange_results(ex).collect()
+    gc_rows = exchanges.gc_totals(events.gcs(ev)).collect()
+
+    phase_writes = {r["phase"]: r["writes"] for r in write_rows}
+    summary: dict[str, Any] = {
+        "summary_version": SUMMARY_VERSION,
+        "generated_at": dt.datetime.now(tz=dt.UTC).isoformat(timespec="seconds"),
+        "run": {
+            "logs": str(logs),
+            "files": [str(p) for p in files],
+            "nodes": nodes,
+            "first_ts": start_ts,
+            "last_ts": end_ts,
+            "start": _iso(start_ts),
+            "end": _iso(end_ts),
+            "duration_s": _num((end_ts - start_ts) / 1e9),
+            "events": by_status.get(events.OK, 0),
+            "events_by_type": dict(sorted(by_event.items())),
+            "events_by_node": {n: span[n][2] for n in nodes},
+            "lines": sum(by_status.values()),
+            "malformed_lines": by_status.get("corrupt", 0) + by_status.get("missing_field", 0),
+            "lines_by_status": dict(sorted(by_status.items())),
+            "applies_without_write": by_event.get("md_apply", 0) - matched_applies,
+            "after_heal_s": after_heal_s,
+            **read_run_metadata(logs),
+        },
+        "visibility": {
+            "deltas_ms": list(visibility.DELTAS_MS),
+            "writes": sum(phase_writes.values()),
+            "writes_by_phase": dict(sorted(phase_writes.items())),
+            "pbs": {
+                r["phase"]: {
+                    "pairs": r["pairs"],
+                    "fractions": [_num(r[f"d_{i}"]) for i in range(len(visibility.DELTAS_MS))],
+                }
+                for r in sorted(fig_rows, key=lambda r: r["phase"])
+            },
+            "lag": {
+                r["phase"]: _row(r, drop=("phase", *(f"d_{i}" for i in range(len(visibility.DELTAS_MS)))))
+                for r in sorted(fig_rows, key=lambda r: r["phase"])
+            },
+        },
+        "convergence": {
+            "partitions": [
+                {"partition": r["partition"], "start": _iso(r["start_ts"]), "end": _iso(r["end_ts"]),
+                 "start_ts": r["start_ts"], "end_ts": r["end_ts"],
+                 "duration_s": None if r["end_ts"] is None else _num((r["end_ts"] - r["start_ts"]) / 1e9)}
+                for r in part_rows
+            ],
+            "heals": [
+                {**_row(r), "heal": _iso(r["heal_ts"]), "last_converged": _iso(r["last_converged_ts"])}
+                for r in heal_rows
+            ],
+            "writes": sum(phase_writes.values()),
+            "writes_never_converged": sum(r["never_converged"] for r in write_rows),
+            "keys_divergent_at_end": divergent_at_end,
+            "timeline": {"start_s": -(-start_ts // 1_000_000_000), "step_s": 1, "divergent_keys": timeline},
+            "max_divergent_keys": max(timeline, default=0),
+        },
+        "siblings": {**_row(sib), "writebacks": sum(r["writebacks"] for r in write_rows)},
+        "staleness": {
+            "by_via": {k: {n: _num(v) for n, v in d.items()} for k, d in stale["by_via"].items()},
+            "histogram": stale["histogram"],
+        },
+        "anti_entropy": {
+            "by_node": {r["node"]: _row(r, drop=("node",)) for r in ex_rows},
+            "results": {r["result"]: r["exchanges"] for r in sorted(result_rows, key=lambda r: r["result"])},
+            "gc": {r["node"]: _row(r, drop=("node",)) for r in sorted(gc_rows, key=lambda r: r["node"])},
+        },
+        "safety": _safety(spark, history, cache) if history is not None else {"checked": False},
+    }
+    if parquet_dir is not None:
+        tables = {
+            "events": ev,
+            "writes": ranked,
+            "applies": applied,
+            "visibility": vis,
+            "write_convergence": conv,
+            "partitions": parts_df,
+            "heal_convergence": heal_df,
+            "divergent_timeline": timeline_df,
+            "staleness": stale_df,
+            "sibling_episodes": episodes,
+            "exchanges": ex_df,
+        }
+        for name, df in tables.items():
+            df.write.mode("overwrite").parquet(str(parquet_dir / name))
+        summary["run"]["parquet"] = str(parquet_dir)
+    return summary
+
+
+EXAMPLES = 10
+CHECKS = ("lost", "unexpected", "duplicated", "resurrected")
+
+
+def _safety(spark: SparkSession, history: Path, cache: _Cache) -> dict[str, Any]:
+    raw = read_history(spark, history)
+    statuses = {r["status"]: r["n"] for r in safety.history_status(raw).groupBy("status")
+                .agg(F.count(F.lit(1)).alias("n")).collect()}
+    ops = cache(safety.operations(raw))
+    figures = safety.history_figures(ops).first()
+    found = safety.finding_counts(safety.findings(ops), EXAMPLES).collect()
+    counts: dict[str, dict[str, int]] = {c: {} for c in CHECKS}
+    examples: dict[str, list[Any]] = {c: [] for c in CHECKS}
+    for r in found:
+        counts[r["check"]][r["what"]] = r["count"]
+        examples[r["check"]].append({"what": r["what"], **json.loads(r["detail"])})
+    return {
+        "checked": True,
+        "history": str(history),
+        "history_lines": sum(statuses.values()),
+        "malformed_history_lines": sum(n for s, n in statuses.items() if s != "ok"),
+        "operations": figures["operations"],
+        "deliveries_checked": figures["drains"] > 0,
+        "final_read_checked": figures["reads"] > 0,
+        **{c: sum(counts[c].values()) for c in CHECKS},
+        "details": {c: dict(sorted(counts[c].items())) for c in CHECKS},
+        "examples": examples,
+    }

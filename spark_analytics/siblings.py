@@ -1,0 +1,70 @@
+"""Siblings: concurrent values of a key, and how long they last.
+
+On node N, a *sibling episode* of key K starts at an md_apply with `siblings` > 1 after which N held one value
+(or none); it ends (is resolved) at N's next event on K that leaves one value: an md_apply with `siblings` <= 1
+(typically the write-back of the owner) or N's own md_write of K (a write replaces every version it holds;
+`writeback` marks the store's own resolution).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+
+def sibling_episodes(applies: DataFrame, writes: DataFrame) -> DataFrame:
+    """One row per episode: node, pkey, start_ts, max_siblings, resolved_ts (null: still unresolved at the end
+    of the logs), resolved_by (`apply`, `write` or `writeback`), duration_ms."""
+    stream = applies.select(
+        "node", "pkey", "ts", (F.col("siblings") > 1).alias("sib"), "siblings", F.lit("apply").alias("kind")
+    ).unionByName(
+        writes.select(
+            "node", "pkey", "ts", F.lit(False).alias("sib"), F.lit(1).cast("long").alias("siblings"),
+            F.when(F.col("writeback"), "writeback").otherwise("write").alias("kind"),
+        )
+    )
+    # Only the (node, key) pairs that ever had siblings matter: a small set, so everything after is small.
+    with_siblings = applies.where(F.col("siblings") > 1).select("node", "pkey").distinct()
+    stream = stream.join(F.broadcast(with_siblings), ["node", "pkey"], "left_semi")
+    order = Window.partitionBy("node", "pkey").orderBy("ts", "kind")
+    after = order.rowsBetween(1, Window.unboundedFollowing)
+    marked = (
+        stream.withColumn("prev_sib", F.coalesce(F.lag("sib").over(order), F.lit(False)))
+        .withColumn("starts", F.col("sib") & ~F.col("prev_sib"))
+        .withColumn("ends", ~F.col("sib") & F.col("prev_sib"))
+        .withColumn("episode", F.sum(F.col("starts").cast("int")).over(order.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn("end", F.min(F.when(F.col("ends"), F.struct("ts", "kind"))).over(after))
+    )
+    # The episode's largest sibling count: over its rows (same episode number, still in siblings).
+    peak = (
+        marked.where(F.col("sib"))
+        .groupBy("node", "pkey", "episode")
+        .agg(F.max("siblings").alias("max_siblings"))
+    )
+    return (
+        marked.where(F.col("starts"))
+        .join(peak, ["node", "pkey", "episode"])
+        .select(
+            "node", "pkey", F.col("ts").alias("start_ts"), "max_siblings",
+            F.col("end.ts").alias("resolved_ts"), F.col("end.kind").alias("resolved_by"),
+            ((F.col("end.ts") - F.col("ts")) / 1e6).alias("duration_ms"),
+        )
+    )
+
+
+def sibling_summary(episodes: DataFrame) -> DataFrame:
+    """One row: keys with siblings, episodes, unresolved episodes, p50/p99/max resolution time (ms), and how
+    many episodes each kind of event resolved (by_apply, by_write, by_writeback)."""
+    kind = F.col("resolved_by")
+    return episodes.agg(
+        F.countDistinct("pkey").alias("keys_with_siblings"),
+        F.count(F.lit(1)).alias("episodes"),
+        F.count(F.when(F.col("resolved_ts").isNull(), 1)).alias("unresolved"),
+        F.percentile_approx("duration_ms", [0.5, 0.99], 10_000).alias("q"),
+        F.max("duration_ms").alias("max_ms"),
+        *[F.count(F.when(kind == k, 1)).alias(f"by_{k}") for k in ("apply", "write", "writeback")],
+    ).select(
+        "keys_with_siblings", "episodes", "unresolved",
+        F.col("q")[0].alias("p50_ms"), F.col("q")[1].alias("p99_ms"), "max_ms",
+        "by_apply", "by_write", "by_writeback",
+    )

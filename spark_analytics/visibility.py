@@ -1,0 +1,169 @@
+"""Visibility of writes on the other nodes, and its PBS-style curve.
+
+A write W of key K (an md_write line) is *visible* on node N from the first moment N holds W's dot or a newer
+version of K: an md_apply on N of a dot of K whose write is at least as new as W, or N's own md_write of such a
+version. Versions of a key are ordered by their hlc stamp ([wall_ms, logical, node], then the dot), the order
+in which the store resolves them. The *lag* of (W, N) is that moment minus W's `ts`, in milliseconds (0 when
+the clocks of two hosts make it negative); a pair that never becomes visible has no lag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+# The PBS grid: Δ in milliseconds.
+DELTAS_MS: tuple[float, ...] = (
+    0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000, 120_000, 300_000,
+)
+QUANTILES: tuple[float, ...] = (0.5, 0.99, 0.999)
+_DOT = ["dot_node", "dot_counter"]
+
+
+def rank_writes(writes: DataFrame) -> DataFrame:
+    """Every distinct write (by dot) with `version`: 1 for the oldest write of its key, by hlc then dot."""
+    order = Window.partitionBy("pkey").orderBy("hlc_wall", "hlc_logical", "hlc_node", *_DOT, "ts")
+    same_dot = (F.lag("dot_node").over(order) == F.col("dot_node")) & (
+        F.lag("dot_counter").over(order) == F.col("dot_counter")
+    )
+    return (
+        writes.withColumn("_dup", F.coalesce(same_dot, F.lit(False)))
+        .where(~F.col("_dup"))
+        .drop("_dup")
+        .withColumn("version", F.row_number().over(order))
+    )
+
+
+def applied_versions(applies: DataFrame, ranked: DataFrame) -> DataFrame:
+    """md_apply lines with the version and the `write_ts` of the write whose dot they applied (inner join: an
+    apply of a dot whose md_write is not in the logs is left out, see `unmatched_applies`)."""
+    return applies.join(
+        ranked.select("pkey", *_DOT, "version", F.col("ts").alias("write_ts")), ["pkey", *_DOT], "inner"
+    )
+
+
+def unmatched_applies(applies: DataFrame, ranked: DataFrame) -> DataFrame:
+    """md_apply lines whose dot has no md_write in the logs (a lost or missing log)."""
+    return applies.join(ranked.select("pkey", *_DOT), ["pkey", *_DOT], "left_anti")
+
+
+def holdings(ranked: DataFrame, applied: DataFrame) -> DataFrame:
+    """When each node came to hold each version: (pkey, node, version, hold_ts) from the writer's md_write and
+    every other node's md_apply."""
+    own = ranked.select("pkey", "node", "version", F.col("ts").alias("hold_ts"))
+    remote = applied.select("pkey", "node", "version", F.col("ts").alias("hold_ts"))
+    return own.unionByName(remote)
+
+
+def visibility(ranked: DataFrame, held: DataFrame, nodes: DataFrame) -> DataFrame:
+    """One row per (write, other node): pkey, writer, dot, version, write_ts, target, visible_ts (null: never),
+    lag_ms (null: never). `nodes` has one column `node`: the cluster's nodes."""
+    targets = (
+        ranked.select(
+            "pkey", F.col("node").alias("writer"), *_DOT, "version", F.col("ts").alias("write_ts")
+        )
+        .crossJoin(F.broadcast(nodes.select(F.col("node").alias("target"))))
+        .where(F.col("target") != F.col("writer"))
+        .select("pkey", F.col("target").alias("node"), "version", F.lit(1).alias("kind"),
+                F.lit(None).cast("long").alias("hold_ts"), "writer", *_DOT, "write_ts")
+    )
+    holds = held.select(
+        "pkey", "node", "version", F.lit(0).alias("kind"), "hold_ts",
+        F.lit(None).cast("string").alias("writer"), F.lit(None).cast("string").alias("dot_node"),
+        F.lit(None).cast("long").alias("dot_counter"), F.lit(None).cast("long").alias("write_ts"),
+    )
+    # Newest version first; for each write, the earliest hold of any version at least as new.
+    newer = (
+        Window.partitionBy("pkey", "node")
+        .orderBy(F.col("version").desc(), F.col("kind"))
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    return (
+        targets.unionByName(holds)
+        .withColumn("visible_ts", F.min("hold_ts").over(newer))
+        .where(F.col("kind") == 1)
+        .select(
+            "pkey", "writer", *_DOT, "version", "write_ts", F.col("node").alias("target"), "visible_ts",
+            F.when(  # greatest() skips nulls: never-visible pairs must keep a null lag
+                F.col("visible_ts").isNotNull(),
+                F.greatest((F.col("visible_ts") - F.col("write_ts")) / 1e6, F.lit(0.0)),
+            ).alias("lag_ms"),
+        )
+    )
+
+
+def write_convergence(ranked: DataFrame, vis: DataFrame) -> DataFrame:
+    """Per write: `converged_ts`, when every node held it (the write's own ts on a one-node cluster), null if
+    some node never did; `targets` and `visible_on` count the other nodes. Columns: pkey, dot_node,
+    dot_counter, version, writer, write_ts, writeback, targets, visible_on, converged_ts."""
+    per_write = vis.groupBy("pkey", *_DOT).agg(
+        F.count(F.lit(1)).alias("targets"),
+        F.count("visible_ts").alias("visible_on"),
+        F.max("visible_ts").alias("last_visible_ts"),
+    )
+    return (
+        ranked.select(
+            "pkey", *_DOT, "version", F.col("node").alias("writer"), F.col("ts").alias("write_ts"), "writeback"
+        )
+        .join(per_write, ["pkey", *_DOT], "left")
+        .select(
+            "pkey", *_DOT, "version", "writer", "write_ts", "writeback",
+            F.coalesce("targets", F.lit(0)).alias("targets"),
+            F.coalesce("visible_on", F.lit(0)).alias("visible_on"),
+            F.when(
+                F.coalesce("visible_on", F.lit(0)) == F.coalesce("targets", F.lit(0)),
+                F.greatest(F.coalesce("last_visible_ts", "write_ts"), F.col("write_ts")),
+            ).alias("converged_ts"),
+        )
+    )
+
+
+def _fraction(cond: Column) -> Column:
+    return F.sum(F.when(cond, 1).otherwise(0)) / F.count(F.lit(1))
+
+
+def pbs_curve(vis: DataFrame, deltas_ms: Sequence[float] = DELTAS_MS) -> DataFrame:
+    """Per phase (and `all`): pairs, and for each Δ in the grid the fraction of (write, other node) pairs
+    visible within Δ ms of the write; pairs never visible count in the denominator. Columns: phase, pairs,
+    d_<i> for the i-th Δ. `vis` needs a `phase` column (phases.with_phase)."""
+    aggs = [F.count(F.lit(1)).alias("pairs")] + [
+        _fraction(F.col("lag_ms") <= d).alias(f"d_{i}") for i, d in enumerate(deltas_ms)
+    ]
+    return vis.rollup("phase").agg(*aggs).withColumn("phase", F.coalesce("phase", F.lit("all")))
+
+
+def lag_quantiles(vis: DataFrame, quantiles: Sequence[float] = QUANTILES) -> DataFrame:
+    """Per phase (and `all`): pairs, visible pairs, visible fraction, the lag quantiles (p50, p99, p99.9, over
+    the visible pairs; percentile_approx, exact for up to 10,000 values) and the max lag."""
+    return (
+        vis.rollup("phase")
+        .agg(
+            F.count(F.lit(1)).alias("pairs"),
+            F.count("lag_ms").alias("visible"),
+            F.percentile_approx("lag_ms", list(quantiles), 10_000).alias("q"),
+            F.max("lag_ms").alias("max_ms"),
+        )
+        .select(
+            F.coalesce("phase", F.lit("all")).alias("phase"),
+            "pairs",
+            "visible",
+            (F.col("visible") / F.col("pairs")).alias("visible_fraction"),
+            *[F.col("q")[i].alias(_qname(q)) for i, q in enumerate(quantiles)],
+            "max_ms",
+        )
+    )
+
+
+def _qname(q: float) -> str:
+    return "p" + f"{q * 100:g}".replace(".", "_") + "_ms"
+
+
+def write_figures(converged: DataFrame) -> DataFrame:
+    """Per phase (`converged` with a `phase` column): writes, writes never visible on every node, write-backs."""
+    return converged.groupBy("phase").agg(
+        F.count(F.lit(1)).alias("writes"),
+        F.sum(F.when(F.col("converged_ts").isNull(), 1).otherwise(0)).alias("never_converged"),
+        F.sum(F.when(F.col("writeback"), 1).otherwise(0)).alias("writebacks"),
+    )

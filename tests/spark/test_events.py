@@ -1,0 +1,125 @@
+"""Reading and normalizing log lines: typed columns, malformed lines counted (never fatal), file discovery."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import Row, SparkSession
+from pyspark.testing import assertDataFrameEqual
+
+from spark_analytics import events
+from spark_analytics.readers import InputError, find_log_files, read_logs, read_run_metadata
+from tests.spark.conftest import events_of
+from tests.spark.logs import apply, exchange, gc, pkey, rid, ts, view, write, write_logs
+
+GOOD = [
+    write("n1", 0, "a", 1, logical=2),
+    apply("n2", 5, "a", "n1", 1, siblings=2),
+    exchange("n1", 10, "n2", received=3, repaired=1),
+    gc("n1", 20, 4),
+    view("n1", 30, [["n1", "n2"]]),
+]
+BAD = [
+    "not json at all",
+    '{"schema":1,"ts":"late","node":"n1","hlc":[1,0,"n1#1"],"event":"md_gc"}',  # ts is not a number
+    '{"schema":1,"ts":5,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_apply","prefix":"retain","key":["","a"],'
+    '"dot":["n1#1",1],"via":"broadcast","siblings":"two"}',  # siblings is not a number
+    '{"schema":1,"ts":5,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_write","prefix":"retain","key":["","a"],'
+    '"op":"put"}',  # no dot
+    '{"schema":1,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_gc"}',  # no ts
+    '{"schema":1,"ts":5,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_write","prefix":"retain","key":["","a"],'
+    '"dot":["n2#1","x"],"op":"put"}',  # the dot's counter is not a number
+    '{"schema":1,"ts":5,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_exchange","peer":"n1"}',  # no result
+    '{"schema":2,"ts":5,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_gc"}',
+    '{"schema":1,"ts":5,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_future","new_field":1}',
+    '[1, 2, 3]',
+]
+
+
+def test_normalize_types_every_event_and_marks_every_bad_line(spark: SparkSession) -> None:
+    ev = events_of(spark, GOOD + BAD)
+    assertDataFrameEqual(
+        events.line_stats(ev).select("status", "event", "lines"),
+        [
+            Row(status="ok", event="md_write", lines=1),
+            Row(status="ok", event="md_apply", lines=1),
+            Row(status="ok", event="md_exchange", lines=1),
+            Row(status="ok", event="md_gc", lines=1),
+            Row(status="ok", event="cluster_view", lines=1),
+            Row(status="corrupt", event=None, lines=2),  # not JSON, a JSON array
+            Row(status="corrupt", event="md_gc", lines=1),
+            Row(status="corrupt", event="md_apply", lines=1),
+            Row(status="missing_field", event="md_write", lines=2),
+            Row(status="missing_field", event="md_gc", lines=1),
+            Row(status="missing_field", event="md_exchange", lines=1),
+            Row(status="unsupported_schema", event="md_gc", lines=1),
+            Row(status="unknown_event", event="md_future", lines=1),
+        ],
+    )
+
+
+def test_event_tables_have_typed_columns(spark: SparkSession) -> None:
+    ev = events_of(spark, GOOD + BAD)
+    assertDataFrameEqual(
+        events.writes(ev),
+        [Row(node="n1", ts=ts(0), pkey=pkey("a"), dot_node=rid("n1"), dot_counter=1, hlc_wall=1_795_330_000_000,
+             hlc_logical=2, hlc_node=rid("n1"), op="put", writeback=False)],
+    )
+    assertDataFrameEqual(
+        events.applies(ev),
+        [Row(node="n2", ts=ts(5), pkey=pkey("a"), dot_node=rid("n1"), dot_counter=1, origin=rid("n1"),
+             via="broadcast", siblings=2)],
+    )
+    assertDataFrameEqual(
+        events.exchanges(ev).select("node", "peer", "result", "objects_received", "repaired", "bytes_sent"),
+        [Row(node="n1", peer="n2", result="ok", objects_received=3, repaired=1, bytes_sent=100)],
+    )
+    assertDataFrameEqual(events.gcs(ev), [Row(node="n1", ts=ts(20), dots_pruned=4, keys_deleted=0)])
+    assertDataFrameEqual(events.views(ev).select("node", "n_groups", "ready"),
+                         [Row(node="n1", n_groups=1, ready=True)])
+
+
+def test_node_spans(spark: SparkSession) -> None:
+    ev = events_of(spark, [*GOOD, write("n2", 70, "b", 1), "garbage"])
+    assertDataFrameEqual(
+        events.node_spans(ev),
+        [Row(node="n1", first_ts=ts(0), last_ts=ts(30), events=4), Row(node="n2", first_ts=ts(5), last_ts=ts(70),
+                                                                          events=2)],
+    )
+
+
+def test_read_logs_from_node_directories(spark: SparkSession, tmp_path: Path) -> None:
+    write_logs(tmp_path, [*GOOD, "{broken"])
+    files = find_log_files(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == ["n1/replication.log", "n2/replication.log"]
+    stats: dict[tuple[str, str | None], int] = {}
+    for r in events.line_stats(read_logs(spark, files).transform(events.normalize)).collect():
+        stats[r["status"], r["node"]] = stats.get((r["status"], r["node"]), 0) + r["lines"]
+    assert stats == {("ok", "n1"): 4, ("ok", "n2"): 1, ("corrupt", None): 1}
+
+
+def test_find_log_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such directory"):
+        find_log_files(tmp_path / "missing")
+    with pytest.raises(InputError, match=r"no replication\.log"):
+        find_log_files(tmp_path)
+    (tmp_path / "a.jsonl").write_text("")
+    with pytest.raises(InputError, match="empty"):
+        find_log_files(tmp_path)
+    (tmp_path / "b.log").write_text("{}\n")
+    (tmp_path / "history.jsonl").write_text("{}\n")
+    assert [p.name for p in find_log_files(tmp_path, exclude=(tmp_path / "history.jsonl",))] == ["a.jsonl", "b.log"]
+    (tmp_path / "n1").mkdir()
+    (tmp_path / "n1" / "replication.log").write_text("{}\n")
+    (tmp_path / "n1" / "console.log").write_text("not a replication log\n")
+    assert [p.name for p in find_log_files(tmp_path)] == ["replication.log"]
+
+
+def test_run_metadata(tmp_path: Path) -> None:
+    assert read_run_metadata(tmp_path) == {}
+    (tmp_path / "run.json").write_text(json.dumps({"mode": "partition", "seed": 7, "other": 1}))
+    assert read_run_metadata(tmp_path) == {"mode": "partition", "seed": 7}
+    (tmp_path / "run.json").write_text("{")
+    assert "run_json_error" in read_run_metadata(tmp_path)

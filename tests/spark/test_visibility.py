@@ -1,0 +1,142 @@
+"""Visibility of each write on each other node, per-write convergence, the PBS curve and lag quantiles."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.testing import assertDataFrameEqual
+
+from spark_analytics import events, visibility
+from tests.spark.conftest import events_of
+from tests.spark.logs import apply, pkey, rid, ts, write
+
+LINES = [
+    # key a: n1 writes version 1 at 0; n2 applies it at 10; n3 never applies it but writes version 2 at 50;
+    # n1 applies version 2 at 80, n2 never does.
+    write("n1", 0, "a", 1), apply("n2", 10, "a", "n1", 1), write("n3", 50, "a", 1), apply("n1", 80, "a", "n3", 1),
+    # key b: n2 writes version 1 at 100 and version 2 at 200; n3's clock applies version 2 at 190 (before it was
+    # written: the lag counts as 0).
+    write("n2", 100, "b", 1), apply("n1", 100.5, "b", "n2", 1), apply("n3", 130, "b", "n2", 1),
+    write("n2", 200, "b", 2), apply("n1", 205, "b", "n2", 2), apply("n3", 190, "b", "n2", 2),
+    # key c: n1 writes versions 1 and 2 at 300 and 310; n2 only ever applies version 2 (at 320); n3 both.
+    write("n1", 300, "c", 2), write("n1", 310, "c", 3), apply("n2", 320, "c", "n1", 3),
+    apply("n3", 305, "c", "n1", 2), apply("n3", 330, "c", "n1", 3),
+    # an apply of a dot whose write is not in the logs
+    apply("n2", 400, "d", "n1", 9),
+]
+
+# (key, writer, counter, version, write ms, target, visible ms or None)
+EXPECTED = [
+    ("a", "n1", 1, 1, 0, "n2", 10), ("a", "n1", 1, 1, 0, "n3", 50),
+    ("a", "n3", 1, 2, 50, "n1", 80), ("a", "n3", 1, 2, 50, "n2", None),
+    ("b", "n2", 1, 1, 100, "n1", 100.5), ("b", "n2", 1, 1, 100, "n3", 130),
+    ("b", "n2", 2, 2, 200, "n1", 205), ("b", "n2", 2, 2, 200, "n3", 190),
+    ("c", "n1", 2, 1, 300, "n2", 320), ("c", "n1", 2, 1, 300, "n3", 305),
+    ("c", "n1", 3, 2, 310, "n2", 320), ("c", "n1", 3, 2, 310, "n3", 330),
+]
+
+
+@pytest.fixture(scope="module")
+def tables(spark: SparkSession) -> dict[str, DataFrame]:
+    ev = events_of(spark, LINES)
+    ranked = visibility.rank_writes(events.writes(ev)).cache()
+    applied = visibility.applied_versions(events.applies(ev), ranked)
+    nodes = spark.createDataFrame([("n1",), ("n2",), ("n3",)], "node string")
+    vis = visibility.visibility(ranked, visibility.holdings(ranked, applied), nodes).cache()
+    return {"ev": ev, "ranked": ranked, "vis": vis}
+
+
+def test_rank_writes_orders_by_hlc_and_drops_repeated_dots(spark: SparkSession) -> None:
+    lines = [write("n1", 0, "k", 1, hlc_ms=30), write("n2", 10, "k", 1, hlc_ms=20),
+             write("n2", 10, "k", 1, hlc_ms=20),  # the same line twice
+             write("n3", 20, "k", 1, hlc_ms=20, logical=1)]
+    ranked = visibility.rank_writes(events.writes(events_of(spark, lines)))
+    assertDataFrameEqual(
+        ranked.select("dot_node", "version"),
+        [Row(dot_node=rid("n2"), version=1), Row(dot_node=rid("n3"), version=2), Row(dot_node=rid("n1"), version=3)],
+    )
+
+
+def test_visibility_pairs(tables: dict[str, DataFrame]) -> None:
+    assertDataFrameEqual(
+        tables["vis"],
+        [
+            Row(pkey=pkey(k), writer=w, dot_node=rid(w), dot_counter=c, version=v, write_ts=ts(at), target=t,
+                visible_ts=None if seen is None else ts(seen),
+                lag_ms=None if seen is None else float(max(seen - at, 0)))
+            for k, w, c, v, at, t, seen in EXPECTED
+        ],
+    )
+
+
+def test_unmatched_applies(spark: SparkSession, tables: dict[str, DataFrame]) -> None:
+    got = visibility.unmatched_applies(events.applies(tables["ev"]), tables["ranked"])
+    assertDataFrameEqual(got.select("node", "pkey", "dot_counter"), [Row(node="n2", pkey=pkey("d"), dot_counter=9)])
+
+
+def test_write_convergence(tables: dict[str, DataFrame]) -> None:
+    got = visibility.write_convergence(tables["ranked"], tables["vis"])
+    assertDataFrameEqual(
+        got.select("pkey", "dot_node", "dot_counter", "targets", "visible_on", "converged_ts"),
+        [
+            Row(pkey=pkey("a"), dot_node=rid("n1"), dot_counter=1, targets=2, visible_on=2, converged_ts=ts(50)),
+            Row(pkey=pkey("a"), dot_node=rid("n3"), dot_counter=1, targets=2, visible_on=1, converged_ts=None),
+            Row(pkey=pkey("b"), dot_node=rid("n2"), dot_counter=1, targets=2, visible_on=2, converged_ts=ts(130)),
+            Row(pkey=pkey("b"), dot_node=rid("n2"), dot_counter=2, targets=2, visible_on=2, converged_ts=ts(205)),
+            Row(pkey=pkey("c"), dot_node=rid("n1"), dot_counter=2, targets=2, visible_on=2, converged_ts=ts(320)),
+            Row(pkey=pkey("c"), dot_node=rid("n1"), dot_counter=3, targets=2, visible_on=2, converged_ts=ts(330)),
+        ],
+    )
+
+
+def test_write_convergence_on_one_node(spark: SparkSession) -> None:
+    ranked = visibility.rank_writes(events.writes(events_of(spark, [write("n1", 0, "a", 1)])))
+    nodes = spark.createDataFrame([("n1",)], "node string")
+    vis = visibility.visibility(ranked, visibility.holdings(ranked, ranked.limit(0).select(
+        "pkey", "node", "version", "ts")), nodes)
+    got = visibility.write_convergence(ranked, vis)
+    assertDataFrameEqual(got.select("targets", "converged_ts"), [Row(targets=0, converged_ts=ts(0))])
+
+
+LAGS = [("normal", 0.0), ("normal", 3.0), ("normal", 10.0), ("normal", 40.0), ("normal", None),
+        ("partition", 5.0), ("partition", 5000.0), ("partition", None), ("partition", None)]
+
+
+def test_pbs_curve(spark: SparkSession) -> None:
+    vis = spark.createDataFrame(LAGS, "phase string, lag_ms double")
+    got = visibility.pbs_curve(vis, deltas_ms=(0, 5, 100, 10_000))
+    assertDataFrameEqual(
+        got,
+        [
+            Row(phase="normal", pairs=5, d_0=1 / 5, d_1=2 / 5, d_2=4 / 5, d_3=4 / 5),
+            Row(phase="partition", pairs=4, d_0=0.0, d_1=1 / 4, d_2=1 / 4, d_3=2 / 4),
+            Row(phase="all", pairs=9, d_0=1 / 9, d_1=3 / 9, d_2=5 / 9, d_3=6 / 9),
+        ],
+    )
+
+
+def test_lag_quantiles(spark: SparkSession) -> None:
+    vis = spark.createDataFrame(LAGS, "phase string, lag_ms double")
+    assertDataFrameEqual(
+        visibility.lag_quantiles(vis),
+        [
+            Row(phase="normal", pairs=5, visible=4, visible_fraction=0.8, p50_ms=3.0, p99_ms=40.0, p99_9_ms=40.0,
+                max_ms=40.0),
+            Row(phase="partition", pairs=4, visible=2, visible_fraction=0.5, p50_ms=5.0, p99_ms=5000.0,
+                p99_9_ms=5000.0, max_ms=5000.0),
+            Row(phase="all", pairs=9, visible=6, visible_fraction=6 / 9, p50_ms=5.0, p99_ms=5000.0, p99_9_ms=5000.0,
+                max_ms=5000.0),
+        ],
+    )
+
+
+def test_write_figures(spark: SparkSession) -> None:
+    conv = spark.createDataFrame(
+        [("normal", 1, False), ("normal", None, True), ("partition", None, False), ("partition", None, False)],
+        "phase string, converged_ts long, writeback boolean",
+    )
+    assertDataFrameEqual(
+        visibility.write_figures(conv),
+        [Row(phase="normal", writes=2, never_converged=1, writebacks=1),
+         Row(phase="partition", writes=2, never_converged=2, writebacks=0)],
+    )
