@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_analytics.events import normalize
-from spark_analytics.schema import CORRUPT, LOG_SCHEMA
+from spark_analytics.readers import read_logs
 from spark_analytics.session import build_session
 
 TEST_CONF = {
@@ -31,13 +36,15 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+_LOG_DIR = Path(tempfile.mkdtemp(prefix="vmqpy-spark-tests-"))
+atexit.register(shutil.rmtree, _LOG_DIR, True)
+
+
 def events_of(spark: SparkSession, lines: Iterable[Mapping[str, Any] | str]) -> DataFrame:
-    """Normalized events (events.normalize) of log lines given as dicts or raw text, without files."""
+    """Normalized events (events.normalize) of log lines given as dicts or raw text: written to a file and
+    read like the report reads the logs."""
     text = [line if isinstance(line, str) else json.dumps(line) for line in lines]
-    raw = (
-        spark.read.schema(LOG_SCHEMA)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .json(spark.sparkContext.parallelize(text, 1))
-    )
-    return normalize(raw)
+    fd, name = tempfile.mkstemp(suffix=".log", dir=_LOG_DIR)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("\n".join(text) + "\n")
+    return read_logs(spark, [Path(name)]).transform(normalize)

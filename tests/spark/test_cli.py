@@ -1,0 +1,174 @@
+"""The command end to end on a generated three-node run with one partition, and its input errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_analytics import cli
+from spark_analytics.readers import InputError
+from spark_analytics.report import analyze
+from tests.spark.history import History
+from tests.spark.logs import T0_MS, apply, exchange, gc, view, write, write_logs
+
+NODES = ("n1", "n2", "n3")
+ALL = [list(NODES)]
+
+
+def generated_run() -> list[dict[str, Any] | str]:
+    """0-3 s normal, 3-5 s n3 partitioned away, healed at 5.002 s, then normal again; the last line at 7 s.
+
+    Normal writes (29 before, 10 after the partition) reach the two other nodes 4 and 12 ms later. During the
+    partition n1 writes 10 times (keys p0-p2) and n2 applies them 4 ms later; n3 writes q once. After the heal
+    n3 gets the newest version of p0-p2 at 5.2 s, n1 and n2 get q at 5.3 and 5.4 s (with siblings on n2)."""
+    lines: list[dict[str, Any] | str] = [view(n, 0, ALL) for n in NODES]
+    counters = dict.fromkeys(NODES, 0)
+
+    def put(node: str, at: float, key: str) -> tuple[str, int]:
+        counters[node] += 1
+        lines.append(write(node, at, key, counters[node]))
+        return node, counters[node]
+
+    def normal(i: int, at: float) -> None:
+        node, c = put(NODES[i % 3], at, f"k{i % 4}")
+        others = [n for n in NODES if n != node]
+        lines.append(apply(others[0], at + 4, f"k{i % 4}", node, c))
+        lines.append(apply(others[1], at + 12, f"k{i % 4}", node, c))
+
+    for i in range(29):
+        normal(i, 150 + 100 * i)
+    split = [["n1", "n2"], ["n3"]]
+    lines += [view("n3", 3000, [["n3"], ["n1", "n2"]]), view("n1", 3001, split), view("n2", 3002, split)]
+    newest: dict[str, int] = {}
+    for j in range(10):
+        at = 3100 + 200 * j
+        _, c = put("n1", at, f"p{j % 3}")
+        newest[f"p{j % 3}"] = c
+        lines.append(apply("n2", at + 4, f"p{j % 3}", "n1", c))
+    _, q = put("n3", 3500, "q")
+    lines += [view("n1", 5000, ALL), view("n2", 5001, ALL), view("n3", 5002, ALL)]
+    lines += [apply("n3", 5200, key, "n1", c, via="exchange") for key, c in sorted(newest.items())]
+    lines.append(apply("n1", 5300, "q", "n3", q, via="exchange"))
+    lines.append(apply("n2", 5400, "q", "n3", q, via="exchange", siblings=2))
+    lines += [exchange("n3", 5200, "n1", received=3, repaired=3), exchange("n1", 5300, "n3", received=1, repaired=1),
+              exchange("n2", 5400, "n3", received=1, repaired=1)]
+    lines += [exchange(n, 500 + 1000 * j, NODES[(k + 1) % 3]) for k, n in enumerate(NODES) for j in range(7)]
+    for i in range(10):
+        normal(i, 5550 + 100 * i)
+    lines += [gc(n, 7000, 5) for n in NODES]
+    lines += ["garbage", '{"schema":1,"ts":"x","node":"n1","hlc":[1,0,"n1#1"],"event":"md_gc"}',
+              '{"schema":1,"ts":1,"node":"n1","hlc":[1,0,"n1#1"],"event":"md_write","prefix":"retain","key":[""],'
+              '"op":"put"}']
+    return lines
+
+
+def clean_history(path: Path) -> Path:
+    h = History()
+    h.op("p1", "subscribe", {"client": "c1", "filter": "t/#"})
+    h.publish("p2", "t/1", "m1", expect=["c1"])
+    h.publish("p2", "t/2", "m2", retain=True, expect=["c1"])
+    h.drain("c1", ["m1", "m2", "m2"])  # m2 delivered twice
+    h.read({"t/2": "m2"}, {"c1": ["t/#"]})
+    return h.write(path)
+
+
+@pytest.fixture(scope="module")
+def report(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    base = tmp_path_factory.mktemp("run")
+    logs = write_logs(base / "logs", generated_run())
+    (logs / "run.json").write_text(json.dumps({"mode": "partition", "seed": 42}))
+    out = base / "out"
+    args = cli.parser().parse_args(["report", "--logs", str(logs), "--history", str(clean_history(base / "h.jsonl")),
+                                    "--out", str(out), "--parquet"])
+    cli.run(args, spark)
+    return out, json.loads((out / "summary.json").read_text())
+
+
+def test_run_metadata(report: tuple[Path, dict[str, Any]]) -> None:
+    run = report[1]["run"]
+    assert run["nodes"] == ["n1", "n2", "n3"]
+    assert (run["first_ts"], run["last_ts"]) == (T0_MS * 1_000_000, (T0_MS + 7000) * 1_000_000)
+    assert run["events_by_type"] == {"cluster_view": 9, "md_apply": 93, "md_exchange": 24, "md_gc": 3,
+                                     "md_write": 50}
+    assert run["events"] == 179
+    assert run["malformed_lines"] == 3
+    assert run["applies_without_write"] == 0
+    assert (run["mode"], run["seed"]) == ("partition", 42)
+
+
+def test_visibility_figures(report: tuple[Path, dict[str, Any]]) -> None:
+    vis = report[1]["visibility"]
+    assert vis["writes_by_phase"] == {"after_heal": 10, "normal": 29, "partition": 11}
+    lag = vis["lag"]
+    assert {p: (v["pairs"], v["visible_fraction"], v["p50_ms"], v["max_ms"]) for p, v in lag.items()} == {
+        "normal": (58, 1.0, 4.0, 12.0),
+        "after_heal": (20, 1.0, 4.0, 12.0),
+        # n2 gets n1's 10 writes after 4 ms, n3 at 5.2 s (2100 ms down to 300 ms), q reaches n1/n2 after 1.8/1.9 s
+        "partition": (22, 1.0, 300.0, 2100.0),
+        "all": (100, 1.0, 12.0, 2100.0),  # 49 pairs at 4 ms, 39 at 12 ms, 12 slower
+    }
+    deltas = vis["deltas_ms"]
+    normal = dict(zip(deltas, vis["pbs"]["normal"]["fractions"], strict=True))
+    assert (normal[0], normal[5], normal[10], normal[20]) == (0.0, 0.5, 0.5, 1.0)
+    partition = dict(zip(deltas, vis["pbs"]["partition"]["fractions"], strict=True))
+    assert (partition[5], partition[1000], partition[2000], partition[5000]) == (10 / 22, 14 / 22, 20 / 22, 1.0)
+
+
+def test_convergence_figures(report: tuple[Path, dict[str, Any]]) -> None:
+    conv = report[1]["convergence"]
+    assert [(p["start_ts"], p["end_ts"]) for p in conv["partitions"]] == [
+        ((T0_MS + 3000) * 1_000_000, (T0_MS + 5002) * 1_000_000)
+    ]
+    heal = conv["heals"][0]
+    # keys written before the heal: k0-k3, p0-p2, q; p0-p2 and q were divergent; q converged last, at 5.4 s
+    assert (heal["keys"], heal["divergent_at_heal"], heal["unconverged"], heal["seconds_to_converge"]) == (
+        8, 4, 0, 0.398)
+    assert conv["timeline"] == {"start_s": T0_MS // 1000, "step_s": 1, "divergent_keys": [0, 0, 0, 0, 4, 4, 0, 0]}
+    assert (conv["writes_never_converged"], conv["keys_divergent_at_end"], conv["max_divergent_keys"]) == (0, 0, 4)
+
+
+def test_other_figures(report: tuple[Path, dict[str, Any]]) -> None:
+    s = report[1]
+    assert s["staleness"]["histogram"] == {"0": 93}
+    assert (s["siblings"]["keys_with_siblings"], s["siblings"]["episodes"], s["siblings"]["unresolved"]) == (1, 1, 1)
+    ae = s["anti_entropy"]
+    assert ae["results"] == {"ok": 24}
+    assert (ae["by_node"]["all"]["exchanges"], ae["by_node"]["all"]["repaired"]) == (24, 5)
+    assert ae["by_node"]["n1"]["per_minute"] == pytest.approx(8 / (7 / 60))
+    assert ae["gc"]["n2"] == {"runs": 1, "dots_pruned": 5, "keys_deleted": 0}
+    safety = s["safety"]
+    assert (safety["lost"], safety["unexpected"], safety["duplicated"], safety["resurrected"]) == (0, 0, 1, 0)
+    assert safety["examples"]["duplicated"] == [{"what": "delivery", "client": "c1", "msg": "m2", "times": 2}]
+
+
+def test_report_html_and_parquet(spark: SparkSession, report: tuple[Path, dict[str, Any]]) -> None:
+    out = report[0]
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") == 2
+    assert page.count('class="series"') == 5  # 4 PBS curves (all, normal, partition, after_heal) + the timeline
+    assert '<div class="box bad" id="safety-duplicated"><div class="n">1</div>' in page
+    assert '<div class="box ok" id="safety-lost"><div class="n">0</div>' in page
+    assert "<script" not in page and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert spark.read.parquet(str(out / "parquet" / "visibility")).count() == 100
+
+
+def test_input_errors(spark: SparkSession, tmp_path: Path) -> None:
+    assert cli.main(["report", "--logs", str(tmp_path / "missing")]) == 2
+    assert cli.main(["report", "--logs", str(tmp_path)]) == 2  # no log file
+    write_logs(tmp_path, ["garbage", "more garbage"])
+    assert cli.main(["report", "--logs", str(tmp_path), "--history", str(tmp_path / "nope.jsonl")]) == 2
+    with pytest.raises(InputError, match="no valid replication-log line"):
+        analyze(spark, tmp_path)
+
+
+def test_module_entry_reports_a_missing_directory(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "spark_analytics", "report", "--logs", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert f"error: --logs {tmp_path / 'none'}: no such directory" in done.stderr
