@@ -116,14 +116,15 @@ def _analyze(
 
     fig_rows = visibility.pbs_curve(vis).join(visibility.lag_quantiles(vis).drop("pairs"), "phase").collect()
     write_rows = visibility.write_figures(conv).collect()
-    heal_df = convergence.heal_convergence(conv, parts_df)
+    # The end of the logs counts as one more "heal" (partition 0): its unconverged keys are the keys divergent at
+    # the end, in the same query as the real heals.
+    end_row = spark.createDataFrame([(0, end_ts, end_ts + 1)], "partition int, start_ts long, end_ts long")
+    heal_df = convergence.heal_convergence(conv, parts_df.unionByName(end_row))
     heal_rows = sorted(heal_df.collect(), key=lambda r: r["heal_ts"])
+    divergent_at_end = next(r["unconverged"] for r in heal_rows if r["partition"] == 0)
+    heal_rows = [r for r in heal_rows if r["partition"] != 0]
     timeline_df = convergence.divergent_timeline(spark, conv, start_ts, end_ts)
     timeline = [r["divergent_keys"] for r in timeline_df.orderBy("second").collect()]
-    divergent_at_end = (
-        conv.groupBy("pkey").agg(F.max_by("converged_ts", "version").alias("converged_ts"))
-        .where(F.col("converged_ts").isNull()).count()
-    )
 
     stale_df = staleness.staleness(applied, ranked)
     stale_rows = staleness.staleness_counts(stale_df).collect()

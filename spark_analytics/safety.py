@@ -104,15 +104,14 @@ def unexpected_deliveries(ops: DataFrame, deliv: DataFrame) -> DataFrame:
 
 
 def final_read(ops: DataFrame) -> DataFrame:
-    """The last ok read (one row or none): invoke_time, retained, subscriptions."""
+    """The last ok read (one row, null fields when there is none): invoke_time, retained, subscriptions."""
     reads = ops.where((F.col("f") == "read") & (F.col("status") == "ok"))
-    last = Window.partitionBy(F.lit(0)).orderBy(F.col("complete_time").desc(), F.col("invoke_time").desc())
-    return (
-        reads.withColumn("n", F.row_number().over(last))
-        .where(F.col("n") == 1)
-        .select("invoke_time", F.col("result.retained").alias("retained"),
-                F.col("result.subscriptions").alias("subscriptions"))
+    last = F.max_by(
+        F.struct("invoke_time", F.col("result.retained").alias("retained"),
+                 F.col("result.subscriptions").alias("subscriptions")),
+        F.struct("complete_time", "invoke_time"),
     )
+    return reads.agg(last.alias("read")).select("read.*")
 
 
 def _sub_cell(client: Column, flt: Column) -> Column:

@@ -69,27 +69,35 @@ def violating_history() -> History:
 
 def test_findings(spark: SparkSession, tmp_path: Path) -> None:
     ops = safety.operations(read_history(spark, violating_history().write(tmp_path / "h.jsonl")))
+    found = [
+        ("lost", "publish", '{"msg":"m2","topic":"t/1","client":"c1"}', 2),
+        ("lost", "publish", '{"msg":"m5","topic":"t/2"}', 2),
+        ("lost", "retained", '{"cell":"r/2"}', 2),
+        ("lost", "retained", '{"cell":"r/3","observed":"r3a"}', 2),
+        ("lost", "subscription", '{"cell":"[\\"c1\\",\\"f/3\\"]"}', 1),
+        ("unexpected", "message", '{"msg":"mX"}', 1),
+        ("unexpected", "retained", '{"cell":"r/4","observed":"zz"}', 1),
+        ("unexpected", "subscription", '{"cell":"[\\"c9\\",\\"f/9\\"]","observed":"1"}', 1),
+        ("duplicated", "delivery", '{"client":"c1","msg":"m1","times":2}', 1),
+        ("resurrected", "retained", '{"cell":"r/1","observed":"r1"}', 1),
+        ("resurrected", "subscription", '{"cell":"[\\"c1\\",\\"f/2\\"]","observed":"1"}', 1),
+    ]
     assertDataFrameEqual(
-        safety.findings(ops),
-        [
-            Row(check="lost", what="publish", detail='{"msg":"m2","topic":"t/1","client":"c1"}'),
-            Row(check="lost", what="publish", detail='{"msg":"m5","topic":"t/2"}'),
-            Row(check="lost", what="retained", detail='{"cell":"r/2"}'),
-            Row(check="lost", what="retained", detail='{"cell":"r/3","observed":"r3a"}'),
-            Row(check="lost", what="subscription", detail='{"cell":"[\\"c1\\",\\"f/3\\"]"}'),
-            Row(check="unexpected", what="message", detail='{"msg":"mX"}'),
-            Row(check="unexpected", what="retained", detail='{"cell":"r/4","observed":"zz"}'),
-            Row(check="unexpected", what="subscription", detail='{"cell":"[\\"c9\\",\\"f/9\\"]","observed":"1"}'),
-            Row(check="duplicated", what="delivery", detail='{"client":"c1","msg":"m1","times":2}'),
-            Row(check="resurrected", what="retained", detail='{"cell":"r/1","observed":"r1"}'),
-            Row(check="resurrected", what="subscription", detail='{"cell":"[\\"c1\\",\\"f/2\\"]","observed":"1"}'),
-        ],
+        safety.finding_counts(safety.findings(ops), examples=10),
+        [Row(check=c, what=w, detail=d, count=n) for c, w, d, n in found],
     )
-    counts = {(r["check"], r["what"]): r["count"] for r in safety.finding_counts(safety.findings(ops), 1).collect()}
-    assert counts == {("lost", "publish"): 2, ("lost", "retained"): 2, ("lost", "subscription"): 1,
-                      ("unexpected", "message"): 1, ("unexpected", "retained"): 1,
-                      ("unexpected", "subscription"): 1, ("duplicated", "delivery"): 1,
-                      ("resurrected", "retained"): 1, ("resurrected", "subscription"): 1}
+
+
+def test_finding_counts_keep_the_first_examples(spark: SparkSession) -> None:
+    found = spark.createDataFrame(
+        [("lost", "publish", "b"), ("lost", "publish", "a"), ("lost", "publish", "c"), ("duplicated", "delivery", "x")],
+        "check string, what string, detail string",
+    )
+    assertDataFrameEqual(
+        safety.finding_counts(found, examples=2),
+        [Row(check="lost", what="publish", detail="a", count=3), Row(check="lost", what="publish", detail="b", count=3),
+         Row(check="duplicated", what="delivery", detail="x", count=1)],
+    )
 
 
 def test_clean_history_has_no_findings(spark: SparkSession, tmp_path: Path) -> None:
@@ -105,6 +113,6 @@ def test_clean_history_has_no_findings(spark: SparkSession, tmp_path: Path) -> N
     h.op("p1", "unsubscribe", {"client": "c1", "filter": "x"})
     h.drain("c1", ["m1", "m2"])
     h.read({"t/1": "m2", "t/2": "m3"}, {"c1": ["t/#"]})
-    ops = safety.operations(read_history(spark, h.write(tmp_path / "h.jsonl")))
+    ops = safety.operations(read_history(spark, h.write(tmp_path / "h.jsonl"))).cache()
     assert safety.findings(ops).count() == 0
     assertDataFrameEqual(safety.history_figures(ops), [Row(operations=8, drains=1, reads=1)])
