@@ -4,6 +4,10 @@
 left out (`corrupt`, `missing_field`, `unsupported_schema`, `unknown_event`). The per-event tables take the `ok`
 lines only. A key is identified by `pkey` = `prefix + " " + key as compact JSON` (`retain ["","sensors/1"]`);
 a dot by (`dot_node`, `dot_counter`), the writer's replica id `NAME#INCARNATION` and its counter.
+
+`for_report` is `normalize` as the report runs it on large logs: `pkey` and `dot_node` are 64-bit hashes (they
+are only compared for equality), and only the columns the report reads are kept; `key_names` maps the hashes
+back to readable keys.
 """
 
 from __future__ import annotations
@@ -28,8 +32,12 @@ def _missing(*names: str) -> Column:
     return reduce(operator.or_, [F.col(n).isNull() for n in names])
 
 
-def normalize(raw: DataFrame) -> DataFrame:
-    """One row per non-empty line: flattened, typed columns and `status`."""
+def normalize(raw: DataFrame, hashed_keys: bool = False) -> DataFrame:
+    """One row per non-empty line: flattened, typed columns and `status`.
+
+    `pkey` is readable (`retain ["","sensors/1"]`) unless `hashed_keys`: then it is the 64-bit xxhash of the
+    prefix and the key, which makes the large tables of the report much cheaper to cache, shuffle and sort
+    (two keys of a run share a hash with a probability of about keys^2 / 2^65)."""
     df = raw.select(
         "schema",
         "ts",
@@ -39,7 +47,7 @@ def normalize(raw: DataFrame) -> DataFrame:
         _long_at("hlc", 2).alias("hlc_logical"),
         F.expr("try_element_at(hlc, 3)").alias("hlc_node"),
         "prefix",
-        F.when(F.col("key").isNotNull(), F.to_json("key")).alias("key"),
+        F.col("key").alias("_key"),
         F.expr("try_element_at(dot, 1)").alias("dot_node"),
         _long_at("dot", 2).alias("dot_counter"),
         "op",
@@ -74,22 +82,23 @@ def normalize(raw: DataFrame) -> DataFrame:
         .when(~event.isin(*EVENTS), "unknown_event")
         .when(
             (event == "md_write")
-            & _missing("prefix", "key", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "op"),
+            & _missing("prefix", "_key", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "op"),
             "missing_field",
         )
         .when(
-            (event == "md_apply") & _missing("prefix", "key", "dot_node", "dot_counter", "siblings"),
+            (event == "md_apply") & _missing("prefix", "_key", "dot_node", "dot_counter", "siblings"),
             "missing_field",
         )
         .when((event == "md_exchange") & _missing("peer", "result"), "missing_field")
         .when((event == "cluster_view") & _missing("groups"), "missing_field")
         .otherwise(OK)
     )
-    return (
-        df.withColumn("status", status)
-        .withColumn("pkey", F.concat_ws(" ", "prefix", "key"))
-        .drop("_corrupt")
-    )
+    has_key = F.col("prefix").isNotNull() & F.col("_key").isNotNull()
+    if hashed_keys:
+        pkey = F.when(has_key, F.xxhash64("prefix", "_key"))
+    else:
+        pkey = F.when(has_key, F.concat_ws(" ", "prefix", F.to_json("_key")))
+    return df.withColumn("status", status).withColumn("pkey", pkey).drop("_corrupt", "_key")
 
 
 def line_stats(events: DataFrame) -> DataFrame:
@@ -113,15 +122,15 @@ def _of(events: DataFrame, event: str) -> DataFrame:
 
 
 def writes(events: DataFrame) -> DataFrame:
-    """md_write lines: node (the writer), ts, pkey, dot, hlc, op, writeback."""
+    """md_write lines: node (the writer), ts, pkey, dot, hlc, writeback."""
     return _of(events, "md_write").select(
-        "node", "ts", "pkey", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "hlc_node", "op", "writeback"
+        "node", "ts", "pkey", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "hlc_node", "writeback"
     )
 
 
 def applies(events: DataFrame) -> DataFrame:
-    """md_apply lines: node (where applied), ts, pkey, dot, origin, via, siblings."""
-    return _of(events, "md_apply").select("node", "ts", "pkey", "dot_node", "dot_counter", "origin", "via", "siblings")
+    """md_apply lines: node (where applied), ts, pkey, dot, via, siblings."""
+    return _of(events, "md_apply").select("node", "ts", "pkey", "dot_node", "dot_counter", "via", "siblings")
 
 
 def exchanges(events: DataFrame) -> DataFrame:
@@ -148,5 +157,32 @@ def gcs(events: DataFrame) -> DataFrame:
 def views(events: DataFrame) -> DataFrame:
     """cluster_view lines with `n_groups`, the number of groups in the node's view."""
     return _of(events, "cluster_view").select(
-        "node", "ts", "groups", F.size("groups").alias("n_groups"), "members", "ready", "majority"
+        "node", "ts", "groups", F.size("groups").alias("n_groups"), "ready", "majority"
+    )
+
+
+# The columns the report uses: what it caches of every line.
+REPORT_COLUMNS = (
+    "ts", "node", "event", "status", "pkey", "hlc_wall", "hlc_logical", "hlc_node", "dot_node", "dot_counter",
+    "writeback", "via", "siblings", "peer", "result", "rounds", "dots_asked", "objects_received", "repaired", "gaps",
+    "bytes_sent", "bytes_received", "duration", "dots_pruned", "keys_deleted", "groups", "ready", "majority",
+)
+
+
+def for_report(raw: DataFrame) -> DataFrame:
+    """normalize with hashed keys and hashed dot replica ids (only ever compared for equality), only the columns
+    the report uses."""
+    return (
+        normalize(raw, hashed_keys=True)
+        .select(*REPORT_COLUMNS)
+        .withColumn("dot_node", F.when(F.col("dot_node").isNotNull(), F.xxhash64("dot_node")))
+    )
+
+
+def key_names(raw: DataFrame) -> DataFrame:
+    """(pkey, name): the readable name of every hashed key (for_report) written in the logs."""
+    return (
+        raw.where((F.col("event") == "md_write") & F.col("prefix").isNotNull() & F.col("key").isNotNull())
+        .select(F.xxhash64("prefix", "key").alias("pkey"), F.concat_ws(" ", "prefix", F.to_json("key")).alias("name"))
+        .distinct()
     )

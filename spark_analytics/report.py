@@ -79,7 +79,7 @@ def _analyze(
     parquet_dir: Path | None,
     cache: _Cache,
 ) -> dict[str, Any]:
-    ev = cache(read_logs(spark, files).transform(events.normalize))
+    ev = cache(read_logs(spark, files).transform(events.for_report))
     stats = events.line_stats(ev).collect()
     by_status: dict[str, int] = {}
     by_event: dict[str, int] = {}
@@ -210,6 +210,7 @@ def _analyze(
     }
     if parquet_dir is not None:
         tables = {
+            "keys": events.key_names(read_logs(spark, files)),
             "events": ev,
             "writes": ranked,
             "applies": applied,

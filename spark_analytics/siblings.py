@@ -23,31 +23,30 @@ def sibling_episodes(applies: DataFrame, writes: DataFrame) -> DataFrame:
             F.when(F.col("writeback"), "writeback").otherwise("write").alias("kind"),
         )
     )
-    # Only the (node, key) pairs that ever had siblings matter: a small set, so everything after is small.
-    with_siblings = applies.where(F.col("siblings") > 1).select("node", "pkey").distinct()
-    stream = stream.join(F.broadcast(with_siblings), ["node", "pkey"], "left_semi")
+    # Only the events of a (node, key) from its first siblings on matter: usually a small part of the logs.
+    first = applies.where(F.col("siblings") > 1).groupBy("node", "pkey").agg(F.min("ts").alias("first_ts"))
+    stream = stream.join(first, ["node", "pkey"]).where(F.col("ts") >= F.col("first_ts"))
     order = Window.partitionBy("node", "pkey").orderBy("ts", "kind")
-    after = order.rowsBetween(1, Window.unboundedFollowing)
+    prev_sib = F.coalesce(F.lag("sib").over(order), F.lit(False))
+    # Number the episodes (a row with siblings after one without starts one); an episode's rows are its
+    # start, its other rows with siblings, then the row that ends it and the rows up to the next start.
     marked = (
-        stream.withColumn("prev_sib", F.coalesce(F.lag("sib").over(order), F.lit(False)))
-        .withColumn("starts", F.col("sib") & ~F.col("prev_sib"))
-        .withColumn("ends", ~F.col("sib") & F.col("prev_sib"))
+        stream.withColumn("starts", F.col("sib") & ~prev_sib)
+        .withColumn("ends", ~F.col("sib") & prev_sib)
         .withColumn("episode", F.sum(F.col("starts").cast("int")).over(order.rowsBetween(Window.unboundedPreceding, 0)))
-        .withColumn("end", F.min(F.when(F.col("ends"), F.struct("ts", "kind"))).over(after))
-    )
-    # The episode's largest sibling count: over its rows (same episode number, still in siblings).
-    peak = (
-        marked.where(F.col("sib"))
-        .groupBy("node", "pkey", "episode")
-        .agg(F.max("siblings").alias("max_siblings"))
+        .where(F.col("episode") > 0)
     )
     return (
-        marked.where(F.col("starts"))
-        .join(peak, ["node", "pkey", "episode"])
+        marked.groupBy("node", "pkey", "episode")
+        .agg(
+            F.min(F.when(F.col("starts"), F.col("ts"))).alias("start_ts"),
+            F.max(F.when(F.col("sib"), F.col("siblings"))).alias("max_siblings"),
+            F.min(F.when(F.col("ends"), F.struct("ts", "kind"))).alias("end"),
+        )
         .select(
-            "node", "pkey", F.col("ts").alias("start_ts"), "max_siblings",
+            "node", "pkey", "start_ts", "max_siblings",
             F.col("end.ts").alias("resolved_ts"), F.col("end.kind").alias("resolved_by"),
-            ((F.col("end.ts") - F.col("ts")) / 1e6).alias("duration_ms"),
+            ((F.col("end.ts") - F.col("start_ts")) / 1e6).alias("duration_ms"),
         )
     )
 

@@ -23,7 +23,9 @@ _DOT = ["dot_node", "dot_counter"]
 
 
 def rank_writes(writes: DataFrame) -> DataFrame:
-    """Every distinct write (by dot) with `version`: 1 for the oldest write of its key, by hlc then dot."""
+    """Every distinct write (by dot) with `version`: 1 for the oldest write of its key, by hlc then dot.
+    Columns: node (the writer), ts, pkey, dot_node, dot_counter, writeback, version; (pkey, version) identifies
+    the write from here on."""
     order = Window.partitionBy("pkey").orderBy("hlc_wall", "hlc_logical", "hlc_node", *_DOT, "ts")
     same_dot = (F.lag("dot_node").over(order) == F.col("dot_node")) & (
         F.lag("dot_counter").over(order) == F.col("dot_counter")
@@ -31,17 +33,18 @@ def rank_writes(writes: DataFrame) -> DataFrame:
     return (
         writes.withColumn("_dup", F.coalesce(same_dot, F.lit(False)))
         .where(~F.col("_dup"))
-        .drop("_dup")
         .withColumn("version", F.row_number().over(order))
+        .select("node", "ts", "pkey", *_DOT, "writeback", "version")
     )
 
 
 def applied_versions(applies: DataFrame, ranked: DataFrame) -> DataFrame:
-    """md_apply lines with the version and the `write_ts` of the write whose dot they applied (inner join: an
-    apply of a dot whose md_write is not in the logs is left out, see `unmatched_applies`)."""
+    """md_apply lines with the version and the `write_ts` of the write whose dot they applied: node, ts, pkey,
+    version, write_ts, via, siblings (inner join: an apply of a dot whose md_write is not in the logs is left
+    out, see `unmatched_applies`)."""
     return applies.join(
         ranked.select("pkey", *_DOT, "version", F.col("ts").alias("write_ts")), ["pkey", *_DOT], "inner"
-    )
+    ).select("node", "ts", "pkey", "version", "write_ts", "via", "siblings")
 
 
 def unmatched_applies(applies: DataFrame, ranked: DataFrame) -> DataFrame:
@@ -58,22 +61,15 @@ def holdings(ranked: DataFrame, applied: DataFrame) -> DataFrame:
 
 
 def visibility(ranked: DataFrame, held: DataFrame, nodes: DataFrame) -> DataFrame:
-    """One row per (write, other node): pkey, writer, dot, version, write_ts, target, visible_ts (null: never),
-    lag_ms (null: never). `nodes` has one column `node`: the cluster's nodes."""
+    """One row per (write, other node): pkey, version, write_ts, target, visible_ts (null: never), lag_ms
+    (null: never). `nodes` has one column `node`: the cluster's nodes."""
     targets = (
-        ranked.select(
-            "pkey", F.col("node").alias("writer"), *_DOT, "version", F.col("ts").alias("write_ts")
-        )
+        ranked.select("pkey", F.col("node").alias("writer"), "version", "ts")
         .crossJoin(F.broadcast(nodes.select(F.col("node").alias("target"))))
         .where(F.col("target") != F.col("writer"))
-        .select("pkey", F.col("target").alias("node"), "version", F.lit(1).alias("kind"),
-                F.lit(None).cast("long").alias("hold_ts"), "writer", *_DOT, "write_ts")
+        .select("pkey", F.col("target").alias("node"), "version", F.lit(1).alias("kind"), "ts")
     )
-    holds = held.select(
-        "pkey", "node", "version", F.lit(0).alias("kind"), "hold_ts",
-        F.lit(None).cast("string").alias("writer"), F.lit(None).cast("string").alias("dot_node"),
-        F.lit(None).cast("long").alias("dot_counter"), F.lit(None).cast("long").alias("write_ts"),
-    )
+    holds = held.select("pkey", "node", "version", F.lit(0).alias("kind"), F.col("hold_ts").alias("ts"))
     # Newest version first; for each write, the earliest hold of any version at least as new.
     newer = (
         Window.partitionBy("pkey", "node")
@@ -82,13 +78,13 @@ def visibility(ranked: DataFrame, held: DataFrame, nodes: DataFrame) -> DataFram
     )
     return (
         targets.unionByName(holds)
-        .withColumn("visible_ts", F.min("hold_ts").over(newer))
+        .withColumn("visible_ts", F.min(F.when(F.col("kind") == 0, F.col("ts"))).over(newer))
         .where(F.col("kind") == 1)
         .select(
-            "pkey", "writer", *_DOT, "version", "write_ts", F.col("node").alias("target"), "visible_ts",
+            "pkey", "version", F.col("ts").alias("write_ts"), F.col("node").alias("target"), "visible_ts",
             F.when(  # greatest() skips nulls: never-visible pairs must keep a null lag
                 F.col("visible_ts").isNotNull(),
-                F.greatest((F.col("visible_ts") - F.col("write_ts")) / 1e6, F.lit(0.0)),
+                F.greatest((F.col("visible_ts") - F.col("ts")) / 1e6, F.lit(0.0)),
             ).alias("lag_ms"),
         )
     )
@@ -96,25 +92,23 @@ def visibility(ranked: DataFrame, held: DataFrame, nodes: DataFrame) -> DataFram
 
 def write_convergence(ranked: DataFrame, vis: DataFrame) -> DataFrame:
     """Per write: `converged_ts`, when every node held it (the write's own ts on a one-node cluster), null if
-    some node never did; `targets` and `visible_on` count the other nodes. Columns: pkey, dot_node,
-    dot_counter, version, writer, write_ts, writeback, targets, visible_on, converged_ts."""
-    per_write = vis.groupBy("pkey", *_DOT).agg(
+    some node never did; `targets` and `visible_on` count the other nodes. Columns: pkey, version, writer,
+    write_ts, writeback, targets, visible_on, converged_ts."""
+    per_write = vis.groupBy("pkey", "version").agg(
         F.count(F.lit(1)).alias("targets"),
         F.count("visible_ts").alias("visible_on"),
         F.max("visible_ts").alias("last_visible_ts"),
     )
+    targets = F.coalesce("targets", F.lit(0))
+    visible_on = F.coalesce("visible_on", F.lit(0))
     return (
-        ranked.select(
-            "pkey", *_DOT, "version", F.col("node").alias("writer"), F.col("ts").alias("write_ts"), "writeback"
-        )
-        .join(per_write, ["pkey", *_DOT], "left")
+        ranked.select("pkey", "version", F.col("node").alias("writer"), F.col("ts").alias("write_ts"), "writeback")
+        .join(per_write, ["pkey", "version"], "left")
         .select(
-            "pkey", *_DOT, "version", "writer", "write_ts", "writeback",
-            F.coalesce("targets", F.lit(0)).alias("targets"),
-            F.coalesce("visible_on", F.lit(0)).alias("visible_on"),
+            "pkey", "version", "writer", "write_ts", "writeback",
+            targets.alias("targets"), visible_on.alias("visible_on"),
             F.when(
-                F.coalesce("visible_on", F.lit(0)) == F.coalesce("targets", F.lit(0)),
-                F.greatest(F.coalesce("last_visible_ts", "write_ts"), F.col("write_ts")),
+                visible_on == targets, F.greatest(F.coalesce("last_visible_ts", "write_ts"), F.col("write_ts"))
             ).alias("converged_ts"),
         )
     )

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from spark_analytics import events
@@ -65,12 +65,11 @@ def test_event_tables_have_typed_columns(spark: SparkSession) -> None:
     assertDataFrameEqual(
         events.writes(ev),
         [Row(node="n1", ts=ts(0), pkey=pkey("a"), dot_node=rid("n1"), dot_counter=1, hlc_wall=1_795_330_000_000,
-             hlc_logical=2, hlc_node=rid("n1"), op="put", writeback=False)],
+             hlc_logical=2, hlc_node=rid("n1"), writeback=False)],
     )
     assertDataFrameEqual(
         events.applies(ev),
-        [Row(node="n2", ts=ts(5), pkey=pkey("a"), dot_node=rid("n1"), dot_counter=1, origin=rid("n1"),
-             via="broadcast", siblings=2)],
+        [Row(node="n2", ts=ts(5), pkey=pkey("a"), dot_node=rid("n1"), dot_counter=1, via="broadcast", siblings=2)],
     )
     assertDataFrameEqual(
         events.exchanges(ev).select("node", "peer", "result", "objects_received", "repaired", "bytes_sent"),
@@ -123,3 +122,24 @@ def test_run_metadata(tmp_path: Path) -> None:
     assert read_run_metadata(tmp_path) == {"mode": "partition", "seed": 7}
     (tmp_path / "run.json").write_text("{")
     assert "run_json_error" in read_run_metadata(tmp_path)
+
+
+def test_for_report_hashes_keys_and_dots_consistently(spark: SparkSession, tmp_path: Path) -> None:
+    sub = "subscription"
+    lines = [*GOOD, write("n2", 40, "b", 1, prefix=sub), apply("n1", 45, "b", "n2", 1, prefix=sub), *BAD]
+    raw = read_logs(spark, find_log_files(write_logs(tmp_path, lines)))
+    ev = raw.transform(events.for_report)
+    assert tuple(ev.columns) == events.REPORT_COLUMNS
+    # the same statuses as normalize: hashing changes no verdict on a line
+    def stats(df: DataFrame) -> set[tuple[str, str | None, str | None, int]]:
+        return {(r["status"], r["event"], r["node"], r["lines"]) for r in events.line_stats(df).collect()}
+
+    assert stats(ev) == stats(raw.transform(events.normalize))
+    names = {r["pkey"]: r["name"] for r in events.key_names(raw).collect()}
+    assert sorted(names.values()) == [pkey("a"), pkey("b", prefix=sub)]
+    writes = {names[r["pkey"]]: r for r in events.writes(ev).collect()}
+    applied = {names[r["pkey"]]: r for r in events.applies(ev).collect()}
+    # an apply names the write's dot by the same hash, and two different replica ids hash differently
+    assert applied[pkey("a")]["dot_node"] == writes[pkey("a")]["dot_node"]
+    assert applied[pkey("b", prefix=sub)]["dot_node"] == writes[pkey("b", prefix=sub)]["dot_node"]
+    assert writes[pkey("a")]["dot_node"] != writes[pkey("b", prefix=sub)]["dot_node"]

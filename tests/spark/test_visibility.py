@@ -25,14 +25,14 @@ LINES = [
     apply("n2", 400, "d", "n1", 9),
 ]
 
-# (key, writer, counter, version, write ms, target, visible ms or None)
+# (key, version, write ms, target, visible ms or None)
 EXPECTED = [
-    ("a", "n1", 1, 1, 0, "n2", 10), ("a", "n1", 1, 1, 0, "n3", 50),
-    ("a", "n3", 1, 2, 50, "n1", 80), ("a", "n3", 1, 2, 50, "n2", None),
-    ("b", "n2", 1, 1, 100, "n1", 100.5), ("b", "n2", 1, 1, 100, "n3", 130),
-    ("b", "n2", 2, 2, 200, "n1", 205), ("b", "n2", 2, 2, 200, "n3", 190),
-    ("c", "n1", 2, 1, 300, "n2", 320), ("c", "n1", 2, 1, 300, "n3", 305),
-    ("c", "n1", 3, 2, 310, "n2", 320), ("c", "n1", 3, 2, 310, "n3", 330),
+    ("a", 1, 0, "n2", 10), ("a", 1, 0, "n3", 50),          # n1's write
+    ("a", 2, 50, "n1", 80), ("a", 2, 50, "n2", None),      # n3's
+    ("b", 1, 100, "n1", 100.5), ("b", 1, 100, "n3", 130),
+    ("b", 2, 200, "n1", 205), ("b", 2, 200, "n3", 190),
+    ("c", 1, 300, "n2", 320), ("c", 1, 300, "n3", 305),
+    ("c", 2, 310, "n2", 320), ("c", 2, 310, "n3", 330),
 ]
 
 
@@ -61,10 +61,9 @@ def test_visibility_pairs(tables: dict[str, DataFrame]) -> None:
     assertDataFrameEqual(
         tables["vis"],
         [
-            Row(pkey=pkey(k), writer=w, dot_node=rid(w), dot_counter=c, version=v, write_ts=ts(at), target=t,
-                visible_ts=None if seen is None else ts(seen),
+            Row(pkey=pkey(k), version=v, write_ts=ts(at), target=t, visible_ts=None if seen is None else ts(seen),
                 lag_ms=None if seen is None else float(max(seen - at, 0)))
-            for k, w, c, v, at, t, seen in EXPECTED
+            for k, v, at, t, seen in EXPECTED
         ],
     )
 
@@ -77,14 +76,14 @@ def test_unmatched_applies(spark: SparkSession, tables: dict[str, DataFrame]) ->
 def test_write_convergence(tables: dict[str, DataFrame]) -> None:
     got = visibility.write_convergence(tables["ranked"], tables["vis"])
     assertDataFrameEqual(
-        got.select("pkey", "dot_node", "dot_counter", "targets", "visible_on", "converged_ts"),
+        got.select("pkey", "version", "writer", "targets", "visible_on", "converged_ts"),
         [
-            Row(pkey=pkey("a"), dot_node=rid("n1"), dot_counter=1, targets=2, visible_on=2, converged_ts=ts(50)),
-            Row(pkey=pkey("a"), dot_node=rid("n3"), dot_counter=1, targets=2, visible_on=1, converged_ts=None),
-            Row(pkey=pkey("b"), dot_node=rid("n2"), dot_counter=1, targets=2, visible_on=2, converged_ts=ts(130)),
-            Row(pkey=pkey("b"), dot_node=rid("n2"), dot_counter=2, targets=2, visible_on=2, converged_ts=ts(205)),
-            Row(pkey=pkey("c"), dot_node=rid("n1"), dot_counter=2, targets=2, visible_on=2, converged_ts=ts(320)),
-            Row(pkey=pkey("c"), dot_node=rid("n1"), dot_counter=3, targets=2, visible_on=2, converged_ts=ts(330)),
+            Row(pkey=pkey("a"), version=1, writer="n1", targets=2, visible_on=2, converged_ts=ts(50)),
+            Row(pkey=pkey("a"), version=2, writer="n3", targets=2, visible_on=1, converged_ts=None),
+            Row(pkey=pkey("b"), version=1, writer="n2", targets=2, visible_on=2, converged_ts=ts(130)),
+            Row(pkey=pkey("b"), version=2, writer="n2", targets=2, visible_on=2, converged_ts=ts(205)),
+            Row(pkey=pkey("c"), version=1, writer="n1", targets=2, visible_on=2, converged_ts=ts(320)),
+            Row(pkey=pkey("c"), version=2, writer="n1", targets=2, visible_on=2, converged_ts=ts(330)),
         ],
     )
 
@@ -92,8 +91,8 @@ def test_write_convergence(tables: dict[str, DataFrame]) -> None:
 def test_write_convergence_on_one_node(spark: SparkSession) -> None:
     ranked = visibility.rank_writes(events.writes(events_of(spark, [write("n1", 0, "a", 1)])))
     nodes = spark.createDataFrame([("n1",)], "node string")
-    vis = visibility.visibility(ranked, visibility.holdings(ranked, ranked.limit(0).select(
-        "pkey", "node", "version", "ts")), nodes)
+    no_applies = ranked.limit(0).select("pkey", "node", "version", "ts")
+    vis = visibility.visibility(ranked, visibility.holdings(ranked, no_applies), nodes)
     got = visibility.write_convergence(ranked, vis)
     assertDataFrameEqual(got.select("targets", "converged_ts"), [Row(targets=0, converged_ts=ts(0))])
 
