@@ -9,17 +9,19 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
 
 from vmqpy.broker import records
+from vmqpy.broker.handover import SessionImage, Ticket
 from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.router import Router, RouteResult
-from vmqpy.broker.session import NullJournal, Session, Sink, SubEntry
+from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation
@@ -47,6 +49,19 @@ class Forwarder(Protocol):
 
     def forward(self, node: str, payload: bytes) -> bool:
         """Queue `payload` for `node`; False when it cannot even be buffered (the publisher gets no ack)."""
+        ...
+
+
+class Registrar(Protocol):
+    """How a CONNECT is registered in the cluster (vmqpy.cluster.registration): through the client id's
+    leader, with the session handed over by its previous owner node."""
+
+    async def register(self, client_id: str, clean_start: bool) -> Ticket:
+        """Hold the client id's registration lock; raises RegistrationRefused."""
+        ...
+
+    def connected(self, ticket: Ticket, owner: str | None) -> None:
+        """The CONNECT completed here (or failed, `owner` None): take the early messages, release the lock."""
         ...
 
 
@@ -79,6 +94,10 @@ class Broker:
         self.retained: RetainedStore[Message] = RetainedStore()
         self.metrics: Counter[str] = Counter()
         self._wills: dict[str, PendingWill] = {}
+        # The cluster's hooks: the member names, and who starts handing a session over to its new owner.
+        self.nodes: Callable[[], Iterable[str]] | None = None
+        self.on_moving: Callable[[str, str], None] | None = None
+        self.registrar: Registrar | None = None
         metadata.on_change(records.SUBSCRIPTION, self._on_subscription_change)
         metadata.on_change(records.RETAIN, self._on_retain_change)
         metadata.on_change(records.SESSION, self._on_session_change)
@@ -94,7 +113,8 @@ class Broker:
             else:
                 self.router.remove(client_id, entry)
                 session = self.sessions.get(client_id)
-                if new is None and session is not None:
+                moved = new is not None and records.subscription_entry(key, new)[1] != self.node
+                if (new is None or moved) and session is not None:
                     session.subscriptions.pop(entry.topic_filter, None)
         if new is not None:
             client_id, node, entry = records.subscription_entry(key, new)
@@ -107,25 +127,27 @@ class Broker:
                 session.subscriptions[entry.topic_filter] = entry
 
     def _on_session_change(self, key: records.Key, old: Any, new: Any) -> None:
-        """The client id now lives on another node (a newer connect there, or the winner after a heal): a live
-        connection here is taken over (5.0: DISCONNECT 0x8E); a clean session here ends."""
+        """The client id now lives on another node (a newer connect there, the winner after a heal, a node
+        that adopted it): a live connection here is taken over (5.0: DISCONNECT 0x8E), a clean session here
+        ends, and a persistent one is handed over to the new owner with its messages."""
         if new is None or records.session_owner(new) == self.node:
             return
         client_id = str(key[1])
         session = self.sessions.get(client_id)
-        if session is None:
+        if session is None or session.moving_to is not None:
             return
-        now = time.time()
-        if session.sink is not None:
-            log.info("client id connected on another node: disconnecting it here", client_id=client_id,
-                     owner=records.session_owner(new))
-            will, delay = session.sink.take_over()
-            session.detach(now)
-            self.metrics["session_taken_over_remote"] += 1
-            if will is not None and delay <= 0:
-                self.publish_will(will, now)
-        if not session.persistent:
-            self._discard(session)
+        owner = records.session_owner(new)
+        self._release(session, time.time(), clean=False, reason="client id connected on another node")
+        if session.persistent and owner in self.known_nodes():
+            session.moving_to = owner
+            self.metrics["session_migrations_started"] += 1
+            if self.on_moving is not None:
+                self.on_moving(client_id, owner)
+        elif not session.persistent:
+            self._discard(session, keep_owner=True)
+
+    def known_nodes(self) -> set[str]:
+        return set(self.nodes()) if self.nodes is not None else set()
 
     def _on_retain_change(self, key: records.Key, old: Any, new: Any) -> None:
         topic = key[1]
@@ -190,10 +212,17 @@ class Broker:
     # ------------------------------------------------------------------------------------------ connections
 
     def open_session(
-        self, client_id: str, level: int, clean_start: bool, expiry: float | None, owner: Sink, now: float
+        self, client_id: str, level: int, clean_start: bool, expiry: float | None, owner: Sink, now: float,
+        image: SessionImage | None = None,
     ) -> tuple[Session, bool]:
-        """Register a CONNECT: take over a live connection of the same id, resume or replace the session."""
+        """Register a CONNECT: take over a live connection of the same id, resume or replace the session.
+        `image` is the session handed over by its previous owner node (or rebuilt from the store when that
+        node is unreachable); its messages follow through `adopt_messages`."""
         existing = self.sessions.get(client_id)
+        if existing is not None and existing.moving_to is not None:
+            # It was moving away, and the client id comes back here first: it stays. What was already handed
+            # over comes back from the other node once it sees that this node owns the client id again.
+            self.abandon_handover(client_id)
         if existing is not None and existing.sink is not None and existing.sink is not owner:
             old_will, old_delay = existing.sink.take_over()
             existing.detach(now)
@@ -206,7 +235,8 @@ class Broker:
         if existing is not None and clean_start:
             self._discard(existing)
             existing = None
-        session_present = existing is not None
+        adopted = image is not None and image.present and not clean_start
+        session_present = existing is not None or adopted
         if existing is None:
             session = self._new_session(client_id, level, expiry)
             self.sessions[client_id] = session
@@ -223,8 +253,128 @@ class Broker:
         # The owner record: every node learns where this client id lives now (a newer connect wins by HLC).
         value = records.session_value(self.metadata.hlc_now(), self.node, clean_start, expiry)
         self.metadata.put(records.SESSION, records.session_key(client_id), value)
+        if adopted:
+            assert image is not None
+            self._adopt_image(session, image)
         self.metrics["client_connected"] += 1
         return session, session_present
+
+    def _adopt_image(self, session: Session, image: SessionImage) -> None:
+        """Make the subscriptions of a handed-over session route here, and keep its incoming QoS 2 state."""
+        session.awaiting_release.update(image.awaiting_release)
+        for packet_id in image.awaiting_release:
+            session.journal.save_incoming(session, packet_id, True)
+        for entry in image.subscriptions:
+            own = session.subscriptions.get(entry.topic_filter, entry)
+            value = records.subscription_value(self.metadata.hlc_now(), self.node, own)
+            self.metadata.put(records.SUBSCRIPTION, records.subscription_key(session.client_id, entry.topic_filter),
+                              value)
+
+    def adopt_offline(self, image: SessionImage, now: float) -> Session:
+        """A session handed over without a connect (its node leaves, or a duplicate resolved after a heal):
+        merged into the local one, or kept here offline, and this node becomes its owner."""
+        session = self.sessions.get(image.client_id)
+        if session is None or session.moving_to is not None:
+            session = self._new_session(image.client_id, image.protocol_level, image.expiry_interval)
+            session.disconnected_at = now
+            self.sessions[image.client_id] = session
+            self.store.save_session(session)
+            value = records.session_value(self.metadata.hlc_now(), self.node, False, image.expiry_interval)
+            self.metadata.put(records.SESSION, records.session_key(image.client_id), value)
+        self._adopt_image(session, image)
+        return session
+
+    def image_from_store(self, client_id: str) -> SessionImage | None:
+        """The session of `client_id` as the replicated store knows it, when its owner node is out of reach:
+        its subscriptions (its messages stay with that node until it is reachable again)."""
+        value = self.metadata.get(records.SESSION, records.session_key(client_id))
+        if value is None or bool(value[2]):
+            return None
+        image = SessionImage(client_id, True, 4, value[3])
+        for key, sub in self.metadata.fold(records.SUBSCRIPTION):
+            if key[1] == client_id:
+                image.subscriptions.append(records.subscription_entry(key, sub)[2])
+        return image
+
+    def owner_of(self, client_id: str) -> str | None:
+        value = self.metadata.get(records.SESSION, records.session_key(client_id))
+        return None if value is None else records.session_owner(value)
+
+    # ------------------------------------------------------------------------------------------ handover
+
+    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float) -> SessionImage:
+        """A newer CONNECT of `client_id` registers on `new_owner`: stop the connection here (5.0: DISCONNECT
+        0x8E) and give the session up. A persistent one (when the new connect resumes it) stays here, marked
+        as moving, until its messages are handed over and its subscriptions route to the new owner."""
+        session = self.sessions.get(client_id)
+        if session is None or session.moving_to is not None:
+            return SessionImage.absent(client_id)
+        self._release(session, now, clean=clean_start, reason="client id registers on another node")
+        if clean_start or not session.persistent:
+            self._discard(session, keep_owner=True)
+            return SessionImage.absent(client_id)
+        session.moving_to = new_owner
+        self.metrics["session_migrations_started"] += 1
+        return SessionImage.of(session)
+
+    def _release(self, session: Session, now: float, clean: bool, reason: str) -> None:
+        """Disconnect a live connection of `session` for a connect elsewhere; its will as for a takeover."""
+        if session.sink is not None:
+            log.info(reason + ": disconnecting it here", client_id=session.client_id)
+            will, delay = session.sink.take_over()
+            session.detach(now)
+            self.metrics["session_taken_over_remote"] += 1
+            if will is not None and (clean or delay <= 0):
+                self.publish_will(will, now)
+        pending = self._wills.pop(session.client_id, None)
+        if pending is not None and clean:
+            self.publish_will(pending.message, now)
+
+    def pending_for_handover(self, client_id: str, after_seq: int) -> list[Outgoing] | None:
+        """Messages of a moving session not yet sent to its new owner; None when the session is gone."""
+        session = self.sessions.get(client_id)
+        if session is None or session.moving_to is None:
+            return None
+        return session.pending(after_seq)
+
+    def handed_over(self, client_id: str, upto_seq: int) -> None:
+        """The new owner holds every message up to `upto_seq` on its disk: forget them here."""
+        session = self.sessions.get(client_id)
+        if session is not None and session.moving_to is not None:
+            self.metrics["messages_handed_over"] += session.forget_upto(upto_seq)
+
+    def finish_handover(self, client_id: str, force: bool = False) -> bool:
+        """The moving session is gone from here once nothing routes to it and it holds no message."""
+        session = self.sessions.get(client_id)
+        if session is None or session.moving_to is None:
+            return True
+        if not force and (session.subscriptions or session.queue or session.inflight):
+            return False
+        del self.sessions[client_id]
+        self.store.delete_session(client_id)
+        session.release_waiters()
+        self.metrics["session_migrations_done"] += 1
+        return True
+
+    def abandon_handover(self, client_id: str) -> None:
+        """The new owner cannot be reached for too long: the session stays here as an offline session."""
+        session = self.sessions.get(client_id)
+        if session is not None and session.moving_to is not None:
+            session.moving_to = None
+            if session.persistent:
+                self.store.save_session(session)
+
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
+        """Messages handed over by the previous owner; False when there is no session here to take them."""
+        session = self.sessions.get(client_id)
+        if session is None or session.moving_to is not None:
+            return False
+        for out in outs:
+            if not session.adopt(out):
+                self.metrics["handover_dropped"] += 1
+        self.metrics["messages_adopted"] += len(outs)
+        session.pump(now)
+        return True
 
     def attach(self, session: Session, owner: Sink, window: int, max_packet_size: int, now: float) -> None:
         session.attach(owner, window, max_packet_size, now)
@@ -248,7 +398,7 @@ class Broker:
         else:
             self.store.save_session(session)
 
-    def _discard(self, session: Session) -> None:
+    def _discard(self, session: Session, keep_owner: bool = False) -> None:
         client_id = session.client_id
         for topic_filter in list(session.subscriptions):
             self.metadata.delete(records.SUBSCRIPTION, records.subscription_key(client_id, topic_filter))
@@ -258,7 +408,7 @@ class Broker:
         if session.persistent or session.journal is self.store:
             self.store.delete_session(client_id)
         owner = self.metadata.get(records.SESSION, records.session_key(client_id))
-        if owner is not None and records.session_owner(owner) == self.node:
+        if not keep_owner and owner is not None and records.session_owner(owner) == self.node:
             self.metadata.delete(records.SESSION, records.session_key(client_id))  # not when it moved elsewhere
         session.release_waiters()
 

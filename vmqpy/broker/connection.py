@@ -13,12 +13,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from vmqpy.broker.auth import Authenticator
-from vmqpy.broker.broker import Broker
+from vmqpy.broker.broker import Broker, Registrar
+from vmqpy.broker.handover import RegistrationRefused, Ticket
 from vmqpy.broker.message import Message
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
@@ -57,6 +59,20 @@ SESSION_EXPIRY_NEVER = 0xFFFFFFFF
 _assigned_ids = itertools.count(1)
 
 
+@dataclass(slots=True)
+class _PendingConnect:
+    """What a CONNECT asked for, kept while it registers."""
+
+    client_id: str
+    level: int
+    clean_start: bool
+    expiry: float | None
+    assigned: str | None
+    server_keep_alive: int | None
+    receive_maximum: int | None
+    maximum_packet_size: int | None
+
+
 class MQTTConnection(asyncio.Protocol):
     """One client connection: the Sink of its session while it owns it."""
 
@@ -92,6 +108,7 @@ class MQTTConnection(asyncio.Protocol):
         self._connect_expiry = 0.0
         self._receive_maximum = 65535
         self._unacked_qos1 = 0
+        self._registering = False
 
     # ------------------------------------------------------------------------------------------ asyncio
 
@@ -105,10 +122,14 @@ class MQTTConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_received = self.loop.time()
+        self.decoder.receive_data(data)
+        self._process()
+
+    def _process(self) -> None:
+        """Dispatch every complete packet received (until a CONNECT starts registering)."""
         decoder = self.decoder
-        decoder.receive_data(data)
         try:
-            while not self.closing:
+            while not self.closing and not self._registering:
                 packet = decoder.next_packet()
                 if packet is NEED_DATA:
                     break
@@ -377,26 +398,81 @@ class MQTTConnection(asyncio.Protocol):
         if limit and (keep_alive == 0 or keep_alive > limit) and level == 5:
             keep_alive = server_keep_alive = limit
         self.keep_alive = keep_alive
-        now = time.time()
-        session, present = self.broker.open_session(client_id, level, packet.clean_start, expiry, self, now)
-        self.session = session
-        connack_props = Properties()
-        if level == 5:
-            connack_props.assigned_client_identifier = assigned
-            connack_props.topic_alias_maximum = TOPIC_ALIAS_MAXIMUM
-            connack_props.receive_maximum = self._receive_maximum = self.config.max_inflight_messages
-            connack_props.server_keep_alive = server_keep_alive
-            if self.config.max_message_size:
-                connack_props.maximum_packet_size = self.config.max_message_size
-        self.write_packet(Connack(present, rc.SUCCESS, connack_props))
-        window = props.receive_maximum or 65535 if level == 5 else 65535
-        self.broker.attach(session, self, window, props.maximum_packet_size or 0, now)
+        connect = _PendingConnect(client_id, level, packet.clean_start, expiry, assigned, server_keep_alive,
+                                  props.receive_maximum, props.maximum_packet_size)
+        registrar = self.broker.registrar
+        if registrar is None:
+            self._complete_connect(connect, None)
+            return
+        # Registration goes through the client id's leader and may wait for another node: nothing more is
+        # read from this client until it is done (the CONNECT timer stops; registration has its own bounds).
+        self._registering = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if keep_alive:
-            self._timer = self.loop.call_later(keep_alive * 1.5, self._on_timer)
-        self.log.debug("connected", clean_start=packet.clean_start, session_present=present, level=level)
+        if self.transport is not None:
+            self.transport.pause_reading()
+        self.loop.create_task(self._register(registrar, connect))
+
+    async def _register(self, registrar: Registrar, connect: _PendingConnect) -> None:
+        try:
+            ticket = await registrar.register(connect.client_id, connect.clean_start)
+        except RegistrationRefused as exc:
+            self._registering = False
+            if not self.closing:
+                self._refuse(rc.SERVER_UNAVAILABLE, str(exc))
+            return
+        except Exception:
+            self._registering = False
+            self.log.exception("registration failed")
+            if not self.closing:
+                self._refuse(rc.UNSPECIFIED_ERROR, "registration failed")
+            return
+        try:
+            self._complete_connect(connect, ticket)
+        except Exception:
+            self.log.exception("internal error completing a connect")
+            registrar.connected(ticket, None)
+            self.protocol_error(rc.UNSPECIFIED_ERROR)
+            return
+        finally:
+            self._registering = False
+        if self.closing:
+            return
+        if self.transport is not None:
+            self.transport.resume_reading()
+        self._process()  # what the client sent while it was registering
+
+    def _complete_connect(self, connect: _PendingConnect, ticket: Ticket | None) -> None:
+        now = time.time()
+        level = connect.level
+        session, present = self.broker.open_session(connect.client_id, level, connect.clean_start, connect.expiry,
+                                                    self, now, None if ticket is None else ticket.image)
+        if ticket is not None and self.broker.registrar is not None:
+            self.broker.registrar.connected(ticket, self.broker.node)
+        if self.closing:  # the client went away while it was registering: its session stays, offline
+            self.broker.attach(session, self, 65535, 0, now)
+            self.broker.close_session(session, self, now, self.will, self.will_delay)
+            return
+        self.session = session
+        connack_props = Properties()
+        if level == 5:
+            connack_props.assigned_client_identifier = connect.assigned
+            connack_props.topic_alias_maximum = TOPIC_ALIAS_MAXIMUM
+            connack_props.receive_maximum = self._receive_maximum = self.config.max_inflight_messages
+            connack_props.server_keep_alive = connect.server_keep_alive
+            if self.config.max_message_size:
+                connack_props.maximum_packet_size = self.config.max_message_size
+        self.write_packet(Connack(present, rc.SUCCESS, connack_props))
+        window = connect.receive_maximum or 65535 if level == 5 else 65535
+        self.broker.attach(session, self, window, connect.maximum_packet_size or 0, now)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.keep_alive:
+            self.last_received = self.loop.time()
+            self._timer = self.loop.call_later(self.keep_alive * 1.5, self._on_timer)
+        self.log.debug("connected", clean_start=connect.clean_start, session_present=present, level=level)
 
     def _refuse(self, reason_code: int, why: str) -> None:
         self.log.info("refused connect", reason=why, reason_code=hex(reason_code))

@@ -12,8 +12,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from vmqpy.broker.message import Message, decode_record, encode_record
-from vmqpy.broker.session import Outgoing, OutState, Session
+from vmqpy.broker.handover import outgoing_from_record, outgoing_record
+from vmqpy.broker.message import decode_record, encode_record
+from vmqpy.broker.session import Outgoing, Session
 from vmqpy.storage import Storage
 
 SESSIONS = "session"
@@ -58,8 +59,7 @@ class SessionStore:
     # --------------------------------------------------------------------------- the Journal
 
     def save_message(self, session: Session, out: Outgoing) -> None:
-        record = [out.message.pack(), out.qos, out.retain, out.subscription_ids, out.packet_id, int(out.state)]
-        self.storage.put(MESSAGES, _message_key(session.client_id, out.seq), encode_record(record))
+        self.storage.put(MESSAGES, _message_key(session.client_id, out.seq), encode_record(outgoing_record(out)))
 
     def delete_message(self, session: Session, out: Outgoing) -> None:
         self.storage.delete(MESSAGES, _message_key(session.client_id, out.seq))
@@ -84,10 +84,8 @@ class SessionStore:
             stored = sessions.get(client_id)
             if stored is None:
                 continue
-            packed, qos, retain, sub_ids, packet_id, state = decode_record(value)
             (seq,) = struct.unpack(">Q", seq_bytes)
-            out = Outgoing(seq, Message.unpack(packed), qos, retain, list(sub_ids), packet_id, OutState(state))
-            stored.messages.append(out)
+            stored.messages.append(outgoing_from_record(seq, decode_record(value)))
         for key, _value in self.storage.load(INCOMING):
             client_id, pid_bytes = _split(key)
             if client_id in sessions:

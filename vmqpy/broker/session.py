@@ -128,6 +128,7 @@ class Session:
         self.journal: Journal = journal or NullJournal()
         self.disconnected_at: float | None = None
         self.dropped = 0
+        self.moving_to: str | None = None  # the node this session is being handed over to
         self._next_packet_id = 1
         self._next_seq = 1
         self._drain_waiters: list[Callable[[], None]] = []
@@ -302,6 +303,48 @@ class Session:
         else:
             self.queue.append(out)
 
+    def adopt(self, out: Outgoing) -> bool:
+        """Take a message handed over by the session's previous owner node. Before a connection attached, an
+        in-flight message keeps its packet id (the client may already hold it); otherwise it is queued anew.
+        A message waiting only for PUBCOMP whose packet id is taken here cannot be resumed: False (dropped)."""
+        in_flight = out.packet_id is not None and out.state != OutState.QUEUED
+        if in_flight and self.sink is None and out.packet_id not in self.inflight:
+            assert out.packet_id is not None
+            out.seq = self.next_seq()
+            self.inflight[out.packet_id] = out
+            self._next_packet_id = out.packet_id % 65535 + 1
+        elif out.state == OutState.RELEASED:
+            self.dropped += 1
+            return False
+        else:
+            out = Outgoing(self.next_seq(), out.message, out.qos, out.retain, out.subscription_ids)
+            self.queue.append(out)
+        self.journal.save_message(self, out)
+        return True
+
+    def pending(self, after_seq: int) -> list[Outgoing]:
+        """The messages of this session (in flight and queued) with a sequence number above `after_seq`."""
+        outs = [o for o in self.inflight.values() if o.seq > after_seq]
+        outs.extend(o for o in self.queue if o.seq > after_seq)
+        outs.sort(key=lambda o: o.seq)
+        return outs
+
+    def forget_upto(self, seq: int) -> int:
+        """Remove the messages up to `seq` (handed over and acknowledged by the new owner); how many."""
+        gone = [pid for pid, o in self.inflight.items() if o.seq <= seq]
+        for pid in gone:
+            self.journal.delete_message(self, self.inflight.pop(pid))
+        kept: deque[Outgoing] = deque()
+        removed = len(gone)
+        for out in self.queue:
+            if out.seq <= seq:
+                self.journal.delete_message(self, out)
+                removed += 1
+            else:
+                kept.append(out)
+        self.queue = kept
+        return removed
+
     def describe(self) -> dict[str, object]:
         return {
             "client_id": self.client_id,
@@ -311,4 +354,5 @@ class Session:
             "inflight": len(self.inflight),
             "queued": len(self.queue),
             "dropped": self.dropped,
+            "moving_to": self.moving_to,
         }

@@ -85,6 +85,8 @@ class ClusterService:
         self._joining: dict[str, str] = {}  # node name -> replica id: peers before their record arrives
         self._task: asyncio.Task[None] | None = None
         self.removed = False
+        self.control_handlers: list[Callable[[str, dict[str, Any]], None]] = []
+        self.reachability_handlers: list[Callable[[str, bool], None]] = []
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -231,6 +233,18 @@ class ClusterService:
             future = self._joins.get(peer)
             if future is not None and not future.done():
                 future.set_result(int(body.get("incarnation", 0)))
+        else:
+            for handler in self.control_handlers:
+                handler(peer, body)
+
+    def member_names(self) -> list[str]:
+        return sorted(self.members)
+
+    def is_reachable(self, node: str) -> bool:
+        return node == self.name or node in self.network.reachable()
+
+    def send_control(self, node: str, body: dict[str, Any]) -> bool:
+        return self.network.send_frame(node, FrameType.CONTROL, body)
 
     # ------------------------------------------------------------------------------------------ reachability
 
@@ -243,6 +257,8 @@ class ClusterService:
                 self.metadata.exchange_now(member.replica_id)
         self._send_reports()
         self._update_view()
+        for handler in self.reachability_handlers:
+            handler(peer, reachable)
 
     def _reachable_replicas(self) -> set[str]:
         up = self.network.reachable()

@@ -1,0 +1,111 @@
+"""The state of a session that moves between nodes, as plain msgpack-friendly values.
+
+A session's subscriptions are in the replicated store, but its in-flight messages (with their packet ids),
+its queue and its incoming QoS 2 state are only on the node that owns it. When the client id moves (a
+takeover on another node, a heal that resolves a duplicate, a node that leaves), the old owner sends an
+image of that state, then its messages in batches that the new owner acknowledges once they are on its disk.
+The same message record serves the node's own persistence (vmqpy.broker.persistence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vmqpy.broker.message import Message
+from vmqpy.broker.session import Outgoing, OutState, Session, SubEntry
+from vmqpy.mqtt.packets import SubOptions
+from vmqpy.mqtt.topics import parse_shared
+
+
+def outgoing_record(out: Outgoing) -> list[Any]:
+    """A message on its way to a client, without its sequence number."""
+    return [out.message.pack(), out.qos, out.retain, out.subscription_ids, out.packet_id, int(out.state)]
+
+
+def outgoing_from_record(seq: int, record: Any) -> Outgoing:
+    packed, qos, retain, sub_ids, packet_id, state = record
+    return Outgoing(seq, Message.unpack(packed), int(qos), bool(retain), [int(i) for i in sub_ids],
+                    None if packet_id is None else int(packet_id), OutState(int(state)))
+
+
+def pack_messages(outs: list[Outgoing]) -> list[Any]:
+    return [[out.seq, outgoing_record(out)] for out in outs]
+
+
+def unpack_messages(data: Any) -> list[Outgoing]:
+    return [outgoing_from_record(int(seq), record) for seq, record in data]
+
+
+def subscription_record(entry: SubEntry) -> list[Any]:
+    opts = entry.options
+    return [entry.topic_filter, opts.qos, opts.no_local, opts.retain_as_published, opts.retain_handling,
+            entry.subscription_id]
+
+
+def subscription_from_record(record: Any) -> SubEntry:
+    topic_filter, qos, no_local, rap, handling, sub_id = record
+    group, match_filter = parse_shared(str(topic_filter))
+    options = SubOptions(int(qos), bool(no_local), bool(rap), int(handling))
+    return SubEntry(str(topic_filter), match_filter, options, None if sub_id is None else int(sub_id), group)
+
+
+@dataclass(slots=True)
+class SessionImage:
+    """What the new owner needs to resume a session; `present` is False when the old owner had none."""
+
+    client_id: str
+    present: bool
+    protocol_level: int = 4
+    expiry_interval: float | None = None
+    awaiting_release: list[int] = field(default_factory=list)
+    subscriptions: list[SubEntry] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, session: Session) -> SessionImage:
+        return cls(session.client_id, True, session.protocol_level, session.expiry_interval,
+                   sorted(session.awaiting_release), list(session.subscriptions.values()))
+
+    @classmethod
+    def absent(cls, client_id: str) -> SessionImage:
+        return cls(client_id, False)
+
+    def pack(self) -> list[Any]:
+        return [self.client_id, self.present, self.protocol_level, self.expiry_interval, self.awaiting_release,
+                [subscription_record(e) for e in self.subscriptions]]
+
+    @classmethod
+    def unpack(cls, data: Any) -> SessionImage:
+        client_id, present, level, expiry, awaiting, subs = data
+        return cls(str(client_id), bool(present), int(level), None if expiry is None else float(expiry),
+                   [int(p) for p in awaiting], [subscription_from_record(s) for s in subs])
+
+
+class RegistrationRefused(Exception):
+    """A CONNECT cannot be registered now (its leader is unreachable, or too many of its id wait)."""
+
+
+@dataclass(slots=True)
+class Ticket:
+    """A registration in progress: the client id's lock is held (at its leader, or none when registering
+    without one was allowed) and `image` is the session the previous owner handed over, if any."""
+
+    client_id: str
+    request: int
+    leader: str | None
+    image: SessionImage | None = None
+    stash: list[Outgoing] = field(default_factory=list)  # handed-over messages that came before the CONNACK
+    source: str | None = None  # the node that handed the session over
+
+
+__all__ = [
+    "RegistrationRefused",
+    "SessionImage",
+    "Ticket",
+    "outgoing_from_record",
+    "outgoing_record",
+    "pack_messages",
+    "subscription_from_record",
+    "subscription_record",
+    "unpack_messages",
+]
