@@ -146,6 +146,10 @@ SCHEMA: Mapping[str, Key] = {
     "cluster.readiness": Key(
         parse_choice("all", "majority"), "all", "ready when every member is reachable (all) or a strict majority"
     ),
+    "shared_subscription_policy": Key(
+        parse_choice("prefer_local", "local_only", "random"), "prefer_local",
+        "which member of a $share group gets a message: prefer_local, local_only or random (docs/cluster.md)",
+    ),
     "cluster.detect_timeout": Key(parse_duration, 1.0, "a peer without a heartbeat for this long is unreachable"),
     "outgoing_clustering_buffer_size": Key(
         parse_int(1024), 10 * 1024 * 1024, "bytes buffered per unreachable peer before forwards are refused"
@@ -188,6 +192,7 @@ class Config:
     allow_unsubscribe_during_netsplit: bool = False
     trade_consistency: bool = False
     readiness: str = "all"
+    shared_subscription_policy: str = "prefer_local"
     detect_timeout: float = 1.0
     outgoing_clustering_buffer_size: int = 10 * 1024 * 1024
     incoming_clustering_buffer_size: int = 64 * 1024 * 1024
@@ -294,6 +299,7 @@ def build(settings: Sequence[_Setting]) -> Config:
         allow_unsubscribe_during_netsplit=get("allow_unsubscribe_during_netsplit") or get("trade_consistency"),
         trade_consistency=get("trade_consistency"),
         readiness=get("cluster.readiness"),
+        shared_subscription_policy=get("shared_subscription_policy"),
         detect_timeout=get("cluster.detect_timeout"),
         outgoing_clustering_buffer_size=get("outgoing_clustering_buffer_size"),
         incoming_clustering_buffer_size=get("incoming_clustering_buffer_size"),

@@ -27,6 +27,7 @@ RUNTIME_SETTINGS = (
     "allow_unsubscribe_during_netsplit",
     "trade_consistency",
     "cluster.readiness",
+    "shared_subscription_policy",
 )
 
 

@@ -65,6 +65,7 @@ class Node:
             links = None if network is None else ReplicaLinks(network, incarnations)
             metadata = await stack.enter_async_context(self._metadata(storage, incarnation, links))
             broker = self.broker = Broker(self.config, SessionStore(storage), metadata, policy=self.policy)
+            broker.router.shared_policy = self.config.shared_subscription_policy
             broker.load(time.time())
             if network is not None:
                 await stack.enter_async_context(self._cluster(network, metadata, broker, incarnation, incarnations))
@@ -190,6 +191,8 @@ class Node:
             changes.update({f"allow_{op}_during_netsplit": value for op in OPERATIONS})
         self.config = dataclasses.replace(self.config, **changes)
         self.policy.settings = netsplit_settings(self.config)
+        if self.broker is not None:
+            self.broker.router.shared_policy = self.config.shared_subscription_policy
         log.info("setting changed", key=key, value=value)
 
     @contextlib.asynccontextmanager

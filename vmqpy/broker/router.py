@@ -2,18 +2,66 @@
 
 The subscription trie finds the matching filters (not a scan of all filters). Per client the message goes out
 once, at the highest QoS of its matching subscriptions, with all their subscription identifiers; each shared
-subscription group `$share/g/f` gets it once, for one member (online members first).
+subscription group `$share/g/f` gets it once, for one member chosen by the shared subscription policy
+(`pick_member`): the publishing node decides, for every group, whether a member here gets the message or which
+other node serves the group, and a forward names the groups its node serves.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vmqpy.broker.message import Message
 from vmqpy.broker.session import Delivery, Session, SubEntry
 from vmqpy.broker.trie import SubscriptionTrie
+
+PREFER_LOCAL = "prefer_local"
+LOCAL_ONLY = "local_only"
+RANDOM = "random"
+SHARED_POLICIES = (PREFER_LOCAL, LOCAL_ONLY, RANDOM)
+
+Group = tuple[str, str]  # (share name, topic filter without the `$share/name/` prefix)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPick:
+    """Where one shared group's copy of a message goes: to the member `client_id` on this node, or to `node`,
+    which serves the group with one of its own members."""
+
+    client_id: str | None = None
+    node: str | None = None
+
+
+def pick_member(
+    policy: str, local: Sequence[str], ready: Collection[str], remote: Sequence[str], rng: random.Random
+) -> GroupPick | None:
+    """The member of one shared group that gets a message published on this node; None when the policy allows
+    none.
+
+    `local` are the group's members on this node, `ready` those of them that are online and keep up, and
+    `remote` the node of each member elsewhere (a node once per member). prefer_local: a local member when there
+    is one, else a remote one; local_only: a local member or nothing; random: any member of the cluster. Online
+    members come first: a local member that is offline (a persistent session) or congested is chosen only when
+    no eligible member is online. A remote member counts as online here; its node puts its online members
+    first. Every choice among the candidates is uniform.
+    """
+    if policy not in SHARED_POLICIES:
+        raise ValueError(f"unknown shared subscription policy {policy!r}")
+    online_here = [client_id for client_id in local if client_id in ready]
+    if policy == RANDOM:
+        candidates = len(online_here) + len(remote)
+        if candidates:
+            index = rng.randrange(candidates)
+            if index < len(online_here):
+                return GroupPick(client_id=online_here[index])
+            return GroupPick(node=remote[index - len(online_here)])
+    elif policy == PREFER_LOCAL and not local and remote:
+        return GroupPick(node=rng.choice(remote))
+    if not local:
+        return None
+    return GroupPick(client_id=rng.choice(online_here or local))
 
 
 @dataclass(slots=True)
@@ -25,7 +73,7 @@ class RouteResult:
     dropped: int = 0
     durable: bool = False
     congested: list[Session] = field(default_factory=list)
-    remote: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    remote: dict[str, list[Group]] = field(default_factory=dict)
     refused: bool = False  # a forward to another node could not even be buffered
 
 
@@ -37,11 +85,26 @@ class _Target:
 
 
 class Router:
-    def __init__(self, sessions: Mapping[str, Session], rng: random.Random | None = None) -> None:
+    def __init__(
+        self, sessions: Mapping[str, Session], rng: random.Random | None = None, shared_policy: str = PREFER_LOCAL
+    ) -> None:
         self._sessions = sessions
         self._trie: SubscriptionTrie[Hashable, SubEntry] = SubscriptionTrie()
         self._rng = rng or random.Random()
         self._remote: SubscriptionTrie[Hashable, SubEntry] = SubscriptionTrie()
+        self._shared_policy = PREFER_LOCAL
+        self.shared_policy = shared_policy
+
+    @property
+    def shared_policy(self) -> str:
+        """`shared_subscription_policy`: prefer_local, local_only or random (see `pick_member`)."""
+        return self._shared_policy
+
+    @shared_policy.setter
+    def shared_policy(self, policy: str) -> None:
+        if policy not in SHARED_POLICIES:
+            raise ValueError(f"unknown shared subscription policy {policy!r}")
+        self._shared_policy = policy
 
     def add(self, client_id: str, entry: SubEntry) -> None:
         self._trie.add(entry.match_filter, _trie_key(client_id, entry), entry)
@@ -56,37 +119,16 @@ class Router:
     def remove_remote(self, node: str, client_id: str, entry: SubEntry) -> None:
         self._remote.remove(entry.match_filter, (node, client_id, entry.group))
 
-    def remote_targets(self, message: Message, served_groups: set[tuple[str, str]]) -> dict[str, list[tuple[str, str]]]:
-        """Nodes that must get `message`: every node with a plain matching subscription, and for each shared
-        group not served here, one node of its members (prefer local: groups with a member here are served here).
-        """
-        nodes: dict[str, list[tuple[str, str]]] = {}
-        groups: dict[tuple[str, str], list[str]] = {}
-        for _filter, key, entry in self._remote.match(message.topic):
-            node = key[0]  # type: ignore[index]
-            if entry.group is None:
-                nodes.setdefault(node, [])
-                continue
-            group = (entry.group, entry.match_filter)
-            if group not in served_groups:
-                groups.setdefault(group, []).append(node)
-        for group, members in groups.items():
-            nodes.setdefault(self._rng.choice(sorted(set(members))), []).append(group)
-        return nodes
-
     def __len__(self) -> int:
         return len(self._trie)
 
-    def route(self, message: Message, now: float, only_groups: list[tuple[str, str]] | None = None) -> RouteResult:
+    def route(self, message: Message, now: float, only_groups: list[Group] | None = None) -> RouteResult:
         """Deliver to the local sessions. For a message forwarded by another node, `only_groups` are the shared
-        groups this node serves for it (the others were served elsewhere); for a local publish (None) every
-        group with a member here is served here, and `result.remote` says which nodes must get it too."""
+        groups this node serves for it (the publishing node chose them); for a local publish (None) the shared
+        subscription policy chooses, per group, a member here or another node, and `result.remote` says which
+        nodes must get the message, with the groups each of them serves."""
         result = RouteResult()
         matches = self._trie.match(message.topic)
-        if not matches:
-            if only_groups is None and self._remote:
-                result.remote = self.remote_targets(message, set())
-            return result
         if len(matches) == 1 and matches[0][2].group is None:  # the common case: one plain subscriber
             _filter, only, entry = matches[0]
             if not (entry.options.no_local and only == message.publisher):
@@ -94,30 +136,62 @@ class Router:
                 opts = entry.options
                 self._deliver(result, str(only), message, opts.qos, opts.retain_as_published, ids, now)
             if only_groups is None and self._remote:
-                result.remote = self.remote_targets(message, set())
+                self._choose_remote(result, message, {})
             return result
         targets: dict[str, _Target] = {}
-        groups: dict[tuple[str, str], list[tuple[str, SubEntry]]] = {}
+        groups: dict[Group, dict[str, SubEntry]] = {}
         for _filter, key, entry in matches:
             if entry.group is not None:
-                groups.setdefault((entry.group, entry.match_filter), []).append((key[1], entry))  # type: ignore[index]
+                groups.setdefault((entry.group, entry.match_filter), {})[key[1]] = entry  # type: ignore[index]
                 continue
             if entry.options.no_local and key == message.publisher:
                 continue
             _add_target(targets, str(key), entry)
-        allowed = None if only_groups is None else {tuple(g) for g in only_groups}
-        for group, members in groups.items():
-            if allowed is not None and group not in allowed:
-                continue
-            client_id, entry = self._pick(members)
-            _add_target(targets, client_id, entry)
+        if only_groups is None:
+            for client_id, entry in self._choose_remote(result, message, groups):
+                _add_target(targets, client_id, entry)
+        else:
+            for group in dict.fromkeys((str(g), str(f)) for g, f in only_groups):
+                members = groups.get(group)
+                if members:
+                    chosen = self._rng.choice(self._ready(list(members)) or list(members))
+                    _add_target(targets, chosen, members[chosen])
         for client_id, target in targets.items():
             self._deliver(
                 result, client_id, message, target.qos, target.retain_as_published, target.subscription_ids, now
             )
-        if only_groups is None and self._remote:
-            result.remote = self.remote_targets(message, set(groups))
         return result
+
+    def _choose_remote(
+        self, result: RouteResult, message: Message, local_groups: dict[Group, dict[str, SubEntry]]
+    ) -> list[tuple[str, SubEntry]]:
+        """For a publish on this node: the nodes with a plain matching subscription go into `result.remote`, and
+        each shared group (members here and elsewhere) gets one member by the policy. Returns the members here
+        that were chosen; the groups served elsewhere are added to their node's forward."""
+        remote_groups: dict[Group, list[str]] = {}
+        for _filter, key, entry in self._remote.match(message.topic) if self._remote else ():
+            node = key[0]  # type: ignore[index]
+            if entry.group is None:
+                result.remote.setdefault(node, [])
+            else:
+                remote_groups.setdefault((entry.group, entry.match_filter), []).append(node)
+        chosen_here: list[tuple[str, SubEntry]] = []
+        for group in dict.fromkeys([*local_groups, *remote_groups]):
+            members = local_groups.get(group, {})
+            local = sorted(members)
+            pick = pick_member(self._shared_policy, local, self._ready(local), sorted(remote_groups.get(group, ())),
+                               self._rng)
+            if pick is None:
+                continue
+            if pick.client_id is not None:
+                chosen_here.append((pick.client_id, members[pick.client_id]))
+            elif pick.node is not None:
+                result.remote.setdefault(pick.node, []).append(group)
+        return chosen_here
+
+    def _ready(self, client_ids: list[str]) -> list[str]:
+        """The ones whose session is online and keeps up (shared-subscription members served first)."""
+        return [c for c in client_ids if (s := self._sessions.get(c)) is not None and s.online and not s.congested]
 
     def _deliver(
         self, result: RouteResult, client_id: str, message: Message, sub_qos: int, retain_as_published: bool,
@@ -136,10 +210,6 @@ class Router:
             result.durable = True
         if session.congested:
             result.congested.append(session)
-
-    def _pick(self, members: list[tuple[str, SubEntry]]) -> tuple[str, SubEntry]:
-        online = [m for m in members if (s := self._sessions.get(m[0])) is not None and s.online and not s.congested]
-        return self._rng.choice(online or members)
 
 
 def _trie_key(client_id: str, entry: SubEntry) -> Hashable:
