@@ -71,7 +71,11 @@ class NodeFacade:
         if cluster is None:
             raise CommandError("this node has no cluster listener (set listener.vmq.clustering)", 409)
         try:
-            answer: str = await cluster.leave(node, kill_sessions, interval, timeout)
+            departure = self._node.departure
+            if kill_sessions and departure is not None:
+                answer: str = await departure.leave(node, interval, timeout)
+            else:
+                answer = await cluster.leave(node)
         except ClusterError as exc:
             raise CommandError(str(exc), exc.status) from None
         return answer
@@ -150,6 +154,9 @@ class NodeFacade:
         cluster = self._node.cluster
         if cluster is not None:
             out.update({f"cluster.{k}": v for k, v in cluster.stats().items()})
+        registration = self._node.registration
+        if registration is not None:
+            out.update({f"registration.{k}": v for k, v in registration.stats().items()})
         for operation, count in sorted(self._node.policy.refused.items()):
             out[f"netsplit.refused_{operation}"] = count
         return out

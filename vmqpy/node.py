@@ -22,8 +22,10 @@ from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.persistence import SessionStore
+from vmqpy.cluster.departure import Departure
 from vmqpy.cluster.membership import load_incarnation, replica_id
 from vmqpy.cluster.policy import OPERATIONS, NetsplitSettings, Policy
+from vmqpy.cluster.registration import RegistrationService
 from vmqpy.cluster.replica_links import ReplicaLinks
 from vmqpy.cluster.service import ClusterService
 from vmqpy.cluster.tcp import ClusterNetwork
@@ -50,6 +52,8 @@ class Node:
         self.broker: Broker | None = None
         self.metadata: MetadataService | None = None
         self.cluster: ClusterService | None = None  # when listener.vmq.clustering is set
+        self.registration: RegistrationService | None = None
+        self.departure: Departure | None = None
         self.policy = Policy(netsplit_settings(config))
         self.servers: list[asyncio.Server] = []
         self.connections: set[MQTTConnection] = set()
@@ -123,10 +127,18 @@ class Node:
         )
         cluster.incarnations = incarnations
         broker.forwarder = cluster
+        registration = self.registration = RegistrationService(
+            cluster, broker, self.storage, allow_without_leader=lambda: self.policy.settings.allow_register,
+            majority_serves=lambda: self.policy.settings.readiness == "majority" and self.policy.ready)
+        cluster.control_handlers.append(registration.on_control)
+        cluster.reachability_handlers.append(registration.on_reachability)
+        self.departure = Departure(cluster, registration, broker, self._stop_serving)
         cluster.start()
+        registration.start()
         try:
             yield
         finally:
+            await registration.stop()
             broker.forwarder = None
             await cluster.stop()
 
@@ -138,6 +150,13 @@ class Node:
             fields = view.to_dict()
             del fields["node"]  # every line names its node already
             self.metadata.replication_log.write("cluster_view", self.metadata.hlc_now(), fields)
+
+    def _stop_serving(self, reference: str | None) -> None:
+        """This node is leaving with `-k`: no new clients; 5.0 clients are told to use `reference`."""
+        for server in self.servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.move_away(reference)
 
     def _on_removed(self) -> None:
         """This node left the cluster: stop taking clients first, then disconnect the ones it has."""

@@ -214,3 +214,111 @@ def test_takeover_of_a_live_session_on_another_node_moves_inflight_and_queue(clu
     new.assert_silent(0.3)
     new.disconnect()
     assert all(p.type == PUBLISH for p in got)
+
+
+def fresh_cluster(workdir: Path, extra: dict[str, str] | None = None) -> list[ClusterNode]:
+    nodes: list[ClusterNode] = []
+    try:
+        for i in (1, 2, 3):
+            nodes.append(ClusterNode(i, workdir, extra).start())
+        join_all(nodes)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return nodes
+
+
+def queued_total(nodes: list[ClusterNode]) -> int:
+    import json
+
+    total = 0
+    for node in nodes:
+        answer = node.admin("session", "show", "--json", "limit=100000")
+        total += sum(r["Queued"] + r["Inflight"] for r in json.loads(answer.stdout))
+    return total
+
+
+def test_leave_k_hands_100_queues_over_and_every_message_is_delivered(tmp_path: Path) -> None:
+    nodes = fresh_cluster(tmp_path)
+    n1, n2, n3 = nodes
+    try:
+        prefix = unique("leaver-")
+        ids = [f"{prefix}{i}" for i in range(100)]
+        for cid in ids:
+            persistent_subscriber(n3, cid, f"{cid}/t")
+        online = raw(n3)  # a 5.0 client still connected is told where to go
+        online.connect(unique("online-"))
+        pub = raw(n1)
+        pub.connect(unique("pub-"))
+        for cid in ids:
+            pub.publish(f"{cid}/t", cid, qos=1)
+        pub.disconnect()
+        wait_until(lambda: queued_total([n3]) == 100, 10, what="100 messages queued on n3")
+        answer = n1.admin("cluster", "leave", f"node={n3.name}", "-k", "-i", "1", "-t", "60")
+        assert answer.returncode == 0, answer.stdout + answer.stderr + n3.log_tail()
+        assert "Done" in answer.stdout and "100 persistent sessions" in answer.stdout, answer.stdout
+        closing = online.wait_closed(5)
+        assert [(p.type, p.reason_code) for p in closing if p.type == DISCONNECT] == [(DISCONNECT, 0x9C)]
+        assert [p.props.get("server_reference") for p in closing if p.type == DISCONNECT] != [None]
+        wait_until(lambda: queued_total([n1, n2]) == 100, 10, what="100 messages on n1 and n2")
+        rng = random.Random(SEED + 3)
+        for cid in ids:
+            client = raw(rng.choice([n1, n2]))
+            assert client.connect(cid, clean=False, props=PERSISTENT, timeout=10).session_present, cid
+            assert drain(client, 1) == [cid]
+            client.disconnect()
+        assert queued_total([n1, n2]) == 0
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_a_dead_node_made_to_leave_gets_its_sessions_recreated(tmp_path: Path) -> None:
+    nodes = fresh_cluster(tmp_path)
+    n1, n2, n3 = nodes
+    try:
+        prefix = unique("orphan-")
+        ids = [f"{prefix}{i}" for i in range(10)]
+        for cid in ids:
+            persistent_subscriber(n3, cid, f"{cid}/t")
+        wait_until(lambda: len([r for r in sessions_all(n1) if r["Client"] in ids]) == 0 and
+                   subscription_count(n1, prefix) == 10, 10, what="subscriptions replicated to n1")
+        n3.kill9()
+        wait_until(lambda: not any(r["Reachable"] for r in n1.show() if r["Node"] == n3.name), 10,
+                   what="n3 unreachable")
+        answer = n1.admin("cluster", "leave", f"node={n3.name}", "-k")
+        assert answer.returncode == 0, answer.stdout + answer.stderr
+        assert "10 of its persistent sessions are recreated" in answer.stdout, answer.stdout
+        assert "cannot be recovered" in answer.stdout
+        wait_until(lambda: sum(1 for n in (n1, n2) for r in sessions_all(n) if r["Client"] in ids) == 10, 10,
+                   what="10 sessions recreated")
+        pub = raw(n1)
+        pub.connect(unique("pub-"))
+        for cid in ids:
+            pub.publish(f"{cid}/t", cid, qos=1)
+        pub.disconnect()
+        for cid in ids:
+            client = raw(n2)
+            assert client.connect(cid, clean=False, props=PERSISTENT, timeout=10).session_present, cid
+            assert drain(client, 1) == [cid]
+            client.disconnect()
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def sessions_all(node: ClusterNode) -> list[dict[str, Any]]:
+    import json
+
+    answer = node.admin("session", "show", "--json", "limit=100000")
+    assert answer.returncode == 0, answer.stderr
+    rows: list[dict[str, Any]] = json.loads(answer.stdout)
+    return rows
+
+
+def subscription_count(node: ClusterNode, prefix: str) -> int:
+    import json
+
+    answer = node.admin("subscription", "show", "--json", "limit=100000")
+    return sum(1 for r in json.loads(answer.stdout) if r["Client"].startswith(prefix))

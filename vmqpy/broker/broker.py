@@ -130,21 +130,39 @@ class Broker:
         """The client id now lives on another node (a newer connect there, the winner after a heal, a node
         that adopted it): a live connection here is taken over (5.0: DISCONNECT 0x8E), a clean session here
         ends, and a persistent one is handed over to the new owner with its messages."""
-        if new is None or records.session_owner(new) == self.node:
+        if new is None:
             return
         client_id = str(key[1])
         session = self.sessions.get(client_id)
+        if records.session_owner(new) == self.node:
+            if session is None and records.session_origin(new) is not None:
+                image = self.image_from_store(client_id)
+                if image is not None:  # the session of a dead node that left: recreated here
+                    log.info("recreating the session of a node that left", client_id=client_id,
+                             origin=records.session_origin(new))
+                    self.adopt_offline(image, time.time())
+                    self.metrics["sessions_recreated"] += 1
+            return
         if session is None or session.moving_to is not None:
             return
-        owner = records.session_owner(new)
         self._release(session, time.time(), clean=False, reason="client id connected on another node")
-        if session.persistent and owner in self.known_nodes():
-            session.moving_to = owner
-            self.metrics["session_migrations_started"] += 1
-            if self.on_moving is not None:
-                self.on_moving(client_id, owner)
-        elif not session.persistent:
+        if session.persistent:
+            self.move_session(client_id, records.session_owner(new))
+        else:
             self._discard(session, keep_owner=True)
+
+    def move_session(self, client_id: str, target: str) -> bool:
+        """Start handing the (offline) session of `client_id` over to `target`; False when it cannot move."""
+        session = self.sessions.get(client_id)
+        if session is None or session.moving_to is not None or target not in self.known_nodes():
+            return False
+        if session.sink is not None:
+            self._release(session, time.time(), clean=False, reason="session moves to another node")
+        session.moving_to = target
+        self.metrics["session_migrations_started"] += 1
+        if self.on_moving is not None:
+            self.on_moving(client_id, target)
+        return True
 
     def known_nodes(self) -> set[str]:
         return set(self.nodes()) if self.nodes is not None else set()

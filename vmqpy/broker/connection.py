@@ -202,6 +202,17 @@ class MQTTConnection(asyncio.Protocol):
         self.close()
         return will, delay
 
+    def move_away(self, reference: str | None) -> None:
+        """The node leaves the cluster: 5.0 clients get DISCONNECT 0x9C (Use another server) naming
+        `reference`; no will is published (the client is expected to reconnect elsewhere)."""
+        self.log.info("disconnecting: this node leaves the cluster", server_reference=reference)
+        if self.level == 5 and self.session is not None:
+            props = Properties()
+            props.server_reference = reference
+            self.write_packet(Disconnect(rc.USE_ANOTHER_SERVER, props))
+        self.normal_close = True
+        self.close()
+
     # ------------------------------------------------------------------------------------------ writing, closing
 
     def _write_bytes(self, data: bytes) -> None:

@@ -2,7 +2,7 @@
 
 | prefix | key | value |
 |---|---|---|
-| `session` | (mountpoint, client_id) | [stamp, owner node, clean start, expiry interval or None] |
+| `session` | (mountpoint, client_id) | [stamp, owner node, clean start, expiry interval or None(, origin)] |
 | `subscription` | (mountpoint, client_id, filter) | [stamp, node, qos, no local, retain as published, |
 |   |   | retain handling, subscription id or None] |
 | `retain` | (mountpoint, topic) | [stamp, packed message] |
@@ -91,8 +91,19 @@ def session_owner(value: Any) -> str:
     return str(value[1])
 
 
-def session_value(stamp: Any, node: str, clean_start: bool, expiry: float | None) -> list[Any]:
-    return [stamp_list(stamp), node, clean_start, expiry]
+def session_value(
+    stamp: Any, node: str, clean_start: bool, expiry: float | None, origin: str | None = None
+) -> list[Any]:
+    """`origin`: set when an operator moved the session of a dead node `origin` to `node`, which then
+    recreates it from the store."""
+    value = [stamp_list(stamp), node, clean_start, expiry]
+    if origin is not None:
+        value.append(origin)
+    return value
+
+
+def session_origin(value: Any) -> str | None:
+    return str(value[4]) if len(value) > 4 and value[4] is not None else None
 
 
 def forward_payload(message: Message, groups: list[tuple[str, str]]) -> bytes:

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from vmqpy.broker import records
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.handover import RegistrationRefused, SessionImage, Ticket, pack_messages, unpack_messages
 from vmqpy.broker.session import Outgoing
@@ -111,6 +112,7 @@ class RegistrationService:
         self.broker.registrar = self
         self.broker.on_moving = self._on_moving
         self.broker.nodes = self.links.member_names
+        self.broker.metadata.on_change(records.SESSION, self.on_session_record)
         self._expiry = asyncio.get_running_loop().create_task(self._expire_locks())
 
     async def stop(self) -> None:
@@ -144,6 +146,8 @@ class RegistrationService:
         members = self.links.member_names()
         ticket = Ticket(client_id, request, self._leader(client_id, members))
         owner_hint = await self._lock(ticket)
+        if owner_hint not in members:
+            owner_hint = None
         owner = owner_hint or self.broker.owner_of(client_id)
         if owner is None or owner == self.name or owner not in members:
             return ticket
@@ -231,12 +235,14 @@ class RegistrationService:
         leader = ticket.leader
         if leader is None:
             return
+        record = self.broker.metadata.get(records.SESSION, records.session_key(ticket.client_id))
+        stamp = record[0] if owner is not None and record is not None else None
         if leader == self.name:
             self._deliver(self.registry.release(ticket.client_id, self.name, ticket.request, owner,
-                                                time.monotonic()))
+                                                time.monotonic(), stamp))
         else:
             self.links.send_control(leader, {"op": "reg_release", "client_id": ticket.client_id,
-                                             "request": ticket.request, "owner": owner})
+                                             "request": ticket.request, "owner": owner, "stamp": stamp})
 
     def _take(self, source: str, migration: int, client_id: str, outs: list[Outgoing]) -> None:
         """Messages handed over to a session here: keep the new ones, acknowledge once on disk."""
@@ -354,8 +360,14 @@ class RegistrationService:
 
     def _on_reg_release(self, peer: str, body: dict[str, Any]) -> None:
         owner = body.get("owner")
-        self._deliver(self.registry.release(str(body["client_id"]), peer, int(body["request"]),
-                                            None if owner is None else str(owner), time.monotonic()))
+        client_id = str(body["client_id"])
+        self._deliver(self.registry.release(client_id, peer, int(body["request"]),
+                                            None if owner is None else str(owner), time.monotonic(),
+                                            body.get("stamp")))
+
+    def on_session_record(self, key: Any, old: Any, new: Any) -> None:
+        if new is not None:
+            self.registry.note_record(str(key[1]), records.session_owner(new), new[0])
 
     def _on_reg_grant(self, peer: str, body: dict[str, Any]) -> None:
         waiting = self._grants.get(int(body["request"]))

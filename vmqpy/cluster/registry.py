@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 LEASE = 10.0
 MAX_WAITING = 1000
@@ -47,7 +48,7 @@ class Registry:
         self.max_waiting = max_waiting
         self.held: dict[str, _Hold] = {}
         self.waiting: dict[str, deque[tuple[str, int]]] = {}
-        self.owners: dict[str, str] = {}
+        self.owners: dict[str, tuple[str, Any]] = {}  # client id -> (owner, stamp of its owner record)
         self.expired = 0
 
     def request(self, client_id: str, node: str, request: int, now: float) -> list[Grant]:
@@ -61,15 +62,16 @@ class Registry:
         line.append((node, request))
         return []
 
-    def release(self, client_id: str, node: str, request: int, owner: str | None, now: float) -> list[Grant]:
-        """The holder is done; `owner` is where the client id lives now (None: nowhere, a clean session
-        ended or the connect failed before it registered). A release of a lock not held is ignored."""
+    def release(self, client_id: str, node: str, request: int, owner: str | None, now: float,
+                stamp: Any = None) -> list[Grant]:
+        """The holder is done; `owner` is where the client id lives now (None: the connect failed before it
+        registered), `stamp` the stamp of the owner record it wrote. A release of a lock not held is ignored."""
         hold = self.held.get(client_id)
         if hold is None or hold.node != node or hold.request != request:
             self._drop_waiting(client_id, lambda n, r: n == node and r == request)
             return []
         if owner is not None:
-            self._remember(client_id, owner)
+            self._remember(client_id, owner, stamp)
         del self.held[client_id]
         return self._next(client_id, now)
 
@@ -95,16 +97,19 @@ class Registry:
     def next_deadline(self) -> float | None:
         return min((hold.deadline for hold in self.held.values()), default=None)
 
-    def forget_owner(self, client_id: str, owner: str) -> None:
-        """The store now agrees that `owner` owns `client_id`: the leader need not remember it."""
-        if self.owners.get(client_id) == owner:
-            del self.owners[client_id]
+    def note_record(self, client_id: str, owner: str, stamp: Any) -> None:
+        """An owner record reached the leader's replica: a newer one than the owner it remembers (the session
+        moved without a registration: a node left, a duplicate was resolved) replaces it."""
+        known = self.owners.get(client_id)
+        if known is not None and known[0] != owner and _newer(stamp, known[1]):
+            self.owners[client_id] = (owner, stamp)
 
     # ------------------------------------------------------------------------------------------ internals
 
     def _grant(self, client_id: str, node: str, request: int, now: float) -> Grant:
         self.held[client_id] = _Hold(node, request, now + self.lease)
-        return Grant(client_id, node, request, self.owners.get(client_id))
+        known = self.owners.get(client_id)
+        return Grant(client_id, node, request, None if known is None else known[0])
 
     def _next(self, client_id: str, now: float) -> list[Grant]:
         line = self.waiting.get(client_id)
@@ -126,11 +131,23 @@ class Registry:
         else:
             del self.waiting[client_id]
 
-    def _remember(self, client_id: str, owner: str) -> None:
+    def _remember(self, client_id: str, owner: str, stamp: Any) -> None:
         self.owners.pop(client_id, None)
-        self.owners[client_id] = owner
+        self.owners[client_id] = (owner, stamp)
         if len(self.owners) > MAX_OWNERS:
             del self.owners[next(iter(self.owners))]
+
+
+def _newer(stamp: Any, than: Any) -> bool:
+    """Stamps are HLC lists [wall, logical, node]; an unknown stamp is never newer and always older."""
+    if stamp is None:
+        return False
+    if than is None:
+        return True
+    try:
+        return bool(list(stamp) > list(than))
+    except TypeError:
+        return False
 
 
 __all__ = ["Busy", "Grant", "Registry"]

@@ -181,16 +181,14 @@ class ClusterService:
         log.info("joined", discovery=name)
         return f"Done: {self.name} joins the cluster of {name}"
 
-    async def leave(self, node: str, kill_sessions: bool, interval: float, timeout: float) -> str:
+    async def leave(self, node: str) -> str:
+        """Remove `node` from the membership at once (its sessions stay on it; `-k` is departure.py)."""
         try:
             name, _host, _port = ms.parse_node(node)
         except ValueError as exc:
             raise ClusterError(str(exc)) from None
         if name not in self.members:
             raise ClusterError(f"unknown node {name}: not a member of this cluster", 404)
-        if kill_sessions:
-            raise ClusterError("moving the sessions of a leaving node (-k) is not built yet: leave without -k "
-                               "(its sessions then stay on it)", 409)
         if len(self.members) == 1:
             raise ClusterError(f"{name} is the only member", 409)
         self.metadata.delete(ms.MEMBERSHIP, (name,))

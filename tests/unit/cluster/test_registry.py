@@ -23,7 +23,7 @@ def test_held_lock_waits_and_the_release_grants_the_next_with_the_new_owner() ->
     assert r.release("c", "n2", 2, "n2", 0.4) == [Grant("c", "n3", 3, "n2")]
     assert r.release("c", "n3", 3, None, 0.5) == []
     assert r.held == {} and r.waiting == {}
-    assert r.owners == {"c": "n2"}  # a failed connect (owner None) keeps the last known owner
+    assert r.owners == {"c": ("n2", None)}  # a failed connect (owner None) keeps the last known owner
 
 
 def test_other_client_ids_are_independent() -> None:
@@ -71,14 +71,17 @@ def test_a_full_waiting_line_is_busy() -> None:
         r.request("c", "n1", 4, 0.0)
 
 
-def test_forget_owner_only_when_it_matches() -> None:
+def test_a_newer_owner_record_replaces_the_remembered_owner_an_older_one_does_not() -> None:
     r = Registry()
     r.request("c", "n1", 1, 0.0)
-    r.release("c", "n1", 1, "n1", 0.0)
-    r.forget_owner("c", "n2")
-    assert r.owners == {"c": "n1"}
-    r.forget_owner("c", "n1")
-    assert r.owners == {}
+    r.release("c", "n1", 1, "n1", 0.0, [1000, 0, "n1"])
+    r.note_record("c", "n0", [999, 5, "n0"])  # the previous owner's record arriving late
+    assert r.request("c", "n2", 2, 0.0) == [Grant("c", "n2", 2, "n1")]
+    r.release("c", "n2", 2, None, 0.0)
+    r.note_record("c", "n3", [1001, 0, "n2"])  # the session moved without a registration
+    assert r.request("c", "n2", 3, 0.0) == [Grant("c", "n2", 3, "n3")]
+    r.note_record("d", "n3", [1, 0, "n3"])  # not remembered: nothing to correct
+    assert "d" not in r.owners
 
 
 ops = st.lists(
