@@ -149,3 +149,106 @@ def test_trade_consistency_serves_both_sides(tmp_path: Path) -> None:
     finally:
         for node in nodes:
             node.stop()
+
+
+PERSISTENT = {"session_expiry_interval": 3600}
+
+
+def test_qos0_publish_allowed_during_the_split_reaches_the_other_side_after_heal(tmp_path: Path) -> None:
+    nodes = start_cluster(tmp_path, {"allow_publish_during_netsplit": "on"})
+    n1, _n2, n3 = nodes
+    try:
+        topic = unique("split-qos0/")
+        sub = RawClient(n3.mqtt_port, n3.host, 5)
+        sub.connect(unique("far-sub-"), clean=False, props=PERSISTENT)
+        sub.subscribe((topic, 0))
+        pub = RawClient(n1.mqtt_port, n1.host, 5)
+        pub.connect(unique("near-pub-"))  # connected before the split: registering is refused during it
+        with partition_chain():
+            isolate(nodes, n3)
+            wait_until(lambda: not ready(n1), 5, interval=0.1, what="n1 not ready")
+            pub.publish(topic, b"across the split", qos=0)
+            pub.send(b"\xc0\x00")  # PINGREQ: the QoS 0 publish was taken (the connection is alive)
+            assert pub.expect(PINGRESP).type == PINGRESP
+            heal()
+            got = sub.recv_publishes(1, timeout=15)
+        assert [p.payload for p in got] == [b"across the split"]
+        pub.close()
+        sub.close()
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_majority_side_takes_a_session_over_from_an_unreachable_owner_and_gets_its_queue_after_heal(
+        tmp_path: Path) -> None:
+    """The old owner is cut off: the connect on the majority side completes (session present, the
+    subscriptions from the store) without hanging; after the heal the old owner hands its queue over."""
+    nodes = start_cluster(tmp_path, {"cluster.readiness": "majority"})
+    n1, n2, n3 = nodes
+    try:
+        client_id, topic = unique("stranded-"), unique("stranded/")
+        first = RawClient(n3.mqtt_port, n3.host, 5)
+        first.connect(client_id, clean=False, props=PERSISTENT)
+        first.subscribe((topic, 1))
+        first.disconnect()
+        pub = RawClient(n3.mqtt_port, n3.host, 5)
+        pub.connect(unique("pub-"))
+        for i in range(5):
+            pub.publish(topic, f"before-{i}", qos=1)
+        pub.disconnect()
+        with partition_chain():
+            isolate(nodes, n3)
+            wait_until(lambda: not ready(n3) and ready(n1), 5, interval=0.1, what="n3 alone")
+            again = RawClient(n1.mqtt_port, n1.host, 5)
+            ack = again.connect(client_id, clean=False, props=PERSISTENT, timeout=15)
+            assert ack.session_present
+            pub = RawClient(n2.mqtt_port, n2.host, 5)
+            pub.connect(unique("pub-"))
+            pub.publish(topic, "during", qos=1)
+            pub.disconnect()
+            assert [p.payload for p in again.recv_publishes(1, timeout=10)] == [b"during"]
+            heal()
+            got = again.recv_publishes(5, timeout=15)
+        assert sorted(p.payload.decode() for p in got) == [f"before-{i}" for i in range(5)]
+        again.assert_silent(0.3)
+        again.disconnect()
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_trade_consistency_duplicate_session_loses_its_queue_to_the_winner_after_heal(tmp_path: Path) -> None:
+    """A client id registered on both sides of a split: after the heal the later connect wins, and the
+    messages queued on the losing side for that client reach the winner."""
+    nodes = start_cluster(tmp_path, {"trade_consistency": "on"})
+    n1, _n2, n3 = nodes
+    try:
+        client_id, topic = unique("twin-"), unique("twin/")
+        setup = RawClient(n1.mqtt_port, n1.host, 5)
+        setup.connect(client_id, clean=False, props=PERSISTENT)
+        setup.subscribe((topic, 1))
+        setup.disconnect()
+        with partition_chain():
+            isolate(nodes, n3)
+            wait_until(lambda: not ready(n3), 5, interval=0.1, what="the lone node not ready")
+            older = RawClient(n3.mqtt_port, n3.host, 5)
+            assert older.connect(client_id, clean=False, props=PERSISTENT, timeout=15).session_present
+            older.disconnect()  # offline on n3: what is published there now is queued there
+            pub = RawClient(n3.mqtt_port, n3.host, 5)
+            pub.connect(unique("pub-"))
+            for i in range(5):
+                pub.publish(topic, f"lone-{i}", qos=1)
+            pub.disconnect()
+            newer = RawClient(n1.mqtt_port, n1.host, 5)
+            newer.connect(client_id, clean=False, props=PERSISTENT, timeout=15)
+            heal()
+            got = newer.recv_publishes(5, timeout=15)
+        assert sorted(p.payload.decode() for p in got) == [f"lone-{i}" for i in range(5)]
+        wait_until(lambda: sum(1 for n in nodes for r in json.loads(
+            n.admin("session", "show", f"client-id={client_id}", "--json").stdout)) == 1, 10,
+            what="one session left")
+        newer.disconnect()
+    finally:
+        for node in nodes:
+            node.stop()
