@@ -1,0 +1,33 @@
+"""The named experiments, as data (`python -m chaos list`)."""
+
+from __future__ import annotations
+
+from chaos.schedule import Experiment
+
+EXPERIMENTS: tuple[Experiment, ...] = (
+    Experiment("partition-halves", "the cluster split into two random halves, then healed", ("halves",)),
+    Experiment("partition-isolate", "one node cut off from all others, then healed", ("isolate",)),
+    Experiment("partition-bridge", "two halves that cannot talk and one node both reach", ("bridge",)),
+    Experiment("partition-ring", "a majorities ring: each node reaches a majority, no two the same one",
+               ("ring",)),
+    Experiment("flapping", "random halves cut and healed every few seconds", ("flap",), fault_s=10.0),
+    Experiment("kill-restart", "kill -9 of a node, restarted a few seconds later", ("kill",)),
+    Experiment("pause-resume", "SIGSTOP of a node, SIGCONT a few seconds later", ("pause",)),
+    Experiment("clock-skew", "one node's wall clock offset by 5 to 60 seconds either way", ("skew",)),
+    Experiment("mixed", "every fault in turn", ("halves", "kill", "isolate", "pause", "bridge", "skew", "ring"),
+               duration=110.0),
+    Experiment("short-partition", "one random-halves partition and heal, for CI", ("halves",), duration=18.0,
+               fault_s=6.0, cycles=1, tags=("ci",)),
+)
+
+#: The suite run by `python -m chaos run --all` (and `make chaos`).
+SUITE: tuple[str, ...] = ("partition-halves", "partition-isolate", "partition-bridge", "partition-ring",
+                          "flapping", "kill-restart", "pause-resume", "clock-skew")
+
+
+def by_name(name: str) -> Experiment:
+    for experiment in EXPERIMENTS:
+        if experiment.name == name:
+            return experiment
+    known = ", ".join(e.name for e in EXPERIMENTS)
+    raise KeyError(f"unknown experiment {name!r}; known: {known}")

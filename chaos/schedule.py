@@ -1,0 +1,165 @@
+"""What the nemesis does when: a pure function of the experiment, the number of nodes, the duration and the seed.
+
+A schedule is a list of steps at offsets (seconds from the start of the workloads). Network faults are *cuts*:
+sets of unordered node pairs that cannot talk (both directions). Nodes are numbered 0..n-1 here; the runner maps
+them to node names. The same (experiment, nodes, duration, seed) always gives the same schedule, so a failing
+run can be replayed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Literal
+
+Fault = Literal["halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew"]
+FAULTS: tuple[Fault, ...] = ("halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew")
+Action = Literal["cut", "heal", "kill", "restart", "pause", "resume", "skew", "unskew"]
+Pair = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Step:
+    at: float  # seconds from the start of the workloads
+    action: Action
+    cut: frozenset[Pair] = frozenset()  # for "cut": the pairs that cannot talk
+    node: int | None = None  # for kill/restart/pause/resume/skew/unskew
+    skew_s: float = 0.0  # for "skew": the node's wall clock offset
+    label: str = ""
+
+    def describe(self, names: list[str] | None = None) -> str:
+        def name(i: int) -> str:
+            return names[i] if names is not None else str(i)
+
+        if self.action == "cut":
+            pairs = ", ".join(f"{name(a)}-x-{name(b)}" for a, b in sorted(self.cut))
+            return f"{self.label or 'cut'}: {pairs}"
+        if self.action == "skew":
+            return f"skew {name(self.node or 0)} by {self.skew_s:+.0f}s"
+        if self.node is not None:
+            return f"{self.action} {name(self.node)}"
+        return self.action
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment as data: which faults, how long each lasts, and the workloads that run meanwhile."""
+
+    name: str
+    description: str
+    faults: tuple[Fault, ...]
+    workloads: tuple[str, ...] = ("subscriptions", "retained", "queues", "registration")
+    duration: float = 60.0  # seconds of workload
+    fault_s: float = 8.0  # how long each fault lasts
+    heal_s: float = 6.0  # healthy time between two faults
+    cycles: int | None = None  # None: as many as fit in the duration
+    proxy_delay_ms: int = 0  # fault proxy only: added delay on every cluster link
+    proxy_loss: float = 0.0  # fault proxy only: probability of dropping a chunk... (closes the link)
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def pair(a: int, b: int) -> Pair:
+    return (a, b) if a < b else (b, a)
+
+
+def cut_between(side_a: set[int], side_b: set[int]) -> frozenset[Pair]:
+    """Every pair with one node on each side."""
+    return frozenset(pair(a, b) for a in side_a for b in side_b if a != b)
+
+
+def halves(nodes: int, rng: random.Random) -> frozenset[Pair]:
+    order = list(range(nodes))
+    rng.shuffle(order)
+    size = nodes // 2
+    return cut_between(set(order[:size]), set(order[size:]))
+
+
+def isolate(nodes: int, rng: random.Random) -> frozenset[Pair]:
+    lone = rng.randrange(nodes)
+    return cut_between({lone}, set(range(nodes)) - {lone})
+
+
+def bridge(nodes: int, rng: random.Random) -> frozenset[Pair]:
+    """Two halves that cannot talk, and one node (the bridge) that both reach."""
+    order = list(range(nodes))
+    rng.shuffle(order)
+    middle = order[0]
+    rest = order[1:]
+    size = len(rest) // 2
+    return cut_between(set(rest[:size]), set(rest[size:])) - {pair(middle, x) for x in rest}
+
+
+def ring(nodes: int, rng: random.Random) -> frozenset[Pair]:
+    """Every node reaches a majority (its ring neighbours), no two nodes the same one.
+
+    Nodes further apart than one step on a shuffled ring cannot talk; with 3 nodes that cuts nothing, so one
+    pair is cut (each of its two nodes still reaches a majority, a different one)."""
+    order = list(range(nodes))
+    rng.shuffle(order)
+    position = {node: i for i, node in enumerate(order)}
+    cuts = set()
+    for a, b in combinations(range(nodes), 2):
+        distance = abs(position[a] - position[b])
+        if min(distance, nodes - distance) > 1:
+            cuts.add(pair(a, b))
+    if not cuts and nodes >= 2:
+        cuts.add(pair(order[0], order[1]))
+    return frozenset(cuts)
+
+
+CUTTERS = {"halves": halves, "isolate": isolate, "bridge": bridge, "ring": ring}
+
+
+def plan(experiment: Experiment, nodes: int, seed: int, duration: float | None = None) -> list[Step]:
+    """The nemesis steps of one run, ordered by time; everything is healed by the end."""
+    if nodes < 2:
+        raise ValueError("an experiment needs at least 2 nodes")
+    rng = random.Random(f"{experiment.name}/{nodes}/{seed}")
+    total = experiment.duration if duration is None else duration
+    start = min(3.0, total * 0.15)
+    end = total - 1.0
+    steps: list[Step] = []
+    t = start
+    cycle = 0
+    faults = experiment.faults
+    while faults and t + experiment.fault_s <= end and (experiment.cycles is None or cycle < experiment.cycles):
+        fault = faults[cycle % len(faults)]
+        steps.extend(_fault_steps(fault, t, experiment.fault_s, nodes, rng))
+        t += experiment.fault_s + experiment.heal_s
+        cycle += 1
+        if cycle >= 1000:
+            break
+    return sorted(steps, key=lambda s: s.at)
+
+
+def _fault_steps(fault: Fault, t: float, length: float, nodes: int, rng: random.Random) -> list[Step]:
+    if fault in CUTTERS:
+        return [Step(t, "cut", CUTTERS[fault](nodes, rng), label=fault), Step(t + length, "heal")]
+    if fault == "flap":
+        steps: list[Step] = []
+        flip = t
+        period = max(1.0, min(3.0, length / 4))
+        for _ in range(100):
+            if flip + period > t + length:
+                break
+            steps.append(Step(round(flip, 3), "cut", halves(nodes, rng), label="flap"))
+            steps.append(Step(round(flip + period / 2, 3), "heal"))
+            flip += period
+        if not steps:
+            steps = [Step(t, "cut", halves(nodes, rng), label="flap"), Step(t + length, "heal")]
+        return steps
+    victim = rng.randrange(nodes)
+    if fault == "kill":
+        return [Step(t, "kill", node=victim), Step(t + length, "restart", node=victim)]
+    if fault == "pause":
+        return [Step(t, "pause", node=victim), Step(t + length, "resume", node=victim)]
+    if fault == "skew":
+        offset = rng.choice((-1, 1)) * rng.uniform(5.0, 60.0)
+        return [Step(t, "skew", node=victim, skew_s=round(offset, 1)), Step(t + length, "unskew", node=victim)]
+    raise ValueError(f"unknown fault {fault!r}")
+
+
+def reachable(nodes: int, cut: frozenset[Pair]) -> dict[int, set[int]]:
+    """Who each node can talk to under a cut (itself included)."""
+    return {a: {b for b in range(nodes) if a == b or pair(a, b) not in cut} for a in range(nodes)}
