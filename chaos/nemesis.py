@@ -1,0 +1,107 @@
+"""The nemesis: carries out the steps of a schedule on the cluster and the network backend, on time, and records
+each step in the history (process `nemesis`, f `nemesis`, ignored by the contract's readers)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Protocol
+
+from chaos.cluster import Cluster, ClusterError
+from chaos.history import Recorder
+from chaos.schedule import Step
+
+
+class Network(Protocol):
+    name: str
+
+    def setup(self) -> None: ...
+
+    def cut(self, pairs: Iterable[tuple[int, int]]) -> None: ...
+
+    def heal(self) -> None: ...
+
+    def teardown(self) -> None: ...
+
+
+class Nemesis:
+    def __init__(self, cluster: Cluster, network: Network, recorder: Recorder, steps: list[Step]) -> None:
+        self.cluster = cluster
+        self.network = network
+        self.recorder = recorder
+        self.steps = steps
+        self.done: list[str] = []
+        self.heals: list[int] = []  # harness times (ns) when a fault ended
+        self.current = "healthy"
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, t0: float) -> None:
+        self._thread = threading.Thread(target=self._run, args=(t0,), name="nemesis", daemon=True)
+        self._thread.start()
+
+    def _run(self, t0: float) -> None:
+        for step in self.steps:
+            if self._stop.wait(max(0.0, t0 + step.at - time.monotonic())):
+                return
+            self.apply(step)
+
+    def apply(self, step: Step) -> None:
+        names = self.cluster.names
+        text = step.describe(names)
+        self.recorder.record("invoke", "nemesis", "nemesis", {"step": text}, "")
+        try:
+            self._apply(step)
+        except (ClusterError, OSError) as exc:
+            self.errors.append(f"{text}: {exc}")
+            self.recorder.record("info", "nemesis", "nemesis", {"step": text, "error": str(exc)}, "")
+            return
+        self.recorder.record("ok", "nemesis", "nemesis", {"step": text}, "")
+        self.done.append(text)
+        if step.action in ("heal", "restart", "resume", "unskew"):
+            self.heals.append(time.time_ns())
+            self.current = "healthy"
+        else:
+            self.current = text
+
+    def _apply(self, step: Step) -> None:
+        node = self.cluster.nodes[step.node] if step.node is not None else None
+        if step.action == "cut":
+            self.network.cut(step.cut)
+        elif step.action == "heal":
+            self.network.heal()
+        elif node is None:
+            raise ClusterError(f"step {step.action} names no node")
+        elif step.action == "kill":
+            node.kill9()
+        elif step.action == "restart":
+            node.start()
+        elif step.action == "pause":
+            node.pause()
+        elif step.action == "resume":
+            node.resume()
+        elif step.action == "skew":
+            node.skew(step.skew_s)
+        elif step.action == "unskew":
+            node.skew(0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def heal_everything(self) -> None:
+        """Undo whatever is still in force: heal the network, resume, restart, unskew (the end of a run)."""
+        self.network.heal()
+        for node in self.cluster.nodes:
+            if node.paused:
+                node.resume()
+            if node.proc is None:
+                node.start()
+            if node.faketime_file.exists() and node.faketime_file.read_text().strip() not in ("+0", ""):
+                node.skew(0)
+        if self.current != "healthy":
+            self.heals.append(time.time_ns())
+            self.current = "healthy"

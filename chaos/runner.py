@@ -1,0 +1,222 @@
+"""One experiment from start to verdict: start the cluster, join it, run the workloads and the nemesis, heal,
+wait for the quiet period, read, drain, dump, stop every process, collect the logs, check, write the verdict.
+
+Everything started is undone in `finally` blocks (processes by PID, iptables rules), and SIGTERM is turned into
+KeyboardInterrupt so that an interrupted run cleans up the same way."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from chaos import iptables, replog
+from chaos.checkers.convergence import check_convergence
+from chaos.checkers.queues import check_queues
+from chaos.checkers.registration import check_registration
+from chaos.checkers.result import Check
+from chaos.checkers.retained import check_retained
+from chaos.checkers.subscriptions import check_subscriptions
+from chaos.cluster import Cluster, ClusterError, build
+from chaos.history import Recorder, pair
+from chaos.nemesis import Nemesis, Network
+from chaos.progress import Progress
+from chaos.proxy import ProxyNetwork
+from chaos.reads import dumps, final_reads
+from chaos.schedule import Experiment, plan
+from chaos.verdict import table, verdict
+from chaos.workloads import Context, Endpoint, Workload
+from chaos.workloads.queues import Queues
+from chaos.workloads.registration import Registration
+from chaos.workloads.retained import Retained
+from chaos.workloads.subscriptions import Subscriptions
+
+WORKLOADS: dict[str, type[Workload]] = {"subscriptions": Subscriptions, "retained": Retained, "queues": Queues,
+                                        "registration": Registration}
+
+
+@dataclass(frozen=True)
+class Options:
+    nodes: int = 3
+    seed: int = 1
+    duration: float | None = None
+    mode: str = "stop-serving"
+    out: Path = Path("chaos-runs")
+    base: str = "127.0.0.11"
+    backend: str = "auto"  # auto (iptables when root), iptables, proxy
+    quiet_s: float = 5.0
+    keep_data: bool = False
+
+
+def choose_backend(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    return "iptables" if iptables.available() is None else "proxy"
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tuple[dict[str, Any], int]:
+    """Run one experiment; the verdict and the exit code (0 safe, 1 a safety property failed, 2 no verdict)."""
+    out = opts.out
+    out.mkdir(parents=True, exist_ok=True)
+    duration = experiment.duration if opts.duration is None else opts.duration
+    steps = plan(experiment, opts.nodes, opts.seed, duration)
+    backend = choose_backend(opts.backend)
+    if backend == "iptables" and (why := iptables.available()) is not None:
+        raise ClusterError(f"the iptables backend cannot be used: {why} (try --backend proxy)")
+    workdir = Path(tempfile.mkdtemp(prefix="vmqpy-chaos-"))
+    skewable = any(s.action == "skew" for s in steps)
+    cluster = build(workdir, opts.nodes, opts.base, opts.mode, proxy=backend == "proxy", skewable=skewable)
+    network: Network
+    if backend == "proxy":
+        network = ProxyNetwork([n.host for n in cluster.nodes], [n.cluster_port for n in cluster.nodes],
+                               delay_ms=experiment.proxy_delay_ms, loss=experiment.proxy_loss, seed=opts.seed)
+    else:
+        network = iptables.IptablesNetwork([n.host for n in cluster.nodes])
+    meta: dict[str, Any] = {
+        "experiment": experiment.name, "description": experiment.description, "mode": opts.mode,
+        "seed": opts.seed, "nodes": cluster.names, "backend": backend, "duration_s": duration,
+        "quiet_s": opts.quiet_s, "schedule": [{"at": s.at, "step": s.describe(cluster.names)} for s in steps],
+        "replay": f"python -m chaos run {experiment.name} --nodes {opts.nodes} --seed {opts.seed} "
+                  f"--duration {duration:g} --mode {opts.mode} --backend {backend}",
+    }
+    (out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
+    history_path = out / "history.jsonl"
+    errors: list[str] = []
+    views: dict[str, Any] = {}
+    data: dict[str, Any] = {}
+    previous = signal.signal(signal.SIGTERM, _sigterm)
+    started = time.time()
+    try:
+        with history_path.open("w", encoding="utf-8") as history_file:
+            recorder = Recorder(history_file)
+            nemesis = Nemesis(cluster, network, recorder, steps)
+            progress = Progress(lambda: recorder.completed, lambda: nemesis.current, log)
+            progress.start()
+            try:
+                _drive(experiment, opts, duration, cluster, network, recorder, nemesis, progress, views, data,
+                       errors)
+            finally:
+                progress.set_phase("stopping")
+                progress.stop()
+                recorder.flush()
+                try:
+                    network.teardown()
+                finally:
+                    cluster.stop()
+                    _collect(cluster, out, views, data)
+                    if not opts.keep_data:
+                        shutil.rmtree(workdir, ignore_errors=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    meta["started"] = started
+    meta["ended"] = time.time()
+    meta["heals_ns"] = data.get("heals", [])
+    checks = check_run(out, opts.mode, data)
+    result = verdict(meta, checks, errors)
+    (out / "verdict.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    log.write(f"\n{experiment.name} ({opts.mode}, seed {opts.seed}, {len(cluster.names)} nodes, {backend})\n")
+    log.write(table(checks) + "\n")
+    for error in errors:
+        log.write(f"error: {error}\n")
+    log.write(f"verdict: {'valid' if result['valid'] else 'INVALID'} -> {out / 'verdict.json'}\n")
+    if errors and not result["failed"]:
+        return result, 2
+    return result, 0 if result["valid"] else 1
+
+
+def _drive(experiment: Experiment, opts: Options, duration: float, cluster: Cluster, network: Network,
+           recorder: Recorder, nemesis: Nemesis, progress: Progress, views: dict[str, Any],
+           data: dict[str, Any], errors: list[str]) -> None:
+    progress.set_phase("cluster")
+    cluster.start()
+    network.setup()
+    cluster.join()
+    views["after_join"] = cluster.views()
+    endpoints = [Endpoint(n.name, n.host, n.mqtt_port) for n in cluster.nodes]
+    ctx = Context(recorder, endpoints, opts.seed)
+    workloads = [WORKLOADS[name]() for name in experiment.workloads]
+    progress.set_phase("setup")
+    for w in workloads:
+        w.setup(ctx)
+    progress.set_phase("workload")
+    t0 = time.monotonic()
+    nemesis.start(t0)
+    for w in workloads:
+        w.start(ctx)
+    ctx.stop.wait(duration)
+    ctx.stop.set()
+    nemesis.stop()
+    for w in workloads:
+        w.join()
+    progress.set_phase("heal")
+    nemesis.heal_everything()
+    data["heals"] = nemesis.heals
+    if not cluster.wait_ready(60):
+        errors.append("the cluster was not ready 60 s after the final heal")
+    views["after_heal"] = cluster.views()
+    progress.set_phase("quiet")
+    time.sleep(opts.quiet_s)
+    progress.set_phase("read")
+    subs, retained = final_reads(cluster, recorder)
+    data["subscriptions"], data["retained"] = subs, retained
+    progress.set_phase("drain")
+    for w in workloads:
+        w.finish(ctx)
+    progress.set_phase("converge")
+    data["dumps"] = dumps(cluster)
+    views["end"] = cluster.views()
+    data["members"] = cluster.names
+    for w in workloads:
+        errors.extend(w.errors)
+    errors.extend(nemesis.errors)
+
+
+def _collect(cluster: Cluster, out: Path, views: dict[str, Any], data: dict[str, Any]) -> None:
+    """Each node's replication log and node log into OUT/nK/, the views and the dumps into OUT."""
+    for node in cluster.nodes:
+        target = out / node.short
+        target.mkdir(parents=True, exist_ok=True)
+        for src, name in ((node.data_dir / "replication.log", "replication.log"), (node.log_path, "node.log"),
+                          (node.workdir / "vmqpy.conf", "vmqpy.conf")):
+            if src.exists():
+                shutil.copyfile(src, target / name)
+    (out / "views.json").write_text(json.dumps(views, indent=2, default=str) + "\n")
+    if "dumps" in data:
+        (out / "dumps.json").write_text(json.dumps(data["dumps"], indent=1) + "\n")
+
+
+def check_run(out: Path, mode: str, data: dict[str, Any]) -> list[Check]:
+    """Every checker on what the run left (the history file and the collected logs)."""
+    from chaos.history import read
+
+    events, _malformed = read(out / "history.jsonl")
+    ops = pair(events)
+    read_ops = [op for op in ops if op.f == "read"]
+    read_started = min((op.invoked for op in read_ops), default=None)
+    log_lines: list[str] = []
+    for path in sorted(out.glob("n*/replication.log")):
+        log_lines.extend(path.read_text(errors="replace").splitlines())
+    checks = [
+        check_subscriptions(ops, data.get("subscriptions", {}), replog.subscription_changes(log_lines),
+                            read_started),
+        check_retained(ops, data.get("retained", {}), replog.retain_writes(log_lines), read_started),
+        check_queues(ops, loss_allowed=mode == "trade-consistency"),
+        check_registration(ops, data.get("heals", [])),
+        check_convergence(data.get("dumps", {}), data.get("members", [])),
+    ]
+    return checks
+
+
+def options_dict(opts: Options) -> dict[str, Any]:
+    return {k: str(v) for k, v in asdict(opts).items()}
