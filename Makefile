@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv debian-deps lint typecheck pytest bench clean
+.PHONY: demo test venv debian-deps lint typecheck pytest bench chaos clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python setup.cfg pyproject.toml Makefile
-	$(BIN)/pip install -q -e '.[test,analytics]'
+	$(BIN)/pip install -q -e '.[test,analytics,chaos]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -26,12 +26,19 @@ lint: venv
 	$(BIN)/ruff check vmqpy dvv admin chaos spark_analytics tests bench
 
 typecheck: venv
-	$(BIN)/mypy --strict dvv vmqpy admin
+	$(BIN)/mypy --strict dvv vmqpy admin chaos
 
 pytest: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test: debian-deps venv lint typecheck pytest
+
+# The chaos suite (docs/chaos.md): every experiment of the suite, in MODE (stop-serving, trade-consistency,
+# majority), on NODES nodes from 127.0.0.11; the runs land in chaos-runs/MODE/.
+MODE ?= stop-serving
+NODES ?= 3
+chaos: debian-deps venv
+	$(BIN)/python -m chaos run --all --mode $(MODE) --nodes $(NODES) --out chaos-runs/$(MODE)
 
 bench: debian-deps venv
 	$(BIN)/python -m bench.compare

@@ -84,6 +84,7 @@ class Node:
     env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     paused: bool = False
+    pids: list[int] = field(default_factory=list)  # every process started for this node
 
     @property
     def name(self) -> str:
@@ -143,6 +144,7 @@ class Node:
                 start_new_session=True,
             )
         _live[self.proc.pid] = self.proc
+        self.pids.append(self.proc.pid)
         self.paused = False
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:

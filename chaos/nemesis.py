@@ -33,6 +33,7 @@ class Nemesis:
         self.steps = steps
         self.done: list[str] = []
         self.heals: list[int] = []  # harness times (ns) when a fault ended
+        self.faults: list[int] = []  # harness times (ns) when a fault began
         self.current = "healthy"
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -52,6 +53,7 @@ class Nemesis:
         names = self.cluster.names
         text = step.describe(names)
         self.recorder.record("invoke", "nemesis", "nemesis", {"step": text}, "")
+        began = time.time_ns()
         try:
             self._apply(step)
         except (ClusterError, OSError) as exc:
@@ -64,6 +66,7 @@ class Nemesis:
             self.heals.append(time.time_ns())
             self.current = "healthy"
         else:
+            self.faults.append(began)
             self.current = text
 
     def _apply(self, step: Step) -> None:

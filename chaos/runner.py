@@ -122,6 +122,8 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     meta["started"] = started
     meta["ended"] = time.time()
     meta["heals_ns"] = data.get("heals", [])
+    meta["faults_ns"] = data.get("faults", [])
+    meta["pids"] = {n.name: n.pids for n in cluster.nodes}
     checks = check_run(out, opts.mode, data)
     result = verdict(meta, checks, errors)
     (out / "verdict.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
@@ -162,6 +164,7 @@ def _drive(experiment: Experiment, opts: Options, duration: float, cluster: Clus
     progress.set_phase("heal")
     nemesis.heal_everything()
     data["heals"] = nemesis.heals
+    data["faults"] = nemesis.faults
     if not cluster.wait_ready(60):
         errors.append("the cluster was not ready 60 s after the final heal")
     views["after_heal"] = cluster.views()
@@ -211,7 +214,7 @@ def check_run(out: Path, mode: str, data: dict[str, Any]) -> list[Check]:
         check_subscriptions(ops, data.get("subscriptions", {}), replog.subscription_changes(log_lines),
                             read_started),
         check_retained(ops, data.get("retained", {}), replog.retain_writes(log_lines), read_started),
-        check_queues(ops, loss_allowed=mode == "trade-consistency"),
+        check_queues(ops, loss_allowed=mode == "trade-consistency", faults=data.get("faults", [])),
         check_registration(ops, data.get("heals", [])),
         check_convergence(data.get("dumps", {}), data.get("members", [])),
     ]

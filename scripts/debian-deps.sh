@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and the demo need, only when they are missing:
 # mosquitto (the reference broker of the benchmarks and of the test suite's cross-checks), its command-line
-# clients, iptables (partitions in the cluster tests) and a Java runtime (PySpark).
+# clients, iptables (partitions in the cluster tests and the chaos experiments), a Java runtime (PySpark),
+# libfaketime (the chaos clock-skew nemesis) and nss_wrapper (the chaos fault proxy, which gives each node its own
+# name resolution).
 set -euo pipefail
 need=()
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
 command -v mosquitto_pub >/dev/null 2>&1 || need+=(mosquitto-clients)
 command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need+=(iptables)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)  # PySpark (the analytics tests) needs a JVM
+ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || need+=(libfaketime)
+ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1 || need+=(libnss-wrapper)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -10,9 +10,12 @@ from chaos.checkers.result import Check
 from chaos.history import Operation
 
 
-def check_queues(ops: Sequence[Operation], loss_allowed: bool = False) -> Check:
+def check_queues(ops: Sequence[Operation], loss_allowed: bool = False, faults: Sequence[int] = (),
+                 window_s: float = 2.0) -> Check:
     """`loss_allowed`: the mode gives up consistency (trade_consistency), so lost messages are reported but are
-    not a safety failure."""
+    not a safety failure. `faults`: harness times (ns) when a fault began; a lost message acknowledged within
+    `window_s` after one (before the nodes could have detected it) is also counted as `lost_in_detection_window`,
+    which tells a loss of frames written to a link that then broke from any other loss."""
     check = Check("queues", None)
     received: dict[str, Counter[str]] = defaultdict(Counter)
     last_drain: dict[str, int] = {}
@@ -27,7 +30,8 @@ def check_queues(ops: Sequence[Operation], loss_allowed: bool = False) -> Check:
             received[client].update(str(m) for m in op.result.get("msgs", []))
     attempted: dict[str, set[str]] = {}
     failed: set[str] = set()
-    acked = lost = unexpected = info_delivered = 0
+    acked = lost = unexpected = info_delivered = in_window = 0
+    window_ns = int(window_s * 1e9)
     for op in ops:
         arg = op.argument or {}
         if op.f != "publish" or arg.get("retain") or not arg.get("expect"):
@@ -48,7 +52,10 @@ def check_queues(ops: Sequence[Operation], loss_allowed: bool = False) -> Check:
                 check.problem(f"lost: {msg} for {client}, which never drained")
             elif op.completed is not None and op.completed < last_drain[client] and not received[client][msg]:
                 lost += 1
-                check.problem(f"lost: {msg} acknowledged to {op.process} on {op.node}, never reached {client}")
+                early = any(f <= op.completed <= f + window_ns for f in faults)
+                in_window += early
+                when = " (acknowledged within the detection window of a fault)" if early else ""
+                check.problem(f"lost: {msg} acknowledged to {op.process} on {op.node}, never reached {client}{when}")
     duplicates = 0
     for client, counts in sorted(received.items()):
         for msg, n in sorted(counts.items()):
@@ -58,7 +65,8 @@ def check_queues(ops: Sequence[Operation], loss_allowed: bool = False) -> Check:
                 unexpected += n
                 why = "after a refused publish" if msg in failed else "never published to it"
                 check.problem(f"unexpected: {msg} at {client}, {why}")
-    check.figures = {"acknowledged": acked, "lost": lost, "duplicates": duplicates, "unexpected": unexpected,
+    check.figures = {"acknowledged": acked, "lost": lost, "lost_in_detection_window": in_window,
+                     "duplicates": duplicates, "unexpected": unexpected,
                      "refused": len(failed), "unknown_outcome_delivered": info_delivered, "drains": drains,
                      "loss_allowed": loss_allowed}
     if drains:

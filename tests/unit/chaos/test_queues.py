@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chaos.checkers.queues import check_queues
-from tests.unit.chaos.histories import H
+from tests.unit.chaos.histories import MS, H
 
 
 def test_every_acknowledged_message_drained_is_safe() -> None:
@@ -18,6 +18,14 @@ def test_acknowledged_message_not_drained_is_lost() -> None:
     check = check_queues(ops)
     assert (check.safe, check.figures["lost"]) == (False, 1)
     assert "m2" in check.problems[0]
+
+
+def test_loss_right_after_a_fault_is_told_apart() -> None:
+    ops = (H().publish("m1", "q0", 1000, 1005).publish("m2", "q0", 5000, 5005)
+           .drain("q0", [], 10_000, 10_100).ops())
+    check = check_queues(ops, faults=[900 * MS], window_s=2.0)
+    assert (check.safe, check.figures["lost"], check.figures["lost_in_detection_window"]) == (False, 2, 1)
+    assert "detection window" in check.problems[0] and "detection window" not in check.problems[1]
 
 
 def test_loss_is_reported_but_allowed_when_consistency_is_traded() -> None:
