@@ -34,11 +34,12 @@ pytest: venv
 test: debian-deps venv lint typecheck pytest
 
 # The chaos suite (docs/chaos.md): every experiment of the suite, in MODE (stop-serving, trade-consistency,
-# majority), on NODES nodes from 127.0.0.11; the runs land in chaos-runs/MODE/.
+# majority), on NODES nodes from address BASE; the runs land in chaos-runs/MODE/.
 MODE ?= stop-serving
 NODES ?= 3
+BASE ?= 127.0.0.11
 chaos: debian-deps venv
-	$(BIN)/python -m chaos run --all --mode $(MODE) --nodes $(NODES) --out chaos-runs/$(MODE)
+	$(BIN)/python -m chaos run --all --mode $(MODE) --nodes $(NODES) --base-address $(BASE) --out chaos-runs/$(MODE)
 
 bench: debian-deps venv
 	$(BIN)/python -m bench.compare

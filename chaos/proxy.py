@@ -148,4 +148,5 @@ class ProxyNetwork:
                 self.forwarded_bytes += len(chunk)
                 await writer.drain()
         finally:
-            writer.close()
+            if not link.doomed:  # across a cut a close must not be seen either: the heal closes the link
+                writer.close()

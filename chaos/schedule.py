@@ -50,7 +50,7 @@ class Experiment:
     description: str
     faults: tuple[Fault, ...]
     workloads: tuple[str, ...] = ("subscriptions", "retained", "queues", "registration")
-    duration: float = 60.0  # seconds of workload
+    duration: float = 40.0  # seconds of workload
     fault_s: float = 8.0  # how long each fault lasts
     heal_s: float = 6.0  # healthy time between two faults
     cycles: int | None = None  # None: as many as fit in the duration
