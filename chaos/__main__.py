@@ -9,12 +9,15 @@ from pathlib import Path
 from chaos.cluster import MODES, ClusterError, stop_all
 from chaos.experiments import EXPERIMENTS, SUITE, by_name
 from chaos.runner import Options, run
+from chaos.summary import markdown, verdicts
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chaos", description="Chaos netsplit experiments")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the named experiments")
+    sump = sub.add_parser("summary", help="a Markdown table of the verdicts under the given run directories")
+    sump.add_argument("dirs", nargs="+", type=Path)
     runp = sub.add_parser("run", help="run one experiment, or the suite with --all")
     runp.add_argument("name", nargs="?", help="experiment name (python -m chaos list)")
     runp.add_argument("--all", action="store_true", help="run the suite")
@@ -33,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         for e in EXPERIMENTS:
             suite = "suite" if e.name in SUITE else "     "
             print(f"{e.name:<18} {suite} {e.duration:5.0f}s  {e.description}")
+        return 0
+    if args.command == "summary":
+        print(markdown(verdicts(args.dirs)))
         return 0
     if args.all == bool(args.name):
         parser.error("give an experiment name or --all")
