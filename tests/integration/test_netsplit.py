@@ -192,6 +192,8 @@ def test_majority_side_takes_a_session_over_from_an_unreachable_owner_and_gets_i
         first.connect(client_id, clean=False, props=PERSISTENT)
         first.subscribe((topic, 1))
         first.disconnect()
+        wait_until(lambda: client_id in n1.admin("subscription", "show", f"client-id={client_id}").stdout, 10,
+                   what="the subscription replicated to n1")
         pub = RawClient(n3.mqtt_port, n3.host, 5)
         pub.connect(unique("pub-"))
         for i in range(5):
@@ -203,6 +205,10 @@ def test_majority_side_takes_a_session_over_from_an_unreachable_owner_and_gets_i
             again = RawClient(n1.mqtt_port, n1.host, 5)
             ack = again.connect(client_id, clean=False, props=PERSISTENT, timeout=15)
             assert ack.session_present
+            # The subscription now routes to n1 (a publish in the first milliseconds could still go towards
+            # n3 and would arrive through the handover after the heal: later, not lost).
+            wait_until(lambda: n1.name in n2.admin("subscription", "show", f"client-id={client_id}").stdout, 5,
+                       what="n2 routes the subscription to n1")
             pub = RawClient(n2.mqtt_port, n2.host, 5)
             pub.connect(unique("pub-"))
             pub.publish(topic, "during", qos=1)
@@ -229,6 +235,8 @@ def test_trade_consistency_duplicate_session_loses_its_queue_to_the_winner_after
         setup.connect(client_id, clean=False, props=PERSISTENT)
         setup.subscribe((topic, 1))
         setup.disconnect()
+        wait_until(lambda: client_id in n3.admin("subscription", "show", f"client-id={client_id}").stdout, 10,
+                   what="the subscription replicated to n3")
         with partition_chain():
             isolate(nodes, n3)
             wait_until(lambda: not ready(n3), 5, interval=0.1, what="the lone node not ready")

@@ -83,6 +83,10 @@ class _Incoming:
     upto: int = 0
 
 
+class _LeaderLost(Exception):
+    """The leader asked for a lock became unreachable before it answered."""
+
+
 class RegistrationService:
     def __init__(self, links: Links, broker: Broker, storage: Storage | None,
                  allow_without_leader: Callable[[], bool], majority_serves: Callable[[], bool]) -> None:
@@ -114,6 +118,15 @@ class RegistrationService:
         self.broker.nodes = self.links.member_names
         self.broker.metadata.on_change(records.SESSION, self.on_session_record)
         self._expiry = asyncio.get_running_loop().create_task(self._expire_locks())
+        self._resume_handovers()
+
+    def _resume_handovers(self) -> None:
+        """After a restart: sessions kept here whose owner record names another member were moving (or their
+        client registered elsewhere while this node was down): hand them over now."""
+        for client_id in list(self.broker.sessions):
+            owner = self.broker.owner_of(client_id)
+            if owner is not None and owner != self.name and self.broker.move_session(client_id, owner):
+                log.info("resuming the handover of a session kept here", client_id=client_id, to=owner)
 
     async def stop(self) -> None:
         self.broker.registrar = None
@@ -144,8 +157,8 @@ class RegistrationService:
         self.counters["registrations"] += 1
         request = next(self._ids)
         members = self.links.member_names()
-        ticket = Ticket(client_id, request, self._leader(client_id, members))
-        owner_hint = await self._lock(ticket)
+        ticket = Ticket(client_id, request, None)
+        owner_hint = await self._lock(ticket, members)
         if owner_hint not in members:
             owner_hint = None
         owner = owner_hint or self.broker.owner_of(client_id)
@@ -169,8 +182,8 @@ class RegistrationService:
         except TimeoutError:
             self.counters["handover_timeouts"] += 1
             log.warning("previous owner did not hand the session over in time", client_id=client_id, owner=owner)
-            if ticket.image is None and not clean_start:
-                ticket.image = self.broker.image_from_store(client_id)
+        if ticket.image is None and not clean_start:  # it never answered (gone, or cut off meanwhile)
+            ticket.image = self.broker.image_from_store(client_id)
         return ticket
 
     def _leader(self, client_id: str, members: list[str]) -> str:
@@ -184,37 +197,43 @@ class RegistrationService:
                     return member
         return leader_for(client_id, members)
 
-    async def _lock(self, ticket: Ticket) -> str | None:
-        leader = ticket.leader
-        assert leader is not None
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[str | None] = loop.create_future()
-        if leader == self.name:
-            self._grants[ticket.request] = (leader, future)
+    async def _lock(self, ticket: Ticket, members: list[str]) -> str | None:
+        """Hold the client id's lock at its leader; the owner the leader knows. When the leader is found
+        unreachable meanwhile, the choice is made again (another leader, or none when that is allowed)."""
+        for _attempt in range(3):
+            leader = ticket.leader = self._leader(ticket.client_id, members)
+            future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+            if leader == self.name:
+                self._grants[ticket.request] = (leader, future)
+                try:
+                    grants = self.registry.request(ticket.client_id, self.name, ticket.request, time.monotonic())
+                except Busy:
+                    self._grants.pop(ticket.request, None)
+                    raise self._refuse("too many connects of this client id are waiting") from None
+                self._deliver(grants)
+            elif self.links.is_reachable(leader):
+                self.counters["registrations_remote_leader"] += 1
+                self._grants[ticket.request] = (leader, future)
+                self.links.send_control(leader, {"op": "reg_lock", "client_id": ticket.client_id,
+                                                 "request": ticket.request})
+            elif self.allow_without_leader():
+                self.counters["registrations_without_leader"] += 1
+                ticket.leader = None
+                return None
+            else:
+                raise self._refuse(f"the registration leader of this client id ({leader}) is unreachable")
             try:
-                grants = self.registry.request(ticket.client_id, self.name, ticket.request, time.monotonic())
-            except Busy:
+                return await asyncio.wait_for(future, LOCK_TIMEOUT)
+            except _LeaderLost:
+                continue
+            except TimeoutError:
+                self._release(ticket, None)
+                if not self.links.is_reachable(leader):
+                    continue
+                raise self._refuse(f"the registration leader ({leader}) did not answer in time") from None
+            finally:
                 self._grants.pop(ticket.request, None)
-                raise self._refuse("too many connects of this client id are waiting") from None
-            self._deliver(grants)
-        elif self.links.is_reachable(leader):
-            self.counters["registrations_remote_leader"] += 1
-            self._grants[ticket.request] = (leader, future)
-            self.links.send_control(leader, {"op": "reg_lock", "client_id": ticket.client_id,
-                                             "request": ticket.request})
-        elif self.allow_without_leader():
-            self.counters["registrations_without_leader"] += 1
-            ticket.leader = None
-            return None
-        else:
-            raise self._refuse(f"the registration leader of this client id ({leader}) is unreachable")
-        try:
-            return await asyncio.wait_for(future, LOCK_TIMEOUT)
-        except TimeoutError:
-            self._release(ticket, None)
-            raise self._refuse(f"the registration leader ({leader}) did not answer in time") from None
-        finally:
-            self._grants.pop(ticket.request, None)
+        raise self._refuse("no registration leader could be reached")
 
     def _refuse(self, why: str) -> RegistrationRefused:
         self.counters["registrations_refused"] += 1
@@ -465,7 +484,7 @@ class RegistrationService:
         self._deliver(self.registry.node_down(peer, time.monotonic()))
         for _request, (leader, future) in list(self._grants.items()):
             if leader == peer and not future.done():
-                future.set_exception(self._refuse(f"the registration leader ({peer}) became unreachable"))
+                future.set_exception(_LeaderLost(peer))
         for (source, _migration), (_ticket, ready) in list(self._tickets.items()):
             if source == peer and not ready.done():
                 ready.set_result(None)  # go on without the rest: reconciled when it is back
