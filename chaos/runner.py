@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +62,21 @@ def choose_backend(requested: str) -> str:
     return "iptables" if iptables.available() is None else "proxy"
 
 
+def build_info() -> dict[str, Any]:
+    """The commit the nodes run, and whether the broker's files differ from it (for the record of a run)."""
+    from chaos.cluster import REPO
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=str(REPO), capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    return {"commit": git("rev-parse", "HEAD") or None,
+            "vmqpy_modified": bool(git("status", "--porcelain", "--", "vmqpy", "admin"))}
+
+
 def _sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -86,7 +102,8 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     meta: dict[str, Any] = {
         "experiment": experiment.name, "description": experiment.description, "mode": opts.mode,
         "seed": opts.seed, "nodes": cluster.names, "backend": backend, "duration_s": duration,
-        "quiet_s": opts.quiet_s, "schedule": [{"at": s.at, "step": s.describe(cluster.names)} for s in steps],
+        "quiet_s": opts.quiet_s, "build": build_info(),
+        "schedule": [{"at": s.at, "step": s.describe(cluster.names)} for s in steps],
         "replay": f"python -m chaos run {experiment.name} --nodes {opts.nodes} --seed {opts.seed} "
                   f"--duration {duration:g} --mode {opts.mode} --backend {backend}",
     }
