@@ -1,13 +1,17 @@
-"""Registration: two processes per client id connect with the same id on random nodes, hold the session a
-moment and disconnect; connects, server disconnects and lost connections are recorded."""
+"""Registration: two processes per client id connect with the same id on random nodes and disconnect; one of
+them holds its sessions up to 15 s (so that duplicates made during a partition are still live at the heal), the
+other 0.5 to 3 s. Connects, server disconnects and lost connections are recorded."""
 
 from __future__ import annotations
+
+import time
 
 from chaos.mqtt import Client
 from chaos.workloads.base import Context, Workload
 
 CLIENT_IDS = 2
 PER_ID = 2
+LONG_HOLD_S = 15.0
 
 
 class Registration(Workload):
@@ -32,7 +36,10 @@ class Registration(Workload):
                 ctx.stop.wait(0.3 + rng.random() * 0.5)
                 continue
             ctx.recorder.record("ok", process, "connect", {"client": client_id}, endpoint.name)
-            client.pump(0.5 + rng.random() * 2.5)
+            hold = LONG_HOLD_S if index < CLIENT_IDS else 0.5 + rng.random() * 2.5
+            end = time.monotonic() + hold
+            while client.connected and not ctx.stop.is_set() and time.monotonic() < end:
+                client.pump(min(0.5, end - time.monotonic()))
             if client.server_disconnected:
                 ctx.recorder.record("info", process, "server-disconnect",
                                     {"client": client_id, "code": client.disconnect_code}, endpoint.name)
