@@ -155,6 +155,20 @@ def join_all(nodes: list[ClusterNode]) -> None:
     wait_until(lambda: cluster_ready(nodes), 20, interval=0.2, what="every node sees every node ready")
 
 
+def start_cluster(workdir: Path, extra: dict[str, Any] | None = None, count: int = 3) -> list[ClusterNode]:
+    """`count` nodes on 127.0.0.11 upwards, joined; every node started is stopped again if joining fails."""
+    nodes: list[ClusterNode] = []
+    try:
+        for i in range(1, count + 1):
+            nodes.append(ClusterNode(i, workdir, extra).start())
+        join_all(nodes)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return nodes
+
+
 def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["iptables", "-w", *args], capture_output=True, text=True, timeout=20, check=check)
 

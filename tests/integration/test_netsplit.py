@@ -19,7 +19,7 @@ from tests.integration.clients import (
     enc_unsubscribe,
     unique,
 )
-from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, join_all, partition_chain
+from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, partition_chain, start_cluster
 from tests.integration.conftest import wait_until
 
 pytestmark = [
@@ -27,19 +27,6 @@ pytestmark = [
     pytest.mark.vmqpy_only("vmqpy clustering"),
     pytest.mark.skipif(shutil.which("iptables") is None, reason="iptables is installed by make test"),
 ]
-
-
-def start_cluster(tmp_path: Path, extra: dict[str, str] | None = None) -> list[ClusterNode]:
-    nodes: list[ClusterNode] = []
-    try:
-        for i in (1, 2, 3):
-            nodes.append(ClusterNode(i, tmp_path, extra).start())
-        join_all(nodes)
-    except BaseException:
-        for node in nodes:
-            node.stop()
-        raise
-    return nodes
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.integration.clients import DISCONNECT, PUBLISH, Closed, RawClient, unique
-from tests.integration.cluster import ClusterNode, join_all
+from tests.integration.cluster import ClusterNode, start_cluster
 from tests.integration.conftest import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
@@ -23,12 +23,8 @@ SEED = random.randrange(1 << 30)
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ClusterNode]]:
     print(f"random seed {SEED}")
-    workdir = tmp_path_factory.mktemp("registration")
-    nodes: list[ClusterNode] = []
+    nodes = start_cluster(tmp_path_factory.mktemp("registration"))
     try:
-        for i in (1, 2, 3):
-            nodes.append(ClusterNode(i, workdir).start())
-        join_all(nodes)
         yield nodes
     finally:
         for node in nodes:
@@ -216,19 +212,6 @@ def test_takeover_of_a_live_session_on_another_node_moves_inflight_and_queue(clu
     assert all(p.type == PUBLISH for p in got)
 
 
-def fresh_cluster(workdir: Path, extra: dict[str, str] | None = None) -> list[ClusterNode]:
-    nodes: list[ClusterNode] = []
-    try:
-        for i in (1, 2, 3):
-            nodes.append(ClusterNode(i, workdir, extra).start())
-        join_all(nodes)
-    except BaseException:
-        for node in nodes:
-            node.stop()
-        raise
-    return nodes
-
-
 def queued_total(nodes: list[ClusterNode]) -> int:
     import json
 
@@ -240,7 +223,7 @@ def queued_total(nodes: list[ClusterNode]) -> int:
 
 
 def test_leave_k_hands_100_queues_over_and_every_message_is_delivered(tmp_path: Path) -> None:
-    nodes = fresh_cluster(tmp_path)
+    nodes = start_cluster(tmp_path)
     n1, n2, n3 = nodes
     try:
         prefix = unique("leaver-")
@@ -275,7 +258,7 @@ def test_leave_k_hands_100_queues_over_and_every_message_is_delivered(tmp_path: 
 
 
 def test_a_dead_node_made_to_leave_gets_its_sessions_recreated(tmp_path: Path) -> None:
-    nodes = fresh_cluster(tmp_path)
+    nodes = start_cluster(tmp_path)
     n1, n2, n3 = nodes
     try:
         prefix = unique("orphan-")
