@@ -127,6 +127,8 @@ class Node:
         )
         cluster.incarnations = incarnations
         broker.forwarder = cluster
+        cluster.on_congestion = broker.on_peer_congestion
+        cluster.reachability_handlers.append(broker.on_peer_reachability)
         registration = self.registration = RegistrationService(
             cluster, broker, self.storage, allow_without_leader=lambda: self.policy.settings.allow_register,
             majority_serves=lambda: self.policy.settings.readiness == "majority" and self.policy.ready)

@@ -221,3 +221,39 @@ def test_same_client_id_on_another_node_takes_the_session_over(joined: list[Clus
     sessions = json.loads(n1.admin("session", "show", f"client-id={client_id}", "--json").stdout)
     assert sessions == []
     second.close()
+
+
+def test_a_congested_subscriber_on_another_node_slows_the_publisher_down(tmp_path: Path) -> None:
+    """Backpressure across nodes: a subscriber on n2 that does not read makes n2 ask n1 to hold its
+    publishers back (a congestion frame); the publisher's next QoS 1 publish is not read, so not
+    acknowledged, until the subscriber drains; then it goes on and nothing is lost."""
+    from tests.integration.cluster import start_cluster
+
+    nodes = start_cluster(tmp_path, {"max_online_messages": "20"}, count=2)
+    n1, n2 = nodes
+    try:
+        topic = unique("slow/")
+        sub = RawClient(n2.mqtt_port, n2.host, 5)
+        sub.connect(unique("slow-sub-"), props={"receive_maximum": 1})
+        sub.subscribe((topic, 1))
+        wait_until(lambda: topic in n1.admin("subscription", "show").stdout, 10, what="subscription on n1")
+        pub = RawClient(n1.mqtt_port, n1.host, 5)
+        pub.connect(unique("fast-pub-"))
+        acked = 0
+        for i in range(200):
+            try:
+                pub.publish(topic, f"m{i}", qos=1, timeout=2.0)
+            except TimeoutError:
+                break
+            acked += 1
+        assert acked < 200, "the publisher was never held back"
+        metrics = {r["Metric"]: r["Value"] for r in json.loads(n2.admin("metrics", "show", "--json").stdout)}
+        assert metrics["broker.congestion_signalled"] >= 1
+        received = sub.recv_publishes(acked + 1, timeout=20)  # draining lets the held publish through
+        assert [p.payload.decode() for p in received] == [f"m{i}" for i in range(acked + 1)]
+        pub.expect(4, timeout=10)  # PUBACK of the publish that was held back
+        pub.close()
+        sub.close()
+    finally:
+        for node in nodes:
+            node.stop()

@@ -51,6 +51,11 @@ class Forwarder(Protocol):
         """Queue `payload` for `node`; False when it cannot even be buffered (the publisher gets no ack)."""
         ...
 
+    def signal_congestion(self, node: str, congested: bool) -> None:
+        """Tell `node` that subscribers here that it feeds are congested (it should slow its publishers
+        down), or no longer are."""
+        ...
+
 
 class Registrar(Protocol):
     """How a CONNECT is registered in the cluster (vmqpy.cluster.registration): through the client id's
@@ -98,6 +103,10 @@ class Broker:
         self.nodes: Callable[[], Iterable[str]] | None = None
         self.on_moving: Callable[[str, str], None] | None = None
         self.registrar: Registrar | None = None
+        # Backpressure across nodes: the nodes that asked us to slow down (with the callbacks waiting for them
+        # to recover), and per node how many congested subscribers here its forwards are waiting on.
+        self._congested_nodes: dict[str, list[Callable[[], None]]] = {}
+        self._congesting: dict[str, int] = {}
         metadata.on_change(records.SUBSCRIPTION, self._on_subscription_change)
         metadata.on_change(records.RETAIN, self._on_retain_change)
         metadata.on_change(records.SESSION, self._on_session_change)
@@ -465,6 +474,8 @@ class Broker:
         self.metrics["publish_dropped"] += result.dropped
         if result.remote:
             self._forward(message, result)
+            if self._congested_nodes:
+                result.congested_nodes = [n for n in result.remote if n in self._congested_nodes]
         return result
 
     def publish_will(self, message: Message, now: float) -> None:
@@ -484,8 +495,9 @@ class Broker:
             else:
                 self.metrics["forwarded"] += 1
 
-    def deliver_forwarded(self, payload: bytes, now: float) -> None:
-        """A publish another node routed here: deliver it to the local sessions only."""
+    def deliver_forwarded(self, payload: bytes, now: float, peer: str | None = None) -> None:
+        """A publish another node routed here: deliver it to the local sessions only. When a subscriber here
+        is congested, `peer` is asked to slow its publishers down until the subscriber drained."""
         try:
             message, groups = records.parse_forward(payload)
         except (ValueError, TypeError, KeyError) as exc:
@@ -495,6 +507,51 @@ class Broker:
         self.metrics["forward_received"] += 1
         result = self.router.route(message, now, only_groups=groups)
         self.metrics["publish_dropped"] += result.dropped
+        if result.congested and peer is not None and self.forwarder is not None:
+            self._hold_back(peer, result.congested)
+
+    def _hold_back(self, peer: str, sessions: list[Session]) -> None:
+        """Backpressure across nodes: `peer` waits until these congested sessions drained."""
+        count = self._congesting.get(peer, 0)
+        if count == 0:
+            assert self.forwarder is not None
+            self.forwarder.signal_congestion(peer, True)
+            self.metrics["congestion_signalled"] += 1
+        self._congesting[peer] = count + len(sessions)
+        for session in sessions:
+            session.wait_for_drain(lambda: self._drained(peer))
+
+    def _drained(self, peer: str) -> None:
+        count = self._congesting.get(peer, 0) - 1
+        if count > 0:
+            self._congesting[peer] = count
+            return
+        self._congesting.pop(peer, None)
+        if self.forwarder is not None:
+            self.forwarder.signal_congestion(peer, False)
+
+    def on_peer_congestion(self, node: str, congested: bool) -> None:
+        """`node` asks us to slow down (or lets us go on, or became unreachable: `congested` False)."""
+        if congested:
+            self._congested_nodes.setdefault(node, [])
+            return
+        waiters = self._congested_nodes.pop(node, None)
+        for callback in waiters or ():
+            callback()
+
+    def on_peer_reachability(self, node: str, reachable: bool) -> None:
+        """A node that went away holds nobody back any more, and forgets what we asked of it."""
+        if not reachable:
+            self.on_peer_congestion(node, False)
+            self._congesting.pop(node, None)
+
+    def wait_for_node(self, node: str, callback: Callable[[], None]) -> None:
+        """Call `callback` once `node` is no longer congested (at once when it is not)."""
+        waiters = self._congested_nodes.get(node)
+        if waiters is None:
+            callback()
+        else:
+            waiters.append(callback)
 
     def subscribe(
         self, session: Session, subscriptions: list[Subscription], subscription_id: int | None

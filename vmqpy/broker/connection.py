@@ -306,6 +306,9 @@ class MQTTConnection(asyncio.Protocol):
         for session in result.congested:
             self._blocked_on += 1
             session.wait_for_drain(self._unblock)
+        for node in result.congested_nodes:
+            self._blocked_on += 1
+            self.broker.wait_for_node(node, self._unblock)
         if self._blocked_on and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
@@ -543,7 +546,7 @@ class MQTTConnection(asyncio.Protocol):
             session.journal.save_incoming(session, packet_id, True)
             rec = Pubrec(packet_id)
             self._after_durable(result.durable or session.persistent, lambda: self.write_packet(rec))
-        if result.congested:
+        if result.congested or result.congested_nodes:
             self._block(result)
 
     def _refuse_publish(self, qos: int, packet_id: int | None) -> None:

@@ -75,6 +75,7 @@ class RouteResult:
     congested: list[Session] = field(default_factory=list)
     remote: dict[str, list[Group]] = field(default_factory=dict)
     refused: bool = False  # a forward to another node could not even be buffered
+    congested_nodes: list[str] = field(default_factory=list)  # nodes that asked to slow down
 
 
 @dataclass(slots=True)

@@ -62,7 +62,7 @@ class ClusterService:
         network: Network,
         metadata: MetadataService,
         *,
-        deliver_forwarded: Callable[[bytes, float], None],
+        deliver_forwarded: Callable[[bytes, float, str], None],
         on_removed: Callable[[], None],
         on_view: Callable[[View], None] | None = None,
         gossip_interval: float = 0.25,
@@ -86,6 +86,7 @@ class ClusterService:
         self._task: asyncio.Task[None] | None = None
         self.removed = False
         self.control_handlers: list[Callable[[str, dict[str, Any]], None]] = []
+        self.on_congestion: Callable[[str, bool], None] | None = None
         self.reachability_handlers: list[Callable[[str, bool], None]] = []
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -199,10 +200,13 @@ class ClusterService:
     def forward(self, node: str, payload: bytes) -> bool:
         return self.network.send_frame(node, FrameType.FORWARD, payload)
 
+    def signal_congestion(self, node: str, congested: bool) -> None:
+        self.network.send_frame(node, FrameType.CONTROL, {"op": "congestion", "on": congested})
+
     def _on_message(self, peer: str, type: FrameType, body: Any) -> None:
         if type is FrameType.FORWARD:
             self.counters["forward_received"] += 1
-            self._deliver_forwarded(bytes(body), time.time())
+            self._deliver_forwarded(bytes(body), time.time(), peer)
         elif type is FrameType.REACHABILITY:
             self.reports[peer] = {str(n) for n in body}
             self._update_view()
@@ -227,6 +231,9 @@ class ClusterService:
             self._admit_joining(peer, incarnation)
             self.metadata.exchange_now(ms.replica_id(peer, incarnation))
             self.network.send_frame(peer, FrameType.CONTROL, {"op": "join_ok", "incarnation": self.incarnation})
+        elif op == "congestion":
+            if self.on_congestion is not None:
+                self.on_congestion(peer, bool(body.get("on")))
         elif op == "join_ok":
             future = self._joins.get(peer)
             if future is not None and not future.done():
