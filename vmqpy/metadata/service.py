@@ -109,10 +109,12 @@ class MetadataService:
         return self._replica.fold(prefix)
 
     def put(self, prefix: str, key: Key, value: Any) -> None:
-        self._apply(self._replica.put(prefix, key, value, self._wall()))
+        # A local write makes nothing due sooner than what the armed timer waits for (at worst garbage
+        # collection waits for that timer), so the deadline is only recomputed when no timer is armed.
+        self._apply(self._replica.put(prefix, key, value, self._wall()), arm=self._timer is None)
 
     def delete(self, prefix: str, key: Key) -> None:
-        self._apply(self._replica.delete(prefix, key, self._wall()))
+        self._apply(self._replica.delete(prefix, key, self._wall()), arm=self._timer is None)
 
     def hlc_now(self) -> Any:
         return self._replica.hlc_now(self._wall())
@@ -140,7 +142,7 @@ class MetadataService:
 
     # ------------------------------------------------------------------------------------------ outputs
 
-    def _apply(self, outputs: list[Output]) -> None:
+    def _apply(self, outputs: list[Output], arm: bool = True) -> None:
         persisted = False
         sends: list[tuple[str, bytes]] = []
         for output in outputs:
@@ -174,7 +176,8 @@ class MetadataService:
                 self._outbox.append((None, sends))
             else:
                 self._send_all(sends)
-        self._arm()
+        if arm:
+            self._arm()
 
     def _flush_outbox(self) -> None:
         outbox = self._outbox
