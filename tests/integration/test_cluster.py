@@ -128,6 +128,22 @@ def test_a_stopped_node_catches_up_and_routes_after_restart(joined: list[Cluster
     assert message.payload == b"from the restarted node"
 
 
+def test_a_restarted_node_routes_to_subscriptions_it_knew_before(joined: list[ClusterNode]) -> None:
+    """A node killed and restarted loads the other nodes' subscriptions from its own store (no change event
+    brings them back) and forwards to them at once."""
+    n1, n2, n3 = joined
+    topic = unique("cluster/known/")
+    subscriber = n1.client(5, unique("sub-"), clean=False, session_expiry=300)
+    subscriber.subscribe(topic, qos=1)
+    wait_until(lambda: topic in n3.admin("subscription", "show").stdout, 10, what="n3 knows the subscription")
+    n3.kill9()
+    n3.start()
+    wait_until(lambda: cluster_ready(joined), 15, interval=0.2, what="cluster ready again")
+    n3.client(5, unique("pub-")).publish(topic, b"after a restart", qos=1)
+    (message,) = subscriber.collect(1, 10)
+    assert message.payload == b"after a restart"
+
+
 def test_a_node_that_leaves_is_gone_from_every_view(joined: list[ClusterNode]) -> None:
     answer = joined[0].admin("cluster", "leave", f"node={joined[2].name}")
     assert answer.returncode == 0, answer.stderr

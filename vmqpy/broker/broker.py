@@ -212,6 +212,7 @@ class Broker:
         for key, value in list(self.metadata.fold(records.SUBSCRIPTION)):
             client_id, node, entry = records.subscription_entry(key, value)
             if node != self.node:
+                self.router.add_remote(node, client_id, entry)  # the store's change events only tell changes
                 continue
             owner = self.sessions.get(client_id)
             if owner is None:
