@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="auto: iptables when root, else the fault proxy")
     runp.add_argument("--quiet", type=float, default=5.0, help="seconds of quiet after the heal before reading")
     runp.add_argument("--keep-data", action="store_true", help="keep the nodes' data directories")
+    runp.add_argument("--attach", type=Path, default=None, metavar="DIR",
+                      help="run against the running cluster configured in DIR/*/vmqpy.conf (network faults only)")
     args = parser.parse_args(argv)
     if args.command == "list":
         for e in EXPERIMENTS:
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     for experiment in experiments:
         out = args.out / experiment.name if args.all else args.out
         opts = Options(args.nodes, args.seed, args.duration, args.mode, out, args.base_address, args.backend,
-                       args.quiet, args.keep_data)
+                       args.quiet, args.keep_data, args.attach)
         try:
             result, code = run(experiment, opts)
         except ClusterError as exc:

@@ -85,10 +85,13 @@ class Node:
     proc: subprocess.Popen[bytes] | None = None
     paused: bool = False
     pids: list[int] = field(default_factory=list)  # every process started for this node
+    owned: bool = True  # False: a node of an existing cluster (--attach), never started, stopped or signalled
+    attached_name: str = ""
+    attached_data: Path | None = None
 
     @property
     def name(self) -> str:
-        return f"n{self.index + 1}@{self.cluster_host or self.host}"
+        return self.attached_name or f"n{self.index + 1}@{self.cluster_host or self.host}"
 
     @property
     def short(self) -> str:
@@ -96,7 +99,7 @@ class Node:
 
     @property
     def data_dir(self) -> Path:
-        return self.workdir / "data"
+        return self.attached_data or self.workdir / "data"
 
     @property
     def log_path(self) -> Path:
@@ -130,7 +133,12 @@ class Node:
         conf.update(self.settings)
         return "".join(f"{k} = {v}\n" for k, v in conf.items())
 
+    def _own(self, what: str) -> None:
+        if not self.owned:
+            raise ClusterError(f"cannot {what} {self.name}: it belongs to a cluster this harness did not start")
+
     def start(self, deadline_s: float = 30.0) -> None:
+        self._own("start")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "vmqpy.conf"
         config.write_text(self.config_text())
@@ -165,6 +173,7 @@ class Node:
             os.kill(pid, sig)
 
     def kill9(self) -> None:
+        self._own("kill9")
         if self.proc is None:
             return
         self.signal(signal.SIGKILL)
@@ -174,19 +183,22 @@ class Node:
         self.paused = False
 
     def pause(self) -> None:
+        self._own("pause")
         self.signal(signal.SIGSTOP)
         self.paused = True
 
     def resume(self) -> None:
+        self._own("resume")
         self.signal(signal.SIGCONT)
         self.paused = False
 
     def skew(self, seconds: float) -> None:
         """Offset the node's wall clock (libfaketime reads this file; monotonic time is left alone)."""
+        self._own("skew")
         self.faketime_file.write_text(f"{seconds:+.0f}s\n" if seconds else "+0\n")
 
     def stop(self) -> None:
-        if self.proc is None:
+        if self.proc is None or not self.owned:
             return
         _stop(self.proc)
         self.proc = None
@@ -358,3 +370,50 @@ def build(workdir: Path, nodes: int, base: str, mode: str, *, proxy: bool, skewa
             node.env["LD_PRELOAD"] = " ".join(preload)
         out.append(node)
     return Cluster(out)
+
+
+def read_config(path: Path) -> dict[str, str]:
+    """`key = value` lines of a node's configuration file (comments and blank lines skipped)."""
+    conf: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, value = line.split("=", 1)
+            conf[key.strip()] = value.strip()
+    return conf
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return loopback(host.strip("[]")), int(port)
+
+
+def attach(directory: Path) -> tuple[Cluster, str]:
+    """The running cluster whose node configurations are `directory/*/vmqpy.conf` (the demo's layout), and the
+    netsplit mode they are configured for. Its nodes are read and partitioned, never started or stopped."""
+    nodes: list[Node] = []
+    modes: set[str] = set()
+    for i, path in enumerate(sorted(directory.glob("*/vmqpy.conf"))):
+        conf = read_config(path)
+        try:
+            host, mqtt = _address(conf["listener.tcp.default"])
+            _, http = _address(conf["listener.http.default"])
+            _, cluster_port = _address(conf["listener.vmq.clustering"])
+        except (KeyError, ValueError) as exc:
+            raise ClusterError(f"{path}: cannot attach to this node: {exc}") from None
+        data = Path(conf.get("platform_data_dir", "data"))
+        if not data.is_absolute():
+            data = next((c for c in (Path.cwd() / data, path.parent / data, REPO / data) if c.exists()), data)
+        node = Node(i, host, mqtt, http, cluster_port, path.parent, owned=False,
+                    attached_name=conf.get("nodename", f"n{i + 1}@{host}"), attached_data=data)
+        nodes.append(node)
+        if conf.get("trade_consistency", "off") == "on":
+            modes.add("trade-consistency")
+        elif conf.get("cluster.readiness", "all") == "majority":
+            modes.add("majority")
+        else:
+            modes.add("stop-serving")
+    if len(nodes) < 2:
+        raise ClusterError(f"no cluster to attach to in {directory}: expected DIR/NODE/vmqpy.conf for 2 nodes or more")
+    mode = modes.pop() if len(modes) == 1 else "mixed"
+    return Cluster(nodes), mode

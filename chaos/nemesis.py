@@ -99,6 +99,8 @@ class Nemesis:
         """Undo whatever is still in force: heal the network, resume, restart, unskew (the end of a run)."""
         self.network.heal()
         for node in self.cluster.nodes:
+            if not node.owned:
+                continue
             if node.paused:
                 node.resume()
             if node.proc is None:

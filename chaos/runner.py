@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -25,7 +25,7 @@ from chaos.checkers.registration import check_registration
 from chaos.checkers.result import Check
 from chaos.checkers.retained import check_retained
 from chaos.checkers.subscriptions import check_subscriptions
-from chaos.cluster import Cluster, ClusterError, build
+from chaos.cluster import Cluster, ClusterError, attach, build
 from chaos.history import Recorder, pair
 from chaos.nemesis import Nemesis, Network
 from chaos.progress import Progress
@@ -54,6 +54,7 @@ class Options:
     backend: str = "auto"  # auto (iptables when root), iptables, proxy
     quiet_s: float = 5.0
     keep_data: bool = False
+    attach: Path | None = None  # run against the running cluster configured in this directory
 
 
 def choose_backend(requested: str) -> str:
@@ -92,7 +93,19 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
         raise ClusterError(f"the iptables backend cannot be used: {why} (try --backend proxy)")
     workdir = Path(tempfile.mkdtemp(prefix="vmqpy-chaos-"))
     skewable = any(s.action == "skew" for s in steps)
-    cluster = build(workdir, opts.nodes, opts.base, opts.mode, proxy=backend == "proxy", skewable=skewable)
+    mode = opts.mode
+    if opts.attach is not None:
+        cluster, mode = attach(opts.attach)
+        if backend != "iptables":
+            raise ClusterError("an attached cluster can only be partitioned with iptables (the proxy needs its own "
+                               "node configuration)")
+        if any(s.action not in ("cut", "heal") for s in steps):
+            raise ClusterError(f"{experiment.name} kills, pauses or skews nodes: an attached cluster only gets "
+                               "network faults")
+        steps = plan(experiment, len(cluster.nodes), opts.seed, duration)
+        opts = replace(opts, mode=mode, nodes=len(cluster.nodes))
+    else:
+        cluster = build(workdir, opts.nodes, opts.base, opts.mode, proxy=backend == "proxy", skewable=skewable)
     network: Network
     if backend == "proxy":
         network = ProxyNetwork([n.host for n in cluster.nodes], [n.cluster_port for n in cluster.nodes],
@@ -105,7 +118,8 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
         "quiet_s": opts.quiet_s, "build": build_info(),
         "schedule": [{"at": s.at, "step": s.describe(cluster.names)} for s in steps],
         "replay": f"python -m chaos run {experiment.name} --nodes {opts.nodes} --seed {opts.seed} "
-                  f"--duration {duration:g} --mode {opts.mode} --backend {backend}",
+                  f"--duration {duration:g} --mode {opts.mode} --backend {backend}"
+                  + (f" --attach {opts.attach}" if opts.attach is not None else ""),
     }
     (out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
     history_path = out / "history.jsonl"
@@ -158,9 +172,14 @@ def _drive(experiment: Experiment, opts: Options, duration: float, cluster: Clus
            recorder: Recorder, nemesis: Nemesis, progress: Progress, views: dict[str, Any],
            data: dict[str, Any], errors: list[str]) -> None:
     progress.set_phase("cluster")
-    cluster.start()
-    network.setup()
-    cluster.join()
+    if all(node.owned for node in cluster.nodes):
+        cluster.start()
+        network.setup()
+        cluster.join()
+    else:
+        network.setup()
+        if not cluster.wait_ready(30):
+            raise ClusterError(f"the attached cluster is not ready: {cluster.views()}")
     views["after_join"] = cluster.views()
     endpoints = [Endpoint(n.name, n.host, n.mqtt_port) for n in cluster.nodes]
     ctx = Context(recorder, endpoints, opts.seed)

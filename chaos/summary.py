@@ -45,13 +45,16 @@ def verdicts(dirs: Iterable[Path]) -> list[dict[str, Any]]:
 def markdown(rows: list[dict[str, Any]]) -> str:
     order = {name: i for i, name in enumerate(SUITE)}
     rows = sorted(rows, key=lambda v: (str(v.get("mode")), order.get(str(v.get("experiment")), len(order))))
-    head = ["experiment", "mode", "verdict", *COLUMNS]
+    head = ["experiment", "mode", "commit", "verdict", *COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for v in rows:
         checks = v.get("checks", {})
         verdict = "valid" if v.get("valid") else "INVALID"
         if v.get("errors"):
             verdict += f" ({len(v['errors'])} errors)"
-        cells = [str(v.get("experiment")), str(v.get("mode")), verdict, *(_cell(checks.get(c)) for c in COLUMNS)]
+        build = v.get("build") or {}
+        commit = str(build.get("commit") or "?")[:7] + ("+" if build.get("vmqpy_modified") else "")
+        cells = [str(v.get("experiment")), str(v.get("mode")), commit, verdict,
+                 *(_cell(checks.get(c)) for c in COLUMNS)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
