@@ -133,10 +133,18 @@ def applies(events: DataFrame) -> DataFrame:
     return _of(events, "md_apply").select("node", "ts", "pkey", "dot_node", "dot_counter", "via", "siblings")
 
 
+def _flat(events: DataFrame) -> DataFrame:
+    """`events` with the fields that for_report packs into `extra` as columns again (normalize's layout)."""
+    if EXTRA not in events.columns:
+        return events
+    return events.select(*[c for c in events.columns if c != EXTRA], *[F.col(f"{EXTRA}.{c}").alias(c) for c in
+                                                                       EXTRA_COLUMNS])
+
+
 def exchanges(events: DataFrame) -> DataFrame:
     """md_exchange lines (null counters read as 0)."""
     counters = ["rounds", "dots_asked", "objects_received", "repaired", "gaps", "bytes_sent", "bytes_received"]
-    return _of(events, "md_exchange").select(
+    return _flat(_of(events, "md_exchange")).select(
         "node",
         "ts",
         "peer",
@@ -148,7 +156,7 @@ def exchanges(events: DataFrame) -> DataFrame:
 
 def gcs(events: DataFrame) -> DataFrame:
     """md_gc lines."""
-    return _of(events, "md_gc").select(
+    return _flat(_of(events, "md_gc")).select(
         "node", "ts", F.coalesce("dots_pruned", F.lit(0)).alias("dots_pruned"),
         F.coalesce("keys_deleted", F.lit(0)).alias("keys_deleted"),
     )
@@ -156,27 +164,46 @@ def gcs(events: DataFrame) -> DataFrame:
 
 def views(events: DataFrame) -> DataFrame:
     """cluster_view lines with `n_groups`, the number of groups in the node's view."""
-    return _of(events, "cluster_view").select(
+    return _flat(_of(events, "cluster_view")).select(
         "node", "ts", "groups", F.size("groups").alias("n_groups"), "ready", "majority"
     )
 
 
-# The columns the report uses: what it caches of every line.
-REPORT_COLUMNS = (
+# What the report keeps of every line: the columns of md_write and md_apply lines (nearly all lines) as they are,
+# the fields of the few other lines packed into one struct column, EXTRA. An in-memory cached column records
+# each null with 4 bytes, so sixteen columns that are null on nearly every line would cost more than the data.
+KEY_COLUMNS = (
     "ts", "node", "event", "status", "pkey", "hlc_wall", "hlc_logical", "hlc_node", "dot_node", "dot_counter",
-    "writeback", "via", "siblings", "peer", "result", "rounds", "dots_asked", "objects_received", "repaired", "gaps",
-    "bytes_sent", "bytes_received", "duration", "dots_pruned", "keys_deleted", "groups", "ready", "majority",
+    "writeback", "via", "siblings",
 )
+EXTRA = "extra"
+EXTRA_COLUMNS = (
+    "peer", "result", "rounds", "dots_asked", "objects_received", "repaired", "gaps", "bytes_sent", "bytes_received",
+    "duration", "dots_pruned", "keys_deleted", "groups", "ready", "majority",
+)
+REPORT_COLUMNS = (*KEY_COLUMNS, EXTRA)
 
 
-def for_report(raw: DataFrame) -> DataFrame:
-    """normalize with hashed keys and hashed dot replica ids (only ever compared for equality), only the columns
-    the report uses."""
-    return (
-        normalize(raw, hashed_keys=True)
-        .select(*REPORT_COLUMNS)
-        .withColumn("dot_node", F.when(F.col("dot_node").isNotNull(), F.xxhash64("dot_node")))
-    )
+def other_events(events: DataFrame) -> DataFrame:
+    """The md_exchange, md_gc and cluster_view lines of for_report's table, in one partition."""
+    return events.where(F.col(EXTRA).isNotNull()).coalesce(1)
+
+
+def for_report(raw: DataFrame, partitions: int | None = None) -> DataFrame:
+    """normalize as the report needs it: `pkey` and `dot_node` hashed (they are only compared for equality), the
+    columns of REPORT_COLUMNS, and with `partitions` the lines hash-partitioned by `pkey`.
+
+    Every per-key transform (versions, visibility, staleness, siblings) groups, joins or orders within a key: with
+    the lines of a key in one partition they all run without another shuffle (the session lets a join use a
+    partitioning on part of its keys, session.DEFAULT_CONF). The lines without a key go to one partition."""
+    ev = normalize(raw, hashed_keys=True)
+    rare = F.col("event").isin("md_exchange", "md_gc", "cluster_view")
+    out = ev.select(
+        *[c for c in KEY_COLUMNS if c != "dot_node"],
+        F.when(F.col("dot_node").isNotNull(), F.xxhash64("dot_node")).alias("dot_node"),
+        F.when(rare, F.struct(*EXTRA_COLUMNS)).alias(EXTRA),
+    ).select(*REPORT_COLUMNS)
+    return out if partitions is None else out.repartition(partitions, "pkey")
 
 
 def key_names(raw: DataFrame) -> DataFrame:

@@ -186,7 +186,7 @@ def render(summary: dict[str, Any]) -> str:
         ("nodes", ", ".join(run["nodes"])), ("start", run["start"]), ("end", run["end"]),
         ("duration (s)", run["duration_s"]), ("events", run["events"]), ("malformed lines", run["malformed_lines"]),
         ("applies without a logged write", run["applies_without_write"]),
-    ] + [(k, run[k]) for k in ("mode", "seed") if k in run]
+    ] + [(k, run[k]) for k in ("experiment", "mode", "seed") if k in run]
     lag_rows = [
         [phase, v["pairs"], v["visible_fraction"], v.get("p50_ms"), v.get("p99_ms"), v.get("p99_9_ms"), v["max_ms"]]
         for phase, v in sorted(vis["lag"].items())

@@ -61,7 +61,8 @@ def read_history(spark: SparkSession, path: Path) -> DataFrame:
 
 
 def read_run_metadata(logs: Path) -> dict[str, Any]:
-    """`mode` and `seed` from `LOGS/run.json` when the run wrote one (the chaos harness does); {} otherwise."""
+    """`experiment`, `mode` and `seed` from `LOGS/run.json` when the run wrote one (the chaos harness does); {}
+    otherwise."""
     path = logs / "run.json"
     if not path.is_file():
         return {}
@@ -71,4 +72,4 @@ def read_run_metadata(logs: Path) -> dict[str, Any]:
         return {"run_json_error": f"{path} is not valid JSON"}
     if not isinstance(data, dict):
         return {"run_json_error": f"{path} is not a JSON object"}
-    return {k: data[k] for k in ("mode", "seed") if k in data}
+    return {k: data[k] for k in ("experiment", "mode", "seed") if k in data}

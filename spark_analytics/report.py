@@ -79,7 +79,8 @@ def _analyze(
     parquet_dir: Path | None,
     cache: _Cache,
 ) -> dict[str, Any]:
-    ev = cache(read_logs(spark, files).transform(events.for_report))
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
+    ev = cache(events.for_report(read_logs(spark, files), partitions))
     stats = events.line_stats(ev).collect()
     by_status: dict[str, int] = {}
     by_event: dict[str, int] = {}
@@ -99,7 +100,9 @@ def _analyze(
         [(n, *span[n]) for n in nodes], "node string, first_ts long, last_ts long, events long"
     )
 
-    parts_df = cache(phases.partitions(events.views(ev)))
+    # The lines of the other events are few: one scan of the cached lines, then their own small cache.
+    others = cache(events.other_events(ev))
+    parts_df = cache(phases.partitions(events.views(others)))
     part_rows = sorted(parts_df.collect(), key=lambda r: r["start_ts"])
     intervals = [(r["start_ts"], r["end_ts"]) for r in part_rows]
 
@@ -110,8 +113,7 @@ def _analyze(
     applies = events.applies(ev)
     ranked = cache(visibility.rank_writes(writes))
     applied = cache(visibility.applied_versions(applies, ranked))
-    nodes_df = spark.createDataFrame([(n,) for n in nodes], "node string")
-    vis = cache(visibility.visibility(ranked, visibility.holdings(ranked, applied), nodes_df).transform(phased))
+    vis = cache(visibility.visibility(visibility.holdings(ranked, applied), nodes).transform(phased))
     conv = cache(visibility.write_convergence(ranked, vis).transform(phased))
 
     fig_rows = visibility.pbs_curve(vis).join(visibility.lag_quantiles(vis).drop("pairs"), "phase").collect()
@@ -134,11 +136,11 @@ def _analyze(
     episodes = siblings.sibling_episodes(applies, writes)
     sib = siblings.sibling_summary(episodes).first()
 
-    ex = events.exchanges(ev)
+    ex = events.exchanges(others)
     ex_df = exchanges.exchange_efficiency(ex, spans)
     ex_rows = ex_df.collect()
     result_rows = exchanges.exchange_results(ex).collect()
-    gc_rows = exchanges.gc_totals(events.gcs(ev)).collect()
+    gc_rows = exchanges.gc_totals(events.gcs(others)).collect()
 
     phase_writes = {r["phase"]: r["writes"] for r in write_rows}
     summary: dict[str, Any] = {

@@ -18,7 +18,15 @@ LOCAL_CONF: dict[str, str] = {
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
-    "spark.sql.adaptive.enabled": "true",
+    # The report partitions the lines by key once (events.for_report) and caches them; every per-key join,
+    # aggregation and window then runs on that partitioning without another shuffle. Adaptive execution would
+    # hide the partitioning of a cached table (and shuffle again), so it is off; joins may use a partitioning on
+    # part of their keys.
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.requireAllClusterKeysForCoPartition": "false",
+    # Cached tables uncompressed: building compressed columns costs more CPU than the memory saved is worth
+    # (what does not fit in memory goes to disk).
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 
 

@@ -25,7 +25,8 @@ def sibling_episodes(applies: DataFrame, writes: DataFrame) -> DataFrame:
     )
     # Only the events of a (node, key) from its first siblings on matter: usually a small part of the logs.
     first = applies.where(F.col("siblings") > 1).groupBy("node", "pkey").agg(F.min("ts").alias("first_ts"))
-    stream = stream.join(first, ["node", "pkey"]).where(F.col("ts") >= F.col("first_ts"))
+    # (a hash of the few pairs with siblings, probed by every line: only the lines kept are sorted below)
+    stream = stream.join(first.hint("shuffle_hash"), ["node", "pkey"]).where(F.col("ts") >= F.col("first_ts"))
     order = Window.partitionBy("node", "pkey").orderBy("ts", "kind")
     prev_sib = F.coalesce(F.lag("sib").over(order), F.lit(False))
     # Number the episodes (a row with siblings after one without starts one); an episode's rows are its

@@ -56,7 +56,7 @@ def staleness(applied: DataFrame, ranked: DataFrame) -> DataFrame:
     late = F.when(F.col("late").isNull(), F.lit(0)).otherwise(  # size(null) is -1 without ANSI
         F.size(F.filter("late", lambda w: (w["v"] <= F.col("version")) & (w["t"] > F.col("at"))))
     )
-    return with_written.join(late_per_key, "pkey", "left").select(
+    return with_written.join(late_per_key.hint("shuffle_hash"), "pkey", "left").select(
         "node", "ts", "pkey", "version", "via", "siblings",
         (F.col("written") - F.col("version") + late).alias("versions_behind"),
     )

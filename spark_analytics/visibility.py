@@ -10,6 +10,7 @@ the clocks of two hosts make it negative); a pair that never becomes visible has
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -42,8 +43,11 @@ def applied_versions(applies: DataFrame, ranked: DataFrame) -> DataFrame:
     """md_apply lines with the version and the `write_ts` of the write whose dot they applied: node, ts, pkey,
     version, write_ts, via, siblings (inner join: an apply of a dot whose md_write is not in the logs is left
     out, see `unmatched_applies`)."""
+    # A hash of each partition's writes, probed by its applies: no sort of the (four times more) applies.
     return applies.join(
-        ranked.select("pkey", *_DOT, "version", F.col("ts").alias("write_ts")), ["pkey", *_DOT], "inner"
+        ranked.select("pkey", *_DOT, "version", F.col("ts").alias("write_ts")).hint("shuffle_hash"),
+        ["pkey", *_DOT],
+        "inner",
     ).select("node", "ts", "pkey", "version", "write_ts", "via", "siblings")
 
 
@@ -53,38 +57,46 @@ def unmatched_applies(applies: DataFrame, ranked: DataFrame) -> DataFrame:
 
 
 def holdings(ranked: DataFrame, applied: DataFrame) -> DataFrame:
-    """When each node came to hold each version: (pkey, node, version, hold_ts) from the writer's md_write and
-    every other node's md_apply."""
-    own = ranked.select("pkey", "node", "version", F.col("ts").alias("hold_ts"))
-    remote = applied.select("pkey", "node", "version", F.col("ts").alias("hold_ts"))
+    """When each node came to hold each version: (pkey, node, version, hold_ts, own) from the writer's md_write
+    (`own`) and every other node's md_apply."""
+    own = ranked.select("pkey", "node", "version", F.col("ts").alias("hold_ts"), F.lit(True).alias("own"))
+    remote = applied.select("pkey", "node", "version", F.col("ts").alias("hold_ts"), F.lit(False).alias("own"))
     return own.unionByName(remote)
 
 
-def visibility(ranked: DataFrame, held: DataFrame, nodes: DataFrame) -> DataFrame:
+def visibility(held: DataFrame, nodes: Sequence[str]) -> DataFrame:
     """One row per (write, other node): pkey, version, write_ts, target, visible_ts (null: never), lag_ms
-    (null: never). `nodes` has one column `node`: the cluster's nodes."""
-    targets = (
-        ranked.select("pkey", F.col("node").alias("writer"), "version", "ts")
-        .crossJoin(F.broadcast(nodes.select(F.col("node").alias("target"))))
-        .where(F.col("target") != F.col("writer"))
-        .select("pkey", F.col("target").alias("node"), "version", F.lit(1).alias("kind"), "ts")
+    (null: never). `held` is `holdings`; `nodes` are the cluster's nodes.
+
+    One row per version with a column per node (the first moment the node held that version), then one running
+    minimum per node over the versions from the newest down: a sort of the versions of each key, not of every
+    (write, node) pair. Every write is in `held` through the writer's own line."""
+    per_node = [F.min(F.when(F.col("node") == n, F.col("hold_ts"))).alias(f"_h{i}") for i, n in enumerate(nodes)]
+    # The writer as its index in `nodes`: numbers keep the aggregation a hash aggregation (no sort).
+    index = reduce(lambda c, i: c.when(F.col("node") == nodes[i], i), range(1, len(nodes)),
+                   F.when(F.col("node") == nodes[0], 0))
+    versions = held.groupBy("pkey", "version").agg(
+        F.max(F.when(F.col("own"), index)).alias("_writer"),
+        F.min(F.when(F.col("own"), F.col("hold_ts"))).alias("write_ts"),
+        *per_node,
+    ).where(F.col("write_ts").isNotNull())
+    names = F.array(*[F.lit(n) for n in nodes])
+    # For each version: the earliest hold on each node of any version at least as new.
+    newer = Window.partitionBy("pkey").orderBy(F.col("version").desc()).rowsBetween(Window.unboundedPreceding, 0)
+    wide = versions.select(
+        "pkey", "version", F.element_at(names, F.col("_writer") + 1).alias("writer"), "write_ts",
+        *[F.min(f"_h{i}").over(newer).alias(f"_v{i}") for i in range(len(nodes))],
     )
-    holds = held.select("pkey", "node", "version", F.lit(0).alias("kind"), F.col("hold_ts").alias("ts"))
-    # Newest version first; for each write, the earliest hold of any version at least as new.
-    newer = (
-        Window.partitionBy("pkey", "node")
-        .orderBy(F.col("version").desc(), F.col("kind"))
-        .rowsBetween(Window.unboundedPreceding, 0)
-    )
+    pairs = F.array(*[F.struct(F.lit(n).alias("target"), F.col(f"_v{i}").alias("visible_ts"))
+                      for i, n in enumerate(nodes)])
     return (
-        targets.unionByName(holds)
-        .withColumn("visible_ts", F.min(F.when(F.col("kind") == 0, F.col("ts"))).over(newer))
-        .where(F.col("kind") == 1)
+        wide.select("pkey", "version", "writer", "write_ts", F.explode(pairs).alias("p"))
+        .where(F.col("p.target") != F.col("writer"))
         .select(
-            "pkey", "version", F.col("ts").alias("write_ts"), F.col("node").alias("target"), "visible_ts",
+            "pkey", "version", "write_ts", F.col("p.target").alias("target"), F.col("p.visible_ts").alias("visible_ts"),
             F.when(  # greatest() skips nulls: never-visible pairs must keep a null lag
-                F.col("visible_ts").isNotNull(),
-                F.greatest((F.col("visible_ts") - F.col("ts")) / 1e6, F.lit(0.0)),
+                F.col("p.visible_ts").isNotNull(),
+                F.greatest((F.col("p.visible_ts") - F.col("write_ts")) / 1e6, F.lit(0.0)),
             ).alias("lag_ms"),
         )
     )
@@ -103,7 +115,7 @@ def write_convergence(ranked: DataFrame, vis: DataFrame) -> DataFrame:
     visible_on = F.coalesce("visible_on", F.lit(0))
     return (
         ranked.select("pkey", "version", F.col("node").alias("writer"), F.col("ts").alias("write_ts"), "writeback")
-        .join(per_write, ["pkey", "version"], "left")
+        .join(per_write.hint("shuffle_hash"), ["pkey", "version"], "left")
         .select(
             "pkey", "version", "writer", "write_ts", "writeback",
             targets.alias("targets"), visible_on.alias("visible_on"),

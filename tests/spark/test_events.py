@@ -118,8 +118,8 @@ def test_find_log_files(tmp_path: Path) -> None:
 
 def test_run_metadata(tmp_path: Path) -> None:
     assert read_run_metadata(tmp_path) == {}
-    (tmp_path / "run.json").write_text(json.dumps({"mode": "partition", "seed": 7, "other": 1}))
-    assert read_run_metadata(tmp_path) == {"mode": "partition", "seed": 7}
+    (tmp_path / "run.json").write_text(json.dumps({"experiment": "short", "mode": "majority", "seed": 7, "other": 1}))
+    assert read_run_metadata(tmp_path) == {"experiment": "short", "mode": "majority", "seed": 7}
     (tmp_path / "run.json").write_text("{")
     assert "run_json_error" in read_run_metadata(tmp_path)
 
@@ -128,8 +128,13 @@ def test_for_report_hashes_keys_and_dots_consistently(spark: SparkSession, tmp_p
     sub = "subscription"
     lines = [*GOOD, write("n2", 40, "b", 1, prefix=sub), apply("n1", 45, "b", "n2", 1, prefix=sub), *BAD]
     raw = read_logs(spark, find_log_files(write_logs(tmp_path, lines)))
-    ev = raw.transform(events.for_report)
+    ev = events.for_report(raw, partitions=3)
     assert tuple(ev.columns) == events.REPORT_COLUMNS
+    assert ev.rdd.getNumPartitions() == 3
+    # the fields of the other lines, packed into one column, read back as they are
+    flat = raw.transform(events.normalize)
+    for table in (events.exchanges, events.gcs, events.views):
+        assertDataFrameEqual(table(ev), table(flat))
     # the same statuses as normalize: hashing changes no verdict on a line
     def stats(df: DataFrame) -> set[tuple[str, str | None, str | None, int]]:
         return {(r["status"], r["event"], r["node"], r["lines"]) for r in events.line_stats(df).collect()}

@@ -41,8 +41,7 @@ def tables(spark: SparkSession) -> dict[str, DataFrame]:
     ev = events_of(spark, LINES)
     ranked = visibility.rank_writes(events.writes(ev)).cache()
     applied = visibility.applied_versions(events.applies(ev), ranked)
-    nodes = spark.createDataFrame([("n1",), ("n2",), ("n3",)], "node string")
-    vis = visibility.visibility(ranked, visibility.holdings(ranked, applied), nodes).cache()
+    vis = visibility.visibility(visibility.holdings(ranked, applied), ["n1", "n2", "n3"]).cache()
     return {"ev": ev, "ranked": ranked, "vis": vis}
 
 
@@ -90,9 +89,8 @@ def test_write_convergence(tables: dict[str, DataFrame]) -> None:
 
 def test_write_convergence_on_one_node(spark: SparkSession) -> None:
     ranked = visibility.rank_writes(events.writes(events_of(spark, [write("n1", 0, "a", 1)])))
-    nodes = spark.createDataFrame([("n1",)], "node string")
     no_applies = ranked.limit(0).select("pkey", "node", "version", "ts")
-    vis = visibility.visibility(ranked, visibility.holdings(ranked, no_applies), nodes)
+    vis = visibility.visibility(visibility.holdings(ranked, no_applies), ["n1"])
     got = visibility.write_convergence(ranked, vis)
     assertDataFrameEqual(got.select("targets", "converged_ts"), [Row(targets=0, converged_ts=ts(0))])
 
