@@ -124,6 +124,7 @@ class Node:
         cluster = self.cluster = ClusterService(
             self.config.nodename, incarnation, address, network, metadata,
             deliver_forwarded=broker.deliver_forwarded, on_removed=self._on_removed, on_view=self._on_view,
+            barrier=None if self.storage is None else self.storage.barrier,
         )
         cluster.incarnations = incarnations
         broker.forwarder = cluster

@@ -6,6 +6,7 @@ survive a restart); it never touches sockets. Timers are one `tick(now)` the nod
 
 from __future__ import annotations
 
+import concurrent.futures
 import random
 import time
 from collections import Counter
@@ -47,8 +48,10 @@ class AlwaysServe:
 class Forwarder(Protocol):
     """How the broker hands a publish to another node (the cluster's links)."""
 
-    def forward(self, node: str, payload: bytes) -> bool:
-        """Queue `payload` for `node`; False when it cannot even be buffered (the publisher gets no ack)."""
+    def forward(self, node: str, payload: bytes, on_ack: Callable[[], None] | None = None,
+                on_fail: Callable[[str], None] | None = None) -> bool:
+        """Queue `payload` for `node`; False when it cannot even be buffered (the publisher gets no ack).
+        With `on_ack`, `node` acknowledges it once it has it (`on_fail`: it never will)."""
         ...
 
     def signal_congestion(self, node: str, congested: bool) -> None:
@@ -68,6 +71,25 @@ class Registrar(Protocol):
     def connected(self, ticket: Ticket, owner: str | None) -> None:
         """The CONNECT completed here (or failed, `owner` None): take the early messages, release the lock."""
         ...
+
+
+class _Countdown:
+    """A future completed when `count` acknowledgements arrived (failed at the first failure)."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if count <= 0:
+            self.future.set_result(None)
+
+    def one_done(self) -> None:
+        self.left -= 1
+        if self.left == 0 and not self.future.done():
+            self.future.set_result(None)
+
+    def fail(self, why: str) -> None:
+        if not self.future.done():
+            self.future.set_exception(ConnectionError(why))
 
 
 @dataclass(slots=True)
@@ -488,13 +510,25 @@ class Broker:
             log.warning("will not published: the cluster is not ready", topic=message.topic)
 
     def _forward(self, message: Message, result: RouteResult) -> None:
+        """Hand the publish to the other nodes. For QoS 1/2, `result.remote_ack` completes once every one of
+        them acknowledged it (the publisher's acknowledgement waits for it)."""
         forwarder = self.forwarder
+        countdown = _Countdown(len(result.remote)) if message.qos > 0 else None
         for node, groups in result.remote.items():
-            if forwarder is None or not forwarder.forward(node, records.forward_payload(message, groups)):
+            payload = records.forward_payload(message, groups)
+            if forwarder is None:
+                sent = False
+            elif countdown is None:
+                sent = forwarder.forward(node, payload)
+            else:
+                sent = forwarder.forward(node, payload, countdown.one_done, countdown.fail)
+            if not sent:
                 self.metrics["forward_refused"] += 1
                 result.refused = True
             else:
                 self.metrics["forwarded"] += 1
+        if countdown is not None:
+            result.remote_ack = countdown.future
 
     def deliver_forwarded(self, payload: bytes, now: float, peer: str | None = None) -> None:
         """A publish another node routed here: deliver it to the local sessions only. When a subscriber here

@@ -12,7 +12,7 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,27 @@ CLOSE_TIMEOUT = 5.0
 WRITE_HIGH_WATER = 256 * 1024
 SESSION_EXPIRY_NEVER = 0xFFFFFFFF
 _assigned_ids = itertools.count(1)
+
+
+def _both(a: Future[None], b: Future[None]) -> Future[None]:
+    """A future done when `a` and `b` are (with the first exception, if any)."""
+    both: Future[None] = Future()
+
+    def check(_f: Future[None]) -> None:
+        if both.done() or not (a.done() and b.done()):
+            return
+        error = a.exception() or b.exception()
+        try:  # the two may complete at once on two threads: the first one to get here settles it
+            if error is not None:
+                both.set_exception(error)
+            else:
+                both.set_result(None)
+        except InvalidStateError:
+            pass
+
+    a.add_done_callback(check)
+    b.add_done_callback(check)
+    return both
 
 
 @dataclass(slots=True)
@@ -272,10 +293,15 @@ class MQTTConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------------------------------ acknowledgements
 
-    def _after_durable(self, durable: bool, action: Callable[[], None]) -> None:
-        """Run `action` (write an ack) once the disk writes queued so far are committed, in order."""
+    def _after_durable(self, durable: bool, action: Callable[[], None], remote: Future[None] | None = None) -> None:
+        """Run `action` (write an ack) once the disk writes queued so far are committed and, with `remote`,
+        the other nodes the publish went to have it; in order."""
+        future: Future[None] | None = None
         if durable and self.storage is not None:
             future = self.storage.barrier()
+        if remote is not None:
+            future = remote if future is None else _both(future, remote)
+        if future is not None:
             self._acks.append((future, action))
             future.add_done_callback(lambda _f: self.loop.call_soon_threadsafe(self._flush_acks))
         elif self._acks:
@@ -291,7 +317,8 @@ class MQTTConnection(asyncio.Protocol):
                 return
             acks.popleft()
             if future is not None and future.exception() is not None:
-                self.log.error("storage failed; closing without acknowledging", error=str(future.exception()))
+                self.log.error("cannot confirm what the client sent (storage failed, or a node it went to left); "
+                               "closing without acknowledging", error=str(future.exception()))
                 acks.clear()
                 self.close()
                 return
@@ -539,13 +566,13 @@ class MQTTConnection(asyncio.Protocol):
                 self._unacked_qos1 -= 1
                 self.write_packet(ack)
 
-            self._after_durable(result.durable, puback)
+            self._after_durable(result.durable, puback, result.remote_ack)
         elif qos == 2:
             assert packet_id is not None
             session.awaiting_release.add(packet_id)
             session.journal.save_incoming(session, packet_id, True)
             rec = Pubrec(packet_id)
-            self._after_durable(result.durable or session.persistent, lambda: self.write_packet(rec))
+            self._after_durable(result.durable or session.persistent, lambda: self.write_packet(rec), result.remote_ack)
         if result.congested or result.congested_nodes:
             self._block(result)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from vmqpy.broker.message import Message
@@ -76,6 +77,7 @@ class RouteResult:
     remote: dict[str, list[Group]] = field(default_factory=dict)
     refused: bool = False  # a forward to another node could not even be buffered
     congested_nodes: list[str] = field(default_factory=list)  # nodes that asked to slow down
+    remote_ack: Future[None] | None = None  # QoS 1/2: every node it was forwarded to acknowledged it
 
 
 @dataclass(slots=True)

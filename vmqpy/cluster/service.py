@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import structlog
 
 from vmqpy.cluster import membership as ms
+from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender, pack_numbered, unpack_numbered
 from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.view import View, compute
 from vmqpy.metadata.service import MetadataService
@@ -66,6 +67,7 @@ class ClusterService:
         on_removed: Callable[[], None],
         on_view: Callable[[View], None] | None = None,
         gossip_interval: float = 0.25,
+        barrier: Callable[[], Any] | None = None,
     ) -> None:
         self.name = name
         self.incarnation = incarnation
@@ -80,7 +82,13 @@ class ClusterService:
         self.incarnations: dict[str, int] = {name: incarnation}  # members, and discovery nodes during a join
         self.reports: dict[str, set[str]] = {}
         self.view = compute(name, [name], {})
-        self.counters = {"netsplit_detected": 0, "netsplit_resolved": 0, "forward_received": 0}
+        self.counters = {"netsplit_detected": 0, "netsplit_resolved": 0, "forward_received": 0,
+                         "forward_duplicates": 0, "forwards_resent": 0}
+        self.forward_sender = ForwardSender()
+        self.forward_receiver = ForwardReceiver()
+        self._barrier = barrier
+        self._acks_due: dict[str, str] = {}
+        self._acks_scheduled = False
         self._joins: dict[str, asyncio.Future[int]] = {}
         self._joining: dict[str, str] = {}  # node name -> replica id: peers before their record arrives
         self._task: asyncio.Task[None] | None = None
@@ -129,6 +137,8 @@ class ClusterService:
             if name != self.name:
                 self.network.remove_peer(name)
                 self.reports.pop(name, None)
+                for fail in self.forward_sender.drop_peer(name, f"{name} left the cluster"):
+                    fail()
         for name, member in members.items():
             if name != self.name and self.members.get(name) != member:
                 self.network.add_peer(name, member.host, member.port)
@@ -197,16 +207,74 @@ class ClusterService:
 
     # ------------------------------------------------------------------------------------------ frames
 
-    def forward(self, node: str, payload: bytes) -> bool:
-        return self.network.send_frame(node, FrameType.FORWARD, payload)
+    def forward(self, node: str, payload: bytes, on_ack: Callable[[], None] | None = None,
+                on_fail: Callable[[str], None] | None = None) -> bool:
+        """Send a publish to `node`. With `on_ack` (QoS 1/2) it is numbered, kept until `node` acknowledges
+        it (then `on_ack` runs) and sent again after a broken link (forwarding.py); `on_fail` runs if `node`
+        leaves the cluster first. False: it cannot even be buffered."""
+        if on_ack is None:
+            return self.network.send_frame(node, FrameType.FORWARD, payload)
+        seq, low = self.forward_sender.add(node, payload, on_ack, on_fail or (lambda _why: None))
+        if not self.network.send_frame(node, FrameType.FORWARD, pack_numbered(seq, low, payload)):
+            self.forward_sender.forget(node, seq)
+            return False
+        return True
+
+    def _on_forward(self, peer: str, body: Any) -> None:
+        self.counters["forward_received"] += 1
+        try:
+            numbered = unpack_numbered(bytes(body))
+        except ValueError as exc:
+            log.warning("malformed forward", peer=peer, error=str(exc))
+            return
+        if numbered is None:
+            self._deliver_forwarded(bytes(body), time.time(), peer)
+            return
+        seq, low, payload = numbered
+        sender = f"{peer}#{self.network.incarnation_of(peer)}"
+        if self.forward_receiver.accept(sender, int(seq), int(low)):
+            self._deliver_forwarded(bytes(payload), time.time(), peer)
+        else:
+            self.counters["forward_duplicates"] += 1
+        self._acks_due[peer] = sender
+        if not self._acks_scheduled:
+            self._acks_scheduled = True
+            asyncio.get_running_loop().call_soon(self._send_acks)
+
+    def _send_acks(self) -> None:
+        """Acknowledge, per sender, what was delivered here, once it is on disk."""
+        self._acks_scheduled = False
+        due = [(peer, sender, self.forward_receiver.acknowledgeable(sender)) for peer, sender in self._acks_due.items()]
+        self._acks_due.clear()
+        barrier = self._barrier
+        if barrier is None:
+            self._ack(due)
+            return
+        loop = asyncio.get_running_loop()
+        barrier().add_done_callback(lambda f: loop.call_soon_threadsafe(self._ack_if_stored, due, f))
+
+    def _ack_if_stored(self, due: list[tuple[str, str, int]], future: Any) -> None:
+        if future.exception() is None:
+            self._ack(due)
+        else:
+            log.error("storage failed: forwarded publishes not acknowledged", error=str(future.exception()))
+
+    def _ack(self, due: list[tuple[str, str, int]]) -> None:
+        for peer, _sender, upto in due:
+            if upto:
+                self.network.send_frame(peer, FrameType.CONTROL, {"op": "fwd_ack", "upto": upto})
+
+    def _resend_forwards(self, peer: str) -> None:
+        for seq, low, payload in self.forward_sender.unacknowledged(peer):
+            self.counters["forwards_resent"] += 1
+            self.network.send_frame(peer, FrameType.FORWARD, pack_numbered(seq, low, payload))
 
     def signal_congestion(self, node: str, congested: bool) -> None:
         self.network.send_frame(node, FrameType.CONTROL, {"op": "congestion", "on": congested})
 
     def _on_message(self, peer: str, type: FrameType, body: Any) -> None:
         if type is FrameType.FORWARD:
-            self.counters["forward_received"] += 1
-            self._deliver_forwarded(bytes(body), time.time(), peer)
+            self._on_forward(peer, body)
         elif type is FrameType.REACHABILITY:
             self.reports[peer] = {str(n) for n in body}
             self._update_view()
@@ -231,6 +299,9 @@ class ClusterService:
             self._admit_joining(peer, incarnation)
             self.metadata.exchange_now(ms.replica_id(peer, incarnation))
             self.network.send_frame(peer, FrameType.CONTROL, {"op": "join_ok", "incarnation": self.incarnation})
+        elif op == "fwd_ack":
+            for callback in self.forward_sender.acked(peer, int(body.get("upto", 0))):
+                callback()
         elif op == "congestion":
             if self.on_congestion is not None:
                 self.on_congestion(peer, bool(body.get("on")))
@@ -260,6 +331,7 @@ class ClusterService:
             member = self.members.get(peer)
             if member is not None:
                 self.metadata.exchange_now(member.replica_id)
+            self._resend_forwards(peer)
         self._send_reports()
         self._update_view()
         for handler in self.reachability_handlers:
@@ -323,6 +395,7 @@ class ClusterService:
     def stats(self) -> dict[str, int]:
         out = dict(self.counters)
         out["members"] = len(self.members)
+        out["forwards_unacknowledged"] = self.forward_sender.pending_count()
         out["reachable"] = len(self.view.reachable)
         out.update({f"links.{k}": v for k, v in self.network.stats().items()})
         return out

@@ -1,0 +1,141 @@
+"""Acknowledged forwarding of QoS 1/2 publishes between nodes: nothing acknowledged is lost with a link.
+
+A node link is TCP: what was written to a socket that breaks before the peer read it is gone, and a partition
+is only detected after `cluster.detect_timeout`. So a QoS 1/2 publish forwarded to another node is acknowledged
+to its publisher only once that node has it (delivered to its sessions, and on its disk when a persistent
+session took it). The sender numbers each such forward per peer, keeps it until the peer's cumulative
+acknowledgement covers it, and sends everything not yet acknowledged again when the link comes back. The
+receiver recognises what it already delivered by its number and delivers it once; each frame also carries the
+lowest number the sender still waits for, so the receiver (even one that restarted and forgot everything)
+knows that everything below it is settled.
+
+Pure: numbers, payloads and callbacks in; what to send, what to deliver and whom to call out.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Callback = Callable[[], None]
+Failure = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class _Pending:
+    payload: bytes
+    on_ack: Callback
+    on_fail: Failure
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    next_seq: int = 1
+    pending: dict[int, _Pending] = field(default_factory=dict)  # in seq order (insertion order)
+
+
+class ForwardSender:
+    """What this node forwarded to each peer and waits to hear acknowledged."""
+
+    def __init__(self) -> None:
+        self._peers: dict[str, _Outgoing] = {}
+
+    def add(self, peer: str, payload: bytes, on_ack: Callback, on_fail: Failure) -> tuple[int, int]:
+        """Number a forward to `peer`: (its sequence number, the lowest number still unacknowledged)."""
+        out = self._peers.setdefault(peer, _Outgoing())
+        seq = out.next_seq
+        out.next_seq += 1
+        out.pending[seq] = _Pending(payload, on_ack, on_fail)
+        return seq, next(iter(out.pending))
+
+    def forget(self, peer: str, seq: int) -> None:
+        """A forward that could not even be sent (the caller refuses the publish instead)."""
+        out = self._peers.get(peer)
+        if out is not None:
+            out.pending.pop(seq, None)
+
+    def acked(self, peer: str, upto: int) -> list[Callback]:
+        """`peer` holds every forward up to `upto`: the callbacks of those that were pending."""
+        out = self._peers.get(peer)
+        if out is None:
+            return []
+        done = [seq for seq in out.pending if seq <= upto]
+        return [out.pending.pop(seq).on_ack for seq in done]
+
+    def unacknowledged(self, peer: str) -> list[tuple[int, int, bytes]]:
+        """(seq, lowest pending, payload) of what to send again to `peer`, in order."""
+        out = self._peers.get(peer)
+        if out is None or not out.pending:
+            return []
+        low = next(iter(out.pending))
+        return [(seq, low, p.payload) for seq, p in out.pending.items()]
+
+    def drop_peer(self, peer: str, why: str) -> list[Callable[[], None]]:
+        """`peer` left the cluster: its pending forwards will never be acknowledged (calls of their on_fail)."""
+        out = self._peers.pop(peer, None)
+        if out is None:
+            return []
+        return [functools.partial(p.on_fail, why) for p in out.pending.values()]
+
+    def pending_count(self) -> int:
+        return sum(len(o.pending) for o in self._peers.values())
+
+
+@dataclass(slots=True)
+class _Incoming:
+    settled: int = 0  # every number up to here was delivered (or settled by the sender)
+    seen: set[int] = field(default_factory=set)  # delivered numbers above `settled`
+
+
+class ForwardReceiver:
+    """Which numbered forwards of each sender (name and incarnation) were delivered here."""
+
+    def __init__(self) -> None:
+        self._senders: dict[str, _Incoming] = {}
+
+    def accept(self, sender: str, seq: int, low: int) -> bool:
+        """True: deliver this forward (first time); False: a copy of one already delivered."""
+        state = self._senders.setdefault(sender, _Incoming())
+        if low - 1 > state.settled:
+            state.settled = low - 1
+            state.seen = {s for s in state.seen if s > state.settled}
+        if seq <= state.settled or seq in state.seen:
+            return False
+        state.seen.add(seq)
+        while state.settled + 1 in state.seen:
+            state.settled += 1
+            state.seen.discard(state.settled)
+        return True
+
+    def acknowledgeable(self, sender: str) -> int:
+        """The cumulative acknowledgement to send: every forward up to it was delivered here."""
+        state = self._senders.get(sender)
+        return 0 if state is None else state.settled
+
+    def forget(self, sender: str) -> None:
+        self._senders.pop(sender, None)
+
+
+# A numbered forward travels in a FORWARD frame as RELIABLE, the number, the lowest pending number, then the
+# publish (a plain forward's body is the publish alone, a msgpack array: it never starts with this byte).
+RELIABLE = b"R"
+_HEADER = struct.Struct(">QQ")
+
+
+def pack_numbered(seq: int, low: int, payload: bytes) -> bytes:
+    return RELIABLE + _HEADER.pack(seq, low) + payload
+
+
+def unpack_numbered(body: bytes) -> tuple[int, int, bytes] | None:
+    """(seq, lowest pending, publish) of a numbered forward; None for a plain one. ValueError if truncated."""
+    if not body.startswith(RELIABLE):
+        return None
+    if len(body) < 1 + _HEADER.size:
+        raise ValueError("truncated numbered forward")
+    seq, low = _HEADER.unpack_from(body, 1)
+    return seq, low, body[1 + _HEADER.size:]
+
+
+__all__ = ["ForwardReceiver", "ForwardSender", "pack_numbered", "unpack_numbered"]
