@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     runp.add_argument("--keep-data", action="store_true", help="keep the nodes' data directories")
     runp.add_argument("--attach", type=Path, default=None, metavar="DIR",
                       help="run against the running cluster configured in DIR/*/vmqpy.conf (network faults only)")
+    runp.add_argument("--vmqpy-root", type=Path, default=None, metavar="DIR",
+                      help="the vmqpy source tree the nodes run (default: this checkout), e.g. a clone at a commit")
     args = parser.parse_args(argv)
     if args.command == "list":
         for e in EXPERIMENTS:
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     for experiment in experiments:
         out = args.out / experiment.name if args.all else args.out
         opts = Options(args.nodes, args.seed, args.duration, args.mode, out, args.base_address, args.backend,
-                       args.quiet, args.keep_data, args.attach)
+                       args.quiet, args.keep_data, args.attach, args.vmqpy_root)
         try:
             result, code = run(experiment, opts)
         except ClusterError as exc:

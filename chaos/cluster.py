@@ -88,6 +88,7 @@ class Node:
     owned: bool = True  # False: a node of an existing cluster (--attach), never started, stopped or signalled
     attached_name: str = ""
     attached_data: Path | None = None
+    source: Path = REPO  # the vmqpy source tree the node runs (`--vmqpy-root`)
 
     @property
     def name(self) -> str:
@@ -143,12 +144,12 @@ class Node:
         config = self.workdir / "vmqpy.conf"
         config.write_text(self.config_text())
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VMQ", "LD_PRELOAD", "FAKETIME"))}
-        env.update({"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
+        env.update({"PYTHONPATH": str(self.source), "PYTHONUNBUFFERED": "1"})
         env.update(self.env)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "vmqpy", "start", "--config", str(config)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(REPO), env=env,
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(self.source), env=env,
                 start_new_session=True,
             )
         _live[self.proc.pid] = self.proc
@@ -231,9 +232,9 @@ class Node:
     def admin_cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """The real `vmq-admin` command line against this node."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VMQ", "LD_PRELOAD"))}
-        env.update({"VMQ_ADMIN_URL": self.url, "VMQ_DATA_DIR": str(self.data_dir), "PYTHONPATH": str(REPO)})
+        env.update({"VMQ_ADMIN_URL": self.url, "VMQ_DATA_DIR": str(self.data_dir), "PYTHONPATH": str(self.source)})
         return subprocess.run([sys.executable, "-m", "admin.cli.main", *args], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=str(REPO))
+                              timeout=timeout, env=env, cwd=str(self.source))
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -318,7 +319,8 @@ class Cluster:
             node.stop()
 
 
-def build(workdir: Path, nodes: int, base: str, mode: str, *, proxy: bool, skewable: bool) -> Cluster:
+def build(workdir: Path, nodes: int, base: str, mode: str, *, proxy: bool, skewable: bool,
+          source: Path = REPO) -> Cluster:
     """The nodes of one experiment (not started). With `proxy`, every node's cluster address is the name
     `localhost`, which each node resolves (nss_wrapper) to its own address, where the fault proxy listens on
     every other node's cluster port."""
@@ -352,7 +354,7 @@ def build(workdir: Path, nodes: int, base: str, mode: str, *, proxy: bool, skewa
 
     for i, host in enumerate(hosts):
         node = Node(i, host, other_port(host), other_port(host), cluster_ports[i], workdir / f"n{i + 1}",
-                    dict(MODES[mode]))
+                    dict(MODES[mode]), source=source)
         node.workdir.mkdir(parents=True, exist_ok=True)
         preload: list[str] = []
         if skewable and faketime is not None:

@@ -25,7 +25,7 @@ from chaos.checkers.registration import check_registration
 from chaos.checkers.result import Check
 from chaos.checkers.retained import check_retained
 from chaos.checkers.subscriptions import check_subscriptions
-from chaos.cluster import Cluster, ClusterError, attach, build
+from chaos.cluster import REPO, Cluster, ClusterError, attach, build
 from chaos.history import Recorder, pair
 from chaos.nemesis import Nemesis, Network
 from chaos.progress import Progress
@@ -55,6 +55,7 @@ class Options:
     quiet_s: float = 5.0
     keep_data: bool = False
     attach: Path | None = None  # run against the running cluster configured in this directory
+    source: Path | None = None  # the vmqpy source tree the nodes run (default: this checkout)
 
 
 def choose_backend(requested: str) -> str:
@@ -63,18 +64,17 @@ def choose_backend(requested: str) -> str:
     return "iptables" if iptables.available() is None else "proxy"
 
 
-def build_info() -> dict[str, Any]:
+def build_info(source: Path) -> dict[str, Any]:
     """The commit the nodes run, and whether the broker's files differ from it (for the record of a run)."""
-    from chaos.cluster import REPO
 
     def git(*args: str) -> str:
         try:
-            done = subprocess.run(["git", *args], cwd=str(REPO), capture_output=True, text=True, timeout=10)
+            done = subprocess.run(["git", *args], cwd=str(source), capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.SubprocessError):
             return ""
         return done.stdout.strip() if done.returncode == 0 else ""
 
-    return {"commit": git("rev-parse", "HEAD") or None,
+    return {"source": str(source), "commit": git("rev-parse", "HEAD") or None,
             "vmqpy_modified": bool(git("status", "--porcelain", "--", "vmqpy", "admin"))}
 
 
@@ -92,6 +92,9 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     if backend == "iptables" and (why := iptables.available()) is not None:
         raise ClusterError(f"the iptables backend cannot be used: {why} (try --backend proxy)")
     workdir = Path(tempfile.mkdtemp(prefix="vmqpy-chaos-"))
+    source = (opts.source or REPO).resolve()
+    if not (source / "vmqpy" / "__main__.py").is_file():
+        raise ClusterError(f"{source} is not a vmqpy source tree (no vmqpy/__main__.py)")
     skewable = any(s.action == "skew" for s in steps)
     mode = opts.mode
     if opts.attach is not None:
@@ -105,7 +108,8 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
         steps = plan(experiment, len(cluster.nodes), opts.seed, duration)
         opts = replace(opts, mode=mode, nodes=len(cluster.nodes))
     else:
-        cluster = build(workdir, opts.nodes, opts.base, opts.mode, proxy=backend == "proxy", skewable=skewable)
+        cluster = build(workdir, opts.nodes, opts.base, opts.mode, proxy=backend == "proxy", skewable=skewable,
+                        source=source)
     network: Network
     if backend == "proxy":
         network = ProxyNetwork([n.host for n in cluster.nodes], [n.cluster_port for n in cluster.nodes],
@@ -115,11 +119,12 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     meta: dict[str, Any] = {
         "experiment": experiment.name, "description": experiment.description, "mode": opts.mode,
         "seed": opts.seed, "nodes": cluster.names, "backend": backend, "duration_s": duration,
-        "quiet_s": opts.quiet_s, "build": build_info(),
+        "quiet_s": opts.quiet_s, "build": build_info(source),
         "schedule": [{"at": s.at, "step": s.describe(cluster.names)} for s in steps],
         "replay": f"python -m chaos run {experiment.name} --nodes {opts.nodes} --seed {opts.seed} "
                   f"--duration {duration:g} --mode {opts.mode} --backend {backend}"
-                  + (f" --attach {opts.attach}" if opts.attach is not None else ""),
+                  + (f" --attach {opts.attach}" if opts.attach is not None else "")
+                  + (f" --vmqpy-root {opts.source}" if opts.source is not None else ""),
     }
     (out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
     history_path = out / "history.jsonl"

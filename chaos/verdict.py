@@ -14,7 +14,9 @@ def unsafe(checks: Sequence[Check]) -> list[str]:
 
 def verdict(meta: dict[str, Any], checks: Sequence[Check], errors: Sequence[str]) -> dict[str, Any]:
     failed = unsafe(checks)
-    return {**meta, "valid": not failed and not errors, "failed": failed, "errors": list(errors),
+    unchecked = [c.name for c in checks if c.safe is None]
+    return {**meta, "valid": not failed and not errors, "failed": failed, "not_checked": unchecked,
+            "errors": list(errors),
             "checks": {c.name: c.to_dict() for c in checks}}
 
 

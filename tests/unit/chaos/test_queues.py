@@ -52,6 +52,12 @@ def test_unknown_outcome_and_late_publishes_are_not_lost() -> None:
     assert check_queues(ops).figures["lost"] == 0
 
 
+def test_nothing_acknowledged_is_not_checked() -> None:
+    ops = H().publish("m1", "q0", 0, None).publish("m2", "q0", 6, 8, outcome="fail").drain("q0", [], 100, 200).ops()
+    check = check_queues(ops)
+    assert check.safe is None and "not checked" in check.summary
+
+
 def test_subscriber_that_never_drained_loses_its_messages() -> None:
     ops = H().publish("m1", "q0", 0, 5).drain("q1", [], 100, 200).ops()
     assert check_queues(ops).figures["lost"] == 1
