@@ -136,6 +136,10 @@ def test_a_restarted_node_routes_to_subscriptions_it_knew_before(joined: list[Cl
     subscriber = n1.client(5, unique("sub-"), clean=False, session_expiry=300)
     subscriber.subscribe(topic, qos=1)
     wait_until(lambda: topic in n3.admin("subscription", "show").stdout, 10, what="n3 knows the subscription")
+    before = n3.client(5, unique("pub-"))
+    for i in range(3):  # numbered forwards 1-3 of n3's first run: the restarted n3 numbers from 1 again
+        before.publish(topic, f"before {i}".encode(), qos=1)
+    assert [m.payload for m in subscriber.collect(3, 10)] == [b"before 0", b"before 1", b"before 2"]
     n3.kill9()
     n3.start()
     wait_until(lambda: cluster_ready(joined), 15, interval=0.2, what="cluster ready again")

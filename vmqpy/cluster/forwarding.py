@@ -15,6 +15,7 @@ Pure: numbers, payloads and callbacks in; what to send, what to deliver and whom
 from __future__ import annotations
 
 import functools
+import secrets
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,13 +91,18 @@ class _Incoming:
 
 
 class ForwardReceiver:
-    """Which numbered forwards of each sender (name and incarnation) were delivered here."""
+    """Which numbered forwards of each sender (a peer in one of its runs: its epoch) were delivered here."""
 
     def __init__(self) -> None:
         self._senders: dict[str, _Incoming] = {}
+        self._epochs: dict[str, int] = {}
 
-    def accept(self, sender: str, seq: int, low: int) -> bool:
-        """True: deliver this forward (first time); False: a copy of one already delivered."""
+    def accept(self, sender: str, seq: int, low: int, epoch: int = 0) -> bool:
+        """True: deliver this forward (first time); False: a copy of one already delivered. A new epoch of a
+        sender (it restarted) starts afresh."""
+        if self._epochs.get(sender) != epoch:
+            self._epochs[sender] = epoch
+            self._senders.pop(sender, None)
         state = self._senders.setdefault(sender, _Incoming())
         if low - 1 > state.settled:
             state.settled = low - 1
@@ -109,33 +115,42 @@ class ForwardReceiver:
             state.seen.discard(state.settled)
         return True
 
-    def acknowledgeable(self, sender: str) -> int:
-        """The cumulative acknowledgement to send: every forward up to it was delivered here."""
+    def acknowledgeable(self, sender: str) -> tuple[int, int]:
+        """(epoch, cumulative acknowledgement) to send: every forward of that run of the sender up to it was
+        delivered here."""
         state = self._senders.get(sender)
-        return 0 if state is None else state.settled
+        return self._epochs.get(sender, 0), 0 if state is None else state.settled
 
     def forget(self, sender: str) -> None:
         self._senders.pop(sender, None)
+        self._epochs.pop(sender, None)
 
 
-# A numbered forward travels in a FORWARD frame as RELIABLE, the number, the lowest pending number, then the
-# publish (a plain forward's body is the publish alone, a msgpack array: it never starts with this byte).
+# A numbered forward travels in a FORWARD frame as RELIABLE, the sender's epoch, the number, the lowest pending
+# number, then the publish (a plain forward's body is the publish alone, a msgpack array: it never starts with
+# this byte). The epoch is drawn at random when the sender starts: a restarted node numbers from 1 again, and
+# the receiver must not take its new forwards for copies of the old ones.
 RELIABLE = b"R"
-_HEADER = struct.Struct(">QQ")
+_HEADER = struct.Struct(">QQQ")
 
 
-def pack_numbered(seq: int, low: int, payload: bytes) -> bytes:
-    return RELIABLE + _HEADER.pack(seq, low) + payload
+def new_epoch() -> int:
+    return secrets.randbits(63)
 
 
-def unpack_numbered(body: bytes) -> tuple[int, int, bytes] | None:
-    """(seq, lowest pending, publish) of a numbered forward; None for a plain one. ValueError if truncated."""
+def pack_numbered(epoch: int, seq: int, low: int, payload: bytes) -> bytes:
+    return RELIABLE + _HEADER.pack(epoch, seq, low) + payload
+
+
+def unpack_numbered(body: bytes) -> tuple[int, int, int, bytes] | None:
+    """(epoch, seq, lowest pending, publish) of a numbered forward; None for a plain one. ValueError if
+    truncated."""
     if not body.startswith(RELIABLE):
         return None
     if len(body) < 1 + _HEADER.size:
         raise ValueError("truncated numbered forward")
-    seq, low = _HEADER.unpack_from(body, 1)
-    return seq, low, body[1 + _HEADER.size:]
+    epoch, seq, low = _HEADER.unpack_from(body, 1)
+    return epoch, seq, low, body[1 + _HEADER.size:]
 
 
-__all__ = ["ForwardReceiver", "ForwardSender", "pack_numbered", "unpack_numbered"]
+__all__ = ["ForwardReceiver", "ForwardSender", "new_epoch", "pack_numbered", "unpack_numbered"]

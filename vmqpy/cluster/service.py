@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import structlog
 
 from vmqpy.cluster import membership as ms
-from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender, pack_numbered, unpack_numbered
+from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender, new_epoch, pack_numbered, unpack_numbered
 from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.view import View, compute
 from vmqpy.metadata.service import MetadataService
@@ -86,6 +86,7 @@ class ClusterService:
                          "forward_duplicates": 0, "forwards_resent": 0}
         self.forward_sender = ForwardSender()
         self.forward_receiver = ForwardReceiver()
+        self._epoch = new_epoch()
         self._barrier = barrier
         self._acks_due: dict[str, str] = {}
         self._acks_scheduled = False
@@ -215,7 +216,7 @@ class ClusterService:
         if on_ack is None:
             return self.network.send_frame(node, FrameType.FORWARD, payload)
         seq, low = self.forward_sender.add(node, payload, on_ack, on_fail or (lambda _why: None))
-        if not self.network.send_frame(node, FrameType.FORWARD, pack_numbered(seq, low, payload)):
+        if not self.network.send_frame(node, FrameType.FORWARD, pack_numbered(self._epoch, seq, low, payload)):
             self.forward_sender.forget(node, seq)
             return False
         return True
@@ -230,9 +231,9 @@ class ClusterService:
         if numbered is None:
             self._deliver_forwarded(bytes(body), time.time(), peer)
             return
-        seq, low, payload = numbered
-        sender = f"{peer}#{self.network.incarnation_of(peer)}"
-        if self.forward_receiver.accept(sender, int(seq), int(low)):
+        epoch, seq, low, payload = numbered
+        sender = peer
+        if self.forward_receiver.accept(sender, seq, low, epoch):
             self._deliver_forwarded(bytes(payload), time.time(), peer)
         else:
             self.counters["forward_duplicates"] += 1
@@ -244,7 +245,7 @@ class ClusterService:
     def _send_acks(self) -> None:
         """Acknowledge, per sender, what was delivered here, once it is on disk."""
         self._acks_scheduled = False
-        due = [(peer, sender, self.forward_receiver.acknowledgeable(sender)) for peer, sender in self._acks_due.items()]
+        due = [(peer, *self.forward_receiver.acknowledgeable(sender)) for peer, sender in self._acks_due.items()]
         self._acks_due.clear()
         barrier = self._barrier
         if barrier is None:
@@ -253,21 +254,21 @@ class ClusterService:
         loop = asyncio.get_running_loop()
         barrier().add_done_callback(lambda f: loop.call_soon_threadsafe(self._ack_if_stored, due, f))
 
-    def _ack_if_stored(self, due: list[tuple[str, str, int]], future: Any) -> None:
+    def _ack_if_stored(self, due: list[tuple[str, int, int]], future: Any) -> None:
         if future.exception() is None:
             self._ack(due)
         else:
             log.error("storage failed: forwarded publishes not acknowledged", error=str(future.exception()))
 
-    def _ack(self, due: list[tuple[str, str, int]]) -> None:
-        for peer, _sender, upto in due:
+    def _ack(self, due: list[tuple[str, int, int]]) -> None:
+        for peer, epoch, upto in due:
             if upto:
-                self.network.send_frame(peer, FrameType.CONTROL, {"op": "fwd_ack", "upto": upto})
+                self.network.send_frame(peer, FrameType.CONTROL, {"op": "fwd_ack", "epoch": epoch, "upto": upto})
 
     def _resend_forwards(self, peer: str) -> None:
         for seq, low, payload in self.forward_sender.unacknowledged(peer):
             self.counters["forwards_resent"] += 1
-            self.network.send_frame(peer, FrameType.FORWARD, pack_numbered(seq, low, payload))
+            self.network.send_frame(peer, FrameType.FORWARD, pack_numbered(self._epoch, seq, low, payload))
 
     def signal_congestion(self, node: str, congested: bool) -> None:
         self.network.send_frame(node, FrameType.CONTROL, {"op": "congestion", "on": congested})
@@ -300,8 +301,9 @@ class ClusterService:
             self.metadata.exchange_now(ms.replica_id(peer, incarnation))
             self.network.send_frame(peer, FrameType.CONTROL, {"op": "join_ok", "incarnation": self.incarnation})
         elif op == "fwd_ack":
-            for callback in self.forward_sender.acked(peer, int(body.get("upto", 0))):
-                callback()
+            if body.get("epoch") == self._epoch:  # not an answer to a run of this node before a restart
+                for callback in self.forward_sender.acked(peer, int(body.get("upto", 0))):
+                    callback()
         elif op == "congestion":
             if self.on_congestion is not None:
                 self.on_congestion(peer, bool(body.get("on")))

@@ -40,21 +40,30 @@ def test_receiver_delivers_once_and_acks_only_a_contiguous_prefix() -> None:
     r = ForwardReceiver()
     assert r.accept("n1#1", 1, 1)
     assert r.accept("n1#1", 3, 1)
-    assert r.acknowledgeable("n1#1") == 1  # 2 is missing
+    assert r.acknowledgeable("n1#1") == (0, 1)  # 2 is missing
     assert not r.accept("n1#1", 3, 1)
     assert r.accept("n1#1", 2, 1)
-    assert r.acknowledgeable("n1#1") == 3
+    assert r.acknowledgeable("n1#1") == (0, 3)
     assert not r.accept("n1#1", 1, 1)
+
+
+def test_a_restarted_sender_numbers_from_1_again_in_a_new_epoch() -> None:
+    r = ForwardReceiver()
+    for seq in (1, 2, 3):
+        assert r.accept("n1", seq, 1, epoch=7)
+    assert r.acknowledgeable("n1") == (7, 3)
+    assert r.accept("n1", 1, 1, epoch=8)  # not a copy: the sender restarted
+    assert r.acknowledgeable("n1") == (8, 1)
 
 
 def test_a_restarted_receiver_learns_what_is_settled_from_the_lowest_pending() -> None:
     r = ForwardReceiver()  # knows nothing: forwards 1..49 were acknowledged before it restarted
     assert r.accept("n1#1", 55, 50)  # a buffered frame arrives before the resent ones
-    assert r.acknowledgeable("n1#1") == 49
+    assert r.acknowledgeable("n1#1") == (0, 49)
     for seq in range(50, 55):
         assert r.accept("n1#1", seq, 50)
     assert not r.accept("n1#1", 55, 50)
-    assert r.acknowledgeable("n1#1") == 55
+    assert r.acknowledgeable("n1#1") == (0, 55)
 
 
 @given(st.integers(1, 40), st.integers(0, 2**32), st.integers(0, 3))
@@ -78,7 +87,7 @@ def test_any_mix_of_loss_resend_and_duplication_delivers_each_forward_exactly_on
         for seq, low, payload in arrived:
             if receiver.accept("n1#1", seq, low):
                 delivered.append(payload)
-        for cb in sender.acked("n2", receiver.acknowledgeable("n1#1")):
+        for cb in sender.acked("n2", receiver.acknowledgeable("n1#1")[1]):
             cb()
     assert sorted(delivered, key=int) == [str(i).encode() for i in range(n)]
     assert sorted(acked) == list(range(n))
