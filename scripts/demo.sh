@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job (`make demo`): a three-node vmqpy cluster on 127.0.0.11-13, joined with vmq-admin; a publish on
 # one node reaching subscribers on the others (MQTT 3.1.1 and 5.0, real mosquitto clients); a retained message
-# replicated to every node and surviving kill -9 of a node.
+# replicated to every node and surviving kill -9 of a node; a short netsplit experiment on that cluster (chaos,
+# iptables) with its verdict; the Spark convergence report of the experiment's logs (report.html).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VMQPY=.venv/bin/vmqpy
@@ -111,5 +112,25 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 admin 1 cluster show
+
+echo "== a short netsplit experiment on this cluster: python -m chaos run short-partition --attach $DIR"
+echo "   (clients on every node while iptables splits the cluster and heals it; the checkers judge the history)"
+set +e
+.venv/bin/python -m chaos run short-partition --attach "$DIR" --out "$DIR/chaos"
+CHAOS_RC=$?
+set -e
+if [ ! -f "$DIR/chaos/history.jsonl" ]; then
+  echo "!! the experiment left no history (exit code $CHAOS_RC)" >&2
+  exit 1
+fi
+
+echo "== Spark convergence report of the experiment's logs: python -m spark_analytics report"
+.venv/bin/python -m spark_analytics report --logs "$DIR/chaos" --history "$DIR/chaos/history.jsonl" \
+  --out "$DIR/report" --master 'local[2]'
+echo "   open $DIR/report/report.html in a browser (figures also in $DIR/report/summary.json)"
 stop_all
 echo "== done: every node stopped cleanly"
+if [ "$CHAOS_RC" != 0 ]; then
+  echo "!! the netsplit experiment found a safety violation: see $DIR/chaos/verdict.json" >&2
+  exit "$CHAOS_RC"
+fi
