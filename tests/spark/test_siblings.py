@@ -19,8 +19,13 @@ LINES = [
     apply("n2", 15, "k", "n3", 1, siblings=2),
     # n2, key j: one value only
     apply("n2", 15, "j", "n3", 2, siblings=1),
-    # n3, key k: resolved by a plain local write
-    apply("n3", 12, "k", "n2", 1, siblings=2), write("n3", 40, "k", 2),
+    # n3, key k: resolved by a plain local write (its earlier write and later apply change nothing)
+    write("n3", 5, "k", 1), apply("n3", 12, "k", "n2", 1, siblings=2), write("n3", 40, "k", 2),
+    apply("n3", 60, "k", "n2", 5),
+    # n4, key k: a write and an apply leave one value at the same moment: the apply (the first event of that
+    # moment) resolves it
+    apply("n4", 10, "k", "n2", 1, siblings=2), write("n4", 30, "k", 1), apply("n4", 30, "k", "n3", 2),
+    apply("n4", 31, "k", "n3", 3),
     write("n2", 500, "j", 1),
 ]
 
@@ -39,10 +44,12 @@ def test_sibling_episodes(spark: SparkSession) -> None:
                 duration_ms=None),
             Row(node="n3", pkey=pkey("k"), start_ts=ts(12), max_siblings=2, resolved_ts=ts(40), resolved_by="write",
                 duration_ms=28.0),
+            Row(node="n4", pkey=pkey("k"), start_ts=ts(10), max_siblings=2, resolved_ts=ts(30), resolved_by="apply",
+                duration_ms=20.0),
         ],
     )
     assertDataFrameEqual(
         siblings.sibling_summary(got),
-        [Row(keys_with_siblings=1, episodes=4, unresolved=1, p50_ms=30.0, p99_ms=40.0, max_ms=40.0, by_apply=1,
+        [Row(keys_with_siblings=1, episodes=5, unresolved=1, p50_ms=28.0, p99_ms=40.0, max_ms=40.0, by_apply=2,
              by_write=1, by_writeback=1)],
     )
