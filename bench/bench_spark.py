@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         p99 = s["visibility"]["lag"].get("partition", {}).get("p99_ms")
         print(f"| {shape['events']:,} | {shape['bytes'] / 1e6:,.0f} MB | {shape['duration_s']:,.0f} s | {gen_s:.0f} s "
               f"| {wall:.0f} s | {s['run']['analysis_seconds']:.0f} s | {shape['events'] / wall:,.0f} "
-              f"| {heal} s | {p99} ms |")
+              f"| {heal} s | {'-' if p99 is None else f'{p99:,.0f}'} ms |")
     if len(rows) >= 2:
         (s0, _, w0, _), (s1, _, w1, _) = rows[0], rows[-1]
         growth = (w1 / w0) / (s1["events"] / s0["events"])

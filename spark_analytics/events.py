@@ -51,6 +51,7 @@ def normalize(raw: DataFrame, hashed_keys: bool = False) -> DataFrame:
         F.expr("try_element_at(dot, 1)").alias("dot_node"),
         _long_at("dot", 2).alias("dot_counter"),
         "op",
+        (F.col("op") == "delete").alias("delete"),
         F.coalesce("writeback", F.lit(False)).alias("writeback"),
         "origin",
         "via",
@@ -122,9 +123,9 @@ def _of(events: DataFrame, event: str) -> DataFrame:
 
 
 def writes(events: DataFrame) -> DataFrame:
-    """md_write lines: node (the writer), ts, pkey, dot, hlc, writeback."""
+    """md_write lines: node (the writer), ts, pkey, dot, hlc, delete (the write deletes the key), writeback."""
     return _of(events, "md_write").select(
-        "node", "ts", "pkey", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "hlc_node", "writeback"
+        "node", "ts", "pkey", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "hlc_node", "delete", "writeback"
     )
 
 
@@ -174,7 +175,7 @@ def views(events: DataFrame) -> DataFrame:
 # each null with 4 bytes, so sixteen columns that are null on nearly every line would cost more than the data.
 KEY_COLUMNS = (
     "ts", "node", "event", "status", "pkey", "hlc_wall", "hlc_logical", "hlc_node", "dot_node", "dot_counter",
-    "writeback", "via", "siblings",
+    "delete", "writeback", "via", "siblings",
 )
 EXTRA = "extra"
 EXTRA_COLUMNS = (

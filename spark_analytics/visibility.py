@@ -25,7 +25,7 @@ _DOT = ["dot_node", "dot_counter"]
 
 def rank_writes(writes: DataFrame) -> DataFrame:
     """Every distinct write (by dot) with `version`: 1 for the oldest write of its key, by hlc then dot.
-    Columns: node (the writer), ts, pkey, dot_node, dot_counter, writeback, version; (pkey, version) identifies
+    Columns: node (the writer), ts, pkey, dot_node, dot_counter, delete, writeback, version; (pkey, version) identifies
     the write from here on."""
     order = Window.partitionBy("pkey").orderBy("hlc_wall", "hlc_logical", "hlc_node", *_DOT, "ts")
     same_dot = (F.lag("dot_node").over(order) == F.col("dot_node")) & (
@@ -35,7 +35,7 @@ def rank_writes(writes: DataFrame) -> DataFrame:
         writes.withColumn("_dup", F.coalesce(same_dot, F.lit(False)))
         .where(~F.col("_dup"))
         .withColumn("version", F.row_number().over(order))
-        .select("node", "ts", "pkey", *_DOT, "writeback", "version")
+        .select("node", "ts", "pkey", *_DOT, "delete", "writeback", "version")
     )
 
 
@@ -57,16 +57,22 @@ def unmatched_applies(applies: DataFrame, ranked: DataFrame) -> DataFrame:
 
 
 def holdings(ranked: DataFrame, applied: DataFrame) -> DataFrame:
-    """When each node came to hold each version: (pkey, node, version, hold_ts, own) from the writer's md_write
-    (`own`) and every other node's md_apply."""
-    own = ranked.select("pkey", "node", "version", F.col("ts").alias("hold_ts"), F.lit(True).alias("own"))
-    remote = applied.select("pkey", "node", "version", F.col("ts").alias("hold_ts"), F.lit(False).alias("own"))
+    """When each node came to hold each version: (pkey, node, version, hold_ts, own, delete) from the writer's
+    md_write (`own`, and whether it is a delete) and every other node's md_apply."""
+    own = ranked.select("pkey", "node", "version", F.col("ts").alias("hold_ts"), F.lit(True).alias("own"),
+                        "delete")
+    remote = applied.select("pkey", "node", "version", F.col("ts").alias("hold_ts"), F.lit(False).alias("own"),
+                            F.lit(None).cast("boolean").alias("delete"))
     return own.unionByName(remote)
 
 
 def visibility(held: DataFrame, nodes: Sequence[str]) -> DataFrame:
     """One row per (write, other node): pkey, version, write_ts, target, visible_ts (null: never), lag_ms
     (null: never). `held` is `holdings`; `nodes` are the cluster's nodes.
+
+    A node that never logged the key (no md_write, no md_apply of it) holds a delete of it from the delete's
+    write on: it has nothing of the key, which is what the delete leaves, and it logs nothing when the delete
+    reaches it (docs/replication-log.md: an md_apply is logged when the key's versions change).
 
     One row per version with a column per node (the first moment the node held that version), then one running
     minimum per node over the versions from the newest down: a sort of the versions of each key, not of every
@@ -78,8 +84,15 @@ def visibility(held: DataFrame, nodes: Sequence[str]) -> DataFrame:
     versions = held.groupBy("pkey", "version").agg(
         F.max(F.when(F.col("own"), index)).alias("_writer"),
         F.min(F.when(F.col("own"), F.col("hold_ts"))).alias("write_ts"),
+        F.max(F.when(F.col("own"), F.col("delete"))).alias("_delete"),
         *per_node,
     ).where(F.col("write_ts").isNotNull())
+    whole_key = Window.partitionBy("pkey")
+    versions = versions.select(
+        "pkey", "version", "_writer", "write_ts",
+        *[F.when(F.col("_delete") & F.max(F.col(f"_h{i}").isNotNull().cast("int")).over(whole_key).eqNullSafe(0),
+                 F.col("write_ts")).otherwise(F.col(f"_h{i}")).alias(f"_h{i}") for i in range(len(nodes))],
+    )
     names = F.array(*[F.lit(n) for n in nodes])
     # For each version: the earliest hold on each node of any version at least as new.
     newer = Window.partitionBy("pkey").orderBy(F.col("version").desc()).rowsBetween(Window.unboundedPreceding, 0)

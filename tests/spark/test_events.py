@@ -65,7 +65,7 @@ def test_event_tables_have_typed_columns(spark: SparkSession) -> None:
     assertDataFrameEqual(
         events.writes(ev),
         [Row(node="n1", ts=ts(0), pkey=pkey("a"), dot_node=rid("n1"), dot_counter=1, hlc_wall=1_795_330_000_000,
-             hlc_logical=2, hlc_node=rid("n1"), writeback=False)],
+             hlc_logical=2, hlc_node=rid("n1"), delete=False, writeback=False)],
     )
     assertDataFrameEqual(
         events.applies(ev),

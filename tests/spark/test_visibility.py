@@ -23,6 +23,13 @@ LINES = [
     apply("n3", 305, "c", "n1", 2), apply("n3", 330, "c", "n1", 3),
     # an apply of a dot whose write is not in the logs
     apply("n2", 400, "d", "n1", 9),
+    # key e: n1 puts at 500 (n2 applies it at 510) and deletes at 600 (n2 at 605); n3 logs nothing of e: it holds
+    # the delete (nothing) from 600 on
+    write("n1", 500, "e", 4), apply("n2", 510, "e", "n1", 4), write("n1", 600, "e", 5, op="delete"),
+    apply("n2", 605, "e", "n1", 5),
+    # key f: the same, but n3 held the put (706): a delete it never logged is never visible there
+    write("n1", 700, "f", 6), apply("n2", 705, "f", "n1", 6), apply("n3", 706, "f", "n1", 6),
+    write("n1", 800, "f", 7, op="delete"), apply("n2", 805, "f", "n1", 7),
 ]
 
 # (key, version, write ms, target, visible ms or None)
@@ -33,6 +40,10 @@ EXPECTED = [
     ("b", 2, 200, "n1", 205), ("b", 2, 200, "n3", 190),
     ("c", 1, 300, "n2", 320), ("c", 1, 300, "n3", 305),
     ("c", 2, 310, "n2", 320), ("c", 2, 310, "n3", 330),
+    ("e", 1, 500, "n2", 510), ("e", 1, 500, "n3", 600),
+    ("e", 2, 600, "n2", 605), ("e", 2, 600, "n3", 600),
+    ("f", 1, 700, "n2", 705), ("f", 1, 700, "n3", 706),
+    ("f", 2, 800, "n2", 805), ("f", 2, 800, "n3", None),
 ]
 
 
@@ -83,6 +94,10 @@ def test_write_convergence(tables: dict[str, DataFrame]) -> None:
             Row(pkey=pkey("b"), version=2, writer="n2", targets=2, visible_on=2, converged_ts=ts(205)),
             Row(pkey=pkey("c"), version=1, writer="n1", targets=2, visible_on=2, converged_ts=ts(320)),
             Row(pkey=pkey("c"), version=2, writer="n1", targets=2, visible_on=2, converged_ts=ts(330)),
+            Row(pkey=pkey("e"), version=1, writer="n1", targets=2, visible_on=2, converged_ts=ts(600)),
+            Row(pkey=pkey("e"), version=2, writer="n1", targets=2, visible_on=2, converged_ts=ts(605)),
+            Row(pkey=pkey("f"), version=1, writer="n1", targets=2, visible_on=2, converged_ts=ts(706)),
+            Row(pkey=pkey("f"), version=2, writer="n1", targets=2, visible_on=1, converged_ts=None),
         ],
     )
 
