@@ -530,20 +530,22 @@ class Broker:
         if countdown is not None:
             result.remote_ack = countdown.future
 
-    def deliver_forwarded(self, payload: bytes, now: float, peer: str | None = None) -> None:
+    def deliver_forwarded(self, payload: bytes, now: float, peer: str | None = None) -> bool:
         """A publish another node routed here: deliver it to the local sessions only. When a subscriber here
-        is congested, `peer` is asked to slow its publishers down until the subscriber drained."""
+        is congested, `peer` is asked to slow its publishers down until the subscriber drained. True when a
+        persistent session took it (it is on disk after the next storage barrier)."""
         try:
             message, groups = records.parse_forward(payload)
         except (ValueError, TypeError, KeyError) as exc:
             log.warning("undecodable forwarded publish", error=str(exc))
             self.metrics["forward_malformed"] += 1
-            return
+            return False
         self.metrics["forward_received"] += 1
         result = self.router.route(message, now, only_groups=groups)
         self.metrics["publish_dropped"] += result.dropped
         if result.congested and peer is not None and self.forwarder is not None:
             self._hold_back(peer, result.congested)
+        return result.durable
 
     def _hold_back(self, peer: str, sessions: list[Session]) -> None:
         """Backpressure across nodes: `peer` waits until these congested sessions drained."""

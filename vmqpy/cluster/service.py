@@ -63,7 +63,7 @@ class ClusterService:
         network: Network,
         metadata: MetadataService,
         *,
-        deliver_forwarded: Callable[[bytes, float, str], None],
+        deliver_forwarded: Callable[[bytes, float, str], bool],
         on_removed: Callable[[], None],
         on_view: Callable[[View], None] | None = None,
         gossip_interval: float = 0.25,
@@ -90,6 +90,8 @@ class ClusterService:
         self._barrier = barrier
         self._acks_due: dict[str, str] = {}
         self._acks_scheduled = False
+        self._acks_durable = False  # a persistent session took one of the forwards to acknowledge
+        self._barriers_in_flight = 0
         self._joins: dict[str, asyncio.Future[int]] = {}
         self._joining: dict[str, str] = {}  # node name -> replica id: peers before their record arrives
         self._task: asyncio.Task[None] | None = None
@@ -234,7 +236,8 @@ class ClusterService:
         epoch, seq, low, payload = numbered
         sender = peer
         if self.forward_receiver.accept(sender, seq, low, epoch):
-            self._deliver_forwarded(bytes(payload), time.time(), peer)
+            if self._deliver_forwarded(bytes(payload), time.time(), peer):
+                self._acks_durable = True
         else:
             self.counters["forward_duplicates"] += 1
         self._acks_due[peer] = sender
@@ -243,18 +246,23 @@ class ClusterService:
             asyncio.get_running_loop().call_soon(self._send_acks)
 
     def _send_acks(self) -> None:
-        """Acknowledge, per sender, what was delivered here, once it is on disk."""
+        """Acknowledge, per sender, what was delivered here: at once when only online or clean sessions took
+        it, after the storage barrier when a persistent session did (and, to keep the cumulative
+        acknowledgements in order, whenever an earlier barrier is still pending)."""
         self._acks_scheduled = False
         due = [(peer, *self.forward_receiver.acknowledgeable(sender)) for peer, sender in self._acks_due.items()]
         self._acks_due.clear()
         barrier = self._barrier
-        if barrier is None:
+        durable, self._acks_durable = self._acks_durable, False
+        if barrier is None or not (durable or self._barriers_in_flight):
             self._ack(due)
             return
+        self._barriers_in_flight += 1
         loop = asyncio.get_running_loop()
         barrier().add_done_callback(lambda f: loop.call_soon_threadsafe(self._ack_if_stored, due, f))
 
     def _ack_if_stored(self, due: list[tuple[str, int, int]], future: Any) -> None:
+        self._barriers_in_flight -= 1
         if future.exception() is None:
             self._ack(due)
         else:
