@@ -8,7 +8,7 @@ from pathlib import Path
 
 from chaos.cluster import MODES, ClusterError, stop_all
 from chaos.experiments import EXPERIMENTS, SUITE, by_name
-from chaos.runner import Options, run
+from chaos.runner import Options, recheck, run
 from chaos.summary import markdown, verdicts
 
 
@@ -16,6 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chaos", description="Chaos netsplit experiments")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the named experiments")
+    checkp = sub.add_parser("check", help="judge finished runs again (rewrites their verdict.json)")
+    checkp.add_argument("dirs", nargs="+", type=Path)
     sump = sub.add_parser("summary", help="a Markdown table of the verdicts under the given run directories")
     sump.add_argument("dirs", nargs="+", type=Path)
     runp = sub.add_parser("run", help="run one experiment, or the suite with --all")
@@ -41,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
             suite = "suite" if e.name in SUITE else "     "
             print(f"{e.name:<18} {suite} {e.duration:5.0f}s  {e.description}")
         return 0
+    if args.command == "check":
+        worst = 0
+        for directory in args.dirs:
+            for run_json in sorted(directory.glob("**/run.json")):
+                worst = max(worst, recheck(run_json.parent)[1])
+        return worst
     if args.command == "summary":
         print(markdown(verdicts(args.dirs)))
         return 0

@@ -251,15 +251,46 @@ def check_run(out: Path, mode: str, data: dict[str, Any]) -> list[Check]:
     log_lines: list[str] = []
     for path in sorted(out.glob("n*/replication.log")):
         log_lines.extend(path.read_text(errors="replace").splitlines())
+    traded = mode == "trade-consistency"
     checks = [
         check_subscriptions(ops, data.get("subscriptions", {}), replog.subscription_changes(log_lines),
-                            read_started),
-        check_retained(ops, data.get("retained", {}), replog.retain_writes(log_lines), read_started),
-        check_queues(ops, loss_allowed=mode == "trade-consistency", faults=data.get("faults", [])),
+                            read_started, consistency_traded=traded),
+        check_retained(ops, data.get("retained", {}), replog.retain_writes(log_lines), read_started,
+                       consistency_traded=traded),
+        check_queues(ops, loss_allowed=traded, faults=data.get("faults", [])),
         check_registration(ops, data.get("heals", [])),
         check_convergence(data.get("dumps", {}), data.get("members", [])),
     ]
     return checks
+
+
+def recheck(out: Path, log: TextIO = sys.stderr) -> tuple[dict[str, Any], int]:
+    """Judge a finished run again from what it left (history, logs, dumps, run.json, verdict.json) with the
+    checkers of this version, and rewrite its verdict.json."""
+    from chaos.history import read
+
+    meta: dict[str, Any] = json.loads((out / "run.json").read_text())
+    previous = json.loads((out / "verdict.json").read_text()) if (out / "verdict.json").exists() else {}
+    for key in ("started", "ended", "heals_ns", "faults_ns", "pids"):
+        if key in previous:
+            meta[key] = previous[key]
+    events, _ = read(out / "history.jsonl")
+    subs: dict[str, Any] = {}
+    retained: dict[str, Any] = {}
+    for op in pair(events):
+        if op.f == "read" and op.acknowledged and isinstance(op.result, dict):
+            subs[op.node] = op.result.get("subscriptions", {})
+            retained[op.node] = op.result.get("retained", {})
+    dumps_path = out / "dumps.json"
+    data = {"subscriptions": subs, "retained": retained, "heals": meta.get("heals_ns", []),
+            "faults": meta.get("faults_ns", []), "members": meta.get("nodes", []),
+            "dumps": json.loads(dumps_path.read_text()) if dumps_path.exists() else {}}
+    checks = check_run(out, str(meta.get("mode")), data)
+    result = verdict(meta, checks, previous.get("errors", []))
+    (out / "verdict.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    log.write(f"{meta.get('experiment')} ({meta.get('mode')}, seed {meta.get('seed')}) rechecked\n")
+    log.write(table(checks) + "\n")
+    return result, 0 if result["valid"] else 1
 
 
 def options_dict(opts: Options) -> dict[str, Any]:

@@ -66,3 +66,15 @@ def test_winner_not_computed_when_a_log_lost_an_acknowledged_write() -> None:
     log = [RetainWrite("t", ("n1#1", 1), {}, (100, 0, "n1#1"), "a")]
     check = check_retained(ops, {"n1": {"t": "b"}}, log)
     assert check.figures["winner_undetermined"] == 1 and check.safe is True
+
+
+def test_traded_consistency_reports_a_real_time_clear_undone_but_keeps_the_winner_check() -> None:
+    ops = H().retain("t", "a", 0, 5).retain("t", None, 10, 15).ops()
+    log = [RetainWrite("t", ("n2#1", 1), {}, (100, 0, "n2#1"), "a"),
+           RetainWrite("t", ("n1#1", 1), {}, (101, 0, "n1#1"), None)]  # the clear did not see "a": concurrent
+    check = check_retained(ops, {"n1": {"t": "a"}, "n2": {"t": "a"}}, log, consistency_traded=True)
+    assert (check.safe, check.figures["clear_undone"]) == (True, 2)
+    assert check_retained(ops, {"n1": {"t": "a"}, "n2": {"t": "a"}}, log).safe is False
+    causal = [log[0], RetainWrite("t", ("n1#1", 1), {"n2#1": 1}, (101, 0, "n1#1"), None)]  # the clear saw "a"
+    check = check_retained(ops, {"n1": {"t": "a"}, "n2": {"t": "a"}}, causal, consistency_traded=True)
+    assert (check.safe, check.figures["not_winner"]) == (False, 2)

@@ -60,3 +60,11 @@ def test_stable_latency_is_the_last_node_to_show_the_change() -> None:
     assert check.figures["never_stable"] == 0
     check = check_subscriptions(ops, {"n1": {"c1": ["a"]}, "n2": {"c1": ["a"]}}, changes[:1])
     assert check.figures["never_stable"] == 1
+
+
+def test_traded_consistency_allows_a_concurrent_subscribe_to_win_but_not_a_loss() -> None:
+    ops = H().sub("c1", "a", 0, 5).unsub("c1", "a", 10, 15).sub("c1", "b", 20, 25).ops()
+    check = check_subscriptions(ops, {"n1": {"c1": ["a", "b"]}}, consistency_traded=True)
+    assert (check.safe, check.figures["resurrected"]) == (True, 1)
+    check = check_subscriptions(ops, {"n1": {"c1": ["a"]}}, consistency_traded=True)
+    assert (check.safe, check.figures["lost"]) == (False, 1)
