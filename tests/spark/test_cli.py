@@ -173,3 +173,26 @@ def test_module_entry_reports_a_missing_directory(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert f"error: --logs {tmp_path / 'none'}: no such directory" in done.stderr
+
+
+# spark-submit runs job.py as a script with spark_analytics/ first on the path; the entry must still find the
+# package, and our html module must not shadow the standard library's (the page could not be written).
+SUBMIT_LIKE = """
+import runpy, sys
+sys.path.insert(0, "spark_analytics")
+sys.argv = ["job.py", "report", "--logs", sys.argv[1]]
+try:
+    runpy.run_path("spark_analytics/JOB", run_name="__main__")
+finally:
+    import html
+    print("html.escape" if hasattr(html, "escape") else "html shadowed")
+"""
+
+
+def test_spark_submit_entry_runs_as_a_script(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", SUBMIT_LIKE.replace("JOB", "job.py"), str(tmp_path / "none")],
+                          cwd=repo, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"error: --logs {tmp_path / 'none'}: no such directory" in done.stderr
+    assert done.stdout.strip() == "html.escape"
