@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import time
+from base64 import b64encode
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -30,9 +31,11 @@ def _default(value: Any) -> Any:
     raise TypeError(f"cannot log a {type(value).__name__}")
 
 
-def _dumps(record: dict[str, Any]) -> str:
-    options = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS  # stamps go through _default: lists
-    return orjson.dumps(record, default=_default, option=options).decode()
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS  # stamps go through _default: lists
+
+
+def _dumps(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record, default=_default, option=_OPTIONS)
 
 
 class ReplicationLog:
@@ -42,18 +45,21 @@ class ReplicationLog:
         self.path = path
         self.node = node
         self._wall_ns = wall_ns
-        self._buffer: list[str] = []
-        self._file: IO[str] | None = None
+        self._buffer: list[bytes] = []
+        self._file: IO[bytes] | None = None
         self._last_flush = time.monotonic()
         self.lines_written = 0
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._file = open(self.path, "ab")
 
     def write(self, event: str, hlc: Any, fields: dict[str, Any]) -> None:
         record = {"schema": SCHEMA_VERSION, "ts": self._wall_ns(), "node": self.node, "hlc": hlc, "event": event}
         record.update(fields)
+        value = record.get("value")
+        if type(value) is bytes:  # the common case, without a call back from orjson into Python
+            record["value"] = b64encode(value).decode("ascii")
         self._buffer.append(_dumps(record))
         if len(self._buffer) >= MAX_BUFFERED:
             self.flush()
@@ -68,7 +74,7 @@ class ReplicationLog:
         if not self._buffer or self._file is None:
             return
         lines, self._buffer = self._buffer, []
-        self._file.write("\n".join(lines) + "\n")
+        self._file.write(b"\n".join(lines) + b"\n")
         self._file.flush()
         self.lines_written += len(lines)
 
