@@ -3,6 +3,7 @@ suite scenarios, as our own tests): one live session per client id, queues that 
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections.abc import Iterator
@@ -31,13 +32,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ClusterNo
             node.stop()
 
 
-def sessions(node: ClusterNode, client_id: str) -> list[dict[str, Any]]:
-    import json
-
-    answer = node.admin("session", "show", f"client-id={client_id}", "--json")
+def admin_rows(node: ClusterNode, *args: str) -> list[dict[str, Any]]:
+    """The rows of a `vmq-admin ... --json` command on `node`."""
+    answer = node.admin(*args, "--json")
     assert answer.returncode == 0, answer.stderr
     rows: list[dict[str, Any]] = json.loads(answer.stdout)
     return rows
+
+
+def sessions(node: ClusterNode, client_id: str) -> list[dict[str, Any]]:
+    return admin_rows(node, "session", "show", f"client-id={client_id}")
+
+
+def sessions_all(node: ClusterNode) -> list[dict[str, Any]]:
+    return admin_rows(node, "session", "show", "limit=100000")
 
 
 def online_count(nodes: list[ClusterNode], client_id: str) -> int:
@@ -213,13 +221,7 @@ def test_takeover_of_a_live_session_on_another_node_moves_inflight_and_queue(clu
 
 
 def queued_total(nodes: list[ClusterNode]) -> int:
-    import json
-
-    total = 0
-    for node in nodes:
-        answer = node.admin("session", "show", "--json", "limit=100000")
-        total += sum(r["Queued"] + r["Inflight"] for r in json.loads(answer.stdout))
-    return total
+    return sum(r["Queued"] + r["Inflight"] for node in nodes for r in sessions_all(node))
 
 
 def test_leave_k_hands_100_queues_over_and_every_message_is_delivered(tmp_path: Path) -> None:
@@ -291,17 +293,5 @@ def test_a_dead_node_made_to_leave_gets_its_sessions_recreated(tmp_path: Path) -
             node.stop()
 
 
-def sessions_all(node: ClusterNode) -> list[dict[str, Any]]:
-    import json
-
-    answer = node.admin("session", "show", "--json", "limit=100000")
-    assert answer.returncode == 0, answer.stderr
-    rows: list[dict[str, Any]] = json.loads(answer.stdout)
-    return rows
-
-
 def subscription_count(node: ClusterNode, prefix: str) -> int:
-    import json
-
-    answer = node.admin("subscription", "show", "--json", "limit=100000")
-    return sum(1 for r in json.loads(answer.stdout) if r["Client"].startswith(prefix))
+    return sum(1 for r in admin_rows(node, "subscription", "show", "limit=100000") if r["Client"].startswith(prefix))

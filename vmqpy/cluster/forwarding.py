@@ -121,10 +121,6 @@ class ForwardReceiver:
         state = self._senders.get(sender)
         return self._epochs.get(sender, 0), 0 if state is None else state.settled
 
-    def forget(self, sender: str) -> None:
-        self._senders.pop(sender, None)
-        self._epochs.pop(sender, None)
-
 
 # A numbered forward travels in a FORWARD frame as RELIABLE, the sender's epoch, the number, the lowest pending
 # number, then the publish (a plain forward's body is the publish alone, a msgpack array: it never starts with

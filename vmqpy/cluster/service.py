@@ -88,7 +88,7 @@ class ClusterService:
         self.forward_receiver = ForwardReceiver()
         self._epoch = new_epoch()
         self._barrier = barrier
-        self._acks_due: dict[str, str] = {}
+        self._acks_due: set[str] = set()  # peers whose forwards arrived since the last acknowledgements
         self._acks_scheduled = False
         self._acks_durable = False  # a persistent session took one of the forwards to acknowledge
         self._barriers_in_flight = 0
@@ -234,13 +234,12 @@ class ClusterService:
             self._deliver_forwarded(bytes(body), time.time(), peer)
             return
         epoch, seq, low, payload = numbered
-        sender = peer
-        if self.forward_receiver.accept(sender, seq, low, epoch):
+        if self.forward_receiver.accept(peer, seq, low, epoch):
             if self._deliver_forwarded(bytes(payload), time.time(), peer):
                 self._acks_durable = True
         else:
             self.counters["forward_duplicates"] += 1
-        self._acks_due[peer] = sender
+        self._acks_due.add(peer)
         if not self._acks_scheduled:
             self._acks_scheduled = True
             asyncio.get_running_loop().call_soon(self._send_acks)
@@ -250,7 +249,7 @@ class ClusterService:
         it, after the storage barrier when a persistent session did (and, to keep the cumulative
         acknowledgements in order, whenever an earlier barrier is still pending)."""
         self._acks_scheduled = False
-        due = [(peer, *self.forward_receiver.acknowledgeable(sender)) for peer, sender in self._acks_due.items()]
+        due = [(peer, *self.forward_receiver.acknowledgeable(peer)) for peer in self._acks_due]
         self._acks_due.clear()
         barrier = self._barrier
         durable, self._acks_durable = self._acks_durable, False

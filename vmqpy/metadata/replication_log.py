@@ -7,7 +7,6 @@ append on the write path. The schema (field names, types, one example per event)
 
 from __future__ import annotations
 
-import base64
 import os
 import time
 from base64 import b64encode
@@ -25,7 +24,7 @@ MAX_BUFFERED = 10_000
 def _default(value: Any) -> Any:
     """What JSON does not know: bytes become base64 text (tuples already become lists)."""
     if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(value).decode("ascii")
+        return b64encode(value).decode("ascii")
     if hasattr(value, "to_list"):
         return value.to_list()
     raise TypeError(f"cannot log a {type(value).__name__}")
