@@ -98,3 +98,23 @@ def test_forward_payload_round_trip() -> None:
                       user_properties=[("k", "v")])
     decoded, groups = parse_forward(forward_payload(message, [("g", "t/#")]))
     assert decoded == message and groups == [("g", "t/#")]
+
+
+def test_routes_to_other_nodes_follow_every_change_of_their_subscriptions() -> None:
+    """The routes to other nodes are remembered per topic: a subscription added or removed elsewhere changes
+    them at once, and the memory stays bounded."""
+    from vmqpy.broker.router import REMOTE_ROUTES_CACHED
+
+    router = Router({}, random.Random(1))
+    router.add_remote("n2", "a", entry("t/#"))
+    assert router.route(Message("t/x", b"1", 1), 0.0).remote == {"n2": []}
+    router.add_remote("n3", "b", entry("t/x"))
+    assert router.route(Message("t/x", b"2", 1), 0.0).remote == {"n2": [], "n3": []}
+    router.add_remote("n4", "g", entry("$share/g/t/x"))
+    assert router.route(Message("t/x", b"3", 1), 0.0).remote == {"n2": [], "n3": [], "n4": [("g", "t/x")]}
+    router.remove_remote("n2", "a", entry("t/#"))
+    assert router.route(Message("t/x", b"4", 1), 0.0).remote == {"n3": [], "n4": [("g", "t/x")]}
+    for i in range(REMOTE_ROUTES_CACHED + 10):
+        router.route(Message(f"u/{i}", b"", 0), 0.0)
+    assert len(router._remote_routes) <= REMOTE_ROUTES_CACHED
+    assert router.route(Message("t/x", b"5", 1), 0.0).remote == {"n3": [], "n4": [("g", "t/x")]}

@@ -6,7 +6,6 @@ survive a restart); it never touches sockets. Timers are one `tick(now)` the nod
 
 from __future__ import annotations
 
-import concurrent.futures
 import random
 import time
 from collections import Counter
@@ -20,6 +19,7 @@ from vmqpy.broker import records
 from vmqpy.broker.handover import SessionImage, Ticket
 from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.router import Router, RouteResult
 from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
@@ -71,25 +71,6 @@ class Registrar(Protocol):
     def connected(self, ticket: Ticket, owner: str | None) -> None:
         """The CONNECT completed here (or failed, `owner` None): take the early messages, release the lock."""
         ...
-
-
-class _Countdown:
-    """A future completed when `count` acknowledgements arrived (failed at the first failure)."""
-
-    def __init__(self, count: int) -> None:
-        self.left = count
-        self.future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        if count <= 0:
-            self.future.set_result(None)
-
-    def one_done(self) -> None:
-        self.left -= 1
-        if self.left == 0 and not self.future.done():
-            self.future.set_result(None)
-
-    def fail(self, why: str) -> None:
-        if not self.future.done():
-            self.future.set_exception(ConnectionError(why))
 
 
 @dataclass(slots=True)
@@ -513,9 +494,15 @@ class Broker:
         """Hand the publish to the other nodes. For QoS 1/2, `result.remote_ack` completes once every one of
         them acknowledged it (the publisher's acknowledgement waits for it)."""
         forwarder = self.forwarder
-        countdown = _Countdown(len(result.remote)) if message.qos > 0 else None
+        countdown = RemoteAck(len(result.remote)) if message.qos > 0 else None
+        plain: bytes | None = None  # the forward without shared-subscription groups, the same for every node
         for node, groups in result.remote.items():
-            payload = records.forward_payload(message, groups)
+            if groups:
+                payload = records.forward_payload(message, groups)
+            else:
+                if plain is None:
+                    plain = records.forward_payload(message, groups)
+                payload = plain
             if forwarder is None:
                 sent = False
             elif countdown is None:
@@ -528,7 +515,7 @@ class Broker:
             else:
                 self.metrics["forwarded"] += 1
         if countdown is not None:
-            result.remote_ack = countdown.future
+            result.remote_ack = countdown
 
     def deliver_forwarded(self, payload: bytes, now: float, peer: str | None = None) -> bool:
         """A publish another node routed here: deliver it to the local sessions only. When a subscriber here

@@ -12,7 +12,7 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker, Registrar
 from vmqpy.broker.handover import RegistrationRefused, Ticket
 from vmqpy.broker.message import Message
+from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
 from vmqpy.config import Config
@@ -57,27 +58,6 @@ CLOSE_TIMEOUT = 5.0
 WRITE_HIGH_WATER = 256 * 1024
 SESSION_EXPIRY_NEVER = 0xFFFFFFFF
 _assigned_ids = itertools.count(1)
-
-
-def _both(a: Future[None], b: Future[None]) -> Future[None]:
-    """A future done when `a` and `b` are (with the first exception, if any)."""
-    both: Future[None] = Future()
-
-    def check(_f: Future[None]) -> None:
-        if both.done() or not (a.done() and b.done()):
-            return
-        error = a.exception() or b.exception()
-        try:  # the two may complete at once on two threads: the first one to get here settles it
-            if error is not None:
-                both.set_exception(error)
-            else:
-                both.set_result(None)
-        except InvalidStateError:
-            pass
-
-    a.add_done_callback(check)
-    b.add_done_callback(check)
-    return both
 
 
 @dataclass(slots=True)
@@ -125,7 +105,8 @@ class MQTTConnection(asyncio.Protocol):
         self._blocked_on = 0
         self._timer: asyncio.TimerHandle | None = None
         self._aliases: dict[int, str] = {}
-        self._acks: deque[tuple[Future[None] | None, Callable[[], None]]] = deque()
+        # acknowledgements to write in order: (storage barrier, acknowledgement by other nodes, write)
+        self._acks: deque[tuple[Future[None] | None, RemoteAck | None, Callable[[], None]]] = deque()
         self._connect_expiry = 0.0
         self._receive_maximum = 65535
         self._unacked_qos1 = 0
@@ -293,32 +274,35 @@ class MQTTConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------------------------------ acknowledgements
 
-    def _after_durable(self, durable: bool, action: Callable[[], None], remote: Future[None] | None = None) -> None:
+    def _after_durable(self, durable: bool, action: Callable[[], None], remote: RemoteAck | None = None) -> None:
         """Run `action` (write an ack) once the disk writes queued so far are committed and, with `remote`,
         the other nodes the publish went to have it; in order."""
         future: Future[None] | None = None
         if durable and self.storage is not None:
             future = self.storage.barrier()
-        if remote is not None:
-            future = remote if future is None else _both(future, remote)
-        if future is not None:
-            self._acks.append((future, action))
+        if future is None and remote is None:
+            if self._acks:
+                self._acks.append((None, None, action))
+            else:
+                action()
+            return
+        self._acks.append((future, remote, action))
+        if future is not None:  # completed on the storage thread
             future.add_done_callback(lambda _f: self.loop.call_soon_threadsafe(self._flush_acks))
-        elif self._acks:
-            self._acks.append((None, action))
-        else:
-            action()
+        if remote is not None:  # completed on this thread, by a frame from another node
+            remote.add_done_callback(self._flush_acks)
 
     def _flush_acks(self) -> None:
         acks = self._acks
         while acks:
-            future, action = acks[0]
-            if future is not None and not future.done():
+            future, remote, action = acks[0]
+            if (future is not None and not future.done()) or (remote is not None and not remote.done()):
                 return
             acks.popleft()
-            if future is not None and future.exception() is not None:
+            error = (future.exception() if future is not None else None) or (remote.error if remote else None)
+            if error is not None:
                 self.log.error("cannot confirm what the client sent (storage failed, or a node it went to left); "
-                               "closing without acknowledging", error=str(future.exception()))
+                               "closing without acknowledging", error=str(error))
                 acks.clear()
                 self.close()
                 return

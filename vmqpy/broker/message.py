@@ -16,6 +16,7 @@ _NO_PROPERTIES = Properties()
 
 # The properties a broker passes from publisher to subscriber unchanged (MQTT 5.0, 3.3.2.3).
 _PASS_THROUGH = ("payload_format_indicator", "content_type", "response_topic", "correlation_data")
+_NOTHING_PASSED = [None] * len(_PASS_THROUGH)
 
 
 @dataclass(slots=True)
@@ -85,6 +86,8 @@ class Message:
         return Publish(self.topic, self.payload, qos, retain, False, packet_id, props)
 
     def pack(self) -> list[object]:
+        if self.plain:  # the common case, the same record
+            return [self.topic, self.payload, self.qos, self.retain, self.publisher, None, _NOTHING_PASSED, ()]
         return [
             self.topic, self.payload, self.qos, self.retain, self.publisher, self.expires_at,
             [getattr(self, name) for name in _PASS_THROUGH], self.user_properties,
@@ -95,9 +98,11 @@ class Message:
         topic, payload, qos, retain, publisher, expires_at, passed, user = data
         msg = cls(str(topic), bytes(payload), int(qos), bool(retain), str(publisher),
                   None if expires_at is None else float(expires_at))
-        for name, value in zip(_PASS_THROUGH, passed, strict=True):
-            setattr(msg, name, value)
-        msg.user_properties = [(str(k), str(v)) for k, v in user]
+        if passed != _NOTHING_PASSED:
+            for name, value in zip(_PASS_THROUGH, passed, strict=True):
+                setattr(msg, name, value)
+        if user:
+            msg.user_properties = [(str(k), str(v)) for k, v in user]
         return msg
 
 

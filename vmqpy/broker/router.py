@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from vmqpy.broker.message import Message
+from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.session import Delivery, Session, SubEntry
 from vmqpy.broker.trie import SubscriptionTrie
 
@@ -65,6 +65,9 @@ def pick_member(
     return GroupPick(client_id=rng.choice(online_here or local))
 
 
+REMOTE_ROUTES_CACHED = 4096  # topics whose routes to other nodes are remembered
+
+
 @dataclass(slots=True)
 class RouteResult:
     """What one publish did: how many sessions got it, which are congested, whether disk writes are pending,
@@ -77,7 +80,7 @@ class RouteResult:
     remote: dict[str, list[Group]] = field(default_factory=dict)
     refused: bool = False  # a forward to another node could not even be buffered
     congested_nodes: list[str] = field(default_factory=list)  # nodes that asked to slow down
-    remote_ack: Future[None] | None = None  # QoS 1/2: every node it was forwarded to acknowledged it
+    remote_ack: RemoteAck | None = None  # QoS 1/2: every node it was forwarded to acknowledged it
 
 
 @dataclass(slots=True)
@@ -95,6 +98,9 @@ class Router:
         self._trie: SubscriptionTrie[Hashable, SubEntry] = SubscriptionTrie()
         self._rng = rng or random.Random()
         self._remote: SubscriptionTrie[Hashable, SubEntry] = SubscriptionTrie()
+        # topic -> (nodes with a plain matching subscription, shared group -> the nodes of its members): the
+        # remote subscriptions change far less often than publishes arrive; emptied on every change
+        self._remote_routes: dict[str, tuple[tuple[str, ...], dict[Group, list[str]]]] = {}
         self._shared_policy = PREFER_LOCAL
         self.shared_policy = shared_policy
 
@@ -118,9 +124,30 @@ class Router:
     def add_remote(self, node: str, client_id: str, entry: SubEntry) -> None:
         """A subscription of a session on another node: publishes matching it are forwarded to that node."""
         self._remote.add(entry.match_filter, (node, client_id, entry.group), entry)
+        self._remote_routes.clear()
 
     def remove_remote(self, node: str, client_id: str, entry: SubEntry) -> None:
         self._remote.remove(entry.match_filter, (node, client_id, entry.group))
+        self._remote_routes.clear()
+
+    def _routes_elsewhere(self, topic: str) -> tuple[tuple[str, ...], dict[Group, list[str]]]:
+        """The nodes with a plain subscription matching `topic`, and the nodes of each shared group's members
+        there (a node once per member), from the cache when the remote subscriptions did not change."""
+        routes = self._remote_routes.get(topic)
+        if routes is None:
+            plain: dict[str, None] = {}
+            groups: dict[Group, list[str]] = {}
+            for _filter, key, entry in self._remote.match(topic):
+                node = key[0]  # type: ignore[index]
+                if entry.group is None:
+                    plain[node] = None
+                else:
+                    groups.setdefault((entry.group, entry.match_filter), []).append(node)
+            routes = (tuple(plain), {group: sorted(nodes) for group, nodes in groups.items()})
+            if len(self._remote_routes) >= REMOTE_ROUTES_CACHED:
+                self._remote_routes.clear()
+            self._remote_routes[topic] = routes
+        return routes
 
     def __len__(self) -> int:
         return len(self._trie)
@@ -171,18 +198,16 @@ class Router:
         """For a publish on this node: the nodes with a plain matching subscription go into `result.remote`, and
         each shared group (members here and elsewhere) gets one member by the policy. Returns the members here
         that were chosen; the groups served elsewhere are added to their node's forward."""
-        remote_groups: dict[Group, list[str]] = {}
-        for _filter, key, entry in self._remote.match(message.topic) if self._remote else ():
-            node = key[0]  # type: ignore[index]
-            if entry.group is None:
-                result.remote.setdefault(node, [])
-            else:
-                remote_groups.setdefault((entry.group, entry.match_filter), []).append(node)
+        plain, remote_groups = self._routes_elsewhere(message.topic) if self._remote else ((), {})
+        for node in plain:
+            result.remote.setdefault(node, [])
+        if not local_groups and not remote_groups:
+            return []
         chosen_here: list[tuple[str, SubEntry]] = []
         for group in dict.fromkeys([*local_groups, *remote_groups]):
             members = local_groups.get(group, {})
             local = sorted(members)
-            pick = pick_member(self._shared_policy, local, self._ready(local), sorted(remote_groups.get(group, ())),
+            pick = pick_member(self._shared_policy, local, self._ready(local), remote_groups.get(group, []),
                                self._rng)
             if pick is None:
                 continue

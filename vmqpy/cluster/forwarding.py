@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import functools
 import secrets
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import msgpack
 
 Callback = Callable[[], None]
 Failure = Callable[[str], None]
@@ -51,27 +52,38 @@ class ForwardSender:
         out.pending[seq] = _Pending(payload, on_ack, on_fail)
         return seq, next(iter(out.pending))
 
-    def forget(self, peer: str, seq: int) -> None:
-        """A forward that could not even be sent (the caller refuses the publish instead)."""
+    def low(self, peer: str) -> int:
+        """The lowest number still unacknowledged by `peer` (the next one when none is)."""
         out = self._peers.get(peer)
-        if out is not None:
-            out.pending.pop(seq, None)
+        if out is None:
+            return 1
+        return next(iter(out.pending), out.next_seq)
+
+    def forget(self, peer: str, seq: int) -> Failure | None:
+        """A forward that could not even be sent: its `on_fail` (None if it was not pending)."""
+        out = self._peers.get(peer)
+        pending = None if out is None else out.pending.pop(seq, None)
+        return None if pending is None else pending.on_fail
 
     def acked(self, peer: str, upto: int) -> list[Callback]:
         """`peer` holds every forward up to `upto`: the callbacks of those that were pending."""
         out = self._peers.get(peer)
         if out is None:
             return []
-        done = [seq for seq in out.pending if seq <= upto]
-        return [out.pending.pop(seq).on_ack for seq in done]
+        pending = out.pending
+        covered = []
+        for seq in pending:  # in number order: stop at the first one not covered
+            if seq > upto:
+                break
+            covered.append(seq)
+        return [pending.pop(seq).on_ack for seq in covered]
 
-    def unacknowledged(self, peer: str) -> list[tuple[int, int, bytes]]:
-        """(seq, lowest pending, payload) of what to send again to `peer`, in order."""
+    def unacknowledged(self, peer: str) -> list[tuple[int, bytes]]:
+        """(seq, payload) of what to send again to `peer`, in order."""
         out = self._peers.get(peer)
-        if out is None or not out.pending:
+        if out is None:
             return []
-        low = next(iter(out.pending))
-        return [(seq, low, p.payload) for seq, p in out.pending.items()]
+        return [(seq, p.payload) for seq, p in out.pending.items()]
 
     def drop_peer(self, peer: str, why: str) -> list[Callable[[], None]]:
         """`peer` left the cluster: its pending forwards will never be acknowledged (calls of their on_fail)."""
@@ -122,31 +134,43 @@ class ForwardReceiver:
         return self._epochs.get(sender, 0), 0 if state is None else state.settled
 
 
-# A numbered forward travels in a FORWARD frame as RELIABLE, the sender's epoch, the number, the lowest pending
-# number, then the publish (a plain forward's body is the publish alone, a msgpack array: it never starts with
-# this byte). The epoch is drawn at random when the sender starts: a restarted node numbers from 1 again, and
-# the receiver must not take its new forwards for copies of the old ones.
-RELIABLE = b"R"
-_HEADER = struct.Struct(">QQQ")
+# Forwards travel in batches: every forward to one peer in one turn of the event loop goes in one FORWARD
+# frame, whose body is BATCH then msgpack [epoch, lowest pending number, [number, publish, number, publish,
+# ...]]. Number 0 marks a QoS 0 forward (not numbered, not acknowledged). The epoch is drawn at random when
+# the sender starts: a restarted node numbers from 1 again, and the receiver must not take its new forwards
+# for copies of the old ones.
+BATCH = b"B"
+ENTRY_OVERHEAD = 16  # msgpack bytes around one entry, at most (a number and a bin header)
+BATCH_OVERHEAD = 40  # the frame's and the batch's own headers, at most
 
 
 def new_epoch() -> int:
     return secrets.randbits(63)
 
 
-def pack_numbered(epoch: int, seq: int, low: int, payload: bytes) -> bytes:
-    return RELIABLE + _HEADER.pack(epoch, seq, low) + payload
+def pack_batch(epoch: int, low: int, entries: list[int | bytes]) -> bytes:
+    """`entries`: number, publish, number, publish, ... (number 0: a QoS 0 forward)."""
+    packed: bytes = msgpack.packb([epoch, low, entries], use_bin_type=True)
+    return BATCH + packed
 
 
-def unpack_numbered(body: bytes) -> tuple[int, int, int, bytes] | None:
-    """(epoch, seq, lowest pending, publish) of a numbered forward; None for a plain one. ValueError if
-    truncated."""
-    if not body.startswith(RELIABLE):
-        return None
-    if len(body) < 1 + _HEADER.size:
-        raise ValueError("truncated numbered forward")
-    epoch, seq, low = _HEADER.unpack_from(body, 1)
-    return epoch, seq, low, body[1 + _HEADER.size:]
+def unpack_batch(body: bytes) -> tuple[int, int, list[tuple[int, bytes]]]:
+    """(epoch, lowest pending number, [(number, publish), ...]) of a batch. ValueError if malformed."""
+    if not body.startswith(BATCH):
+        raise ValueError("not a batch of forwards")
+    try:
+        epoch, low, flat = msgpack.unpackb(memoryview(body)[1:], raw=False, use_list=True)
+    except Exception as exc:  # msgpack raises ValueError, TypeError, StackError, ... for bad input
+        raise ValueError(f"undecodable batch of forwards: {type(exc).__name__}") from None
+    if type(epoch) is not int or type(low) is not int or type(flat) is not list or len(flat) % 2:
+        raise ValueError("a batch of forwards is [epoch, low, [number, publish, ...]]")
+    entries = list(zip(flat[::2], flat[1::2], strict=True))
+    for seq, payload in entries:
+        if type(seq) is not int or seq < 0 or type(payload) is not bytes:
+            raise ValueError("a forward is a number and the bytes of a publish")
+    return epoch, low, entries
 
 
-__all__ = ["ForwardReceiver", "ForwardSender", "new_epoch", "pack_numbered", "unpack_numbered"]
+__all__ = [
+    "BATCH_OVERHEAD", "ENTRY_OVERHEAD", "ForwardReceiver", "ForwardSender", "new_epoch", "pack_batch", "unpack_batch",
+]

@@ -11,12 +11,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
 from vmqpy.cluster import membership as ms
-from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender, new_epoch, pack_numbered, unpack_numbered
+from vmqpy.cluster.forwarding import (
+    BATCH_OVERHEAD,
+    ENTRY_OVERHEAD,
+    ForwardReceiver,
+    ForwardSender,
+    new_epoch,
+    pack_batch,
+    unpack_batch,
+)
 from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.view import View, compute
 from vmqpy.metadata.service import MetadataService
@@ -24,6 +33,13 @@ from vmqpy.metadata.service import MetadataService
 log = structlog.get_logger("vmqpy.cluster")
 
 JOIN_TIMEOUT = 5.0
+BATCH_BYTES = 64 * 1024  # a batch of forwards is sent once this large, without waiting for the end of the turn
+
+
+@dataclass(slots=True)
+class _Outbox:
+    entries: list[int | bytes] = field(default_factory=list)  # number, publish, number, publish, ...
+    size: int = 0  # bytes, with the entries' overhead
 
 
 class ClusterError(Exception):
@@ -41,7 +57,12 @@ class Network(Protocol):
 
     def remove_peer(self, name: str) -> None: ...
 
-    def send_frame(self, peer: str, type: FrameType, body: Any) -> bool: ...
+    def send_frame(self, peer: str, type: FrameType, body: Any, *, flush: bool = False) -> bool: ...
+
+    def room(self, peer: str) -> int: ...
+
+    @property
+    def max_frame(self) -> int: ...
 
     def reachable(self) -> set[str]: ...
 
@@ -83,7 +104,8 @@ class ClusterService:
         self.reports: dict[str, set[str]] = {}
         self.view = compute(name, [name], {})
         self.counters = {"netsplit_detected": 0, "netsplit_resolved": 0, "forward_received": 0,
-                         "forward_duplicates": 0, "forwards_resent": 0}
+                         "forward_duplicates": 0, "forwards_resent": 0, "forwards_refused": 0,
+                         "forward_malformed": 0}
         self.forward_sender = ForwardSender()
         self.forward_receiver = ForwardReceiver()
         self._epoch = new_epoch()
@@ -92,6 +114,8 @@ class ClusterService:
         self._acks_scheduled = False
         self._acks_durable = False  # a persistent session took one of the forwards to acknowledge
         self._barriers_in_flight = 0
+        self._outbox: dict[str, _Outbox] = {}  # forwards of this turn of the event loop, per peer
+        self._outbox_scheduled = False
         self._joins: dict[str, asyncio.Future[int]] = {}
         self._joining: dict[str, str] = {}  # node name -> replica id: peers before their record arrives
         self._task: asyncio.Task[None] | None = None
@@ -214,35 +238,83 @@ class ClusterService:
                 on_fail: Callable[[str], None] | None = None) -> bool:
         """Send a publish to `node`. With `on_ack` (QoS 1/2) it is numbered, kept until `node` acknowledges
         it (then `on_ack` runs) and sent again after a broken link (forwarding.py); `on_fail` runs if `node`
-        leaves the cluster first. False: it cannot even be buffered."""
-        if on_ack is None:
-            return self.network.send_frame(node, FrameType.FORWARD, payload)
-        seq, low = self.forward_sender.add(node, payload, on_ack, on_fail or (lambda _why: None))
-        if not self.network.send_frame(node, FrameType.FORWARD, pack_numbered(self._epoch, seq, low, payload)):
-            self.forward_sender.forget(node, seq)
+        leaves the cluster first. False: it cannot even be buffered.
+
+        The forwards to one node in one turn of the event loop leave in one frame at the end of the turn."""
+        size = len(payload) + ENTRY_OVERHEAD
+        if size + BATCH_OVERHEAD > self.network.max_frame:
+            log.warning("publish too large to forward", node=node, size=len(payload),
+                        maximum=self.network.max_frame - BATCH_OVERHEAD - ENTRY_OVERHEAD)
             return False
+        box = self._outbox.get(node)
+        if box is None:
+            box = self._outbox[node] = _Outbox()
+        if box.size + size + BATCH_OVERHEAD > self.network.room(node):
+            return False
+        if on_ack is None:
+            seq = 0
+        else:
+            seq, _low = self.forward_sender.add(node, payload, on_ack, on_fail or (lambda _why: None))
+        box.entries += (seq, payload)
+        box.size += size
+        if box.size + BATCH_OVERHEAD >= min(BATCH_BYTES, self.network.max_frame):
+            self._send_outbox(node, box)
+        elif not self._outbox_scheduled:
+            self._outbox_scheduled = True
+            asyncio.get_running_loop().call_soon(self._send_outboxes)
         return True
 
+    def _send_outboxes(self) -> None:
+        self._outbox_scheduled = False
+        for node, box in list(self._outbox.items()):
+            if box.entries:
+                self._send_outbox(node, box)
+
+    def _send_outbox(self, node: str, box: _Outbox) -> None:
+        entries = box.entries
+        box.entries = []
+        box.size = 0
+        body = pack_batch(self._epoch, self.forward_sender.low(node), entries)
+        if self.network.send_frame(node, FrameType.FORWARD, body, flush=True):
+            return
+        # The link went down in this turn and the buffer has no room left (forward() checked it had):
+        # QoS 0 forwards are dropped, QoS 1/2 ones fail (their publishers are not acknowledged).
+        numbered = [seq for seq in entries[::2] if type(seq) is int and seq]
+        log.warning("batch of forwards not sent: the outgoing buffer is full", node=node,
+                    qos0_dropped=len(entries) // 2 - len(numbered), qos12_failed=len(numbered))
+        self.counters["forwards_refused"] += len(entries) // 2
+        for seq in numbered:
+            on_fail = self.forward_sender.forget(node, seq)
+            if on_fail is not None:
+                on_fail("the outgoing buffer to that node is full")
+
     def _on_forward(self, peer: str, body: Any) -> None:
-        self.counters["forward_received"] += 1
         try:
-            numbered = unpack_numbered(bytes(body))
+            epoch, low, entries = unpack_batch(bytes(body))
         except ValueError as exc:
-            log.warning("malformed forward", peer=peer, error=str(exc))
+            self.counters["forward_malformed"] += 1
+            log.warning("malformed batch of forwards", peer=peer, error=str(exc))
             return
-        if numbered is None:
-            self._deliver_forwarded(bytes(body), time.time(), peer)
-            return
-        epoch, seq, low, payload = numbered
-        if self.forward_receiver.accept(peer, seq, low, epoch):
-            if self._deliver_forwarded(bytes(payload), time.time(), peer):
-                self._acks_durable = True
-        else:
-            self.counters["forward_duplicates"] += 1
-        self._acks_due.add(peer)
-        if not self._acks_scheduled:
-            self._acks_scheduled = True
-            asyncio.get_running_loop().call_soon(self._send_acks)
+        self.counters["forward_received"] += len(entries)
+        accept = self.forward_receiver.accept
+        deliver = self._deliver_forwarded
+        now = time.time()
+        numbered = False
+        for seq, payload in entries:
+            if not seq:
+                deliver(payload, now, peer)
+                continue
+            numbered = True
+            if accept(peer, seq, low, epoch):
+                if deliver(payload, now, peer):
+                    self._acks_durable = True
+            else:
+                self.counters["forward_duplicates"] += 1
+        if numbered:
+            self._acks_due.add(peer)
+            if not self._acks_scheduled:
+                self._acks_scheduled = True
+                asyncio.get_running_loop().call_soon(self._send_acks)
 
     def _send_acks(self) -> None:
         """Acknowledge, per sender, what was delivered here: at once when only online or clean sessions took
@@ -270,12 +342,27 @@ class ClusterService:
     def _ack(self, due: list[tuple[str, int, int]]) -> None:
         for peer, epoch, upto in due:
             if upto:
-                self.network.send_frame(peer, FrameType.CONTROL, {"op": "fwd_ack", "epoch": epoch, "upto": upto})
+                self.network.send_frame(peer, FrameType.CONTROL, {"op": "fwd_ack", "epoch": epoch, "upto": upto},
+                                        flush=True)
 
     def _resend_forwards(self, peer: str) -> None:
-        for seq, low, payload in self.forward_sender.unacknowledged(peer):
+        """The link to `peer` is back: what it did not acknowledge goes again (after this turn's batch)."""
+        box = self._outbox.get(peer)
+        if box is not None and box.entries:
+            self._send_outbox(peer, box)
+        limit = min(BATCH_BYTES, self.network.max_frame) - BATCH_OVERHEAD
+        low = self.forward_sender.low(peer)
+        entries: list[int | bytes] = []
+        size = 0
+        for seq, payload in self.forward_sender.unacknowledged(peer):
+            if entries and size + len(payload) + ENTRY_OVERHEAD > limit:
+                self.network.send_frame(peer, FrameType.FORWARD, pack_batch(self._epoch, low, entries))
+                entries, size = [], 0
+            entries += (seq, payload)
+            size += len(payload) + ENTRY_OVERHEAD
             self.counters["forwards_resent"] += 1
-            self.network.send_frame(peer, FrameType.FORWARD, pack_numbered(self._epoch, seq, low, payload))
+        if entries:
+            self.network.send_frame(peer, FrameType.FORWARD, pack_batch(self._epoch, low, entries), flush=True)
 
     def signal_congestion(self, node: str, congested: bool) -> None:
         self.network.send_frame(node, FrameType.CONTROL, {"op": "congestion", "on": congested})

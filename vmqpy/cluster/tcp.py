@@ -26,6 +26,7 @@ import ipaddress
 import random
 import secrets
 import socket
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -542,6 +543,22 @@ class ClusterNetwork:
         """The peers with an established link."""
         return {name for name, peer in self._peers.items() if peer.active is not None}
 
+    def room(self, peer: str) -> int:
+        """Bytes of frames `send_frame` takes for `peer` now: unbounded while its link is up and writable,
+        what is left of the outgoing buffer otherwise, 0 for an unknown peer."""
+        entry = self._peers.get(peer)
+        if entry is None or not self._running:
+            return 0
+        conn = entry.active
+        if conn is not None and not conn.paused and not entry.queue:
+            return sys.maxsize
+        return max(0, self.outgoing_buffer - entry.queued_bytes)
+
+    @property
+    def max_frame(self) -> int:
+        """The largest frame body `send_frame` sends (the cluster's `incoming_buffer`)."""
+        return self.incoming_buffer
+
     def incarnation_of(self, name: str) -> int | None:
         """The incarnation the peer proved on its last established link (None if never linked)."""
         peer = self._peers.get(name)
@@ -574,8 +591,9 @@ class ClusterNetwork:
         """Metadata `Transport`: one METADATA frame to `peer` (buffered while unreachable, dropped on overflow)."""
         self.send_frame(peer, FrameType.METADATA, data)
 
-    def send_frame(self, peer: str, frame_type: FrameType, body: Any) -> bool:
-        """Send one data frame (METADATA, FORWARD, CONTROL or REACHABILITY) to `peer`.
+    def send_frame(self, peer: str, frame_type: FrameType, body: Any, *, flush: bool = False) -> bool:
+        """Send one data frame (METADATA, FORWARD, CONTROL or REACHABILITY) to `peer`. With `flush` it is
+        written to the socket at once rather than at the end of the event loop's turn.
 
         True: written to the peer's link, or buffered to be written on the next link. False: not sent and
         not buffered (the outgoing buffer is full, the frame exceeds the maximum frame size, the peer is
@@ -619,6 +637,8 @@ class ClusterNetwork:
         if direct:
             assert conn is not None and conn.link is not None
             conn.write(frame)
+            if flush:
+                conn.flush()
             conn.link.mark_sent()
             self._frames_out += 1
             return True

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender
+from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender, pack_batch, unpack_batch
 
 
 def test_numbers_per_peer_and_cumulative_acks_call_back_in_order() -> None:
@@ -20,7 +21,7 @@ def test_numbers_per_peer_and_cumulative_acks_call_back_in_order() -> None:
         cb()
     assert calls == ["a"]
     assert s.add("n2", b"d", lambda: calls.append("d"), lambda _w: None) == (3, 2)
-    assert s.unacknowledged("n2") == [(2, 2, b"b"), (3, 2, b"d")]
+    assert s.unacknowledged("n2") == [(2, b"b"), (3, b"d")] and s.low("n2") == 2
     for cb in s.acked("n2", 3):
         cb()
     assert calls == ["a", "b", "d"] and s.pending_count() == 1
@@ -80,8 +81,8 @@ def test_any_mix_of_loss_resend_and_duplication_delivers_each_forward_exactly_on
         seq, low = sender.add("n2", str(i).encode(), lambda i=i: acked.append(i), lambda _w: None)
         wire.append((seq, low, str(i).encode()))
     for _round in range(link_breaks + 2):
-        if _round > 0:
-            wire = sender.unacknowledged("n2")  # the link came back: send again
+        if _round > 0:  # the link came back: send again
+            wire = [(seq, sender.low("n2"), payload) for seq, payload in sender.unacknowledged("n2")]
         arrived = [f for f in wire if rng.random() > 0.3 or _round == link_breaks + 1]
         arrived += [f for f in arrived if rng.random() < 0.2]  # duplicated by a resend of the link buffer
         for seq, low, payload in arrived:
@@ -91,3 +92,58 @@ def test_any_mix_of_loss_resend_and_duplication_delivers_each_forward_exactly_on
             cb()
     assert sorted(delivered, key=int) == [str(i).encode() for i in range(n)]
     assert sorted(acked) == list(range(n))
+
+
+def test_low_is_the_next_number_when_nothing_is_pending_and_forget_returns_the_failure() -> None:
+    s = ForwardSender()
+    assert s.low("n2") == 1
+    why: list[str] = []
+    s.add("n2", b"a", lambda: None, why.append)
+    s.add("n2", b"b", lambda: None, why.append)
+    for cb in s.acked("n2", 1):
+        cb()
+    assert s.low("n2") == 2
+    fail = s.forget("n2", 2)
+    assert fail is not None and s.forget("n2", 2) is None
+    fail("full")
+    assert why == ["full"] and s.low("n2") == 3 and s.pending_count() == 0
+
+
+def test_acked_stops_at_the_first_number_not_covered() -> None:
+    s = ForwardSender()
+    calls: list[int] = []
+    for i in range(1, 6):
+        s.add("n2", b"x", lambda i=i: calls.append(i), lambda _w: None)
+    for cb in s.acked("n2", 3):
+        cb()
+    assert calls == [1, 2, 3] and [seq for seq, _ in s.unacknowledged("n2")] == [4, 5]
+    assert s.acked("n2", 3) == [] and s.acked("n9", 10) == []
+
+
+def test_a_batch_keeps_its_entries_in_order_with_qos0_unnumbered() -> None:
+    body = pack_batch(7, 3, [3, b"a", 0, b"", 4, b"\x00" * 300])
+    assert body[:1] == b"B"
+    assert unpack_batch(body) == (7, 3, [(3, b"a"), (0, b""), (4, b"\x00" * 300)])
+    assert unpack_batch(pack_batch(2**63 - 1, 1, [])) == (2**63 - 1, 1, [])
+
+
+@pytest.mark.parametrize("body", [
+    b"",
+    b"R" + pack_batch(1, 1, [1, b"a"])[1:],  # not a batch
+    pack_batch(1, 1, [1, b"a"])[:-1],  # truncated
+    b"B\xc1",  # invalid msgpack
+    b"B" + bytes([0x93, 0x01, 0x01, 0x91, 0x01]),  # an odd number of items
+    pack_batch(1, 1, [-1, b"a"]),  # a negative number
+    pack_batch(1, 1, [1, "text"]),  # a publish that is not bytes
+    b"B" + bytes([0x92, 0x01, 0x01]),  # two elements, not three
+])
+def test_a_malformed_batch_is_refused_with_a_value_error(body: bytes) -> None:
+    with pytest.raises(ValueError):
+        unpack_batch(body)
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(0, 2**40),
+       st.lists(st.tuples(st.integers(0, 2**40), st.binary(max_size=64)), max_size=30))
+def test_batches_round_trip(epoch: int, low: int, entries: list[tuple[int, bytes]]) -> None:
+    flat: list[int | bytes] = [x for entry in entries for x in entry]
+    assert unpack_batch(pack_batch(epoch, low, flat)) == (epoch, low, entries)
