@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 from tests.unit.test_session import RecordingSink
-from vmqpy.broker.message import Message
-from vmqpy.broker.records import forward_payload, parse_forward
+from vmqpy.broker.message import Message, decode_record, encode_record
+from vmqpy.broker.records import forward_record, parse_forward
 from vmqpy.broker.router import Router
 from vmqpy.broker.session import Session, SubEntry
 from vmqpy.mqtt.packets import SubOptions
@@ -93,11 +93,27 @@ def test_forwarded_message_serves_only_the_named_groups() -> None:
     assert [p.payload for p in member.publishes()] == [b"b"]
 
 
-def test_forward_payload_round_trip() -> None:
+def test_forward_record_round_trip_through_msgpack_and_its_size_bounds_the_encoding() -> None:
     message = Message("t/1", b"\x00\x01", 1, True, "pub", 123.5, content_type="text/plain",
                       user_properties=[("k", "v")])
-    decoded, groups = parse_forward(forward_payload(message, [("g", "t/#")]))
+    record, size = forward_record(message, [("g", "t/#")])
+    encoded = encode_record(record)
+    assert len(encoded) <= size
+    decoded, groups = parse_forward(decode_record(encoded))
     assert decoded == message and groups == [("g", "t/#")]
+    for plain in (Message("t/é/😀", b"x" * 70_000, 0, False, "pöb"), Message("", b"", 2, True, "")):
+        record, size = forward_record(plain, [])
+        encoded = encode_record(record)
+        assert len(encoded) <= size
+        assert parse_forward(decode_record(encoded)) == (plain, [])
+
+
+def test_a_forward_record_that_is_not_one_is_refused() -> None:
+    import pytest
+
+    for bad in ([2, [], []], [1, ["t"], []], 5, [1, ["t", b"", 0, False, "p", None, [None] * 3, []], []]):
+        with pytest.raises((ValueError, TypeError, KeyError)):
+            parse_forward(bad)
 
 
 def test_routes_to_other_nodes_follow_every_change_of_their_subscriptions() -> None:

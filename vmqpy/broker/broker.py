@@ -48,10 +48,11 @@ class AlwaysServe:
 class Forwarder(Protocol):
     """How the broker hands a publish to another node (the cluster's links)."""
 
-    def forward(self, node: str, payload: bytes, on_ack: Callable[[], None] | None = None,
+    def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
                 on_fail: Callable[[str], None] | None = None) -> bool:
-        """Queue `payload` for `node`; False when it cannot even be buffered (the publisher gets no ack).
-        With `on_ack`, `node` acknowledges it once it has it (`on_fail`: it never will)."""
+        """Queue `record` (msgpack-encodable, at most `size` bytes encoded) for `node`; False when it cannot even
+        be buffered (the publisher gets no ack). With `on_ack`, `node` acknowledges it once it has it
+        (`on_fail`: it never will)."""
         ...
 
     def signal_congestion(self, node: str, congested: bool) -> None:
@@ -495,20 +496,20 @@ class Broker:
         them acknowledged it (the publisher's acknowledgement waits for it)."""
         forwarder = self.forwarder
         countdown = RemoteAck(len(result.remote)) if message.qos > 0 else None
-        plain: bytes | None = None  # the forward without shared-subscription groups, the same for every node
+        plain: tuple[list[Any], int] | None = None  # the forward without shared groups: the same for every node
         for node, groups in result.remote.items():
             if groups:
-                payload = records.forward_payload(message, groups)
+                record, size = records.forward_record(message, groups)
             else:
                 if plain is None:
-                    plain = records.forward_payload(message, groups)
-                payload = plain
+                    plain = records.forward_record(message, groups)
+                record, size = plain
             if forwarder is None:
                 sent = False
             elif countdown is None:
-                sent = forwarder.forward(node, payload)
+                sent = forwarder.forward(node, record, size)
             else:
-                sent = forwarder.forward(node, payload, countdown.one_done, countdown.fail)
+                sent = forwarder.forward(node, record, size, countdown.one_done, countdown.fail)
             if not sent:
                 self.metrics["forward_refused"] += 1
                 result.refused = True
@@ -517,12 +518,12 @@ class Broker:
         if countdown is not None:
             result.remote_ack = countdown
 
-    def deliver_forwarded(self, payload: bytes, now: float, peer: str | None = None) -> bool:
+    def deliver_forwarded(self, record: Any, now: float, peer: str | None = None) -> bool:
         """A publish another node routed here: deliver it to the local sessions only. When a subscriber here
         is congested, `peer` is asked to slow its publishers down until the subscriber drained. True when a
         persistent session took it (it is on disk after the next storage barrier)."""
         try:
-            message, groups = records.parse_forward(payload)
+            message, groups = records.parse_forward(record)
         except (ValueError, TypeError, KeyError) as exc:
             log.warning("undecodable forwarded publish", error=str(exc))
             self.metrics["forward_malformed"] += 1

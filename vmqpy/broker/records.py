@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from vmqpy.broker.message import Message, decode_record, encode_record
+from vmqpy.broker.message import Message, encode_record
 from vmqpy.broker.session import SubEntry
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.mqtt.topics import parse_shared
@@ -106,13 +106,21 @@ def session_origin(value: Any) -> str | None:
     return str(value[4]) if len(value) > 4 and value[4] is not None else None
 
 
-def forward_payload(message: Message, groups: list[tuple[str, str]]) -> bytes:
-    """A publish forwarded to another node, with the shared-subscription groups that node serves for it."""
-    return encode_record([1, message.pack(), [list(g) for g in groups]])
+def forward_record(message: Message, groups: list[tuple[str, str]]) -> tuple[list[Any], int]:
+    """A publish forwarded to another node, with the shared-subscription groups that node serves for it: the
+    record (it travels inside a msgpack batch of forwards) and its encoded size, at most."""
+    record = [1, message.pack(), [list(g) for g in groups] if groups else []]
+    if message.plain and not groups:  # the common case: bounded without encoding it
+        size = len(message.payload) + 4 * (len(message.topic) + len(message.publisher)) + 48
+    else:
+        size = len(encode_record(record))
+    return record, size
 
 
-def parse_forward(payload: bytes) -> tuple[Message, list[tuple[str, str]]]:
-    version, packed, groups = decode_record(payload)
+def parse_forward(record: Any) -> tuple[Message, list[tuple[str, str]]]:
+    """The publish and groups of a forward record (as msgpack decoded it). ValueError, TypeError or KeyError
+    for anything else."""
+    version, packed, groups = record
     if version != 1:
         raise ValueError(f"unknown forward version {version!r}")
-    return Message.unpack(packed), [(str(g), str(f)) for g, f in groups]
+    return Message.unpack(packed), [(str(g), str(f)) for g, f in groups] if groups else []

@@ -18,6 +18,7 @@ import functools
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgpack
 
@@ -27,7 +28,8 @@ Failure = Callable[[str], None]
 
 @dataclass(slots=True)
 class _Pending:
-    payload: bytes
+    record: Any
+    size: int
     on_ack: Callback
     on_fail: Failure
 
@@ -44,12 +46,15 @@ class ForwardSender:
     def __init__(self) -> None:
         self._peers: dict[str, _Outgoing] = {}
 
-    def add(self, peer: str, payload: bytes, on_ack: Callback, on_fail: Failure) -> tuple[int, int]:
-        """Number a forward to `peer`: (its sequence number, the lowest number still unacknowledged)."""
-        out = self._peers.setdefault(peer, _Outgoing())
+    def add(self, peer: str, record: Any, on_ack: Callback, on_fail: Failure, size: int = 0) -> tuple[int, int]:
+        """Number a forward to `peer` (`record`, `size` bytes encoded at most): (its sequence number, the lowest
+        number still unacknowledged)."""
+        out = self._peers.get(peer)
+        if out is None:
+            out = self._peers[peer] = _Outgoing()
         seq = out.next_seq
         out.next_seq += 1
-        out.pending[seq] = _Pending(payload, on_ack, on_fail)
+        out.pending[seq] = _Pending(record, size, on_ack, on_fail)
         return seq, next(iter(out.pending))
 
     def low(self, peer: str) -> int:
@@ -78,12 +83,12 @@ class ForwardSender:
             covered.append(seq)
         return [pending.pop(seq).on_ack for seq in covered]
 
-    def unacknowledged(self, peer: str) -> list[tuple[int, bytes]]:
-        """(seq, payload) of what to send again to `peer`, in order."""
+    def unacknowledged(self, peer: str) -> list[tuple[int, Any, int]]:
+        """(seq, record, size) of what to send again to `peer`, in order."""
         out = self._peers.get(peer)
         if out is None:
             return []
-        return [(seq, p.payload) for seq, p in out.pending.items()]
+        return [(seq, p.record, p.size) for seq, p in out.pending.items()]
 
     def drop_peer(self, peer: str, why: str) -> list[Callable[[], None]]:
         """`peer` left the cluster: its pending forwards will never be acknowledged (calls of their on_fail)."""
@@ -135,12 +140,13 @@ class ForwardReceiver:
 
 
 # Forwards travel in batches: every forward to one peer in one turn of the event loop goes in one FORWARD
-# frame, whose body is BATCH then msgpack [epoch, lowest pending number, [number, publish, number, publish,
-# ...]]. Number 0 marks a QoS 0 forward (not numbered, not acknowledged). The epoch is drawn at random when
+# frame, whose body is BATCH then msgpack [epoch, lowest pending number, [number, record, number, record,
+# ...]]; a record is the publish as the broker encodes it (records.forward_record), one msgpack value. Number 0
+# marks a QoS 0 forward (not numbered, not acknowledged). The epoch is drawn at random when
 # the sender starts: a restarted node numbers from 1 again, and the receiver must not take its new forwards
 # for copies of the old ones.
 BATCH = b"B"
-ENTRY_OVERHEAD = 16  # msgpack bytes around one entry, at most (a number and a bin header)
+ENTRY_OVERHEAD = 16  # msgpack bytes of one entry besides its record, at most (its number)
 BATCH_OVERHEAD = 40  # the frame's and the batch's own headers, at most
 
 
@@ -148,26 +154,27 @@ def new_epoch() -> int:
     return secrets.randbits(63)
 
 
-def pack_batch(epoch: int, low: int, entries: list[int | bytes]) -> bytes:
-    """`entries`: number, publish, number, publish, ... (number 0: a QoS 0 forward)."""
+def pack_batch(epoch: int, low: int, entries: list[Any]) -> bytes:
+    """`entries`: number, record, number, record, ... (number 0: a QoS 0 forward)."""
     packed: bytes = msgpack.packb([epoch, low, entries], use_bin_type=True)
     return BATCH + packed
 
 
-def unpack_batch(body: bytes) -> tuple[int, int, list[tuple[int, bytes]]]:
-    """(epoch, lowest pending number, [(number, publish), ...]) of a batch. ValueError if malformed."""
+def unpack_batch(body: bytes) -> tuple[int, int, list[tuple[int, Any]]]:
+    """(epoch, lowest pending number, [(number, record), ...]) of a batch. ValueError if malformed (a record
+    is checked by whoever delivers it)."""
     if not body.startswith(BATCH):
         raise ValueError("not a batch of forwards")
     try:
-        epoch, low, flat = msgpack.unpackb(memoryview(body)[1:], raw=False, use_list=True)
+        epoch, low, flat = msgpack.unpackb(memoryview(body)[1:], raw=False, use_list=True, strict_map_key=False)
     except Exception as exc:  # msgpack raises ValueError, TypeError, StackError, ... for bad input
         raise ValueError(f"undecodable batch of forwards: {type(exc).__name__}") from None
     if type(epoch) is not int or type(low) is not int or type(flat) is not list or len(flat) % 2:
         raise ValueError("a batch of forwards is [epoch, low, [number, publish, ...]]")
     entries = list(zip(flat[::2], flat[1::2], strict=True))
-    for seq, payload in entries:
-        if type(seq) is not int or seq < 0 or type(payload) is not bytes:
-            raise ValueError("a forward is a number and the bytes of a publish")
+    for seq, _record in entries:
+        if type(seq) is not int or seq < 0:
+            raise ValueError("a forward's number is an integer, 0 or more")
     return epoch, low, entries
 
 

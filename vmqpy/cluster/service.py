@@ -38,7 +38,7 @@ BATCH_BYTES = 64 * 1024  # a batch of forwards is sent once this large, without 
 
 @dataclass(slots=True)
 class _Outbox:
-    entries: list[int | bytes] = field(default_factory=list)  # number, publish, number, publish, ...
+    entries: list[Any] = field(default_factory=list)  # number, record, number, record, ...
     size: int = 0  # bytes, with the entries' overhead
 
 
@@ -84,7 +84,7 @@ class ClusterService:
         network: Network,
         metadata: MetadataService,
         *,
-        deliver_forwarded: Callable[[bytes, float, str], bool],
+        deliver_forwarded: Callable[[Any, float, str], bool],
         on_removed: Callable[[], None],
         on_view: Callable[[View], None] | None = None,
         gossip_interval: float = 0.25,
@@ -234,16 +234,16 @@ class ClusterService:
 
     # ------------------------------------------------------------------------------------------ frames
 
-    def forward(self, node: str, payload: bytes, on_ack: Callable[[], None] | None = None,
+    def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
                 on_fail: Callable[[str], None] | None = None) -> bool:
-        """Send a publish to `node`. With `on_ack` (QoS 1/2) it is numbered, kept until `node` acknowledges
-        it (then `on_ack` runs) and sent again after a broken link (forwarding.py); `on_fail` runs if `node`
-        leaves the cluster first. False: it cannot even be buffered.
+        """Send a publish to `node` (`record`, at most `size` bytes in msgpack). With `on_ack` (QoS 1/2) it is
+        numbered, kept until `node` acknowledges it (then `on_ack` runs) and sent again after a broken link
+        (forwarding.py); `on_fail` runs if `node` leaves the cluster first. False: it cannot even be buffered.
 
         The forwards to one node in one turn of the event loop leave in one frame at the end of the turn."""
-        size = len(payload) + ENTRY_OVERHEAD
+        size += ENTRY_OVERHEAD
         if size + BATCH_OVERHEAD > self.network.max_frame:
-            log.warning("publish too large to forward", node=node, size=len(payload),
+            log.warning("publish too large to forward", node=node, size=size - ENTRY_OVERHEAD,
                         maximum=self.network.max_frame - BATCH_OVERHEAD - ENTRY_OVERHEAD)
             return False
         box = self._outbox.get(node)
@@ -254,8 +254,8 @@ class ClusterService:
         if on_ack is None:
             seq = 0
         else:
-            seq, _low = self.forward_sender.add(node, payload, on_ack, on_fail or (lambda _why: None))
-        box.entries += (seq, payload)
+            seq, _low = self.forward_sender.add(node, record, on_ack, on_fail or (lambda _why: None), size)
+        box.entries += (seq, record)
         box.size += size
         if box.size + BATCH_OVERHEAD >= min(BATCH_BYTES, self.network.max_frame):
             self._send_outbox(node, box)
@@ -300,13 +300,13 @@ class ClusterService:
         deliver = self._deliver_forwarded
         now = time.time()
         numbered = False
-        for seq, payload in entries:
+        for seq, record in entries:
             if not seq:
-                deliver(payload, now, peer)
+                deliver(record, now, peer)
                 continue
             numbered = True
             if accept(peer, seq, low, epoch):
-                if deliver(payload, now, peer):
+                if deliver(record, now, peer):
                     self._acks_durable = True
             else:
                 self.counters["forward_duplicates"] += 1
@@ -352,14 +352,14 @@ class ClusterService:
             self._send_outbox(peer, box)
         limit = min(BATCH_BYTES, self.network.max_frame) - BATCH_OVERHEAD
         low = self.forward_sender.low(peer)
-        entries: list[int | bytes] = []
+        entries: list[Any] = []
         size = 0
-        for seq, payload in self.forward_sender.unacknowledged(peer):
-            if entries and size + len(payload) + ENTRY_OVERHEAD > limit:
+        for seq, record, record_size in self.forward_sender.unacknowledged(peer):
+            if entries and size + record_size > limit:
                 self.network.send_frame(peer, FrameType.FORWARD, pack_batch(self._epoch, low, entries))
                 entries, size = [], 0
-            entries += (seq, payload)
-            size += len(payload) + ENTRY_OVERHEAD
+            entries += (seq, record)
+            size += record_size
             self.counters["forwards_resent"] += 1
         if entries:
             self.network.send_frame(peer, FrameType.FORWARD, pack_batch(self._epoch, low, entries), flush=True)

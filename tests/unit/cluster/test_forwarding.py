@@ -21,7 +21,7 @@ def test_numbers_per_peer_and_cumulative_acks_call_back_in_order() -> None:
         cb()
     assert calls == ["a"]
     assert s.add("n2", b"d", lambda: calls.append("d"), lambda _w: None) == (3, 2)
-    assert s.unacknowledged("n2") == [(2, b"b"), (3, b"d")] and s.low("n2") == 2
+    assert s.unacknowledged("n2") == [(2, b"b", 0), (3, b"d", 0)] and s.low("n2") == 2
     for cb in s.acked("n2", 3):
         cb()
     assert calls == ["a", "b", "d"] and s.pending_count() == 1
@@ -82,7 +82,7 @@ def test_any_mix_of_loss_resend_and_duplication_delivers_each_forward_exactly_on
         wire.append((seq, low, str(i).encode()))
     for _round in range(link_breaks + 2):
         if _round > 0:  # the link came back: send again
-            wire = [(seq, sender.low("n2"), payload) for seq, payload in sender.unacknowledged("n2")]
+            wire = [(seq, sender.low("n2"), payload) for seq, payload, _size in sender.unacknowledged("n2")]
         arrived = [f for f in wire if rng.random() > 0.3 or _round == link_breaks + 1]
         arrived += [f for f in arrived if rng.random() < 0.2]  # duplicated by a resend of the link buffer
         for seq, low, payload in arrived:
@@ -116,14 +116,15 @@ def test_acked_stops_at_the_first_number_not_covered() -> None:
         s.add("n2", b"x", lambda i=i: calls.append(i), lambda _w: None)
     for cb in s.acked("n2", 3):
         cb()
-    assert calls == [1, 2, 3] and [seq for seq, _ in s.unacknowledged("n2")] == [4, 5]
+    assert calls == [1, 2, 3] and [seq for seq, _, _ in s.unacknowledged("n2")] == [4, 5]
     assert s.acked("n2", 3) == [] and s.acked("n9", 10) == []
 
 
 def test_a_batch_keeps_its_entries_in_order_with_qos0_unnumbered() -> None:
-    body = pack_batch(7, 3, [3, b"a", 0, b"", 4, b"\x00" * 300])
+    record = [1, ["t/x", b"\x00" * 300, 1, False, "pub", None, [None] * 4, []], [["g", "t/#"]]]
+    body = pack_batch(7, 3, [3, b"a", 0, b"", 4, record])
     assert body[:1] == b"B"
-    assert unpack_batch(body) == (7, 3, [(3, b"a"), (0, b""), (4, b"\x00" * 300)])
+    assert unpack_batch(body) == (7, 3, [(3, b"a"), (0, b""), (4, record)])
     assert unpack_batch(pack_batch(2**63 - 1, 1, [])) == (2**63 - 1, 1, [])
 
 
@@ -134,7 +135,7 @@ def test_a_batch_keeps_its_entries_in_order_with_qos0_unnumbered() -> None:
     b"B\xc1",  # invalid msgpack
     b"B" + bytes([0x93, 0x01, 0x01, 0x91, 0x01]),  # an odd number of items
     pack_batch(1, 1, [-1, b"a"]),  # a negative number
-    pack_batch(1, 1, [1, "text"]),  # a publish that is not bytes
+    pack_batch(1, 1, ["1", b"a"]),  # a number that is not an integer
     b"B" + bytes([0x92, 0x01, 0x01]),  # two elements, not three
 ])
 def test_a_malformed_batch_is_refused_with_a_value_error(body: bytes) -> None:
