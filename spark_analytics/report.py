@@ -113,10 +113,12 @@ def _analyze(
     applies = events.applies(ev)
     ranked = cache(visibility.rank_writes(writes))
     applied = cache(visibility.applied_versions(applies, ranked))
-    vis = cache(visibility.visibility(visibility.holdings(ranked, applied), nodes).transform(phased))
-    conv = cache(visibility.write_convergence(ranked, vis).transform(phased))
+    # One row per write with the moment each node held it; the (write, node) pairs are only made on the fly.
+    versions = cache(visibility.version_visibility(visibility.holdings(ranked, applied), nodes).transform(phased))
+    vis = visibility.pairs(versions, nodes)
+    conv = cache(visibility.write_convergence(versions, nodes))
 
-    fig_rows = visibility.pbs_curve(vis).join(visibility.lag_quantiles(vis).drop("pairs"), "phase").collect()
+    lag_figures = visibility.lag_figures(vis)
     write_rows = visibility.write_figures(conv).collect()
     # The end of the logs counts as one more "heal" (partition 0): its unconverged keys are the keys divergent at
     # the end, in the same query as the real heals.
@@ -170,15 +172,12 @@ def _analyze(
             "writes": sum(phase_writes.values()),
             "writes_by_phase": dict(sorted(phase_writes.items())),
             "pbs": {
-                r["phase"]: {
-                    "pairs": r["pairs"],
-                    "fractions": [_num(r[f"d_{i}"]) for i in range(len(visibility.DELTAS_MS))],
-                }
-                for r in sorted(fig_rows, key=lambda r: r["phase"])
+                phase: {"pairs": f["pairs"], "fractions": [_num(x) for x in f["fractions"]]}
+                for phase, f in sorted(lag_figures.items())
             },
             "lag": {
-                r["phase"]: _row(r, drop=("phase", *(f"d_{i}" for i in range(len(visibility.DELTAS_MS)))))
-                for r in sorted(fig_rows, key=lambda r: r["phase"])
+                phase: {k: _num(v) for k, v in f.items() if k != "fractions"}
+                for phase, f in sorted(lag_figures.items())
             },
         },
         "convergence": {

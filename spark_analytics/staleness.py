@@ -4,10 +4,9 @@ For an md_apply at moment t of version v of key K: `versions_behind` = the numbe
 (in version order) whose md_write `ts` is at or before t. 0 means the node applied the newest version there
 was. An apply that the clocks place before its write is counted at the write's `ts`.
 
-Computed without a join of every apply with every write of its key: behind = written(t) - v + late(v, t), where
-written(t) is the number of writes of K made by t (one running count over writes and applies ordered by time)
-and late(v, t) the writes of K of version <= v made after t. Such a write is necessarily *out of order* (a newer
-version was written before it), and out-of-order writes are rare: only they are joined.
+Computed without sorting the applies: rank_writes gives each version `newer_ts`, the earliest write of a newer
+version of its key. An apply made before that moment is 0 behind, which is nearly every apply; only the others
+(stale applies, typically anti-entropy repairs after a partition) are held against the writes of their key.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 HISTOGRAM_MAX = 10  # versions_behind above this are counted together as "10+"
@@ -23,42 +22,25 @@ HISTOGRAM_MAX = 10  # versions_behind above this are counted together as "10+"
 
 def out_of_order_writes(ranked: DataFrame) -> DataFrame:
     """Writes made (by `ts`) after a newer version of their key: (pkey, version, ts)."""
-    newer_first = Window.partitionBy("pkey").orderBy(F.col("version").desc()).rowsBetween(
-        Window.unboundedPreceding, -1
-    )
-    return (
-        ranked.select("pkey", "version", "ts")
-        .withColumn("newer_min_ts", F.min("ts").over(newer_first))
-        .where(F.col("ts") > F.col("newer_min_ts"))
-        .select("pkey", "version", "ts")
-    )
+    return ranked.where(F.col("ts") > F.col("newer_ts")).select("pkey", "version", "ts")
 
 
 def staleness(applied: DataFrame, ranked: DataFrame) -> DataFrame:
     """Every matched md_apply (visibility.applied_versions) with `versions_behind`: node, ts, pkey, version,
     via, siblings, versions_behind."""
-    cols = ["node", "ts", "via", "siblings"]
-    apps = applied.select("pkey", "version", *cols, F.greatest("ts", "write_ts").alias("at"), F.lit(1).alias("kind"))
-    writes = ranked.select(
-        "pkey", "version", *[F.lit(None).alias(c) for c in cols], F.col("ts").alias("at"), F.lit(0).alias("kind")
+    cols = ["node", "ts", "pkey", "version", "via", "siblings"]
+    at = F.greatest("ts", "write_ts")
+    behind = F.col("newer_ts").isNotNull() & (at >= F.col("newer_ts"))
+    current = applied.where(~behind).select(*cols, F.lit(0).cast("long").alias("versions_behind"))
+    stale = applied.where(behind).select(*cols, at.alias("at"))
+    writes_of_key = ranked.groupBy("pkey").agg(
+        F.collect_list(F.struct(F.col("version").alias("v"), F.col("ts").alias("t"))).alias("writes")
     )
-    by_time = Window.partitionBy("pkey").orderBy("at", "kind").rowsBetween(Window.unboundedPreceding, 0)
-    with_written = (
-        apps.unionByName(writes.select(*[F.col(c).cast(t) for c, t in apps.dtypes]))
-        .withColumn("written", F.sum(1 - F.col("kind")).over(by_time))
-        .where(F.col("kind") == 1)
-    )
-    late_per_key = (
-        out_of_order_writes(ranked)
-        .groupBy("pkey")
-        .agg(F.collect_list(F.struct(F.col("version").alias("v"), F.col("ts").alias("t"))).alias("late"))
-    )
-    late = F.when(F.col("late").isNull(), F.lit(0)).otherwise(  # size(null) is -1 without ANSI
-        F.size(F.filter("late", lambda w: (w["v"] <= F.col("version")) & (w["t"] > F.col("at"))))
-    )
-    return with_written.join(late_per_key.hint("shuffle_hash"), "pkey", "left").select(
-        "node", "ts", "pkey", "version", "via", "siblings",
-        (F.col("written") - F.col("version") + late).alias("versions_behind"),
+    newer_by_then = F.size(F.filter("writes", lambda w: (w["v"] > F.col("version")) & (w["t"] <= F.col("at"))))
+    return current.unionByName(
+        stale.join(writes_of_key.hint("shuffle_hash"), "pkey").select(
+            *cols, newer_by_then.cast("long").alias("versions_behind")
+        )
     )
 
 

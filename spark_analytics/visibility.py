@@ -9,8 +9,11 @@ the clocks of two hosts make it negative); a pair that never becomes visible has
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Sequence
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -24,9 +27,10 @@ _DOT = ["dot_node", "dot_counter"]
 
 
 def rank_writes(writes: DataFrame) -> DataFrame:
-    """Every distinct write (by dot) with `version`: 1 for the oldest write of its key, by hlc then dot.
-    Columns: node (the writer), ts, pkey, dot_node, dot_counter, delete, writeback, version; (pkey, version) identifies
-    the write from here on."""
+    """Every distinct write (by dot) with `version`: 1 for the oldest write of its key, by hlc then dot, and
+    `newer_ts`: the earliest `ts` of a newer version of the key (null for the newest). Columns: node (the writer),
+    ts, pkey, dot_node, dot_counter, delete, writeback, version, newer_ts; (pkey, version) identifies the write
+    from here on."""
     order = Window.partitionBy("pkey").orderBy("hlc_wall", "hlc_logical", "hlc_node", *_DOT, "ts")
     same_dot = (F.lag("dot_node").over(order) == F.col("dot_node")) & (
         F.lag("dot_counter").over(order) == F.col("dot_counter")
@@ -34,21 +38,25 @@ def rank_writes(writes: DataFrame) -> DataFrame:
     return (
         writes.withColumn("_dup", F.coalesce(same_dot, F.lit(False)))
         .where(~F.col("_dup"))
-        .withColumn("version", F.row_number().over(order))
-        .select("node", "ts", "pkey", *_DOT, "delete", "writeback", "version")
+        .select(
+            "node", "ts", "pkey", *_DOT, "delete", "writeback",
+            F.row_number().over(order).alias("version"),
+            # one window, two frames: the rows after this one are the newer versions
+            F.min("ts").over(order.rowsBetween(1, Window.unboundedFollowing)).alias("newer_ts"),
+        )
     )
 
 
 def applied_versions(applies: DataFrame, ranked: DataFrame) -> DataFrame:
-    """md_apply lines with the version and the `write_ts` of the write whose dot they applied: node, ts, pkey,
-    version, write_ts, via, siblings (inner join: an apply of a dot whose md_write is not in the logs is left
-    out, see `unmatched_applies`)."""
+    """md_apply lines with the version, the `write_ts` and the `newer_ts` (rank_writes) of the write whose dot they
+    applied: node, ts, pkey, version, write_ts, newer_ts, via, siblings (inner join: an apply of a dot whose
+    md_write is not in the logs is left out, see `unmatched_applies`)."""
     # A hash of each partition's writes, probed by its applies: no sort of the (four times more) applies.
     return applies.join(
-        ranked.select("pkey", *_DOT, "version", F.col("ts").alias("write_ts")).hint("shuffle_hash"),
+        ranked.select("pkey", *_DOT, "version", F.col("ts").alias("write_ts"), "newer_ts").hint("shuffle_hash"),
         ["pkey", *_DOT],
         "inner",
-    ).select("node", "ts", "pkey", "version", "write_ts", "via", "siblings")
+    ).select("node", "ts", "pkey", "version", "write_ts", "newer_ts", "via", "siblings")
 
 
 def unmatched_applies(applies: DataFrame, ranked: DataFrame) -> DataFrame:
@@ -57,53 +65,65 @@ def unmatched_applies(applies: DataFrame, ranked: DataFrame) -> DataFrame:
 
 
 def holdings(ranked: DataFrame, applied: DataFrame) -> DataFrame:
-    """When each node came to hold each version: (pkey, node, version, hold_ts, own, delete) from the writer's
-    md_write (`own`, and whether it is a delete) and every other node's md_apply."""
+    """When each node came to hold each version: (pkey, node, version, hold_ts, own, delete, writeback) from the
+    writer's md_write (`own`, whether it is a delete or a write-back) and every other node's md_apply."""
     own = ranked.select("pkey", "node", "version", F.col("ts").alias("hold_ts"), F.lit(True).alias("own"),
-                        "delete")
+                        "delete", "writeback")
+    none = F.lit(None).cast("boolean")
     remote = applied.select("pkey", "node", "version", F.col("ts").alias("hold_ts"), F.lit(False).alias("own"),
-                            F.lit(None).cast("boolean").alias("delete"))
+                            none.alias("delete"), none.alias("writeback"))
     return own.unionByName(remote)
 
 
-def visibility(held: DataFrame, nodes: Sequence[str]) -> DataFrame:
-    """One row per (write, other node): pkey, version, write_ts, target, visible_ts (null: never), lag_ms
-    (null: never). `held` is `holdings`; `nodes` are the cluster's nodes.
+def version_visibility(held: DataFrame, nodes: Sequence[str]) -> DataFrame:
+    """One row per write: pkey, version, writer, write_ts, writeback and `visible_ts`, an array with one element
+    per node of `nodes` (in that order): the first moment that node held the write or a newer version of its key
+    (null: never). `held` is `holdings`.
 
     A node that never logged the key (no md_write, no md_apply of it) holds a delete of it from the delete's
     write on: it has nothing of the key, which is what the delete leaves, and it logs nothing when the delete
     reaches it (docs/replication-log.md: an md_apply is logged when the key's versions change).
 
-    One row per version with a column per node (the first moment the node held that version), then one running
-    minimum per node over the versions from the newest down: a sort of the versions of each key, not of every
-    (write, node) pair. Every write is in `held` through the writer's own line."""
+    One row per version with a column per node (a hash aggregation), then one running minimum per node over the
+    versions from the newest down: one sort of the versions of each key. Every write is in `held` through the
+    writer's own line."""
     per_node = [F.min(F.when(F.col("node") == n, F.col("hold_ts"))).alias(f"_h{i}") for i, n in enumerate(nodes)]
     # The writer as its index in `nodes`: numbers keep the aggregation a hash aggregation (no sort).
     index = reduce(lambda c, i: c.when(F.col("node") == nodes[i], i), range(1, len(nodes)),
                    F.when(F.col("node") == nodes[0], 0))
+    own = F.col("own")
     versions = held.groupBy("pkey", "version").agg(
-        F.max(F.when(F.col("own"), index)).alias("_writer"),
-        F.min(F.when(F.col("own"), F.col("hold_ts"))).alias("write_ts"),
-        F.max(F.when(F.col("own"), F.col("delete"))).alias("_delete"),
+        F.max(F.when(own, index)).alias("_writer"),
+        F.min(F.when(own, F.col("hold_ts"))).alias("write_ts"),
+        F.max(F.when(own, F.col("delete"))).alias("_delete"),
+        F.max(F.when(own, F.col("writeback"))).alias("writeback"),
         *per_node,
     ).where(F.col("write_ts").isNotNull())
-    whole_key = Window.partitionBy("pkey")
+    # Both windows order the versions of a key from the newest down: one sort serves the two.
+    newest_first = Window.partitionBy("pkey").orderBy(F.col("version").desc())
+    whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     versions = versions.select(
-        "pkey", "version", "_writer", "write_ts",
+        "pkey", "version", "_writer", "write_ts", "writeback",
         *[F.when(F.col("_delete") & F.max(F.col(f"_h{i}").isNotNull().cast("int")).over(whole_key).eqNullSafe(0),
                  F.col("write_ts")).otherwise(F.col(f"_h{i}")).alias(f"_h{i}") for i in range(len(nodes))],
     )
     names = F.array(*[F.lit(n) for n in nodes])
     # For each version: the earliest hold on each node of any version at least as new.
-    newer = Window.partitionBy("pkey").orderBy(F.col("version").desc()).rowsBetween(Window.unboundedPreceding, 0)
-    wide = versions.select(
-        "pkey", "version", F.element_at(names, F.col("_writer") + 1).alias("writer"), "write_ts",
-        *[F.min(f"_h{i}").over(newer).alias(f"_v{i}") for i in range(len(nodes))],
+    newer = newest_first.rowsBetween(Window.unboundedPreceding, 0)
+    return versions.select(
+        "pkey", "version", F.element_at(names, F.col("_writer") + 1).alias("writer"), "write_ts", "writeback",
+        F.array(*[F.min(f"_h{i}").over(newer) for i in range(len(nodes))]).alias("visible_ts"),
     )
-    pairs = F.array(*[F.struct(F.lit(n).alias("target"), F.col(f"_v{i}").alias("visible_ts"))
-                      for i, n in enumerate(nodes)])
+
+
+def pairs(versions: DataFrame, nodes: Sequence[str]) -> DataFrame:
+    """One row per (write, other node) of `version_visibility`: pkey, version, write_ts, target, visible_ts (null:
+    never), lag_ms (null: never); and `phase` when `versions` has one."""
+    each = F.array(*[F.struct(F.lit(n).alias("target"), F.col("visible_ts")[i].alias("visible_ts"))
+                     for i, n in enumerate(nodes)])
+    extra = ["phase"] if "phase" in versions.columns else []
     return (
-        wide.select("pkey", "version", "writer", "write_ts", F.explode(pairs).alias("p"))
+        versions.select("pkey", "version", "writer", "write_ts", *extra, F.explode(each).alias("p"))
         .where(F.col("p.target") != F.col("writer"))
         .select(
             "pkey", "version", "write_ts", F.col("p.target").alias("target"), F.col("p.visible_ts").alias("visible_ts"),
@@ -111,68 +131,122 @@ def visibility(held: DataFrame, nodes: Sequence[str]) -> DataFrame:
                 F.col("p.visible_ts").isNotNull(),
                 F.greatest((F.col("p.visible_ts") - F.col("write_ts")) / 1e6, F.lit(0.0)),
             ).alias("lag_ms"),
+            *extra,
         )
     )
 
 
-def write_convergence(ranked: DataFrame, vis: DataFrame) -> DataFrame:
-    """Per write: `converged_ts`, when every node held it (the write's own ts on a one-node cluster), null if
-    some node never did; `targets` and `visible_on` count the other nodes. Columns: pkey, version, writer,
-    write_ts, writeback, targets, visible_on, converged_ts."""
-    per_write = vis.groupBy("pkey", "version").agg(
-        F.count(F.lit(1)).alias("targets"),
-        F.count("visible_ts").alias("visible_on"),
-        F.max("visible_ts").alias("last_visible_ts"),
+def visibility(held: DataFrame, nodes: Sequence[str]) -> DataFrame:
+    """One row per (write, other node): pkey, version, write_ts, target, visible_ts (null: never), lag_ms
+    (null: never). `held` is `holdings`; `nodes` are the cluster's nodes (see `version_visibility`)."""
+    return pairs(version_visibility(held, nodes), nodes)
+
+
+def write_convergence(versions: DataFrame, nodes: Sequence[str]) -> DataFrame:
+    """Per write of `version_visibility`: `converged_ts`, when every node held it (the write's own ts on a
+    one-node cluster), null if some node never did; `targets` and `visible_on` count the other nodes. Columns:
+    pkey, version, writer, write_ts, writeback, targets, visible_on, converged_ts (and `phase` when `versions`
+    has one). Computed on the row of the write: no pair is made."""
+    other = [F.col("writer") != n for n in nodes]
+    seen = [F.when(o, F.col("visible_ts")[i]) for i, o in enumerate(other)]
+    targets = reduce(operator.add, [F.when(o, 1).otherwise(0) for o in other])
+    visible_on = reduce(operator.add, [F.when(s.isNotNull(), 1).otherwise(0) for s in seen])
+    last = seen[0] if len(seen) == 1 else F.greatest(*seen)  # greatest() skips nulls
+    extra = ["phase"] if "phase" in versions.columns else []
+    return versions.select(
+        "pkey", "version", "writer", "write_ts", "writeback",
+        targets.alias("targets"), visible_on.alias("visible_on"),
+        F.when(visible_on == targets, F.greatest(F.coalesce(last, F.col("write_ts")), F.col("write_ts")))
+        .alias("converged_ts"),
+        *extra,
     )
-    targets = F.coalesce("targets", F.lit(0))
-    visible_on = F.coalesce("visible_on", F.lit(0))
-    return (
-        ranked.select("pkey", "version", F.col("node").alias("writer"), F.col("ts").alias("write_ts"), "writeback")
-        .join(per_write.hint("shuffle_hash"), ["pkey", "version"], "left")
-        .select(
-            "pkey", "version", "writer", "write_ts", "writeback",
-            targets.alias("targets"), visible_on.alias("visible_on"),
-            F.when(
-                visible_on == targets, F.greatest(F.coalesce("last_visible_ts", "write_ts"), F.col("write_ts"))
-            ).alias("converged_ts"),
-        )
+
+
+# The lags of a histogram cell: 64 cells per doubling of 1 + lag (about 1 % wide), split at the Δs of the PBS grid.
+_CELLS_PER_DOUBLING = 64
+
+
+def _delta_index(lag: Column, deltas_ms: Sequence[float]) -> Column:
+    """The index of the first Δ of the grid at or above `lag` (len(deltas_ms) above them all; null: never)."""
+    out = F.when(lag.isNull(), F.lit(None))
+    for i, d in enumerate(deltas_ms):
+        out = out.when(lag <= d, i)
+    return out.otherwise(len(deltas_ms))
+
+
+def _cell(lag: Column) -> Column:
+    return F.floor(F.log2(lag + 1.0) * _CELLS_PER_DOUBLING)
+
+
+def lag_histogram(vis: DataFrame, deltas_ms: Sequence[float] = DELTAS_MS) -> DataFrame:
+    """The (write, other node) pairs of `vis` (with a `phase` column) counted by phase and lag cell: phase, delta
+    (the first Δ of the grid at or above the lag, null: never visible), cell (a ~1 % wide range of lags, null:
+    never visible), pairs, max_ms (the largest lag in the cell). Lags increase with (cell, delta)."""
+    lag = F.col("lag_ms")
+    return vis.groupBy("phase", _delta_index(lag, deltas_ms).alias("delta"), _cell(lag).alias("cell")).agg(
+        F.count(F.lit(1)).alias("pairs"), F.max(lag).alias("max_ms")
     )
 
 
-def _fraction(cond: Column) -> Column:
-    return F.sum(F.when(cond, 1).otherwise(0)) / F.count(F.lit(1))
+def lag_figures(
+    vis: DataFrame, deltas_ms: Sequence[float] = DELTAS_MS, quantiles: Sequence[float] = QUANTILES
+) -> dict[str, dict[str, Any]]:
+    """Per phase (and `all`): pairs, `fractions` (for each Δ of the grid, the fraction of (write, other node)
+    pairs visible within Δ ms of the write; pairs never visible count in the denominator: the PBS curve),
+    visible pairs, visible fraction, the lag quantiles over the visible pairs (p50_ms, p99_ms, p99_9_ms: the value
+    of rank ⌈q·visible⌉, exact) and max_ms. `vis` needs a `phase` column (phases.with_phase).
 
-
-def pbs_curve(vis: DataFrame, deltas_ms: Sequence[float] = DELTAS_MS) -> DataFrame:
-    """Per phase (and `all`): pairs, and for each Δ in the grid the fraction of (write, other node) pairs
-    visible within Δ ms of the write; pairs never visible count in the denominator. Columns: phase, pairs,
-    d_<i> for the i-th Δ. `vis` needs a `phase` column (phases.with_phase)."""
-    aggs = [F.count(F.lit(1)).alias("pairs")] + [
-        _fraction(F.col("lag_ms") <= d).alias(f"d_{i}") for i, d in enumerate(deltas_ms)
-    ]
-    return vis.rollup("phase").agg(*aggs).withColumn("phase", F.coalesce("phase", F.lit("all")))
-
-
-def lag_quantiles(vis: DataFrame, quantiles: Sequence[float] = QUANTILES) -> DataFrame:
-    """Per phase (and `all`): pairs, visible pairs, visible fraction, the lag quantiles (p50, p99, p99.9, over
-    the visible pairs; percentile_approx, exact for up to 10,000 values) and the max lag."""
-    return (
-        vis.rollup("phase")
-        .agg(
-            F.count(F.lit(1)).alias("pairs"),
-            F.count("lag_ms").alias("visible"),
-            F.percentile_approx("lag_ms", list(quantiles), 10_000).alias("q"),
-            F.max("lag_ms").alias("max_ms"),
-        )
-        .select(
-            F.coalesce("phase", F.lit("all")).alias("phase"),
-            "pairs",
-            "visible",
-            (F.col("visible") / F.col("pairs")).alias("visible_fraction"),
-            *[F.col("q")[i].alias(_qname(q)) for i, q in enumerate(quantiles)],
-            "max_ms",
-        )
-    )
+    Two passes over `vis`: a histogram of the lags by phase and cell (lag_histogram) gives the curve, the counts,
+    the maximum and the cell of each quantile; the second pass sorts only the lags of those few cells."""
+    groups: dict[str, dict[tuple[int, int] | None, list[Any]]] = {}
+    for r in lag_histogram(vis, deltas_ms).collect():
+        place = None if r["cell"] is None else (r["cell"], r["delta"])
+        for g in (r["phase"], "all"):
+            counts = groups.setdefault(g, {}).setdefault(place, [0, None])
+            counts[0] += r["pairs"]
+            if r["max_ms"] is not None:
+                counts[1] = r["max_ms"] if counts[1] is None else max(counts[1], r["max_ms"])
+    figures: dict[str, dict[str, Any]] = {}
+    wanted: list[tuple[str, str, tuple[int, int], int]] = []  # (group, quantile name, cell, rank in the cell)
+    for g, cells in groups.items():
+        total = sum(n for n, _ in cells.values())
+        seen = sorted((place, n, mx) for place, (n, mx) in cells.items() if place is not None)
+        visible = sum(n for _, n, _ in seen)
+        below = [0] * len(deltas_ms)
+        for (_cell_id, delta), n, _mx in seen:
+            for i in range(delta, len(deltas_ms)):
+                below[i] += n
+        figures[g] = {
+            "pairs": total,
+            "fractions": [b / total for b in below],
+            "visible": visible,
+            "visible_fraction": visible / total,
+            **{_qname(q): None for q in quantiles},
+            "max_ms": max((mx for _, _, mx in seen), default=None),
+        }
+        for q in quantiles:
+            if visible == 0:
+                continue
+            rank, before = max(1, math.ceil(q * visible)), 0
+            for place, n, _mx in seen:
+                if before + n >= rank:
+                    wanted.append((g, _qname(q), place, rank - before))
+                    break
+                before += n
+    if wanted:
+        lag = F.col("lag_ms")
+        cell, delta = _cell(lag), _delta_index(lag, deltas_ms)
+        places = {place for _, _, place, _ in wanted}
+        in_place = reduce(operator.or_, [(cell == c) & (delta == d) for c, d in places])
+        picks = []
+        for j, (g, _name, (c, d), k) in enumerate(wanted):
+            cond = (cell == c) & (delta == d) if g == "all" else (cell == c) & (delta == d) & (F.col("phase") == g)
+            picks.append(F.element_at(F.array_sort(F.collect_list(F.when(cond, lag))), k).alias(f"q{j}"))
+        row = vis.where(in_place).agg(*picks).first()
+        assert row is not None
+        for j, (g, name, _place, _k) in enumerate(wanted):
+            figures[g][name] = row[f"q{j}"]
+    return figures
 
 
 def _qname(q: float) -> str:

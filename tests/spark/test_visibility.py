@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.testing import assertDataFrameEqual
@@ -47,13 +50,17 @@ EXPECTED = [
 ]
 
 
+NODES = ["n1", "n2", "n3"]
+
+
 @pytest.fixture(scope="module")
 def tables(spark: SparkSession) -> dict[str, DataFrame]:
     ev = events_of(spark, LINES)
     ranked = visibility.rank_writes(events.writes(ev)).cache()
     applied = visibility.applied_versions(events.applies(ev), ranked)
-    vis = visibility.visibility(visibility.holdings(ranked, applied), ["n1", "n2", "n3"]).cache()
-    return {"ev": ev, "ranked": ranked, "vis": vis}
+    versions = visibility.version_visibility(visibility.holdings(ranked, applied), NODES).cache()
+    vis = visibility.visibility(visibility.holdings(ranked, applied), NODES).cache()
+    return {"ev": ev, "ranked": ranked, "versions": versions, "vis": vis}
 
 
 def test_rank_writes_orders_by_hlc_and_drops_repeated_dots(spark: SparkSession) -> None:
@@ -84,7 +91,7 @@ def test_unmatched_applies(spark: SparkSession, tables: dict[str, DataFrame]) ->
 
 
 def test_write_convergence(tables: dict[str, DataFrame]) -> None:
-    got = visibility.write_convergence(tables["ranked"], tables["vis"])
+    got = visibility.write_convergence(tables["versions"], NODES)
     assertDataFrameEqual(
         got.select("pkey", "version", "writer", "targets", "visible_on", "converged_ts"),
         [
@@ -105,8 +112,8 @@ def test_write_convergence(tables: dict[str, DataFrame]) -> None:
 def test_write_convergence_on_one_node(spark: SparkSession) -> None:
     ranked = visibility.rank_writes(events.writes(events_of(spark, [write("n1", 0, "a", 1)])))
     no_applies = ranked.limit(0).select("pkey", "node", "version", "ts")
-    vis = visibility.visibility(visibility.holdings(ranked, no_applies), ["n1"])
-    got = visibility.write_convergence(ranked, vis)
+    versions = visibility.version_visibility(visibility.holdings(ranked, no_applies), ["n1"])
+    got = visibility.write_convergence(versions, ["n1"])
     assertDataFrameEqual(got.select("targets", "converged_ts"), [Row(targets=0, converged_ts=ts(0))])
 
 
@@ -116,29 +123,80 @@ LAGS = [("normal", 0.0), ("normal", 3.0), ("normal", 10.0), ("normal", 40.0), ("
 
 def test_pbs_curve(spark: SparkSession) -> None:
     vis = spark.createDataFrame(LAGS, "phase string, lag_ms double")
-    got = visibility.pbs_curve(vis, deltas_ms=(0, 5, 100, 10_000))
-    assertDataFrameEqual(
-        got,
-        [
-            Row(phase="normal", pairs=5, d_0=1 / 5, d_1=2 / 5, d_2=4 / 5, d_3=4 / 5),
-            Row(phase="partition", pairs=4, d_0=0.0, d_1=1 / 4, d_2=1 / 4, d_3=2 / 4),
-            Row(phase="all", pairs=9, d_0=1 / 9, d_1=3 / 9, d_2=5 / 9, d_3=6 / 9),
-        ],
-    )
+    got = visibility.lag_figures(vis, deltas_ms=(0, 5, 100, 10_000))
+    assert {phase: (f["pairs"], f["fractions"]) for phase, f in got.items()} == {
+        "normal": (5, [1 / 5, 2 / 5, 4 / 5, 4 / 5]),
+        "partition": (4, [0.0, 1 / 4, 1 / 4, 2 / 4]),
+        "all": (9, [1 / 9, 3 / 9, 5 / 9, 6 / 9]),
+    }
 
 
 def test_lag_quantiles(spark: SparkSession) -> None:
     vis = spark.createDataFrame(LAGS, "phase string, lag_ms double")
+    got = visibility.lag_figures(vis)
+    assert {phase: {k: v for k, v in f.items() if k != "fractions"} for phase, f in got.items()} == {
+        "normal": dict(pairs=5, visible=4, visible_fraction=0.8, p50_ms=3.0, p99_ms=40.0, p99_9_ms=40.0, max_ms=40.0),
+        "partition": dict(pairs=4, visible=2, visible_fraction=0.5, p50_ms=5.0, p99_ms=5000.0, p99_9_ms=5000.0,
+                          max_ms=5000.0),
+        "all": dict(pairs=9, visible=6, visible_fraction=6 / 9, p50_ms=5.0, p99_ms=5000.0, p99_9_ms=5000.0,
+                    max_ms=5000.0),
+    }
+
+
+def test_lag_quantiles_are_exact_ranks_within_histogram_cells(spark: SparkSession) -> None:
+    """Many lags in few histogram cells (ties, zeros, values on both sides of a Δ and of a cell's edge): each
+    quantile is the lag of rank ⌈q·n⌉ in sorted order, per phase and over all, and the PBS counts are exact."""
+    rng = random.Random(7)
+    lags = [("normal", round(rng.lognormvariate(1.5, 0.6), 3)) for _ in range(3_000)]
+    lags += [("normal", 0.0)] * 40 + [("normal", 5.0)] * 30 + [("normal", None)] * 25
+    lags += [("partition", round(rng.uniform(0, 20_000), 1)) for _ in range(700)] + [("partition", 4.9999)] * 3
+    vis = spark.createDataFrame(lags, "phase string, lag_ms double")
+    deltas = (0, 1, 2, 5, 10, 100, 10_000)
+    got = visibility.lag_figures(vis, deltas_ms=deltas, quantiles=(0.001, 0.5, 0.9, 0.99, 0.999, 1.0))
+    for phase in ("normal", "partition", "all"):
+        values = [lag for p, lag in lags if phase in (p, "all")]
+        seen = sorted(v for v in values if v is not None)
+        assert got[phase]["pairs"] == len(values) and got[phase]["visible"] == len(seen)
+        assert got[phase]["fractions"] == [sum(1 for v in seen if v <= d) / len(values) for d in deltas]
+        assert got[phase]["max_ms"] == seen[-1]
+        for q in (0.001, 0.5, 0.9, 0.99, 0.999, 1.0):
+            name = "p" + f"{q * 100:g}".replace(".", "_") + "_ms"
+            assert got[phase][name] == seen[max(1, math.ceil(q * len(seen))) - 1], (phase, q)
+
+
+def test_lag_figures_without_visible_pairs(spark: SparkSession) -> None:
+    vis = spark.createDataFrame([("normal", None), ("normal", None)], "phase string, lag_ms double")
+    got = visibility.lag_figures(vis, deltas_ms=(0, 5))
+    assert got == {phase: dict(pairs=2, fractions=[0.0, 0.0], visible=0, visible_fraction=0.0, p50_ms=None,
+                               p99_ms=None, p99_9_ms=None, max_ms=None) for phase in ("normal", "all")}
+
+
+def test_version_visibility_and_newer_ts(tables: dict[str, DataFrame]) -> None:
+    """One row per write with the moment each node held it (the writer's own element is its write)."""
+    def at(ms: float | None) -> int | None:
+        return None if ms is None else ts(ms)
+
     assertDataFrameEqual(
-        visibility.lag_quantiles(vis),
+        tables["versions"].select("pkey", "version", "writer", "write_ts", "visible_ts"),
         [
-            Row(phase="normal", pairs=5, visible=4, visible_fraction=0.8, p50_ms=3.0, p99_ms=40.0, p99_9_ms=40.0,
-                max_ms=40.0),
-            Row(phase="partition", pairs=4, visible=2, visible_fraction=0.5, p50_ms=5.0, p99_ms=5000.0,
-                p99_9_ms=5000.0, max_ms=5000.0),
-            Row(phase="all", pairs=9, visible=6, visible_fraction=6 / 9, p50_ms=5.0, p99_ms=5000.0, p99_9_ms=5000.0,
-                max_ms=5000.0),
+            Row(pkey=pkey("a"), version=1, writer="n1", write_ts=ts(0), visible_ts=[at(0), at(10), at(50)]),
+            Row(pkey=pkey("a"), version=2, writer="n3", write_ts=ts(50), visible_ts=[at(80), None, at(50)]),
+            Row(pkey=pkey("b"), version=1, writer="n2", write_ts=ts(100), visible_ts=[at(100.5), at(100), at(130)]),
+            Row(pkey=pkey("b"), version=2, writer="n2", write_ts=ts(200), visible_ts=[at(205), at(200), at(190)]),
+            Row(pkey=pkey("c"), version=1, writer="n1", write_ts=ts(300), visible_ts=[at(300), at(320), at(305)]),
+            Row(pkey=pkey("c"), version=2, writer="n1", write_ts=ts(310), visible_ts=[at(310), at(320), at(330)]),
+            Row(pkey=pkey("e"), version=1, writer="n1", write_ts=ts(500), visible_ts=[at(500), at(510), at(600)]),
+            Row(pkey=pkey("e"), version=2, writer="n1", write_ts=ts(600), visible_ts=[at(600), at(605), at(600)]),
+            Row(pkey=pkey("f"), version=1, writer="n1", write_ts=ts(700), visible_ts=[at(700), at(705), at(706)]),
+            Row(pkey=pkey("f"), version=2, writer="n1", write_ts=ts(800), visible_ts=[at(800), at(805), None]),
         ],
+    )
+    assertDataFrameEqual(
+        tables["ranked"].select("pkey", "version", "newer_ts"),
+        [Row(pkey=pkey(k), version=v, newer_ts=None if n is None else ts(n)) for k, v, n in [
+            ("a", 1, 50), ("a", 2, None), ("b", 1, 200), ("b", 2, None), ("c", 1, 310), ("c", 2, None),
+            ("e", 1, 600), ("e", 2, None), ("f", 1, 800), ("f", 2, None),
+        ]],
     )
 
 
