@@ -40,6 +40,12 @@ BATCH_BYTES = 64 * 1024  # a batch of forwards is sent once this large, without 
 class _Outbox:
     entries: list[Any] = field(default_factory=list)  # number, record, number, record, ...
     size: int = 0  # bytes, with the entries' overhead
+    limit: int = 0  # what the network takes (room in the outgoing buffer, the largest frame), read at the first
+    full_at: int = 0  # the batch is sent at once from this size on
+
+
+def _ignore_failure(_why: str) -> None:
+    return None
 
 
 class ClusterError(Exception):
@@ -242,22 +248,29 @@ class ClusterService:
 
         The forwards to one node in one turn of the event loop leave in one frame at the end of the turn."""
         size += ENTRY_OVERHEAD
-        if size + BATCH_OVERHEAD > self.network.max_frame:
-            log.warning("publish too large to forward", node=node, size=size - ENTRY_OVERHEAD,
-                        maximum=self.network.max_frame - BATCH_OVERHEAD - ENTRY_OVERHEAD)
-            return False
         box = self._outbox.get(node)
         if box is None:
             box = self._outbox[node] = _Outbox()
-        if box.size + size + BATCH_OVERHEAD > self.network.room(node):
-            return False
+        if not box.entries:  # the first forward of this turn: how much the network takes now
+            box.limit = min(self.network.room(node), self.network.max_frame) - BATCH_OVERHEAD
+            box.full_at = min(BATCH_BYTES, self.network.max_frame) - BATCH_OVERHEAD
+        if box.size + size > box.limit:
+            largest = self.network.max_frame - BATCH_OVERHEAD
+            if size > largest:
+                log.warning("publish too large to forward", node=node, size=size - ENTRY_OVERHEAD,
+                            maximum=largest - ENTRY_OVERHEAD)
+                return False
+            if box.entries and box.limit >= largest:  # the frame is full, not the buffer: a new batch
+                self._send_outbox(node, box)
+                return self.forward(node, record, size - ENTRY_OVERHEAD, on_ack, on_fail)
+            return False  # no room in the outgoing buffer
         if on_ack is None:
             seq = 0
         else:
-            seq, _low = self.forward_sender.add(node, record, on_ack, on_fail or (lambda _why: None), size)
+            seq, _low = self.forward_sender.add(node, record, on_ack, on_fail or _ignore_failure, size)
         box.entries += (seq, record)
         box.size += size
-        if box.size + BATCH_OVERHEAD >= min(BATCH_BYTES, self.network.max_frame):
+        if box.size >= box.full_at:
             self._send_outbox(node, box)
         elif not self._outbox_scheduled:
             self._outbox_scheduled = True

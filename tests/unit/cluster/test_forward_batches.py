@@ -1,0 +1,146 @@
+"""The cluster service's forwarding over a recording network: what one turn of the event loop forwards to a
+node leaves in one batch, in order; the buffer's room is decided per publish; duplicates are delivered once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from vmqpy.broker.message import Message
+from vmqpy.broker.records import forward_record
+from vmqpy.cluster.forwarding import unpack_batch
+from vmqpy.cluster.framing import FrameType
+from vmqpy.cluster.service import ClusterService
+
+
+class RecordingNetwork:
+    def __init__(self, room: int = 1 << 40, max_frame: int = 1 << 20) -> None:
+        self.frames: list[tuple[str, FrameType, Any]] = []
+        self.free = room
+        self.largest = max_frame
+        self.refuse = False
+
+    def send_frame(self, peer: str, type: FrameType, body: Any, *, flush: bool = False) -> bool:
+        if self.refuse:
+            return False
+        self.frames.append((peer, type, body))
+        return True
+
+    def room(self, peer: str) -> int:
+        return self.free
+
+    @property
+    def max_frame(self) -> int:
+        return self.largest
+
+    def batches(self, peer: str = "n2") -> list[tuple[int, int, list[tuple[int, Any]]]]:
+        return [unpack_batch(body) for p, t, body in self.frames if p == peer and t is FrameType.FORWARD]
+
+
+def service(network: RecordingNetwork, delivered: list[Any] | None = None) -> ClusterService:
+    def deliver(record: Any, now: float, peer: str) -> bool:
+        if delivered is not None:
+            delivered.append(record)
+        return False
+
+    return ClusterService("n1", 1, ("127.0.0.1", 1), network, None,  # type: ignore[arg-type]
+                          deliver_forwarded=deliver, on_removed=lambda: None)
+
+
+def record(i: int, size: int = 10) -> tuple[Any, int]:
+    return forward_record(Message(f"t/{i}", bytes(size), 1, False, "pub"), [])
+
+
+async def turn() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_one_turn_of_forwards_leaves_in_one_batch_in_order() -> None:
+    net = RecordingNetwork()
+    svc = service(net)
+    acked: list[int] = []
+    for i in range(5):
+        rec, size = record(i)
+        if i % 2:
+            assert svc.forward("n2", rec, size)  # QoS 0
+        else:
+            assert svc.forward("n2", rec, size, lambda i=i: acked.append(i), lambda _w: None)
+    assert net.frames == []  # nothing before the end of the turn
+    await turn()
+    [(_epoch, low, entries)] = net.batches()
+    assert low == 1
+    assert [seq for seq, _ in entries] == [1, 0, 2, 0, 3]
+    assert [r[1][0] for _, r in entries] == [f"t/{i}" for i in range(5)]
+
+
+async def test_a_batch_that_reaches_the_largest_frame_is_split_in_order() -> None:
+    net = RecordingNetwork(max_frame=1000)
+    svc = service(net)
+    for i in range(12):
+        assert svc.forward("n2", *record(i, 200))
+    await turn()
+    batches = net.batches()
+    assert len(batches) > 1
+    assert [r[1][0] for b in batches for _, r in b[2]] == [f"t/{i}" for i in range(12)]
+    assert all(len(body) <= 1000 for _, _, body in net.frames)
+
+
+async def test_a_publish_larger_than_a_frame_is_refused() -> None:
+    net = RecordingNetwork(max_frame=1000)
+    svc = service(net)
+    assert not svc.forward("n2", *record(0, 2000), lambda: None, lambda _w: None)
+    assert svc.forward_sender.pending_count() == 0
+    await turn()
+    assert net.frames == []
+
+
+async def test_forwards_beyond_the_buffers_room_are_refused_and_the_rest_are_sent() -> None:
+    net = RecordingNetwork(room=1000)
+    svc = service(net)
+    results = [svc.forward("n2", *record(i, 200), lambda: None, lambda _w: None) for i in range(8)]
+    assert results[0] and not results[-1]
+    assert results == sorted(results, reverse=True)  # accepted ones first, then refused ones
+    await turn()
+    [(_e, _low, entries)] = net.batches()
+    assert len(entries) == results.count(True) == svc.forward_sender.pending_count()
+
+
+async def test_a_batch_the_network_refuses_after_all_fails_its_numbered_forwards() -> None:
+    net = RecordingNetwork()
+    svc = service(net)
+    failed: list[str] = []
+    svc.forward("n2", *record(0), lambda: None, failed.append)
+    svc.forward("n2", *record(1))
+    net.refuse = True
+    await turn()
+    assert failed == ["the outgoing buffer to that node is full"]
+    assert svc.forward_sender.pending_count() == 0 and svc.counters["forwards_refused"] == 2
+
+
+async def test_received_batches_are_delivered_once_in_order_and_acknowledged() -> None:
+    sender_net, receiver_net = RecordingNetwork(), RecordingNetwork()
+    sender, delivered = service(sender_net), []
+    receiver = service(receiver_net, delivered)
+    for i in range(3):
+        sender.forward("n2", *record(i), lambda: None, lambda _w: None)
+    sender.forward("n2", *record(3))
+    await turn()
+    [(_, _, body)] = sender_net.frames
+    receiver._on_forward("n1", body)
+    receiver._on_forward("n1", body)  # a copy (a resend after a broken link): numbered ones are not redelivered
+    await turn()
+    assert [r[1][0] for r in delivered] == ["t/0", "t/1", "t/2", "t/3", "t/3"]
+    assert receiver.counters["forward_duplicates"] == 3
+    acks = [body for _, t, body in receiver_net.frames if t is FrameType.CONTROL]
+    assert acks and acks[-1]["op"] == "fwd_ack" and acks[-1]["upto"] == 3
+
+
+@pytest.mark.parametrize("body", [b"", b"B\xc1", b"R" + bytes(24)])
+async def test_a_malformed_batch_is_counted_and_dropped(body: bytes) -> None:
+    net, delivered = RecordingNetwork(), []
+    svc = service(net, delivered)
+    svc._on_forward("n1", body)
+    assert delivered == [] and svc.counters["forward_malformed"] == 1
