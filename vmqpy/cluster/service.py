@@ -42,6 +42,7 @@ class _Outbox:
     size: int = 0  # bytes, with the entries' overhead
     limit: int = 0  # what the network takes (room in the outgoing buffer, the largest frame), read at the first
     full_at: int = 0  # the batch is sent at once from this size on
+    refused_at: int | None = None  # the buffer's room when a forward was refused for want of it
 
 
 def _ignore_failure(_why: str) -> None:
@@ -251,6 +252,10 @@ class ClusterService:
         box = self._outbox.get(node)
         if box is None:
             box = self._outbox[node] = _Outbox()
+        if box.refused_at is not None:  # once full, refuse until the buffer drained (in order, never one in a gap)
+            if box.entries or self.network.room(node) <= box.refused_at:
+                return False
+            box.refused_at = None
         if not box.entries:  # the first forward of this turn: how much the network takes now
             box.limit = min(self.network.room(node), self.network.max_frame) - BATCH_OVERHEAD
             box.full_at = min(BATCH_BYTES, self.network.max_frame) - BATCH_OVERHEAD
@@ -263,7 +268,8 @@ class ClusterService:
             if box.entries and box.limit >= largest:  # the frame is full, not the buffer: a new batch
                 self._send_outbox(node, box)
                 return self.forward(node, record, size - ENTRY_OVERHEAD, on_ack, on_fail)
-            return False  # no room in the outgoing buffer
+            box.refused_at = self.network.room(node)  # no room in the outgoing buffer
+            return False
         if on_ack is None:
             seq = 0
         else:

@@ -144,3 +144,20 @@ async def test_a_malformed_batch_is_counted_and_dropped(body: bytes) -> None:
     svc = service(net, delivered)
     svc._on_forward("n1", body)
     assert delivered == [] and svc.counters["forward_malformed"] == 1
+
+
+async def test_once_a_forward_is_refused_the_later_ones_are_until_the_buffer_drained() -> None:
+    """Sizes are bounded from above, so a smaller publish could fit where a larger one did not: refusals stay in
+    order all the same, until the network has more room than when the first was refused."""
+    net = RecordingNetwork(room=1000)
+    svc = service(net)
+    assert svc.forward("n2", *record(0, 500))
+    assert not svc.forward("n2", *record(1, 500))
+    assert not svc.forward("n2", *record(2, 1))  # would fit, but comes after a refusal
+    await turn()
+    net.free = 1000 - len(net.frames[0][2])
+    assert not svc.forward("n2", *record(3, 1))  # the buffer did not drain
+    net.free = 1 << 40  # the link is back and the buffer was written
+    assert svc.forward("n2", *record(4, 1))
+    await turn()
+    assert [r[1][0] for b in net.batches() for _, r in b[2]] == ["t/0", "t/4"]
