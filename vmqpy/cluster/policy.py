@@ -34,16 +34,35 @@ class Policy:
     """Decides, per operation, whether this node serves it now; counts the refusals."""
 
     def __init__(self, settings: NetsplitSettings | None = None) -> None:
-        self.settings = settings or NetsplitSettings()
-        self.view: View | None = None  # None: a single node, always ready
+        self._settings = settings or NetsplitSettings()
+        self._view: View | None = None  # None: a single node, always ready
+        self.ready = True  # asked on every publish: kept up to date when the view or the settings change
         self.refused: Counter[str] = Counter()
 
     @property
-    def ready(self) -> bool:
-        view = self.view
+    def settings(self) -> NetsplitSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: NetsplitSettings) -> None:
+        self._settings = settings
+        self._refresh()
+
+    @property
+    def view(self) -> View | None:
+        return self._view
+
+    @view.setter
+    def view(self, view: View | None) -> None:
+        self._view = view
+        self._refresh()
+
+    def _refresh(self) -> None:
+        view = self._view
         if view is None:
-            return True
-        return view.in_majority if self.settings.readiness == "majority" else view.ready
+            self.ready = True
+        else:
+            self.ready = view.in_majority if self._settings.readiness == "majority" else view.ready
 
     def reason(self) -> str:
         view = self.view
