@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
@@ -299,4 +300,14 @@ async def serve(config: Config) -> None:
         loop.add_signal_handler(sig, stop.set)
     node = Node(config)
     async with node.running():
+        tune_garbage_collector()
         await stop.wait()
+
+
+def tune_garbage_collector() -> None:
+    """What the node loaded at start (its store, its sessions, its code) lives until it stops: move it out of
+    the collector's sight (`gc.freeze`), so that a full collection no longer walks it, and collect the young
+    generation after 50,000 net allocations instead of 700. Every message in flight is a few objects: with the
+    defaults, collections took about 9 % of a busy node's CPU time (docs/performance.md)."""
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 10)
