@@ -145,6 +145,7 @@ class ClusterService:
         self._task = asyncio.get_running_loop().create_task(self._gossip())
 
     async def stop(self) -> None:
+        self._send_outboxes()  # this turn's forwards still go to the links
         if self._task is not None:
             self._task.cancel()
             try:
