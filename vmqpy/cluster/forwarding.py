@@ -120,7 +120,12 @@ class ForwardReceiver:
         if self._epochs.get(sender) != epoch:
             self._epochs[sender] = epoch
             self._senders.pop(sender, None)
-        state = self._senders.setdefault(sender, _Incoming())
+        state = self._senders.get(sender)
+        if state is None:
+            state = self._senders[sender] = _Incoming()
+        if seq == state.settled + 1 and not state.seen and low <= seq:  # the common case: the next one, in order
+            state.settled = seq
+            return True
         if low - 1 > state.settled:
             state.settled = low - 1
             state.seen = {s for s in state.seen if s > state.settled}
