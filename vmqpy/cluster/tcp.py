@@ -268,7 +268,10 @@ class _Connection(asyncio.Protocol):
         self._cork_bytes = 0
         self.net._bytes_out += len(data)
         if not self.transport.is_closing():
-            self.transport.write(data)
+            try:
+                self.transport.write(data)
+            except RuntimeError:  # uvloop: the socket failed and its handle is closed, yet not "closing";
+                pass  # connection_lost follows and reports the link down
 
     def finish(self) -> None:
         """The link is closed: write what it still has (its BYE), then close without losing it.
