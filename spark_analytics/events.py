@@ -199,8 +199,10 @@ def for_report(raw: DataFrame, partitions: int | None = None) -> DataFrame:
     partitioning on part of its keys, session.DEFAULT_CONF). The lines without a key go to one partition."""
     ev = normalize(raw, hashed_keys=True)
     rare = F.col("event").isin("md_exchange", "md_gc", "cluster_view")
+    write_only = ("hlc_wall", "hlc_logical", "hlc_node")  # only md_write lines are ordered by their hlc
     out = ev.select(
-        *[c for c in KEY_COLUMNS if c != "dot_node"],
+        *[c for c in KEY_COLUMNS if c not in ("dot_node", *write_only)],
+        *[F.when(F.col("event") == "md_write", F.col(c)).alias(c) for c in write_only],
         F.when(F.col("dot_node").isNotNull(), F.xxhash64("dot_node")).alias("dot_node"),
         F.when(rare, F.struct(*EXTRA_COLUMNS)).alias(EXTRA),
     ).select(*REPORT_COLUMNS)

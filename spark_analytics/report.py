@@ -135,7 +135,7 @@ def _analyze(
     stale = staleness.summarize((r["via"], r["versions_behind"], r["applies"]) for r in stale_rows)
     matched_applies = sum(r["applies"] for r in stale_rows)
 
-    episodes = siblings.sibling_episodes(applies, writes)
+    episodes = siblings.episodes_of(cache(siblings.sibling_events(applies, writes)))
     sib = siblings.sibling_summary(episodes).first()
 
     ex = events.exchanges(others)

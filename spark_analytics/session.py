@@ -27,6 +27,9 @@ DEFAULT_CONF: dict[str, str] = {
     # Cached tables uncompressed: building compressed columns costs more CPU than the memory saved is worth
     # (what does not fit in memory goes to disk).
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    # The throughput collector: the report is one batch job, and G1's concurrent work cost about a fifth more CPU
+    # on ten million lines (docs/performance.md). Only read when the session starts its own JVM.
+    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
 }
 
 

@@ -8,6 +8,8 @@ On node N, a *sibling episode* of key K starts at an md_apply with `siblings` > 
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -15,6 +17,13 @@ from pyspark.sql import functions as F
 def sibling_episodes(applies: DataFrame, writes: DataFrame) -> DataFrame:
     """One row per episode: node, pkey, start_ts, max_siblings, resolved_ts (null: still unresolved at the end
     of the logs), resolved_by (`apply`, `write` or `writeback`), duration_ms."""
+    return episodes_of(sibling_events(applies, writes))
+
+
+def sibling_events(applies: DataFrame, writes: DataFrame) -> DataFrame:
+    """The events of every (node, key) that had siblings, from its first siblings on: node, pkey, ts, sib,
+    siblings, kind (`apply`, `write`, `writeback`), last_ts (its last siblings). The input of `episodes_of`, which
+    reads it twice: the report caches it."""
     stream = applies.select(
         "node", "pkey", "ts", (F.col("siblings") > 1).alias("sib"), "siblings", F.lit("apply").alias("kind")
     ).unionByName(
@@ -23,14 +32,35 @@ def sibling_episodes(applies: DataFrame, writes: DataFrame) -> DataFrame:
             F.when(F.col("writeback"), "writeback").otherwise("write").alias("kind"),
         )
     )
-    # Only the events of a (node, key) from its first siblings on matter: one hash join with the (few) pairs that
-    # had siblings, then the window below sorts those events only.
-    span = applies.where(F.col("siblings") > 1).groupBy("node", "pkey").agg(F.min("ts").alias("first_ts"))
-    stream = (
+    span = applies.where(F.col("siblings") > 1).groupBy("node", "pkey").agg(
+        F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")
+    )
+    return (
         stream.join(span.hint("shuffle_hash"), ["node", "pkey"])
         .where(F.col("ts") >= F.col("first_ts"))
-        .select(*stream.columns)
+        .select(*stream.columns, "last_ts")
     )
+
+
+def episodes_of(events: DataFrame) -> DataFrame:
+    """sibling_episodes from sibling_events."""
+    # Only the events of a (node, key) up to its last siblings matter, and after them only the event that ends
+    # that episode: the first of each kind after it (a hash aggregation, no sort). The window below then sorts a
+    # small part of the logs.
+    columns = ["node", "pkey", "ts", "sib", "siblings", "kind"]
+    inside = events.where(F.col("ts") <= F.col("last_ts")).select(*columns)
+    kinds = ("apply", "write", "writeback")  # the order of events at the same ts, as in the window below
+    after = events.where(F.col("ts") > F.col("last_ts")).groupBy("node", "pkey").agg(
+        *[F.min(F.when(F.col("kind") == k, F.col("ts"))).alias(f"_{k}") for k in kinds]
+    )
+    end_ts = F.least(*[F.col(f"_{k}") for k in kinds])
+    end_kind = reduce(lambda c, k: c.when(F.col(f"_{k}") == end_ts, k), kinds[1:],
+                      F.when(F.col(f"_{kinds[0]}") == end_ts, kinds[0]))
+    ends = after.select(
+        "node", "pkey", end_ts.alias("ts"), F.lit(False).alias("sib"), F.lit(1).cast("long").alias("siblings"),
+        end_kind.alias("kind"),
+    )
+    stream = inside.unionByName(ends)
     order = Window.partitionBy("node", "pkey").orderBy("ts", "kind")
     prev_sib = F.coalesce(F.lag("sib").over(order), F.lit(False))
     # Number the episodes (a row with siblings after one without starts one); an episode's rows are its

@@ -162,30 +162,30 @@ def write_convergence(versions: DataFrame, nodes: Sequence[str]) -> DataFrame:
     )
 
 
-# The lags of a histogram cell: 64 cells per doubling of 1 + lag (about 1 % wide), split at the Δs of the PBS grid.
+# The histogram of lags: 64 cells per doubling of 1 + lag (about 1 % wide), each split at the Δs of the PBS grid.
+# A lag's place is cell * _SPLIT + (index of the first Δ at or above it): places increase with the lag.
 _CELLS_PER_DOUBLING = 64
+_SPLIT = 64
 
 
-def _delta_index(lag: Column, deltas_ms: Sequence[float]) -> Column:
-    """The index of the first Δ of the grid at or above `lag` (len(deltas_ms) above them all; null: never)."""
-    out = F.when(lag.isNull(), F.lit(None))
-    for i, d in enumerate(deltas_ms):
-        out = out.when(lag <= d, i)
-    return out.otherwise(len(deltas_ms))
-
-
-def _cell(lag: Column) -> Column:
-    return F.floor(F.log2(lag + 1.0) * _CELLS_PER_DOUBLING)
+def _place(lag: Column, deltas_ms: Sequence[float]) -> Column:
+    """The histogram place of `lag` (null when it is null)."""
+    if len(deltas_ms) >= _SPLIT:
+        raise ValueError(f"at most {_SPLIT - 1} deltas")
+    delta = F.lit(len(deltas_ms))
+    for i in reversed(range(len(deltas_ms))):
+        delta = F.when(lag <= deltas_ms[i], F.lit(i)).otherwise(delta)
+    cell = F.floor(F.log2(lag + 1.0) * _CELLS_PER_DOUBLING)
+    return F.when(lag.isNotNull(), cell * _SPLIT + delta)
 
 
 def lag_histogram(vis: DataFrame, deltas_ms: Sequence[float] = DELTAS_MS) -> DataFrame:
-    """The (write, other node) pairs of `vis` (with a `phase` column) counted by phase and lag cell: phase, delta
-    (the first Δ of the grid at or above the lag, null: never visible), cell (a ~1 % wide range of lags, null:
-    never visible), pairs, max_ms (the largest lag in the cell). Lags increase with (cell, delta)."""
-    lag = F.col("lag_ms")
-    return vis.groupBy("phase", _delta_index(lag, deltas_ms).alias("delta"), _cell(lag).alias("cell")).agg(
-        F.count(F.lit(1)).alias("pairs"), F.max(lag).alias("max_ms")
-    )
+    """The (write, other node) pairs of `vis` (with a `phase` column) counted by phase and histogram place of the
+    lag: phase, place (null: never visible; place // 64 is a ~1 % wide range of lags, place % 64 the index of the
+    first Δ of the grid at or above the lag), pairs, max_ms (the largest lag there). Places increase with the lag."""
+    # The place as a column of a projection (computed once per pair), not as an expression of the grouping.
+    placed = vis.select("phase", "lag_ms", _place(F.col("lag_ms"), deltas_ms).alias("place"))
+    return placed.groupBy("phase", "place").agg(F.count(F.lit(1)).alias("pairs"), F.max("lag_ms").alias("max_ms"))
 
 
 def lag_figures(
@@ -196,25 +196,24 @@ def lag_figures(
     visible pairs, visible fraction, the lag quantiles over the visible pairs (p50_ms, p99_ms, p99_9_ms: the value
     of rank ⌈q·visible⌉, exact) and max_ms. `vis` needs a `phase` column (phases.with_phase).
 
-    Two passes over `vis`: a histogram of the lags by phase and cell (lag_histogram) gives the curve, the counts,
-    the maximum and the cell of each quantile; the second pass sorts only the lags of those few cells."""
-    groups: dict[str, dict[tuple[int, int] | None, list[Any]]] = {}
+    Two passes over `vis`: a histogram of the lags by phase and place (lag_histogram) gives the curve, the counts,
+    the maximum and the place of each quantile; the second pass sorts only the lags of those few places."""
+    groups: dict[str, dict[int | None, list[Any]]] = {}
     for r in lag_histogram(vis, deltas_ms).collect():
-        place = None if r["cell"] is None else (r["cell"], r["delta"])
         for g in (r["phase"], "all"):
-            counts = groups.setdefault(g, {}).setdefault(place, [0, None])
+            counts = groups.setdefault(g, {}).setdefault(r["place"], [0, None])
             counts[0] += r["pairs"]
             if r["max_ms"] is not None:
                 counts[1] = r["max_ms"] if counts[1] is None else max(counts[1], r["max_ms"])
     figures: dict[str, dict[str, Any]] = {}
-    wanted: list[tuple[str, str, tuple[int, int], int]] = []  # (group, quantile name, cell, rank in the cell)
-    for g, cells in groups.items():
-        total = sum(n for n, _ in cells.values())
-        seen = sorted((place, n, mx) for place, (n, mx) in cells.items() if place is not None)
+    wanted: list[tuple[str, str, int, int]] = []  # (group, quantile name, place, rank in the place)
+    for g, places in groups.items():
+        total = sum(n for n, _ in places.values())
+        seen = sorted((place, n, mx) for place, (n, mx) in places.items() if place is not None)
         visible = sum(n for _, n, _ in seen)
         below = [0] * len(deltas_ms)
-        for (_cell_id, delta), n, _mx in seen:
-            for i in range(delta, len(deltas_ms)):
+        for place, n, _mx in seen:
+            for i in range(place % _SPLIT, len(deltas_ms)):
                 below[i] += n
         figures[g] = {
             "pairs": total,
@@ -234,17 +233,19 @@ def lag_figures(
                     break
                 before += n
     if wanted:
-        lag = F.col("lag_ms")
-        cell, delta = _cell(lag), _delta_index(lag, deltas_ms)
-        places = {place for _, _, place, _ in wanted}
-        in_place = reduce(operator.or_, [(cell == c) & (delta == d) for c, d in places])
+        # The place as a column of a projection, computed once per pair; no filter on it (the optimizer would
+        # push it below the projection and evaluate the place's expression, with the lag's, in it again): pairs
+        # of other places add nothing to the lists.
+        placed = vis.select("phase", "lag_ms", _place(F.col("lag_ms"), deltas_ms).alias("place"))
         picks = []
-        for j, (g, _name, (c, d), k) in enumerate(wanted):
-            cond = (cell == c) & (delta == d) if g == "all" else (cell == c) & (delta == d) & (F.col("phase") == g)
-            picks.append(F.element_at(F.array_sort(F.collect_list(F.when(cond, lag))), k).alias(f"q{j}"))
-        row = vis.where(in_place).agg(*picks).first()
+        for j, (g, _name, place, k) in enumerate(wanted):
+            cond = F.col("place") == place
+            if g != "all":
+                cond = cond & (F.col("phase") == g)
+            picks.append(F.element_at(F.array_sort(F.collect_list(F.when(cond, F.col("lag_ms")))), k).alias(f"q{j}"))
+        row = placed.agg(*picks).first()
         assert row is not None
-        for j, (g, name, _place, _k) in enumerate(wanted):
+        for j, (g, name, _where, _k) in enumerate(wanted):
             figures[g][name] = row[f"q{j}"]
     return figures
 
