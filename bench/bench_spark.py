@@ -13,7 +13,9 @@ same way; keys written on both sides get siblings until the owner's write-back 0
 one anti-entropy exchange per second and a GC every 10 s. About 4.8 events per write: 2,000 writes/s make
 9,600 events per second of run, so 10 M events are a run of about 1,040 s.
 
-Prints a markdown table: events, log size, generation time, report wall time, analysis time, events/s.
+Prints a markdown table: events, run, load averages before and after the run, log size, generation time,
+report wall time, analysis time, events/s; then the median wall time of the runs of each size (``--runs N``
+repeats the report N times on the same generated logs).
 """
 
 from __future__ import annotations
@@ -193,10 +195,24 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.monotonic() - started, result
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "-"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.bench_spark", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, action="append", help="log lines per run (repeatable; default 1M and 10M)")
+    p.add_argument("--runs", type=int, default=1, help="reports per size on the same generated logs (default 1)")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--conf", action="append", default=None, metavar="KEY=VALUE",
                    help="Spark settings for the report (default: spark.driver.memory=4g)")
@@ -212,9 +228,13 @@ def main(argv: list[str] | None = None) -> int:
             logs = base / f"logs-{n}"
             shutil.rmtree(logs, ignore_errors=True)
             gen_s, shape = _timed(lambda n=n, logs=logs: generate(logs, n))
-            wall, summary = run_report(logs, base / f"report-{n}", args.master, conf)
-            rows.append((shape, gen_s, wall, summary))
-            print(f"{shape['events']:,} events: generated in {gen_s:.0f} s, report in {wall:.0f} s", file=sys.stderr)
+            for run in range(1, args.runs + 1):
+                load_before = _load()
+                wall, summary = run_report(logs, base / f"report-{n}", args.master, conf)
+                load = f"{load_before} / {_load()}"
+                rows.append((shape, gen_s, run, wall, summary, load))
+                print(f"{shape['events']:,} events, run {run}: report in {wall:.0f} s (load before/after {load})",
+                      file=sys.stderr)
             if not args.keep:
                 shutil.rmtree(logs, ignore_errors=True)
     finally:
@@ -223,20 +243,27 @@ def main(argv: list[str] | None = None) -> int:
     cpu = os.cpu_count()
     print(f"\nSpark report on synthetic 5-node logs, `--master {args.master}` ({cpu} CPUs visible), "
           f"conf {' '.join(conf) or '-'}\n")
-    print("| events | log size | run length | generate | report (wall, with start-up) | analysis | events/s "
-          "| heal converged in | partition p99 lag |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for shape, gen_s, wall, s in rows:
+    print("| events | run | load avg before / after | log size | run length | generate | report (wall, with start-up) "
+          "| analysis | events/s | heal converged in | partition p99 lag |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for shape, gen_s, run, wall, s, load in rows:
         heal = s["convergence"]["heals"][0]["seconds_to_converge"] if s["convergence"]["heals"] else None
         p99 = s["visibility"]["lag"].get("partition", {}).get("p99_ms")
-        print(f"| {shape['events']:,} | {shape['bytes'] / 1e6:,.0f} MB | {shape['duration_s']:,.0f} s | {gen_s:.0f} s "
-              f"| {wall:.0f} s | {s['run']['analysis_seconds']:.0f} s | {shape['events'] / wall:,.0f} "
+        print(f"| {shape['events']:,} | {run} | {load} | {shape['bytes'] / 1e6:,.0f} MB | {shape['duration_s']:,.0f} s "
+              f"| {gen_s:.0f} s | {wall:.0f} s | {s['run']['analysis_seconds']:.0f} s | {shape['events'] / wall:,.0f} "
               f"| {heal} s | {'-' if p99 is None else f'{p99:,.0f}'} ms |")
-    if len(rows) >= 2:
-        (s0, _, w0, _), (s1, _, w1, _) = rows[0], rows[-1]
-        growth = (w1 / w0) / (s1["events"] / s0["events"])
-        print(f"\nTime grew {w1 / w0:.1f}x for {s1['events'] / s0['events']:.1f}x the events "
-              f"({growth:.2f} of linear).")
+    medians = {}
+    for shape, *_ in rows:
+        if shape["events"] not in medians:
+            medians[shape["events"]] = _median([w for sh, _, _, w, _, _ in rows if sh["events"] == shape["events"]])
+    print()
+    for events, wall in medians.items():
+        print(f"median of {args.runs} run(s), {events:,} events: {wall:.0f} s")
+    if len(medians) >= 2:
+        items = list(medians.items())
+        (e0, w0), (e1, w1) = items[0], items[-1]
+        growth = (w1 / w0) / (e1 / e0)
+        print(f"\nTime (medians) grew {w1 / w0:.1f}x for {e1 / e0:.1f}x the events ({growth:.2f} of linear).")
     return 0
 
 
