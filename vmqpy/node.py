@@ -183,6 +183,7 @@ class Node:
             transport=links,
             resolvers=RESOLVERS,
             sync_interval=self.config.metadata_sync_interval,
+            reply_bytes=min(8 << 20, self.config.incoming_clustering_buffer_size // 2),
         )
         metadata.start()
         try:

@@ -29,7 +29,7 @@ never to the number of keys held.
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -136,8 +136,11 @@ def plan_reply(
     index: Mapping[str, Mapping[int, K]],
     requester: NodeClock,
     limit: int,
+    weigh: Callable[[K], int] | None = None,
+    max_bytes: int | None = None,
 ) -> Plan[K]:
-    """Which keys (at most ``limit``) and gaps answer a requester whose node clock is ``requester``.
+    """Which keys (at most ``limit``, and with ``weigh``, at most ``max_bytes`` of them by weight unless one
+    key alone weighs more) and gaps answer a requester whose node clock is ``requester``.
 
     Missing dots are visited node by node (sorted), counters ascending.  A dot found in ``index``
     names its key; a dot not found is a *gap* (collected by GC, or a counter its node skipped).
@@ -149,6 +152,7 @@ def plan_reply(
     missing = clock.missing_dots(requester)
     plan.missing = sum(len(c) for c in missing.values())
     keys = plan.keys
+    used = 0
     for node in sorted(missing):
         sub: Mapping[int, K] = index.get(node, {})
         gap_runs: list[range] = []
@@ -157,9 +161,16 @@ def plan_reply(
             cursor = run.start  # first counter of the run not yet accounted for
             for counter in _hits(run, sub):
                 key = sub[counter]
-                if key not in keys and len(keys) >= limit:
-                    stop_at = counter
-                    break
+                if key not in keys:
+                    if len(keys) >= limit:
+                        stop_at = counter
+                        break
+                    if weigh is not None and max_bytes is not None:
+                        weight = weigh(key)
+                        if keys and used + weight > max_bytes:
+                            stop_at = counter
+                            break
+                        used += weight
                 if counter > cursor:
                     gap_runs.append(range(cursor, counter))
                 keys.setdefault(key, []).append((node, counter))

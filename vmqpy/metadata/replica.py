@@ -238,6 +238,7 @@ class Replica:
         sync_interval: float = 1.0,
         exchange_timeout: float = 5.0,
         batch_size: int = 500,
+        reply_bytes: int = 8 << 20,
         gc_interval: float | None = None,
         writeback: bool = True,
         writeback_delay: float | None = None,
@@ -245,8 +246,10 @@ class Replica:
     ) -> None:
         if not isinstance(node_id, str) or not node_id:
             raise InvalidKeyError(f"node_id must be a non-empty str, got {node_id!r}")
-        if batch_size < 1 or sync_interval <= 0 or exchange_timeout <= 0 or max_exchanges < 1:
-            raise ValueError("batch_size, sync_interval, exchange_timeout and max_exchanges must be positive")
+        if batch_size < 1 or sync_interval <= 0 or exchange_timeout <= 0 or max_exchanges < 1 or reply_bytes < 1:
+            raise ValueError(
+                "batch_size, reply_bytes, sync_interval, exchange_timeout and max_exchanges must be positive"
+            )
         self.node_id = node_id
         self.hlc = HybridClock(node_id)
         self._resolvers: dict[str, Resolver] = dict(resolvers or {})
@@ -254,6 +257,7 @@ class Replica:
         self._interval = sync_interval
         self._timeout = exchange_timeout
         self._batch = batch_size
+        self._reply_bytes = reply_bytes  # an anti-entropy reply stops adding keys at about this many bytes
         self._gc_interval = sync_interval if gc_interval is None else gc_interval
         self._writeback_enabled = writeback
         self._writeback_delay = sync_interval / 2 if writeback_delay is None else writeback_delay
@@ -493,6 +497,14 @@ class Replica:
         if len(values) == 1:
             return values[0]
         return self._resolver(prefix)(values)
+
+    def _served_size(self, prefix_key: tuple[str, Key]) -> int:
+        """About how many bytes the object of a key takes in an anti-entropy reply (values, dots, context)."""
+        prefix, key = prefix_key
+        obj = self._stored(prefix, key)
+        if obj is None:
+            return 64
+        return len(_pack_value([prefix, key, obj.values()])) + 48 * (len(obj.versions) + len(obj.ctx))
 
     def _stored(self, prefix: str, key: Key) -> _Obj | None:
         objs = self._data.get(prefix)
@@ -812,7 +824,8 @@ class Replica:
         self._wm = self._wm.update_peer(sender, request.clock)
         if request.watermark is not None:
             self._wm = self._wm.left_join(request.watermark)
-        plan = plan_reply(self._nc(), self._index, request.clock, min(request.limit, self._batch))
+        plan = plan_reply(self._nc(), self._index, request.clock, min(request.limit, self._batch),
+                          self._served_size, self._reply_bytes)
         objects = []
         for (prefix, key), asked in plan.keys.items():
             stored = self._stored(prefix, key)

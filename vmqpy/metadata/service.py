@@ -53,6 +53,7 @@ class MetadataService:
         sync_interval: float = 1.0,
         wall: Callable[[], float] = time.time,
         seed: int | None = None,
+        reply_bytes: int = 8 << 20,
     ) -> None:
         self.node_id = node_id
         self.storage = storage
@@ -60,6 +61,7 @@ class MetadataService:
         self.transport = transport
         self._resolvers = resolvers
         self._sync_interval = sync_interval
+        self._reply_bytes = reply_bytes  # below the largest cluster frame: an anti-entropy reply must fit in one
         self._wall = wall
         self._rng = random.Random(seed)
         self._handlers: dict[str, list[ChangeHandler]] = {}
@@ -77,7 +79,8 @@ class MetadataService:
         self._loop = asyncio.get_running_loop()
         rows = {table: self.storage.load(table) for table in Replica.TABLES}
         self.replica = Replica.restore(
-            self.node_id, rows, resolvers=self._resolvers, rng=self._rng, sync_interval=self._sync_interval
+            self.node_id, rows, resolvers=self._resolvers, rng=self._rng, sync_interval=self._sync_interval,
+            reply_bytes=self._reply_bytes,
         )
         if self.transport is not None:
             self.transport.set_receiver(self._on_frame)

@@ -41,6 +41,44 @@ def test_plan_reply_for_an_empty_requester_walks_big_gaps_cheaply() -> None:
     assert plan.done
 
 
+def test_plan_reply_stops_at_the_byte_budget_but_always_sends_one_key() -> None:
+    clock = NodeClock({"a": (6, 0)})
+    index = {"a": {1: "k1", 2: "k2", 3: "k3", 4: "k3", 5: "k4", 6: "k5"}}
+    weights = {"k1": 40, "k2": 50, "k3": 30, "k4": 500, "k5": 1}
+    plan = plan_reply(clock, index, NodeClock(), 10, weights.__getitem__, 100)
+    assert list(plan.keys) == ["k1", "k2"] and not plan.done  # k3 would pass 100 bytes
+    assert plan.gaps == {}
+    requester = NodeClock().add_all([("a", 1), ("a", 2)])
+    plan = plan_reply(clock, index, requester, 10, weights.__getitem__, 100)
+    assert plan.keys == {"k3": [("a", 3), ("a", 4)]} and not plan.done  # a key's dots stay together
+    requester = requester.add_all([("a", 3), ("a", 4)])
+    plan = plan_reply(clock, index, requester, 10, weights.__getitem__, 100)
+    assert list(plan.keys) == ["k4"] and not plan.done  # heavier than the budget alone: it goes alone
+    requester = requester.add_all([("a", 5)])
+    plan = plan_reply(clock, index, requester, 10, weights.__getitem__, 100)
+    assert list(plan.keys) == ["k5"] and plan.done
+
+
+def test_large_values_come_in_replies_within_the_byte_budget() -> None:
+    """An anti-entropy reply stops adding keys at `reply_bytes`, so that a few large values (retained
+    messages of a megabyte) never make a reply larger than a cluster frame may be."""
+    a, b = pair(reply_bytes=300_000)
+    for i in range(10):
+        b.put("p", ("k", i), bytes([i]) * 100_000, 0.0)  # a never receives these pushes
+    out = a.exchange_now("b", 1.0)
+    sizes = []
+    for _round in range(20):
+        (request,) = sends(out, SyncRequest)
+        (reply,) = sends(b.receive("a", request.message, 1.0), SyncReply)
+        assert isinstance(reply.message, SyncReply)
+        sizes.append(len(reply.message.objects))
+        out = a.receive("b", reply.message, 1.0)
+        if reply.message.done:
+            break
+    assert sum(sizes) == 10 and max(sizes) <= 3 and len(sizes) >= 4, sizes
+    assert a.dump()["data"] == b.dump()["data"]
+
+
 def test_exchange_state_machine_accounts_and_tears_down_once() -> None:
     ex = Exchange("b", 7, started=10.0, timeout=5.0)
     ex.sent(100, 10.0)
