@@ -16,15 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.clients import PahoClient
-from tests.integration.conftest import REPO, wait_until
+from tests.integration.conftest import REPO, free_port, wait_until
 
 CHAIN = "VMQPY-TEST"
-
-
-def free_port_on(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def port_open(host: str, port: int) -> bool:
@@ -42,9 +36,7 @@ class ClusterNode:
         self.index = index
         self.host = f"127.0.0.{10 + index}"
         self.name = f"n{index}@{self.host}"
-        self.mqtt_port = free_port_on(self.host)
-        self.http_port = free_port_on(self.host)
-        self.cluster_port = free_port_on(self.host)
+        self.mqtt_port, self.http_port, self.cluster_port = (free_port(self.host) for _ in range(3))
         self.workdir = workdir / f"n{index}"
         self.data_dir = self.workdir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)

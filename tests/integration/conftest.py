@@ -48,10 +48,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return rep
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+_HANDED_OUT: set[tuple[str, int]] = set()
+
+
+def free_port(host: str = HOST) -> int:
+    """A free port on `host`, never one this test process handed out before: a port is free again as soon as
+    its probing socket closes, so two calls in a row (a node's MQTT, admin and cluster ports) could get the
+    same one."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if (host, port) not in _HANDED_OUT:
+            _HANDED_OUT.add((host, port))
+            return port
+    raise RuntimeError(f"no free port on {host} that was not handed out before")
 
 
 def port_open(port: int, host: str = HOST) -> bool:
