@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                 wall, summary = run_report(logs, base / f"report-{n}", args.master, conf)
                 load = f"{load_before} / {_load()}"
                 rows.append((shape, gen_s, run, wall, summary, load))
-                print(f"{shape['events']:,} events, run {run}: report in {wall:.0f} s (load before/after {load})",
+                print(f"{shape['events']:,} events, run {run}: report in {wall:.1f} s (load before/after {load})",
                       file=sys.stderr)
             if not args.keep:
                 shutil.rmtree(logs, ignore_errors=True)
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         heal = s["convergence"]["heals"][0]["seconds_to_converge"] if s["convergence"]["heals"] else None
         p99 = s["visibility"]["lag"].get("partition", {}).get("p99_ms")
         print(f"| {shape['events']:,} | {run} | {load} | {shape['bytes'] / 1e6:,.0f} MB | {shape['duration_s']:,.0f} s "
-              f"| {gen_s:.0f} s | {wall:.0f} s | {s['run']['analysis_seconds']:.0f} s | {shape['events'] / wall:,.0f} "
+              f"| {gen_s:.0f} s | {wall:.1f} s | {s['run']['analysis_seconds']:.1f} s | {shape['events'] / wall:,.0f} "
               f"| {heal} s | {'-' if p99 is None else f'{p99:,.0f}'} ms |")
     medians = {}
     for shape, *_ in rows:
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             medians[shape["events"]] = _median([w for sh, _, _, w, _, _ in rows if sh["events"] == shape["events"]])
     print()
     for events, wall in medians.items():
-        print(f"median of {args.runs} run(s), {events:,} events: {wall:.0f} s")
+        print(f"median of {args.runs} run(s), {events:,} events: {wall:.1f} s")
     if len(medians) >= 2:
         items = list(medians.items())
         (e0, w0), (e1, w1) = items[0], items[-1]
