@@ -41,7 +41,6 @@ class _Outbox:
     entries: list[Any] = field(default_factory=list)  # number, record, number, record, ...
     size: int = 0  # bytes, with the entries' overhead
     limit: int = 0  # what the network takes (room in the outgoing buffer, the largest frame), read at the first
-    full_at: int = 0  # the batch is sent at once from this size on
     refused_at: int | None = None  # the buffer's room when a forward was refused for want of it
 
 
@@ -259,7 +258,6 @@ class ClusterService:
             box.refused_at = None
         if not box.entries:  # the first forward of this turn: how much the network takes now
             box.limit = min(self.network.room(node), self.network.max_frame) - BATCH_OVERHEAD
-            box.full_at = min(BATCH_BYTES, self.network.max_frame) - BATCH_OVERHEAD
         if box.size + size > box.limit:
             largest = self.network.max_frame - BATCH_OVERHEAD
             if size > largest:
@@ -277,12 +275,16 @@ class ClusterService:
             seq, _low = self.forward_sender.add(node, record, on_ack, on_fail or _ignore_failure, size)
         box.entries += (seq, record)
         box.size += size
-        if box.size >= box.full_at:
+        if box.size >= self._batch_limit():
             self._send_outbox(node, box)
         elif not self._outbox_scheduled:
             self._outbox_scheduled = True
             asyncio.get_running_loop().call_soon(self._send_outboxes)
         return True
+
+    def _batch_limit(self) -> int:
+        """Bytes of entries from which a batch is sent without waiting for the end of the turn."""
+        return min(BATCH_BYTES, self.network.max_frame) - BATCH_OVERHEAD
 
     def _send_outboxes(self) -> None:
         self._outbox_scheduled = False
@@ -370,7 +372,7 @@ class ClusterService:
         box = self._outbox.get(peer)
         if box is not None and box.entries:
             self._send_outbox(peer, box)
-        limit = min(BATCH_BYTES, self.network.max_frame) - BATCH_OVERHEAD
+        limit = self._batch_limit()
         low = self.forward_sender.low(peer)
         entries: list[Any] = []
         size = 0
