@@ -20,6 +20,8 @@ from tests.integration.conftest import REPO, free_port, wait_until
 
 CHAIN = "VMQPY-TEST"
 
+STARTED: list[ClusterNode] = []  # every node this test process started, for the log tails of a failed test
+
 
 def port_open(host: str, port: int) -> bool:
     try:
@@ -44,6 +46,7 @@ class ClusterNode:
         self.extra = dict(extra or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.clients: list[PahoClient] = []
+        self.started_at = 0.0
 
     @property
     def url(self) -> str:
@@ -70,6 +73,9 @@ class ClusterNode:
 
     def start(self) -> ClusterNode:
         (self.workdir / "vmqpy.conf").write_text(self.config_text())
+        self.started_at = time.monotonic()
+        if self not in STARTED:
+            STARTED.append(self)
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO)
         env["PYTHONUNBUFFERED"] = "1"

@@ -42,10 +42,32 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    item.stash[_SETUP_AT] = time.monotonic()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     rep = yield
     setattr(item, f"rep_{rep.when}", rep)
+    if rep.failed and rep.when == "call":
+        _attach_node_logs(item, rep)
     return rep
+
+
+_SETUP_AT = pytest.StashKey[float]()
+
+
+def _attach_node_logs(item: pytest.Item, rep: pytest.TestReport) -> None:
+    """A failed cluster test shows the end of the log of every node it used (started during the test, or a
+    module's nodes still running): CI keeps nothing else of a run."""
+    from tests.integration.cluster import STARTED  # imported late: cluster.py imports this module
+
+    since = item.stash.get(_SETUP_AT, 0.0)
+    for node in STARTED:
+        if node.started_at >= since or node.proc is not None:
+            rep.sections.append((f"{node.name} log (last 60 lines)", node.log_tail(60)))
 
 
 _HANDED_OUT: set[tuple[str, int]] = set()

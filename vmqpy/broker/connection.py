@@ -501,7 +501,9 @@ class MQTTConnection(asyncio.Protocol):
 
     def _refuse(self, reason_code: int, why: str) -> None:
         self.log.info("refused connect", reason=why, reason_code=hex(reason_code))
-        self.write_packet(Connack(False, rc.connack_code_for(self.level, reason_code)))
+        # 5.0 clients are told why (a reason string is allowed on CONNACK whatever the client asked for).
+        props = Properties(reason_string=why) if self.level == 5 else Properties()
+        self.write_packet(Connack(False, rc.connack_code_for(self.level, reason_code), props))
         self.close()
 
     def _on_publish(self, packet: Publish) -> None:
