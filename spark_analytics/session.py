@@ -28,11 +28,8 @@ DEFAULT_CONF: dict[str, str] = {
     # (what does not fit in memory goes to disk).
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
     # The throughput collector: the report is one batch job, and G1's concurrent work cost about a fifth more CPU
-    # on ten million lines (docs/performance.md). -XX:-DontCompileHugeMethods: the JIT also compiles methods over
-    # 8,000 bytes of bytecode, which the code Spark generates for the report's wide projections often is (the
-    # read of the lines alone ran 112 CPU s interpreted against 85 compiled on ten million lines). Only read when
-    # the session starts its own JVM.
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:-DontCompileHugeMethods",
+    # on ten million lines (docs/performance.md). Only read when the session starts its own JVM.
+    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
 }
 
 
