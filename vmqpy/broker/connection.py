@@ -8,7 +8,7 @@ session, a retained message, a persistent subscription) wait for the storage bar
 from __future__ import annotations
 
 import asyncio
-import itertools
+import secrets
 import time
 from collections import deque
 from collections.abc import Callable
@@ -57,7 +57,12 @@ CONNECT_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 5.0
 WRITE_HIGH_WATER = 256 * 1024
 SESSION_EXPIRY_NEVER = 0xFFFFFFFF
-_assigned_ids = itertools.count(1)
+
+
+def assigned_client_id() -> str:
+    """A client id for a CONNECT with an empty one: 64 random bits, unique across the cluster (every node assigns
+    ids, and a client id names one session cluster-wide), 22 characters (within the 23 every server must accept)."""
+    return f"vmqpy-{secrets.token_hex(8)}"
 
 
 @dataclass(slots=True)
@@ -386,7 +391,7 @@ class MQTTConnection(asyncio.Protocol):
             if level < 5 and not packet.clean_start:
                 self._refuse(rc.CLIENT_IDENTIFIER_NOT_VALID, "empty client id with cleansession=0")
                 return
-            client_id = assigned = f"vmqpy-{int(time.time() * 1000):x}-{next(_assigned_ids)}"
+            client_id = assigned = assigned_client_id()
         if len(client_id) > self.config.max_client_id_size:
             self._refuse(rc.CLIENT_IDENTIFIER_NOT_VALID, "client id too long")
             return
