@@ -163,6 +163,14 @@ def test_empty_client_id_v5_gets_assigned_id(broker, clients):
     assert c.is_open(2) and c2.is_open(2)
 
 
+@pytest.mark.vmqpy_only("the text of the Reason String is vmqpy's")
+def test_refused_v5_connect_says_why_in_a_reason_string(broker, clients):
+    c = clients.raw(broker, 5, connect=False)
+    ack = c.connect("auth-method", props={"authentication_method": "SCRAM-SHA-1"}, expect_rc=0x8C)
+    assert ack.props.get("reason_string") == "enhanced authentication is not supported", ack
+    assert not c.is_open(2)
+
+
 def test_empty_client_id_311_clean_session_0_refused(broker, clients):
     c = clients.raw(broker, 4, connect=False)
     ack = c.connect("", clean=False, expect_rc=None)
