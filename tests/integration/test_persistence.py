@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -149,6 +150,20 @@ def test_retained_survives_kill9(broker, clients, version):
     [p] = sub.recv_publishes(1)
     assert (p.topic, p.payload, p.retain) == (topic, b"v2", True)
     sub.assert_silent(0.4)
+
+
+@pytest.mark.vmqpy_only("the replication log is vmqpy's")
+def test_replication_log_keeps_the_lines_of_acknowledged_writes_through_kill9(broker, clients):
+    """The Spark report reads the replication log: a line a killed node never wrote would show its write as never
+    visible there. Lines used to wait up to a second in memory."""
+    topics = [unique("dur/k9log/") for _ in range(3)]
+    pub = clients.raw(broker, 5)
+    for topic in topics:
+        pub.publish(topic, b"logged", qos=1, retain=True)
+    broker.kill9()  # immediately after the last PUBACK
+    lines = [json.loads(line) for line in (broker.data_dir / "replication.log").read_text().splitlines()]
+    written = {tuple(r["key"]) for r in lines if r["event"] == "md_write" and r.get("prefix") == "retain"}
+    assert all(("", topic) in written for topic in topics), (topics, written)
 
 
 @KILL9

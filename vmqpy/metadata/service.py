@@ -71,6 +71,7 @@ class MetadataService:
         self.replica: Replica | None = None
         self.decode_errors = 0
         self._outbox: deque[tuple[Future[None] | None, list[tuple[str, bytes]]]] = deque()
+        self._log_flush_due = False
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -167,6 +168,7 @@ class MetadataService:
             elif isinstance(output, Logged):
                 if self.replication_log is not None:
                     self.replication_log.write(output.event, output.fields.pop("hlc", None), output.fields)
+                    self._flush_log_soon()
         if sends:
             # Peers garbage-collect from the clock our messages carry: what they say we hold must be on disk
             # before they hear it. Sends leave in order, each after the writes queued before it committed.
@@ -213,6 +215,20 @@ class MetadataService:
             self._timer.cancel()
         self._armed_for = deadline
         self._timer = loop.call_later(max(0.0, deadline - self._wall()), self._on_timer)
+
+    def _flush_log_soon(self) -> None:
+        """Hand the replication log's lines to the OS once this loop turn's work is done (one write for the turn):
+        a kill -9 of the node then loses none of them; only a crash of the machine can lose what the OS has not
+        written yet. Lines kept for up to a second went with a killed node, and the convergence report then
+        counted the writes they recorded as never visible there."""
+        if not self._log_flush_due and self._loop is not None:
+            self._log_flush_due = True
+            self._loop.call_soon(self._flush_log)
+
+    def _flush_log(self) -> None:
+        self._log_flush_due = False
+        if self.replication_log is not None:
+            self.replication_log.flush()
 
     def _on_timer(self) -> None:
         self._timer = None
