@@ -2,8 +2,8 @@
 
 Lines are buffered in memory and written in one write at the end of the event-loop turn that made them (the
 metadata service schedules `flush`), at least once a second and at shutdown, so logging costs a list append on
-the write path and a kill -9 of the node loses no line. The schema (field names, types, one example per event)
-is docs/replication-log.md; `SCHEMA_VERSION` changes whenever a field changes meaning.
+the write path and a kill -9 of the node loses at most the turn it interrupts. The schema (field names, types,
+one example per event) is docs/replication-log.md; `SCHEMA_VERSION` changes whenever a field changes meaning.
 """
 
 from __future__ import annotations

@@ -218,9 +218,10 @@ class MetadataService:
 
     def _flush_log_soon(self) -> None:
         """Hand the replication log's lines to the OS once this loop turn's work is done (one write for the turn):
-        a kill -9 of the node then loses none of them; only a crash of the machine can lose what the OS has not
-        written yet. Lines kept for up to a second went with a killed node, and the convergence report then
-        counted the writes they recorded as never visible there."""
+        a kill -9 of the node then loses at most the turn it interrupts (never the line of an acknowledged write,
+        whose acknowledgement waits for the storage); a crash of the machine can lose what the OS has not written.
+        Lines kept for up to a second went with a killed node, and the convergence report then counted the writes
+        they recorded as never visible there."""
         if not self._log_flush_due and self._loop is not None:
             self._log_flush_due = True
             self._loop.call_soon(self._flush_log)
