@@ -1,9 +1,9 @@
 """The replication log: one JSON line per metadata event, the input of the Spark convergence audits.
 
 Lines are buffered in memory and written in one write at the end of the event-loop turn that made them (the
-metadata service schedules `flush`), at least once a second and at shutdown, so logging costs a list append on
-the write path and a kill -9 of the node loses at most the turn it interrupts. The schema (field names, types,
-one example per event) is docs/replication-log.md; `SCHEMA_VERSION` changes whenever a field changes meaning.
+metadata service schedules `flush`) and at shutdown, so logging costs a list append on the write path and a
+kill -9 of the node loses at most the turn it interrupts. The schema (field names, types, one example per event)
+is docs/replication-log.md; `SCHEMA_VERSION` changes whenever a field changes meaning.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import IO, Any
 import orjson
 
 SCHEMA_VERSION = 1
-FLUSH_INTERVAL = 1.0
 MAX_BUFFERED = 10_000
 
 
@@ -47,7 +46,6 @@ class ReplicationLog:
         self._wall_ns = wall_ns
         self._buffer: list[bytes] = []
         self._file: IO[bytes] | None = None
-        self._last_flush = time.monotonic()
         self.lines_written = 0
 
     def open(self) -> None:
@@ -64,13 +62,7 @@ class ReplicationLog:
         if len(self._buffer) >= MAX_BUFFERED:
             self.flush()
 
-    def maybe_flush(self) -> None:
-        """Flush when the last flush is a second old (the node's ticker calls this)."""
-        if self._buffer and time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
-            self.flush()
-
     def flush(self) -> None:
-        self._last_flush = time.monotonic()
         if not self._buffer or self._file is None:
             return
         lines, self._buffer = self._buffer, []

@@ -234,5 +234,3 @@ class MetadataService:
     def _on_timer(self) -> None:
         self._timer = None
         self._apply(self._replica.on_timer(self._wall()))
-        if self.replication_log is not None:
-            self.replication_log.maybe_flush()
