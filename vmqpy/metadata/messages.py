@@ -12,6 +12,14 @@ Version 1 messages::
     3 SyncReply    [1, 3, xid, done, missing, base, objects, gaps, watermark | nil]
     4 SyncReject   [1, 4, xid, reason]
 
+Version 2 (the exchange messages carry the sender's membership view: ``view`` is
+:func:`view_digest` of its members, 8 bytes; see docs/replication.md section 4)::
+
+    2 SyncRequest  [2, 2, xid, limit, clock, watermark | nil, view | nil]
+    3 SyncReply    [2, 3, xid, done, missing, base, objects, gaps, watermark | nil, view | nil]
+
+Version 1 exchange messages still decode (``view`` None: the sender's view is unknown).
+
     key        [item, ...]                 items are str, int or bytes (a Key is a tuple)
     container  [[node, counter, value, ...], [node, counter, ...]]   (versions, context)
     clock      dvv.codec bytes of a NodeClock      watermark  dvv.codec bytes of a Watermark
@@ -32,7 +40,8 @@ Storage rows (see ``docs/replication.md``) use :func:`pack_full_key` / :func:`pa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
@@ -47,7 +56,9 @@ from dvv.watermark import Watermark
 from vmqpy.metadata.errors import DecodeError, InvalidKeyError
 
 __all__ = [
+    "SYNC_VERSION",
     "VERSION",
+    "VIEW_DIGEST_SIZE",
     "Key",
     "Message",
     "Push",
@@ -65,10 +76,15 @@ __all__ = [
     "unpack_container",
     "unpack_dot",
     "unpack_full_key",
+    "view_digest",
 ]
 
 VERSION = 1
+SYNC_VERSION = 2  # SyncRequest and SyncReply since they carry the sender's membership view
+VIEW_DIGEST_SIZE = 8
 ROW_VERSION = 1
+SYNC_VERSION = 2  # SyncRequest and SyncReply since they carry the sender's membership view
+VIEW_DIGEST_SIZE = 8
 
 Key: TypeAlias = tuple[Any, ...]
 """A key: a tuple of ``str`` / ``int`` / ``bytes`` (msgpack lists are turned back into tuples)."""
@@ -91,6 +107,12 @@ def check_key(prefix: object, key: object) -> Key:
         if not isinstance(item, str | int | bytes) or isinstance(item, bool):
             raise InvalidKeyError(f"key items are str, int or bytes, got {type(item).__name__} in {key!r}")
     return key
+
+
+def view_digest(members: Iterable[str]) -> bytes:
+    """The 8-byte digest of a membership view (the set of replica ids, this node included)."""
+    packed: bytes = msgpack.packb(sorted(set(members)), use_bin_type=True)
+    return hashlib.blake2b(packed, digest_size=VIEW_DIGEST_SIZE).digest()
 
 
 # -- message types ------------------------------------------------------------------------------
@@ -120,6 +142,7 @@ class SyncRequest:
     limit: int
     clock: NodeClock
     watermark: Watermark | None = None
+    view: bytes | None = None  # digest of the requester's membership view (None: a version 1 peer)
     size: int = field(default=0, compare=False, repr=False)
 
 
@@ -144,6 +167,7 @@ class SyncReply:
     objects: tuple[SyncObject, ...]
     gaps: Mapping[str, Counters]
     watermark: Watermark | None = None  # on the last batch
+    view: bytes | None = None  # digest of the responder's membership view (None: a version 1 peer)
     size: int = field(default=0, compare=False, repr=False)
 
 
@@ -207,7 +231,8 @@ def _payload(message: Message) -> list[Any]:
         ]
     if isinstance(message, SyncRequest):
         wm = None if message.watermark is None else dvv.to_bytes(message.watermark)
-        return [VERSION, T_SYNC_REQUEST, message.xid, message.limit, dvv.to_bytes(message.clock), wm]
+        return [SYNC_VERSION, T_SYNC_REQUEST, message.xid, message.limit, dvv.to_bytes(message.clock), wm,
+                message.view]
     if isinstance(message, SyncReply):
         objects = [
             [o.prefix, list(o.key), _flat_container(o.container), _flat_dots(o.extra)] for o in message.objects
@@ -220,7 +245,7 @@ def _payload(message: Message) -> list[Any]:
             gaps += (node, runs)
         wm = None if message.watermark is None else dvv.to_bytes(message.watermark)
         return [
-            VERSION,
+            SYNC_VERSION,
             T_SYNC_REPLY,
             message.xid,
             message.done,
@@ -229,6 +254,7 @@ def _payload(message: Message) -> list[Any]:
             objects,
             gaps,
             wm,
+            message.view,
         ]
     if isinstance(message, SyncReject):
         return [VERSION, T_SYNC_REJECT, message.xid, message.reason]
@@ -345,6 +371,14 @@ def _dec_push(f: list[Any], size: int) -> Push:
     return Push(_str(prefix, "prefix"), _key(key), dot, values[0] if values else None, _vv(ctx, "Push context"), size)
 
 
+def _view(obj: Any) -> bytes | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, bytes) or len(obj) != VIEW_DIGEST_SIZE:
+        raise DecodeError(f"view: expected {VIEW_DIGEST_SIZE} bytes, got {obj!r:.40}")
+    return obj
+
+
 def _dec_sync_request(f: list[Any], size: int) -> SyncRequest:
     xid, limit, clock, wm = _list(f, "SyncRequest", length=4)
     return SyncRequest(
@@ -352,8 +386,21 @@ def _dec_sync_request(f: list[Any], size: int) -> SyncRequest:
         _int(limit, "limit", 1),
         _dvv(clock, NodeClock),
         None if wm is None else _dvv(wm, Watermark),
+        None,
         size,
     )
+
+
+def _dec_sync_request_2(f: list[Any], size: int) -> SyncRequest:
+    *v1, view = _list(f, "SyncRequest", length=5)
+    request = _dec_sync_request(v1, size)
+    return SyncRequest(request.xid, request.limit, request.clock, request.watermark, _view(view), size)
+
+
+def _dec_sync_reply_2(f: list[Any], size: int) -> SyncReply:
+    *v1, view = _list(f, "SyncReply", length=8)
+    r = _dec_sync_reply(v1, size)
+    return SyncReply(r.xid, r.done, r.missing, r.base, r.objects, r.gaps, r.watermark, _view(view), size)
 
 
 def _dec_sync_reply(f: list[Any], size: int) -> SyncReply:
@@ -372,6 +419,7 @@ def _dec_sync_reply(f: list[Any], size: int) -> SyncReply:
         tuple(objs),
         _gaps(gaps),
         None if wm is None else _dvv(wm, Watermark),
+        None,
         size,
     )
 
@@ -387,6 +435,10 @@ _READERS: dict[int, dict[int, Callable[[list[Any], int], Message]]] = {
         T_SYNC_REQUEST: _dec_sync_request,
         T_SYNC_REPLY: _dec_sync_reply,
         T_SYNC_REJECT: _dec_sync_reject,
+    },
+    SYNC_VERSION: {
+        T_SYNC_REQUEST: _dec_sync_request_2,
+        T_SYNC_REPLY: _dec_sync_reply_2,
     },
 }
 

@@ -55,6 +55,7 @@ from vmqpy.metadata.messages import (
     pack_dot,
     pack_full_key,
     pack_single,
+    view_digest,
 )
 from vmqpy.metadata.resolve import DEFAULT_RESOLVER, Resolver, stamp_list
 
@@ -228,6 +229,14 @@ class Replica:
     """One node's replica (see the module docstring)."""
 
     TABLES: ClassVar[tuple[str, ...]] = (T_OBJ, T_DOTS, T_META)
+    # The two rules that keep a deleted key dead under uneven membership changes and crashes
+    # (docs/replication.md sections 4 and 7).  Both are switchable only so that the model checker and the
+    # simulation can show what the old rules did (tests/sim/legacy.py); production never turns them off.
+    GC_NEEDS_AGREED_VIEWS: ClassVar[bool] = True  # watermark cells only from peers that share our view
+    CHECKPOINT_GAPS_AT_ONCE: ClassVar[bool] = True  # gap dots are checkpointed before anything relies on them
+    # A dot more than this many counters beyond what we know of its node is implausible (it would cost
+    # MAX_AHEAD / 8 bytes of bitmap): the message carrying it is refused (docs/replication.md section 3).
+    MAX_AHEAD: ClassVar[int] = 1 << 20
 
     def __init__(
         self,
@@ -284,10 +293,12 @@ class Replica:
         # membership
         self._peers: list[str] = []
         self._members: frozenset[str] = frozenset((node_id,))
+        self._view = view_digest(self._members)  # sent with every exchange message
         self._reachable: frozenset[str] = frozenset()
         self._usable_cache: list[str] | None = None
         # timers and exchanges
-        self._now = 0.0
+        self._now = 0.0  # the last `now` passed in: timers and deadlines (a monotonic clock in the driver)
+        self._wall = 0.0  # the last `wall` passed in (default: `now`): HLC stamps and log times only
         self._next_sync: float | None = None
         self._next_gc: float | None = None
         self._max_exchanges = max_exchanges
@@ -320,6 +331,9 @@ class Replica:
                 "gc_dots_pruned",
                 "gc_keys_deleted",
                 "stale_replies",
+                "views_differ",
+                "implausible_refused",
+                "pushes_refused",
             ),
             0,
         )
@@ -345,6 +359,7 @@ class Replica:
             r._persisted_wm = r._wm
             r._peers = sorted(p for p in r._wm.peers() if p != node_id)
             r._members = frozenset((node_id, *r._peers))
+            r._view = view_digest(r._members)
         if META_RESERVED in meta:
             try:
                 reserved = msgpack.unpackb(meta[META_RESERVED])
@@ -435,9 +450,12 @@ class Replica:
             if p in wm.retired():
                 wm = wm.remove_peer(p)
             wm = wm.add_peer(p, members)
+        if self.GC_NEEDS_AGREED_VIEWS:
+            wm = wm.reset()  # what peers reported under the old view no longer counts (section 4)
         self._wm = wm
         self._peers = new
         self._members = frozenset(members)
+        self._view = view_digest(self._members)
         self._usable_cache = None
         self._queue = [p for p in self._queue if p in self._members]
         if self._own_holes is not None:
@@ -535,7 +553,12 @@ class Replica:
         """A fresh HLC stamp (to put inside a value, for :func:`~vmqpy.metadata.resolve.latest_stamp`)."""
         return self.hlc.now(wall)
 
-    def put(self, prefix: str, key: Key, value: Any, now: float) -> list[Output]:
+    def _clock_in(self, now: float, wall: float | None) -> None:
+        """Take the time of a call: ``now`` for timers, ``wall`` (default ``now``) for HLC stamps."""
+        self._now = now
+        self._wall = now if wall is None else wall
+
+    def put(self, prefix: str, key: Key, value: Any, now: float, wall: float | None = None) -> list[Output]:
         """Write ``value`` (msgpack-serialisable; stored as it comes back from msgpack: tuples become
         lists, stamps become ``[wall_ms, logical, node]``) over everything this node has seen of the key."""
         key = check_key(prefix, key)
@@ -543,16 +566,16 @@ class Replica:
             raise InvalidValueError("None is not a value (use delete)")
         packed = _pack_value(value)
         value = msgpack.unpackb(packed, raw=False, strict_map_key=False)
-        self._now = now
+        self._clock_in(now, wall)
         out: list[Output] = []
         self._local_write(prefix, key, value, packed, now, out, writeback=False)
         self._stats["puts"] += 1
         return out
 
-    def delete(self, prefix: str, key: Key, now: float) -> list[Output]:
+    def delete(self, prefix: str, key: Key, now: float, wall: float | None = None) -> list[Output]:
         """Delete the key: removes every version this node has seen (a concurrent write elsewhere survives)."""
         key = check_key(prefix, key)
-        self._now = now
+        self._clock_in(now, wall)
         out: list[Output] = []
         self._local_write(prefix, key, None, None, now, out, writeback=False)
         self._stats["deletes"] += 1
@@ -639,7 +662,7 @@ class Replica:
         if stamp is not None:
             self.hlc.witness_parts(stamp[0], stamp[1])
         else:
-            stamp = self.hlc.now(now).to_list()
+            stamp = self.hlc.now(self._wall).to_list()
         fields: dict[str, Any] = {
             "prefix": prefix,
             "key": key,
@@ -760,7 +783,7 @@ class Replica:
                         "dot": [newest[0], newest[1]],
                         "via": via,
                         "siblings": len(after),
-                        "hlc": self.hlc.now(self._now).to_list(),
+                        "hlc": self.hlc.now(self._wall).to_list(),
                     },
                 )
             )
@@ -781,14 +804,13 @@ class Replica:
         owner = min(owned)[0] if owned else min(members)
         return owner == self.node_id
 
-    def receive(self, sender: str, message: Message, now: float) -> list[Output]:
+    def receive(self, sender: str, message: Message, now: float, wall: float | None = None) -> list[Output]:
         """Handle a message from ``sender``."""
-        self._now = now
+        self._clock_in(now, wall)
         out: list[Output] = []
         if isinstance(message, Push):
             self._stats["pushes_received"] += 1
-            key = check_key(message.prefix, message.key)
-            self._apply(message.prefix, key, message.container(), (message.dot,), "broadcast", out)
+            self._on_push(sender, message, out)
         elif isinstance(message, SyncRequest):
             self._serve(sender, message, out)
         elif isinstance(message, SyncReply):
@@ -806,6 +828,56 @@ class Replica:
         self._maybe_start(now, out)
         return out
 
+    def _on_push(self, sender: str, push: Push, out: list[Output]) -> None:
+        """A write broadcast by its coordinator: applied when it comes from a member, names a dot of that member
+        and is plausible; anything else is refused and counted (anti-entropy brings what a refusal left out)."""
+        try:
+            key = check_key(push.prefix, push.key)
+        except InvalidKeyError:
+            self._stats["pushes_refused"] += 1
+            return
+        if sender not in self._members or sender == self.node_id or push.dot[0] != sender:
+            self._stats["pushes_refused"] += 1
+            return
+        if not self._plausible([(push.dot[0], push.dot[1], push.dot[1])]):
+            self._stats["implausible_refused"] += 1
+            return
+        self._apply(push.prefix, key, push.container(), (push.dot,), "broadcast", out)
+
+    def _plausible(self, runs: Iterable[tuple[str, int, int]]) -> bool:
+        """Would adding these counter runs ``(node, first, last)``, in order, keep the node clock small?  Each
+        node's bitmap (the counters seen beyond its contiguous base) must stay within MAX_AHEAD bits, and one
+        message may grow the bitmaps by at most MAX_AHEAD bits in all: a frame naming a counter of 2**40 would
+        otherwise make this node allocate 2**40 bits.  Legitimate catch-up comes gaps first and in order, so it
+        extends bases rather than bitmaps."""
+        clock = self._nc()
+        scratch: dict[str, list[int]] = {}  # node -> [base, top, bitmap bits at the start, most bits since]
+        for node, first, last in runs:
+            entry = scratch.get(node)
+            if entry is None:
+                base, bitmap = clock.entry(node)
+                bits = bitmap.bit_length()
+                entry = scratch[node] = [base, base + bits, bits, bits]
+            base, top = entry[0], entry[1]
+            if first <= base + 1:
+                base = max(base, last)
+                top = max(top, base)
+            else:
+                top = max(top, last)
+            if top - base > self.MAX_AHEAD:
+                return False
+            entry[0], entry[1], entry[3] = base, top, max(entry[3], top - base)
+        return sum(e[3] - e[2] for e in scratch.values()) <= self.MAX_AHEAD
+
+    def _reply_runs(self, reply: SyncReply) -> Iterator[tuple[str, int, int]]:
+        """The counters a reply adds, in the order :meth:`_on_reply` adds them (gaps, then objects' dots)."""
+        for node, counters in reply.gaps.items():
+            for run in counters.runs:
+                yield node, run.start, run.stop - 1
+        for obj in reply.objects:
+            for node, counter in (*obj.container.dots(), *obj.extra):
+                yield node, counter, counter
+
     # ================================================================================ anti-entropy
     def _serve(self, sender: str, request: SyncRequest, out: list[Output]) -> None:
         """Responder side (stateless): the objects for the dots ``sender`` misses, at most a batch."""
@@ -821,8 +893,8 @@ class Replica:
             out.append(Send(sender, SyncReject(request.xid, "reused_node_id")))
             return
         self._stats["requests_served"] += 1
-        self._wm = self._wm.update_peer(sender, request.clock)
-        if request.watermark is not None:
+        self._learn_clock(sender, request.clock, request.view)
+        if request.watermark is not None and not self.GC_NEEDS_AGREED_VIEWS:
             self._wm = self._wm.left_join(request.watermark)
         plan = plan_reply(self._nc(), self._index, request.clock, min(request.limit, self._batch),
                           self._served_size, self._reply_bytes)
@@ -841,15 +913,16 @@ class Replica:
             self._base_vv(),
             tuple(objects),
             plan.gaps,
-            self._watermark_for(sender) if plan.done else None,
+            self._watermark_for(sender) if plan.done and not self.GC_NEEDS_AGREED_VIEWS else None,
+            self._view,
         )
         out.append(Send(sender, reply))
 
-    def exchange_now(self, peer: str | None, now: float) -> list[Output]:
+    def exchange_now(self, peer: str | None, now: float, wall: float | None = None) -> list[Output]:
         """Start an exchange with ``peer`` (None: a random reachable member) right away, or as soon as a
         running one ends (at most ``max_exchanges`` run at once, one per peer).  Unknown or unreachable
         peers are ignored."""
-        self._now = now
+        self._clock_in(now, wall)
         out: list[Output] = []
         if peer is None:
             usable = self._usable()
@@ -891,14 +964,35 @@ class Replica:
         self._wm_sent[peer] = self._wm
         return self._wm
 
+    def _learn_clock(self, peer: str, clock: NodeClock, view: bytes | None) -> None:
+        """Record in the watermark what ``peer`` holds, as its message said.  With GC_NEEDS_AGREED_VIEWS, only
+        from a message sent under the same membership view as ours (section 4 of docs/replication.md: a peer
+        that knew a member we do not know may have served it versions we are about to collect the deletes of)."""
+        if self.GC_NEEDS_AGREED_VIEWS and view != self._view:
+            self._stats["views_differ"] += 1
+            return
+        self._wm = self._wm.update_peer(peer, clock)
+
     def _send_request(self, ex: Exchange, now: float, out: list[Output]) -> None:
-        request = SyncRequest(ex.xid, self._batch, self._nc(), None)
+        request = SyncRequest(ex.xid, self._batch, self._nc(), None, self._view)
         ex.sent(len(messages.encode(request)), now)
         out.append(Send(ex.peer, request))
 
     def _on_reply(self, ex: Exchange, reply: SyncReply, now: float, out: list[Output]) -> None:
         repaired = 0
         base = reply.base
+        if not self._plausible(self._reply_runs(reply)):
+            self._stats["implausible_refused"] += 1
+            self._teardown(ex, "rejected:implausible_dots", now, out)
+            return
+        gap_count = sum(len(c) for c in reply.gaps.values())
+        if gap_count:
+            # Gaps first: they are the contiguous runs below the objects' dots.  Checkpointed at once: later
+            # writes strip contexts with this clock and later requests announce it, and peers collect on it.
+            self._set_clock(_add_runs(self._nc(), reply.gaps))
+            self._stats["gap_dots"] += gap_count
+            if self.CHECKPOINT_GAPS_AT_ONCE:
+                out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._nc())))
         for obj in reply.objects:
             try:
                 key = check_key(obj.prefix, obj.key)
@@ -907,22 +1001,18 @@ class Replica:
             remote = CausalContainer(obj.container.items(), obj.container.context().merge(base))
             if self._apply(obj.prefix, key, remote, (*obj.container.dots(), *obj.extra), "exchange", out):
                 repaired += 1
-        gap_count = sum(len(c) for c in reply.gaps.values())
-        if gap_count:
-            self._set_clock(_add_runs(self._nc(), reply.gaps))
-            self._stats["gap_dots"] += gap_count
         self._stats["objects_received"] += len(reply.objects)
         self._stats["objects_repaired"] += repaired
         ex.received(
             size=reply.size, missing=reply.missing, objects=len(reply.objects), repaired=repaired, gaps=gap_count
         )
-        self._wm = self._wm.update_peer(ex.peer, _clock_of_base(base))
+        self._learn_clock(ex.peer, _clock_of_base(base), reply.view)
         if not reply.done:
             self._send_request(ex, now, out)
             return
-        if reply.watermark is not None:
+        if reply.watermark is not None and not self.GC_NEEDS_AGREED_VIEWS:
             self._wm = self._wm.left_join(reply.watermark)
-        if ex.gaps:
+        if ex.gaps and not self.CHECKPOINT_GAPS_AT_ONCE:
             out.append(Persist(T_META, META_CLOCK, dvv.to_bytes(self._nc())))
         self._teardown(ex, "ok", now, out)
         self._round.add(ex.peer)
@@ -954,7 +1044,7 @@ class Replica:
         if self._exchanges.get(ex.peer) is not ex:
             return
         fields = ex.teardown(result, now)
-        fields["hlc"] = self.hlc.now(now).to_list()
+        fields["hlc"] = self.hlc.now(self._wall).to_list()
         del self._exchanges[ex.peer]
         self._stats["exchanges_completed" if result == "ok" else "exchanges_failed"] += 1
         out.append(Logged("md_exchange", fields))
@@ -978,10 +1068,10 @@ class Replica:
     def _jitter(self) -> float:
         return self._interval * (0.75 + 0.5 * self._rng.random())
 
-    def on_timer(self, now: float) -> list[Output]:
+    def on_timer(self, now: float, wall: float | None = None) -> list[Output]:
         """Tear down a stuck exchange, write back owned siblings, start the periodic exchange with a
         random reachable member (every ``sync_interval`` with jitter), run GC."""
-        self._now = now
+        self._clock_in(now, wall)
         out: list[Output] = []
         for ex in list(self._exchanges.values()):
             if ex.abort is not None:
@@ -1087,7 +1177,11 @@ class Replica:
             out.append(
                 Logged(
                     "md_gc",
-                    {"dots_pruned": len(pruned), "keys_deleted": keys_deleted, "hlc": self.hlc.now(now).to_list()},
+                    {
+                        "dots_pruned": len(pruned),
+                        "keys_deleted": keys_deleted,
+                        "hlc": self.hlc.now(self._wall).to_list(),
+                    },
                 )
             )
 
