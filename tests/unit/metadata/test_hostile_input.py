@@ -80,7 +80,7 @@ def _start_exchange(a: Replica) -> SyncRequest:
 
 
 def test_a_reply_with_a_gap_far_ahead_ends_the_exchange_as_implausible() -> None:
-    a, b = pair()
+    a, _b = pair()
     request = _start_exchange(a)
     gaps = {"c": Counters.from_runs([range(2**40, 2**40 + 1)])}
     reply = SyncReply(request.xid, True, 1, VersionVector(), (), gaps, None, request.view)
@@ -109,7 +109,7 @@ def test_a_long_catch_up_in_contiguous_gaps_is_plausible() -> None:
 
 
 def test_watermark_cells_move_only_for_peers_that_share_the_view() -> None:
-    a, b = pair()
+    _a, b = pair()
     b.put(P, ("k",), {"v": 1}, 1.0)
     b.delete(P, ("k",), 1.1)
     clock = NodeClock({"b": (2, 0)})
@@ -125,7 +125,7 @@ def test_watermark_cells_move_only_for_peers_that_share_the_view() -> None:
 
 
 def test_a_view_change_resets_what_peers_reported() -> None:
-    a, b = pair()
+    _a, b = pair()
     b.receive("a", SyncRequest(1, 10, NodeClock({"b": (5, 0)}), None, messages.view_digest(["a", "b"])), 1.0)
     assert b.watermark.get("b", "a") == 5
     b.set_peers(["a", "x"])
