@@ -310,6 +310,7 @@ class Replica:
         self._writeback_at: float | None = None  # when the pending write-backs run (siblings settle first)
         self._persisted_wm: Watermark | None = None
         self._wm_sent: dict[str, Watermark] = {}  # the watermark last sent to each peer
+        self._reported: dict[str, NodeClock] = {}  # per peer: every dot its messages said it holds (any view)
         self._stats: dict[str, int] = dict.fromkeys(
             (
                 "puts",
@@ -968,6 +969,8 @@ class Replica:
         """Record in the watermark what ``peer`` holds, as its message said.  With GC_NEEDS_AGREED_VIEWS, only
         from a message sent under the same membership view as ours (section 4 of docs/replication.md: a peer
         that knew a member we do not know may have served it versions we are about to collect the deletes of)."""
+        known = self._reported.get(peer)
+        self._reported[peer] = clock if known is None else known.merge(clock)
         if self.GC_NEEDS_AGREED_VIEWS and view != self._view:
             self._stats["views_differ"] += 1
             return
@@ -1189,6 +1192,31 @@ class Replica:
         if self._wm != self._persisted_wm:
             self._persisted_wm = self._wm
             out.append(Persist(T_META, META_WATERMARK, dvv.to_bytes(self._wm)))
+
+    # ================================================================================ leave
+    def covered_by(self, peer: str) -> bool:
+        """``peer``'s messages showed it holds every dot this replica holds (its SyncRequests carry its whole
+        clock, its replies their base).  A member about to leave waits for this of a remaining member, so no
+        write only it holds leaves with it: that member must pull from it, then ask once more (the last
+        request's clock is the one that shows the last batch arrived)."""
+        reported = self._reported.get(peer)
+        return reported is not None and not self._nc().missing_dots(reported)
+
+    def unaccounted_dots(self, gone: str) -> int:
+        """How many dots of ``gone`` (a member removed while down) no remaining member is known to hold: the
+        counters its own messages said it had issued, minus what this replica and the reports of every other
+        member hold.  A lower bound of what is lost with it (it may have issued more since it last spoke);
+        counters it skipped after a restart are counted too."""
+        claimed = NodeClock()
+        for source in (self._reported.get(gone), self._nc()):
+            if source is not None:
+                claimed = claimed.merge(source.restrict([gone]))
+        held = self._nc().restrict([gone])
+        for peer in self._peers:
+            reported = self._reported.get(peer)
+            if peer != gone and reported is not None:
+                held = held.merge(reported.restrict([gone]))
+        return sum(len(c) for c in claimed.missing_dots(held).values())
 
     # ================================================================================ introspection
     @property

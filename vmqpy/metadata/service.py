@@ -135,6 +135,14 @@ class MetadataService:
     def exchange_now(self, peer: str | None = None) -> None:
         self._apply(self._replica.exchange_now(peer, self._wall()))
 
+    def covered_by(self, peer: str) -> bool:
+        """`peer` (a replica id) is known to hold every dot this node holds (Replica.covered_by)."""
+        return self._replica.covered_by(peer)
+
+    def unaccounted_dots(self, gone: str) -> int:
+        """Dots of `gone` (a replica id) no remaining member is known to hold (Replica.unaccounted_dots)."""
+        return self._replica.unaccounted_dots(gone)
+
     def _on_frame(self, peer: str, data: bytes) -> None:
         try:
             message = messages.decode(data)

@@ -142,3 +142,33 @@ def test_timers_follow_now_and_stamps_follow_wall() -> None:
     (log,) = [o for o in out if getattr(o, "event", None) == "md_write"]
     assert log.fields["hlc"][0] >= 1_700_000_060_000  # type: ignore[attr-defined]
     assert a.next_deadline() == deadline
+
+
+def test_covered_by_needs_the_peers_clock_after_it_pulled_everything() -> None:
+    from vmqpy.metadata.memory_network import MemoryNetwork
+
+    net = MemoryNetwork(3)
+    for n in ("a", "b"):
+        net.add_replica(n)
+    net.set_members(["a", "b"])
+    net.partition_off(["a"])
+    for i in range(5):
+        net.put("a", P, (f"k{i}",), {"v": i})
+    net.run_for(2.0)
+    assert not net.replicas["a"].covered_by("b"), "b has not seen a's writes"
+    net.heal_all()
+    assert net.run_until(lambda: net.replicas["a"].covered_by("b"), 30.0)
+    assert net.replicas["b"].get(P, ("k4",)) == {"v": 4}
+
+
+def test_unaccounted_dots_of_a_dead_member() -> None:
+    a = Replica("a", rng=random.Random(1))
+    a.set_peers(["a", "b", "c"])
+    a.set_reachable(["b", "c"])
+    view = messages.view_digest(["a", "b", "c"])
+    a.receive("c", push(1, "c"), 1.0)  # a holds c's first write
+    a.receive("c", SyncRequest(1, 10, NodeClock({"c": (4, 0)}), None, view), 1.1)  # c says it issued 4
+    assert a.unaccounted_dots("c") == 3
+    a.receive("b", SyncRequest(1, 10, NodeClock({"c": (3, 0)}), None, view), 1.2)  # b holds c's 2 and 3
+    assert a.unaccounted_dots("c") == 1
+    assert a.unaccounted_dots("b") == 0
