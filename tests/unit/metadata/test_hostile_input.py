@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +173,43 @@ def test_unaccounted_dots_of_a_dead_member() -> None:
     a.receive("b", SyncRequest(1, 10, NodeClock({"c": (3, 0)}), None, view), 1.2)  # b holds c's 2 and 3
     assert a.unaccounted_dots("c") == 1
     assert a.unaccounted_dots("b") == 0
+
+
+async def test_a_node_survives_hostile_frames_and_keeps_replicating(tmp_path: Path) -> None:
+    """The metadata service of a node (SQLite storage, replication log) gets hostile frames off the wire,
+    stays small and keeps replicating the next real write."""
+    import asyncio
+
+    from tests.unit.metadata.test_service import LoopbackNetwork, start, stop
+
+    network = LoopbackNetwork()
+    a = start(tmp_path, "a", network, ["b"])
+    b = start(tmp_path, "b", network, ["a"])
+    try:
+        receive_on_b = network.receivers["b"]
+        hostile = [
+            messages.encode(push(2**40)),
+            messages.encode(push(2**27)),
+            messages.encode(push(1, "zz")),
+            b"\x92\x01",  # not a message
+            messages.encode(push(1))[:-3],  # truncated
+        ]
+        tracemalloc.start()
+        try:
+            for data in hostile:
+                receive_on_b("a", data)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 1 << 20
+        assert b.replica is not None and b.replica.stats()["implausible_refused"] == 2
+        assert b.replica.stats()["pushes_refused"] == 1 and b.decode_errors == 2
+        a.put(P, ("real",), {"v": 1})
+        for _ in range(200):
+            if b.get(P, ("real",)) == {"v": 1}:
+                break
+            await asyncio.sleep(0.01)
+        assert b.get(P, ("real",)) == {"v": 1}
+    finally:
+        stop(a)
+        stop(b)
