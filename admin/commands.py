@@ -363,6 +363,14 @@ async def _set(ctx: Context, args: Args) -> Result:
     return Text("\n".join(lines))
 
 
+async def _log_level(ctx: Context, args: Args) -> Result:
+    """Show the log level, or set it (`level=debug`): the same setting as `set log.console.level`."""
+    wanted = args.opt_text("level")
+    if wanted is not None:
+        ctx.facade.set_setting("log.console.level", wanted)
+    return Text(f"log.console.level = {ctx.facade.get_setting('log.console.level')}")
+
+
 async def _api_key_create(ctx: Context, args: Args) -> Result:
     return Text(ctx.keys.create())
 
@@ -411,6 +419,8 @@ COMMANDS: tuple[Command, ...] = (
     Command(("show",), "GET", "the current value of run-time settings", _show,
             free="names", free_metavar="KEY"),
     Command(("set",), "POST", "change run-time settings", _set, free="pairs", free_metavar="KEY=VALUE"),
+    Command(("log", "level"), "POST", "show or change the log level at once (level=debug|info|warning|error)",
+            _log_level, params=(Param("level", TEXT, help="the new level; without it, the current one"),)),
     Command(("api-key", "create"), "POST", "create an API key (shown once)", _api_key_create),
     Command(("api-key", "show"), "GET", "the registered API keys (hash prefixes)", _api_key_show),
     Command(("api-key", "delete"), "POST", "delete an API key", _api_key_delete,

@@ -1,4 +1,9 @@
-"""The only structlog.configure call of the node: JSON lines or console text on stderr."""
+"""The only structlog.configure call of the node: JSON lines or console text on stderr.
+
+The level can change while the node runs (`vmq-admin set log.console.level=debug`, `vmq-admin log level`).
+Module loggers are cached on first use, so the level is not baked into them: every logger asks the one
+current threshold (`set_level`) when a method is called, which costs one comparison for a filtered call.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,68 @@ from typing import Any
 import structlog
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+LEVELS = tuple(_LEVELS)
+
+
+class _Threshold:
+    """The lowest level logged now (shared by every logger of the process)."""
+
+    value = logging.INFO
 
 
 def _drop(_logger: Any, _name: str, _event: MutableMapping[str, Any]) -> Mapping[str, Any]:
     raise structlog.DropEvent
 
 
+class LevelLogger(structlog.BoundLoggerBase):
+    """A bound logger whose methods check the process-wide threshold at each call (see the module docstring)."""
+
+    def _log(self, level: int, method: str, event: str | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if level < _Threshold.value:
+            return None
+        if args:
+            event = event % args if event is not None else event
+        return self._proxy_to_logger(method, event, **kw)
+
+    def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._log(logging.DEBUG, "debug", event, args, kw)
+
+    def info(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._log(logging.INFO, "info", event, args, kw)
+
+    def warning(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._log(logging.WARNING, "warning", event, args, kw)
+
+    warn = warning
+
+    def error(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._log(logging.ERROR, "error", event, args, kw)
+
+    def exception(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        kw.setdefault("exc_info", True)
+        return self._log(logging.ERROR, "error", event, args, kw)
+
+    def critical(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._log(logging.CRITICAL, "critical", event, args, kw)
+
+    fatal = critical
+
+
+def set_level(level: str) -> None:
+    """Log `level` and above from now on, in every logger already made; ValueError for an unknown level."""
+    if level not in _LEVELS:
+        raise ValueError(f"unknown log level {level!r}: expected one of {', '.join(LEVELS)}")
+    _Threshold.value = _LEVELS[level]
+
+
+def level() -> str:
+    """The current level's name."""
+    return next((name for name, number in _LEVELS.items() if number == _Threshold.value), "critical")
+
+
 def configure(fmt: str = "console", level: str = "info", node: str | None = None) -> None:
     """Configure structlog once. `fmt` is console, json or off; context vars (node, client_id, peer) merge in."""
-    threshold = _LEVELS[level] if fmt != "off" else logging.CRITICAL
+    set_level(level)
     processors: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -32,7 +90,7 @@ def configure(fmt: str = "console", level: str = "info", node: str | None = None
         processors.append(structlog.dev.ConsoleRenderer(colors=False))
     structlog.configure(
         processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(threshold),
+        wrapper_class=LevelLogger,
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )

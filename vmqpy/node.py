@@ -209,7 +209,7 @@ class Node:
     def apply_setting(self, key: str, value: object) -> None:
         """A run-time change made through `vmq-admin set` (only keys in vmqpy.facade.RUNTIME_SETTINGS)."""
         if key == "log.console.level":
-            logconfig.configure(self.config.log_format, str(value), node=self.config.nodename)
+            logconfig.set_level(str(value))
         changes: dict[str, Any] = {config_module.field_of(key): value}
         if key == "trade_consistency":
             changes.update({f"allow_{op}_during_netsplit": value for op in OPERATIONS})

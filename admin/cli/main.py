@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from admin.cli import api_key, cluster, metadata, metrics, node, retain, session, settings, subscription
+from admin.cli import api_key, cluster, log, metadata, metrics, node, retain, session, settings, subscription
 from admin.commands import (
     BOOL,
     COMMANDS,
@@ -43,7 +43,7 @@ DEFAULT_DATA_DIR = Path("./data")  # the node's default platform_data_dir
 API_PREFIX = "/api/v1"
 EXIT_OK, EXIT_NODE_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
-_GROUPS = (cluster, node, session, subscription, retain, metrics, metadata, settings, api_key)
+_GROUPS = (cluster, node, session, subscription, retain, metrics, metadata, settings, log, api_key)
 EXAMPLES: dict[tuple[str, ...], list[str]] = {k: v for g in _GROUPS for k, v in g.EXAMPLES.items()}
 NOTES: dict[tuple[str, ...], str] = {k: v for g in _GROUPS for k, v in g.NOTES.items()}
 

@@ -148,7 +148,7 @@ def test_node_type_keeps_text() -> None:
 def test_table_shape() -> None:
     """Reads are GET, changes are POST; every path and alias is unique; flags have distinct short letters."""
     posts = {c.name for c in COMMANDS if c.method == "POST"}
-    assert posts == {"cluster join", "cluster leave", "set", "api-key create", "api-key delete"}
+    assert posts == {"cluster join", "cluster leave", "set", "log level", "api-key create", "api-key delete"}
     assert {c.method for c in COMMANDS} == {"GET", "POST"}
     assert BY_PATH[("cluster", "status")] is BY_PATH[("cluster", "show")]
     for cmd in COMMANDS:

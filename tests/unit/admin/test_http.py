@@ -34,6 +34,7 @@ ENDPOINTS: list[tuple[str, str]] = [
     ("GET", "/api/v1/metadata/dump"),
     ("GET", "/api/v1/show?max_inflight_messages"),
     ("POST", "/api/v1/set?max_inflight_messages=7"),
+    ("POST", "/api/v1/log/level?level=info"),
     ("POST", "/api/v1/api-key/create"),
     ("GET", "/api/v1/api-key/show"),
     ("POST", "/api/v1/api-key/delete?key=0123456789"),
