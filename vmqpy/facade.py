@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from admin.errors import CommandError
 from vmqpy import config as config_module
 from vmqpy.broker import records
+from vmqpy.cluster.policy import LEFT_REASON
 from vmqpy.cluster.service import ClusterError
 from vmqpy.mqtt.topics import validate_topic_filter
 
@@ -85,7 +86,7 @@ class NodeFacade:
         if cluster is None:
             return True, "single node"
         if cluster.removed:
-            return False, "this node left the cluster"
+            return False, LEFT_REASON
         policy = self._node.policy
         if not policy.ready:
             return False, policy.reason()

@@ -24,7 +24,13 @@ from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.cluster.departure import Departure
-from vmqpy.cluster.membership import load_incarnation, replica_id
+from vmqpy.cluster.membership import (
+    LeftState,
+    load_incarnation,
+    next_incarnation,
+    replica_id,
+    save_incarnation,
+)
 from vmqpy.cluster.policy import OPERATIONS, NetsplitSettings, Policy
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.cluster.replica_links import ReplicaLinks
@@ -57,6 +63,8 @@ class Node:
         self.departure: Departure | None = None
         self.policy = Policy(netsplit_settings(config))
         self.servers: list[asyncio.Server] = []
+        self._listener_factory: Callable[[str], Callable[[], MQTTConnection]] | None = None
+        self._reopening: asyncio.Task[None] | None = None
         self.connections: set[MQTTConnection] = set()
         self.started_at = 0.0
 
@@ -122,11 +130,19 @@ class Node:
     ) -> AsyncIterator[None]:
         address = self.config.cluster_listener
         assert address is not None
+        left = LeftState.load(self.config.data_dir)
+        if left is not None and left.incarnation != incarnation:
+            LeftState.clear(self.config.data_dir)  # a marker of a former incarnation (a crash while rejoining)
+            left = None
+        self.policy.left = left is not None
         cluster = self.cluster = ClusterService(
             self.config.nodename, incarnation, address, network, metadata,
             deliver_forwarded=broker.deliver_forwarded, on_removed=self._on_removed, on_view=self._on_view,
             barrier=None if self.storage is None else self.storage.barrier,
+            left=left is not None, reincarnate=self._reincarnate,
         )
+        if left is not None:
+            cluster.removed_by = left.by
         cluster.incarnations = incarnations
         broker.forwarder = cluster
         cluster.on_congestion = broker.on_peer_congestion
@@ -163,11 +179,31 @@ class Node:
             conn.move_away(reference)
 
     def _on_removed(self) -> None:
-        """This node left the cluster: stop taking clients first, then disconnect the ones it has."""
-        for server in self.servers:
-            server.close()
+        """This node left the cluster (docs/cluster.md, "After a leave"): it remembers that across restarts,
+        refuses every client (CONNACK: server unavailable) and disconnects the ones it has, and stays up, alone,
+        until `cluster join` makes it a new incarnation."""
+        cluster = self.cluster
+        assert cluster is not None
+        LeftState(cluster.incarnation, cluster.removed_by or cluster.name, time.time()).save(self.config.data_dir)
+        self.policy.left = True
         for conn in list(self.connections):
             conn.close()
+        self._reopen_listeners()  # closed by a `leave -k`: clients are told why they are refused
+
+    async def _reincarnate(self) -> int:
+        """Start again after a leave: an empty store under a new incarnation, saved before it is used."""
+        assert self.metadata is not None and self.cluster is not None
+        network = self.cluster.network
+        old = load_incarnation(self.config.data_dir)
+        new = next_incarnation(max(old, self.cluster.incarnation))
+        await self.metadata.reincarnate(replica_id(self.config.nodename, new))
+        save_incarnation(self.config.data_dir, new)
+        LeftState.clear(self.config.data_dir)
+        network.set_incarnation(new)
+        if self.departure is not None:
+            self.departure.reset()
+        self.policy.left = False
+        return new
 
     @contextlib.asynccontextmanager
     async def _metadata(
@@ -258,10 +294,9 @@ class Node:
 
             return make
 
+        self._listener_factory = factory
         try:
-            for name, host, port in self.config.tcp_listeners:
-                server = await loop.create_server(factory(name), host, port, reuse_address=True, backlog=1024)
-                self.servers.append(server)
+            await self._open_listeners()
             yield
         finally:
             for server in self.servers:
@@ -273,6 +308,29 @@ class Node:
             while self.connections and loop.time() < deadline:
                 await asyncio.sleep(0.01)
             await storage.sync()
+
+    async def _open_listeners(self) -> None:
+        """Open the MQTT listeners, or open them again when a `leave -k` closed them (a node that left answers
+        every CONNECT with server unavailable, and serves again once it joins)."""
+        if self._listener_factory is None or (self.servers and all(s.is_serving() for s in self.servers)):
+            return
+        for server in self.servers:
+            server.close()
+        self.servers = []
+        loop = asyncio.get_running_loop()
+        for name, host, port in self.config.tcp_listeners:
+            server = await loop.create_server(self._listener_factory(name), host, port, reuse_address=True,
+                                              backlog=1024)
+            self.servers.append(server)
+
+    def _reopen_listeners(self) -> None:
+        async def reopen() -> None:
+            try:
+                await self._open_listeners()
+            except OSError as exc:
+                log.error("MQTT listeners could not be opened again", error=str(exc))
+
+        self._reopening = asyncio.get_running_loop().create_task(reopen())
 
     def bound_ports(self) -> list[tuple[str, int]]:
         ports = []

@@ -39,10 +39,17 @@ class ServePolicy(Protocol):
         """`operation` is register, publish, subscribe or unsubscribe; False is a refusal (counted)."""
         ...
 
+    def reason(self) -> str:
+        """Why operations are refused now (told to a refused client)."""
+        ...
+
 
 class AlwaysServe:
     def may(self, operation: str) -> bool:
         return True
+
+    def reason(self) -> str:
+        return "ready"
 
 
 class Forwarder(Protocol):

@@ -403,7 +403,7 @@ class MQTTConnection(asyncio.Protocol):
             self._refuse(refusal, "authentication failed")
             return
         if not self.broker.policy.may("register"):
-            self._refuse(rc.SERVER_UNAVAILABLE, "the cluster is not ready (netsplit)")
+            self._refuse(rc.SERVER_UNAVAILABLE, self.broker.policy.reason())
             return
         self.client_id = client_id
         self.log = self.log.bind(client_id=client_id)

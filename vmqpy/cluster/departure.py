@@ -24,7 +24,6 @@ import structlog
 
 from vmqpy.broker import records
 from vmqpy.broker.broker import Broker
-from vmqpy.cluster import membership as ms
 from vmqpy.cluster.leader import ranking
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.cluster.service import ClusterError, ClusterService
@@ -56,16 +55,9 @@ class Departure:
 
     async def leave(self, node: str, interval: float, timeout: float) -> str:
         """Drain `node` (see the module doc) and remove it from the membership; the progress lines."""
-        try:
-            name, _host, _port = ms.parse_node(node)
-        except ValueError as exc:
-            raise ClusterError(str(exc)) from None
-        if name not in self.cluster.members:
-            raise ClusterError(f"unknown node {name}: not a member of this cluster", 404)
-        if len(self.cluster.members) == 1:
-            raise ClusterError(f"{name} is the only member", 409)
+        name = self.cluster.check_leave(node)
         if name != self.name and not self.cluster.is_reachable(name):
-            return self._leave_dead(name)
+            return await self._leave_dead(name)
         loop = asyncio.get_running_loop()
         started = loop.time()
         lines: list[str] = []
@@ -91,12 +83,12 @@ class Departure:
         if not done:
             raise ClusterError("\n".join([*lines, f"{name} still holds sessions after {timeout:g}s: it stays a "
                                           "member; run the command again to go on"]), 503)
-        self.cluster.metadata.delete(ms.MEMBERSHIP, (name,))
+        lines += await self.cluster.remove_member(name)
         moved = last["moving_total"] if last else 0
         lines.append(f"Done: {name} handed {moved} persistent sessions over and leaves the cluster")
         return "\n".join(lines)
 
-    def _leave_dead(self, name: str) -> str:
+    async def _leave_dead(self, name: str) -> str:
         remaining = [m for m in self.cluster.member_names() if m != name]
         adopted = 0
         for key, value in list(self.broker.metadata.fold(records.SESSION)):
@@ -107,11 +99,15 @@ class Departure:
             record = records.session_value(self.broker.metadata.hlc_now(), target, False, value[3], origin=name)
             self.broker.metadata.put(records.SESSION, key, record)
             adopted += 1
-        self.cluster.metadata.delete(ms.MEMBERSHIP, (name,))
-        log.warning("dead node removed; its sessions recreated elsewhere", node=name, sessions=adopted)
-        return (f"{name} is unreachable: {adopted} of its persistent sessions are recreated on the remaining "
-                f"members with their subscriptions; the messages queued on {name} cannot be recovered.\n"
-                f"Done: {name} leaves the cluster")
+        unaccounted = self.cluster.metadata.unaccounted_dots(self.cluster.members[name].replica_id)
+        lines = await self.cluster.remove_member(name)
+        log.warning("dead node removed; its sessions recreated elsewhere", node=name, sessions=adopted,
+                    unaccounted_writes=unaccounted)
+        lost = (f"; {unaccounted} of its metadata writes reached no remaining member and are lost"
+                if unaccounted else "")
+        return "\n".join([*lines, f"{name} is unreachable: {adopted} of its persistent sessions are recreated on "
+                           f"the remaining members with their subscriptions; the messages queued on {name} cannot "
+                           f"be recovered{lost}.", f"Done: {name} leaves the cluster"])
 
     async def _progress(self, name: str, wait: float) -> dict[str, Any] | None:
         if name == self.name:
@@ -126,6 +122,13 @@ class Departure:
             return None
         finally:
             self._answers.pop(query, None)
+
+    def reset(self) -> None:
+        """This node joins again after it left: a later `leave -k` drains it again."""
+        self.draining = False
+        self.settled = False
+        self.moving_total = 0
+        self._drain_task = None
 
     # ------------------------------------------------------------------------------------------ the leaving node
 

@@ -91,11 +91,15 @@ class ForwardSender:
         return [(seq, p.record, p.size) for seq, p in out.pending.items()]
 
     def drop_peer(self, peer: str, why: str) -> list[Callable[[], None]]:
-        """`peer` left the cluster: its pending forwards will never be acknowledged (calls of their on_fail)."""
-        out = self._peers.pop(peer, None)
+        """`peer` left the cluster: its pending forwards will never be acknowledged (calls of their on_fail).
+
+        Its numbering goes on: if it joins again, its receiver may still know this run's numbers (epoch), and
+        a number given twice would be taken for a copy, acknowledged and never delivered."""
+        out = self._peers.get(peer)
         if out is None:
             return []
-        return [functools.partial(p.on_fail, why) for p in out.pending.values()]
+        pending, out.pending = out.pending, {}
+        return [functools.partial(p.on_fail, why) for p in pending.values()]
 
     def pending_count(self) -> int:
         return sum(len(o.pending) for o in self._peers.values())

@@ -14,7 +14,7 @@ METADATA            4     bin: opaque, one frame of the metadata store
 FORWARD             5     bin: opaque, a forwarded publish encoded by the caller
 CONTROL             6     map: join/leave/membership requests and answers, defined by the caller
 REACHABILITY        7     array of str: the node names this node can reach
-BYE                 8     str: why the sender closes the link
+BYE                 8     str: why the sender closes the link (a map {reason, mac}: a refusal, handshake.py)
 =================== ===== =========================================================================
 
 `FrameDecoder` is incremental: feed it any split of the byte stream with `receive_data` and call
@@ -113,8 +113,8 @@ def _shape_error(frame_type: FrameType, body: Any) -> str | None:
         ok = body is None
         expected = "nil"
     elif frame_type is FrameType.BYE:
-        ok = type(body) is str
-        expected = "a string"
+        ok = type(body) is str or type(body) is dict  # a map: a verifiable refusal (handshake.py)
+        expected = "a string or a map"
     else:  # REACHABILITY
         ok = type(body) is list and all(type(name) is str for name in body)
         expected = "a list of strings"

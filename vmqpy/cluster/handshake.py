@@ -25,7 +25,15 @@ Both sides send their HELLO at once. The MAC a side sends is::
 where role is b"D" for the dialer and b"A" for the acceptor, lp(x) is x preceded by its length as a 4-byte
 big-endian unsigned integer, and u64 is an 8-byte big-endian unsigned integer.
 
+A dialer that comes to join the acceptor's cluster (it is not a member yet) says so in its HELLO with
+`intent: "join"`; the intent is then also covered by its MAC (`|| lp(intent)` appended to the message above),
+so no one without the cookie can turn a reconnect into a join or back.
+
 A refusing side sends BYE(reason) (unless the refusal is the peer's own BYE), so both sides log the reason.
+When the acceptor refuses a dialer that proved the cookie (`admit` said no: "removed from the cluster", "not a
+member", ...), the BYE body is `{reason, mac}` with mac = HMAC over the same fields in role b"R" followed by
+lp(reason): the dialer can tell a refusal by a node that knows the cookie (`Refused.verified`), and act on it
+(a node told "removed from the cluster" stops linking), from a BYE anyone could forge.
 The transitions are the table `TRANSITIONS`; what is sent on a transition depends on the role.
 """
 
@@ -46,6 +54,7 @@ __all__ = [
     "DUPLICATE_NAME",
     "HANDSHAKE_TIMEOUT",
     "INVALID_HELLO",
+    "JOIN",
     "MAC_CONTEXT",
     "NAME_MISMATCH",
     "NONCE_MAX",
@@ -78,10 +87,14 @@ SELF_CONNECTION: Final = "self connection"
 DUPLICATE_NAME: Final = "duplicate node name"
 INVALID_HELLO: Final = "invalid hello"
 HANDSHAKE_TIMEOUT: Final = "handshake timeout"
+INTENT_MAX: Final = 32
 
-#: ``admit(peer_name, peer_incarnation)`` on the acceptor, after the dialer proved the cookie: None to accept
-#: the link, or the reason to refuse it (e.g. "duplicate link").
-Admit = Callable[[str, int], str | None]
+#: The dialer's intent when it is not a member of the acceptor's cluster yet and comes to join it.
+JOIN: Final = "join"
+
+#: ``admit(peer_name, peer_incarnation, intent)`` on the acceptor, after the dialer proved the cookie: None to
+#: accept the link, or the reason to refuse it (e.g. "duplicate link"). `intent` is the dialer's (None or JOIN).
+Admit = Callable[[str, int, str | None], str | None]
 
 
 class HandshakeState(enum.Enum):
@@ -134,6 +147,8 @@ _REASONS: Final = {
     HandshakeInput.TIMEOUT: HANDSHAKE_TIMEOUT,
 }
 
+VERIFIED: Final = "refused by peer (verified)"  # the detail of a refusal whose MAC verified
+
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 
@@ -155,6 +170,7 @@ class Refused:
     reason: str
     detail: str = ""
     by_peer: bool = False
+    verified: bool = False  # by_peer, and the refusal carried a MAC that proves the peer knows the cookie
 
 
 def _lp(data: bytes) -> bytes:
@@ -170,8 +186,10 @@ def compute_mac(
     receiver_name: str,
     receiver_incarnation: int,
     receiver_nonce: bytes,
+    suffix: bytes = b"",
 ) -> bytes:
-    """The CHALLENGE_RESPONSE a sender in `role` (b"D" dialer, b"A" acceptor) sends (see the module docstring)."""
+    """The CHALLENGE_RESPONSE a sender in `role` (b"D" dialer, b"A" acceptor) sends (see the module docstring);
+    `suffix` (a dialer's lp(intent), a refusal's lp(reason)) is appended to the message when not empty."""
     message = b"".join(
         (
             MAC_CONTEXT,
@@ -182,6 +200,7 @@ def compute_mac(
             _lp(receiver_name.encode()),
             _U64.pack(sender_incarnation),
             _U64.pack(receiver_incarnation),
+            suffix,
         )
     )
     return hmac.new(cookie.encode(), message, hashlib.sha256).digest()
@@ -193,6 +212,10 @@ def _valid_name(name: Any) -> bool:
 
 def _valid_incarnation(incarnation: Any) -> bool:
     return type(incarnation) is int and 0 <= incarnation < INCARNATION_LIMIT
+
+
+def _valid_intent(intent: Any) -> bool:
+    return type(intent) is str and 0 < len(intent) <= INTENT_MAX
 
 
 def _valid_listen(listen: Any) -> bool:
@@ -226,6 +249,7 @@ class Handshake:
         *,
         listen: tuple[str, int] | None = None,
         admit: Admit | None = None,
+        intent: str | None = None,
     ) -> None:
         if not _valid_name(own_name):
             raise ClusterUsageError(f"node name must be 1..{NAME_MAX} characters")
@@ -239,6 +263,8 @@ class Handshake:
             raise ClusterUsageError("cookie must be a non-empty string")
         if not _valid_listen(listen):
             raise ClusterUsageError("listen must be (host, port) or None")
+        if intent is not None and (expected_peer is None or not _valid_intent(intent)):
+            raise ClusterUsageError(f"only a dialer states an intent (1..{INTENT_MAX} characters)")
         self.own_name = own_name
         self.own_incarnation = own_incarnation
         self.expected_peer = expected_peer
@@ -247,6 +273,7 @@ class Handshake:
         self._nonce = nonce
         self._listen = listen
         self._admit = admit
+        self.intent = intent  # ours on the dialer; the dialer's on the acceptor once its HELLO arrived
         self.state = HandshakeState.START
         self.peer_name: str | None = None
         self.peer_incarnation: int | None = None
@@ -274,6 +301,8 @@ class Handshake:
             "nonce": self._nonce,
             "listen": list(self._listen) if self._listen is not None else None,
         }
+        if self.intent is not None:
+            body["intent"] = self.intent
         return encode_frame(FrameType.HELLO, body)
 
     def receive(self, frame: Frame) -> tuple[bytes, Established | Refused | None]:
@@ -303,13 +332,27 @@ class Handshake:
 
     def _refuse(self, event: HandshakeInput, detail: str, bye_reason: str | None) -> tuple[bytes, Refused]:
         if event is HandshakeInput.BYE:
-            result = Refused(bye_reason or "closed by peer", detail or "refused by peer", by_peer=True)
+            verified = detail == VERIFIED
+            result = Refused(bye_reason or "closed by peer", detail or "refused by peer", by_peer=True,
+                             verified=verified)
             self.result = result
             return b"", result
-        reason = detail if event is HandshakeInput.DENIED else _REASONS[event]
+        if event is HandshakeInput.DENIED:
+            result = Refused(detail, detail)
+            self.result = result
+            return encode_frame(FrameType.BYE, {"reason": detail, "mac": self._denial_mac(detail)}), result
+        reason = _REASONS[event]
         result = Refused(reason, detail)
         self.result = result
         return encode_frame(FrameType.BYE, reason), result
+
+    def _denial_mac(self, reason: str) -> bytes:
+        assert self.peer_name is not None and self.peer_incarnation is not None
+        return compute_mac(self._cookie, b"R", self.own_name, self.own_incarnation, self._nonce, self.peer_name,
+                           self.peer_incarnation, self._peer_nonce, _lp(reason.encode()))
+
+    def _intent_suffix(self) -> bytes:
+        return b"" if self.intent is None else _lp(self.intent.encode())
 
     def _mac(self) -> bytes:
         assert self.peer_name is not None and self.peer_incarnation is not None
@@ -322,6 +365,7 @@ class Handshake:
             self.peer_name,
             self.peer_incarnation,
             self._peer_nonce,
+            self._intent_suffix() if self.is_dialer else b"",
         )
 
     def _expected_mac(self) -> bytes:
@@ -335,12 +379,13 @@ class Handshake:
             self.own_name,
             self.own_incarnation,
             self._nonce,
+            b"" if self.is_dialer else self._intent_suffix(),
         )
 
     def _classify(self, frame: Frame) -> tuple[HandshakeInput, str, str | None]:
         """(input, detail for the log, the peer's BYE reason)."""
         if frame.type is FrameType.BYE:
-            return HandshakeInput.BYE, "", str(frame.body)[:BYE_REASON_MAX]
+            return self._classify_bye(frame.body)
         if self.state is HandshakeState.AWAIT_HELLO and frame.type is FrameType.HELLO:
             return self._classify_hello(frame.body)
         if self.state is HandshakeState.AWAIT_RESPONSE and frame.type is FrameType.CHALLENGE_RESPONSE:
@@ -348,11 +393,25 @@ class Handshake:
                 return HandshakeInput.BAD_RESPONSE, "the peer's MAC does not verify", None
             if not self.is_dialer and self._admit is not None:
                 assert self.peer_name is not None and self.peer_incarnation is not None
-                denial = self._admit(self.peer_name, self.peer_incarnation)
+                denial = self._admit(self.peer_name, self.peer_incarnation, self.intent)
                 if denial is not None:
                     return HandshakeInput.DENIED, denial, None
             return HandshakeInput.RESPONSE, "", None
         return HandshakeInput.OTHER, f"{frame.type.name} while {self.state.value}", None
+
+    def _classify_bye(self, body: Any) -> tuple[HandshakeInput, str, str | None]:
+        """A BYE: a plain reason, or (an acceptor's refusal after our MAC) a reason with its own MAC."""
+        if not isinstance(body, dict):
+            return HandshakeInput.BYE, "", str(body)[:BYE_REASON_MAX]
+        reason = str(body.get("reason", ""))[:BYE_REASON_MAX]
+        mac = body.get("mac")
+        if (self.is_dialer and self.state is HandshakeState.AWAIT_RESPONSE and type(mac) is bytes
+                and self.peer_name is not None and self.peer_incarnation is not None):
+            expected = compute_mac(self._cookie, b"R", self.peer_name, self.peer_incarnation, self._peer_nonce,
+                                   self.own_name, self.own_incarnation, self._nonce, _lp(reason.encode()))
+            if hmac.compare_digest(mac, expected):
+                return HandshakeInput.BYE, VERIFIED, reason
+        return HandshakeInput.BYE, "", reason
 
     def _classify_hello(self, body: dict[Any, Any]) -> tuple[HandshakeInput, str, str | None]:
         name = body.get("name")
@@ -367,6 +426,9 @@ class Handshake:
             return HandshakeInput.BAD_HELLO, "nonce missing or invalid", None
         if not _valid_listen(listen):
             return HandshakeInput.BAD_HELLO, "listen address invalid", None
+        intent = body.get("intent")
+        if intent is not None and not _valid_intent(intent):
+            return HandshakeInput.BAD_HELLO, "intent invalid", None
         if nonce == self._nonce:
             return HandshakeInput.SELF_HELLO, "our own nonce came back", None
         if name == self.own_name:
@@ -379,4 +441,6 @@ class Handshake:
         self.peer_incarnation = incarnation
         self.peer_listen = (listen[0], listen[1]) if listen is not None else None
         self._peer_nonce = nonce
+        if not self.is_dialer:
+            self.intent = intent
         return HandshakeInput.HELLO, "", None

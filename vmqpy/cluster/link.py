@@ -82,6 +82,7 @@ class Closed:
     cause: CloseCause
     reason: str
     detail: str = ""
+    verified: bool = False  # REFUSED by the peer with a refusal that proves it knows the cookie (handshake.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,8 @@ class Link:
 
     `nonce`: fresh random bytes (16..64) from the caller. `now`: the current time on the driver's clock.
     `listen`: the cluster listener address advertised in our HELLO. `admit`: asked on the acceptor once the
-    dialer proved the cookie (see `vmqpy.cluster.handshake.Admit`).
+    dialer proved the cookie (see `vmqpy.cluster.handshake.Admit`). `intent`: the dialer's (handshake.JOIN
+    when it comes to join the acceptor's cluster).
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class Link:
         listen: tuple[str, int] | None = None,
         handshake_timeout: float | None = None,
         admit: Admit | None = None,
+        intent: str | None = None,
     ) -> None:
         if not detect_timeout > 0 or math.isinf(detect_timeout):
             raise ClusterUsageError("detect_timeout must be a positive number of seconds")
@@ -124,7 +127,7 @@ class Link:
         if not handshake_timeout > 0:
             raise ClusterUsageError("handshake_timeout must be positive")
         self._handshake = Handshake(
-            own_name, own_incarnation, cookie, nonce, expected_peer, listen=listen, admit=admit
+            own_name, own_incarnation, cookie, nonce, expected_peer, listen=listen, admit=admit, intent=intent
         )
         self._decoder = FrameDecoder(max_frame_size)
         self.max_frame_size = max_frame_size
@@ -197,7 +200,8 @@ class Link:
                 elif frame_type is FrameType.HEARTBEAT:
                     pass
                 elif frame_type is FrameType.BYE:
-                    reason = frame.body[:BYE_REASON_MAX] or "bye"
+                    body = frame.body if type(frame.body) is str else str(frame.body.get("reason", ""))
+                    reason = body[:BYE_REASON_MAX] or "bye"
                     events.append(self._close(CloseCause.PEER_BYE, reason, "", bye=False))
                 else:
                     reason = f"{frame_type.name} frame on an established link"
@@ -211,7 +215,8 @@ class Link:
                 self._next_heartbeat = now + self.heartbeat_interval
                 events.append(result)
             elif isinstance(result, Refused):
-                events.append(self._close(CloseCause.REFUSED, result.reason, result.detail, bye=False))
+                events.append(self._close(CloseCause.REFUSED, result.reason, result.detail, bye=False,
+                                          verified=result.verified))
         return events
 
     def connection_lost(self, reason: str = "connection lost") -> list[Event]:
@@ -301,10 +306,10 @@ class Link:
 
     # ---------------------------------------------------------------------------------------------- inside
 
-    def _close(self, cause: CloseCause, reason: str, detail: str, *, bye: bool) -> Closed:
+    def _close(self, cause: CloseCause, reason: str, detail: str, *, bye: bool, verified: bool = False) -> Closed:
         self.state = LinkState.CLOSED
         if bye:
             self._out += encode_frame(FrameType.BYE, reason[:BYE_REASON_MAX])
-        closed = Closed(cause, reason, detail)
+        closed = Closed(cause, reason, detail, verified)
         self.closed = closed
         return closed

@@ -4,10 +4,17 @@ One key per member, `(name,)` -> `[stamp, incarnation, host, port]` under the `m
 writes the joiner's record, a leave deletes it; a join concurrent with a leave keeps the member (a delete only
 removes the versions it saw). The replica identity of a node is `name#incarnation`: a node that lost its data
 comes back with a new incarnation, so it never reuses the dots of its former self.
+
+A member that is removed (`cluster leave`) also gets a record under the `departed` prefix, `(name,
+incarnation)` -> `[stamp]`, that is never deleted: it lets every node tell a dialer "you were removed" (and
+the dialer stop) rather than "I do not know you yet" (a join that has not reached this node: try again). The
+node itself keeps the fact in `DATA_DIR/left` (see `LeftState`), so a restart does not bring it back.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -16,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 MEMBERSHIP = "membership"
+DEPARTED = "departed"
 DEFAULT_CLUSTER_PORT = 44053
 _NODE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)@(?P<host>[A-Za-z0-9_.-]+)(?::(?P<port>\d+))?$")
 
@@ -73,6 +81,67 @@ def load_incarnation(data_dir: Path) -> int:
         data_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{incarnation}\n")
         return incarnation
+
+
+def departed_key(name: str, incarnation: int) -> tuple[str, int]:
+    return (name, incarnation)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text`, durably: a crash leaves the old content or the new, never a mix."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_incarnation(data_dir: Path, incarnation: int) -> None:
+    _write_atomically(data_dir / "incarnation", f"{incarnation}\n")
+
+
+def next_incarnation(previous: int) -> int:
+    """A new incarnation for a node that joins again: the wall clock in milliseconds, and always above the
+    previous one (a clock set back must not give an old identity again)."""
+    return max(int(time.time() * 1000), previous + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class LeftState:
+    """This node was removed from its cluster, as incarnation `incarnation` (kept in `DATA_DIR/left`): it
+    links to no one and serves no client until `cluster join` makes it a new incarnation."""
+
+    incarnation: int
+    by: str  # the member that told us (or this node's own name when the removal arrived through the store)
+    at: float  # wall clock seconds
+
+    @staticmethod
+    def load(data_dir: Path) -> LeftState | None:
+        try:
+            raw = json.loads((data_dir / "left").read_text())
+            return LeftState(int(raw["incarnation"]), str(raw["by"]), float(raw["at"]))
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as exc:
+            # A damaged marker must not let a removed node back in: treat it as left, as whoever we are now.
+            return LeftState(load_incarnation(data_dir), f"a damaged {data_dir / 'left'} ({exc})", 0.0)
+
+    def save(self, data_dir: Path) -> None:
+        _write_atomically(data_dir / "left", json.dumps({"incarnation": self.incarnation, "by": self.by,
+                                                          "at": self.at}) + "\n")
+
+    @staticmethod
+    def clear(data_dir: Path) -> None:
+        try:
+            (data_dir / "left").unlink()
+        except FileNotFoundError:
+            return
 
 
 def replica_ids(members_: Iterable[Member], exclude: str) -> Iterator[str]:

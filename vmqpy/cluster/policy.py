@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from vmqpy.cluster.view import View
 
 OPERATIONS = ("register", "publish", "subscribe", "unsubscribe")
+LEFT_REASON = "this node left its cluster: `vmq-admin cluster join discovery-node=...` to rejoin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,18 @@ class Policy:
         self._view: View | None = None  # None: a single node, always ready
         self.ready = True  # asked on every publish: kept up to date when the view or the settings change
         self.refused: Counter[str] = Counter()
+        self._left = False
+
+    @property
+    def left(self) -> bool:
+        """This node left its cluster (cluster/service.py): it refuses every operation, whatever the settings,
+        until `cluster join` makes it a member again."""
+        return self._left
+
+    @left.setter
+    def left(self, left: bool) -> None:
+        self._left = left
+        self._refresh()
 
     @property
     def settings(self) -> NetsplitSettings:
@@ -59,12 +72,16 @@ class Policy:
 
     def _refresh(self) -> None:
         view = self._view
-        if view is None:
+        if self._left:
+            self.ready = False
+        elif view is None:
             self.ready = True
         else:
             self.ready = view.in_majority if self._settings.readiness == "majority" else view.ready
 
     def reason(self) -> str:
+        if self._left:
+            return LEFT_REASON
         view = self.view
         if view is None or self.ready:
             return "ready"
@@ -74,7 +91,7 @@ class Policy:
 
     def may(self, operation: str) -> bool:
         """True when `operation` is served now; a refusal is counted."""
-        if self.ready or self.settings.allows(operation):
+        if self.ready or (self.settings.allows(operation) and not self._left):
             return True
         self.refused[operation] += 1
         return False

@@ -4,13 +4,20 @@ forwarding of publishes between nodes, over the node links of `ClusterNetwork`.
 The metadata store runs over the same links (METADATA frames, replica ids `name#incarnation`). Membership is
 the `membership` prefix of the store (see membership.py); the view is computed from every member's
 reachability reports (view.py).
+
+Who may link to this node (`_admission`): a member (with the incarnation we know), a node that comes to join
+(its HELLO says so), or one we admitted to join already. A node removed from the cluster is refused with
+REMOVED, a node we do not know with NOT_A_MEMBER (a join that has not reached us yet: it tries again). A node
+that is told REMOVED by a member, finds its own membership record deleted, or is sent `removed` by a member
+that drops it, has left: it persists that (node.py writes `DATA_DIR/left`), links to no one, serves no client,
+and comes back only through `cluster join`, as a new incarnation with an empty store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,12 +34,20 @@ from vmqpy.cluster.forwarding import (
     unpack_batch,
 )
 from vmqpy.cluster.framing import FrameType
+from vmqpy.cluster.handshake import JOIN
 from vmqpy.cluster.view import View, compute
 from vmqpy.metadata.service import MetadataService
 
 log = structlog.get_logger("vmqpy.cluster")
 
 JOIN_TIMEOUT = 5.0
+JOINING_TTL = 30.0  # a node admitted to join whose membership record has not arrived is forgotten after this
+HANDOFF_TIMEOUT = 10.0  # a live member that leaves: how long the remaining node waits to hold all its writes
+
+# Refusals of a link handshake (the dialer logs them; REMOVED makes it stop: see the module doc).
+REMOVED = "removed from the cluster"
+NOT_A_MEMBER = "not a member of this cluster"
+NODE_LEFT = "this node left its cluster"
 BATCH_BYTES = 64 * 1024  # a batch of forwards is sent once this large, without waiting for the end of the turn
 
 
@@ -59,9 +74,17 @@ class ClusterError(Exception):
 class Network(Protocol):
     """What the service needs of the node links (vmqpy.cluster.tcp.ClusterNetwork)."""
 
-    def add_peer(self, name: str, host: str, port: int) -> None: ...
+    def add_peer(self, name: str, host: str, port: int, intent: str | None = None) -> None: ...
 
     def remove_peer(self, name: str) -> None: ...
+
+    def set_intent(self, intent: str | None) -> None: ...
+
+    def set_incarnation(self, incarnation: int) -> None: ...
+
+    def set_admission(self, admission: Callable[[str, int, str | None], str | None] | None) -> None: ...
+
+    def on_refused(self, callback: Callable[[str, str], None]) -> None: ...
 
     def send_frame(self, peer: str, type: FrameType, body: Any, *, flush: bool = False) -> bool: ...
 
@@ -95,7 +118,13 @@ class ClusterService:
         on_view: Callable[[View], None] | None = None,
         gossip_interval: float = 0.25,
         barrier: Callable[[], Any] | None = None,
+        left: bool = False,
+        reincarnate: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
+        """`left`: this node was removed from its cluster before (node.py read `DATA_DIR/left`); it starts
+        alone and refuses every link until `join`. `on_removed()`: this node just learned it was removed
+        (`removed_by` says from whom). `reincarnate()`: empty the store and make a new incarnation (returned),
+        for a join after a removal."""
         self.name = name
         self.incarnation = incarnation
         self.address = address
@@ -124,8 +153,14 @@ class ClusterService:
         self._outbox_scheduled = False
         self._joins: dict[str, asyncio.Future[int]] = {}
         self._joining: dict[str, str] = {}  # node name -> replica id: peers before their record arrives
+        self._joining_since: dict[str, float] = {}  # node name -> monotonic time it was admitted to join
+        self._announcing = False  # we joined, and no member is known to hold our record yet: dial with JOIN
+        self._announcing_since = 0.0
+        self._leaving_self = False  # `cluster leave` of this node: the removal is on its way to the others
+        self._reincarnate = reincarnate
         self._task: asyncio.Task[None] | None = None
-        self.removed = False
+        self.removed = left
+        self.removed_by: str | None = None
         self.control_handlers: list[Callable[[str, dict[str, Any]], None]] = []
         self.on_congestion: Callable[[str, bool], None] | None = None
         self.reachability_handlers: list[Callable[[str, bool], None]] = []
@@ -135,11 +170,14 @@ class ClusterService:
     def start(self) -> None:
         self.network.on_message(self._on_message)
         self.network.on_reachability(self._on_reachability)
+        self.network.set_admission(self._admission)
+        self.network.on_refused(self._on_refused)
         self.metadata.on_change(ms.MEMBERSHIP, self._on_membership)
-        own = ms.Member(self.name, self.incarnation, self.address[0], self.address[1])
-        current = self.metadata.get(ms.MEMBERSHIP, (self.name,))
-        if current is None or ms.member_of((self.name,), current) != own:
-            self.metadata.put(ms.MEMBERSHIP, (self.name,), own.value(self.metadata.hlc_now()))
+        if self.removed:
+            log.warning("this node left its cluster: it links to no one and serves no client until "
+                        "`vmq-admin cluster join` makes it a new incarnation")
+        else:
+            self._put_own_record()
         self._refresh_members()
         self._task = asyncio.get_running_loop().create_task(self._gossip())
 
@@ -155,31 +193,57 @@ class ClusterService:
 
     # ------------------------------------------------------------------------------------------ membership
 
+    def _put_own_record(self) -> None:
+        own = ms.Member(self.name, self.incarnation, self.address[0], self.address[1])
+        current = self.metadata.get(ms.MEMBERSHIP, (self.name,))
+        if current is None or ms.member_of((self.name,), current) != own:
+            self.metadata.put(ms.MEMBERSHIP, (self.name,), own.value(self.metadata.hlc_now()))
+
     def _on_membership(self, key: Any, old: Any, new: Any) -> None:
-        if new is None and key == (self.name,) and old is not None:
-            if not self.removed:
-                self.removed = True
-                log.warning("this node was removed from the cluster")
-                self._on_removed()
+        if key == (self.name,) and not self.removed and not self._leaving_self:
+            if new is None and old is not None:
+                self._learn_removed(self.name)
+                return
+            if new is not None and ms.member_of(key, new).incarnation != self.incarnation:
+                self._put_own_record()  # a record of a former incarnation came back as a sibling: ours wins
         self._refresh_members()
+
+    def _learn_removed(self, by: str) -> None:
+        """This node is no longer a member (see the module doc): stop linking, tell node.py (it persists it)."""
+        if self.removed:
+            return
+        self.removed = True
+        self.removed_by = by
+        self._announcing = False
+        log.warning("this node was removed from the cluster", told_by=by)
+        self._refresh_members()
+        self._on_removed()
 
     def _refresh_members(self) -> None:
         members = ms.members(self.metadata.fold(ms.MEMBERSHIP))
         if self.removed:
             members = {self.name: members.get(self.name) or ms.Member(self.name, self.incarnation, *self.address)}
-        for name in set(self.members) - set(members):
+        before, self.members = self.members, members  # the new members first: closing links update the view
+        for name in set(before) - set(members):
             if name != self.name:
+                if not self.removed and name in self.network.reachable():
+                    # It may miss the delete of its record (the link closes now): say it on the link first.
+                    self.network.send_frame(name, FrameType.CONTROL, {"op": "removed",
+                                                                      "incarnation": before[name].incarnation},
+                                            flush=True)
                 self.network.remove_peer(name)
                 self.reports.pop(name, None)
                 for fail in self.forward_sender.drop_peer(name, f"{name} left the cluster"):
                     fail()
+        intent = JOIN if self._announcing else None
         for name, member in members.items():
-            if name != self.name and self.members.get(name) != member:
-                self.network.add_peer(name, member.host, member.port)
-        self.members = members
+            if name != self.name and before.get(name) != member:
+                self.network.add_peer(name, member.host, member.port, intent)
         for name, member in members.items():
             self.incarnations[name] = member.incarnation
-            self._joining.pop(name, None)
+            if self._joining.get(name) == member.replica_id:
+                del self._joining[name]
+                self._joining_since.pop(name, None)
         self._set_replica_peers()
         self._update_view()
 
@@ -197,9 +261,13 @@ class ClusterService:
             raise ClusterError(str(exc)) from None
         if name == self.name:
             raise ClusterError(f"{name} is this node: a node cannot join itself")
-        if name in self.members and len(self.members) > 1:
+        if name in self.members and len(self.members) > 1 and not self.removed:
             return f"already in a cluster with {name}"
-        self.network.add_peer(name, host, port or ms.DEFAULT_CLUSTER_PORT)
+        if self.removed:
+            await self._start_again()
+        self._announcing = True
+        self._announcing_since = asyncio.get_running_loop().time()
+        self.network.add_peer(name, host, port or ms.DEFAULT_CLUSTER_PORT, JOIN)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + JOIN_TIMEOUT
         while name not in self.network.reachable():
@@ -226,18 +294,87 @@ class ClusterService:
         log.info("joined", discovery=name)
         return f"Done: {self.name} joins the cluster of {name}"
 
+    async def _start_again(self) -> None:
+        """This node left its cluster and joins again: a new incarnation with an empty store (node.py)."""
+        if self._reincarnate is None:
+            raise ClusterError("this node left its cluster and cannot start again as a new incarnation", 409)
+        incarnation = await self._reincarnate()
+        self.incarnation = incarnation
+        self.incarnations.clear()  # shared with the replica links (node.py)
+        self.incarnations[self.name] = incarnation
+        self.reports.clear()
+        self._joining.clear()
+        self._joining_since.clear()
+        self.removed = False
+        self.removed_by = None
+        self.members = {}
+        # A new run for forwarding too: nothing of the old one is pending (the peers were dropped).
+        self.forward_sender = ForwardSender()
+        self.forward_receiver = ForwardReceiver()
+        self._epoch = new_epoch()
+        self._put_own_record()
+        self._refresh_members()
+        log.warning("this node joins again as a new incarnation", incarnation=incarnation)
+
     async def leave(self, node: str) -> str:
-        """Remove `node` from the membership at once (its sessions stay on it; `-k` is departure.py)."""
+        """Remove `node` from the membership (its sessions stay where they are; `-k` is departure.py)."""
+        name = self.check_leave(node)
+        lines = await self.remove_member(name)
+        return "\n".join([*lines, f"Done: {name} leaves the cluster"])
+
+    def check_leave(self, node: str) -> str:
+        """The name of the member `node` names, if it may leave now; else ClusterError."""
         try:
             name, _host, _port = ms.parse_node(node)
         except ValueError as exc:
             raise ClusterError(str(exc)) from None
+        if self.removed:
+            raise ClusterError(NODE_LEFT, 409)
         if name not in self.members:
             raise ClusterError(f"unknown node {name}: not a member of this cluster", 404)
         if len(self.members) == 1:
             raise ClusterError(f"{name} is the only member", 409)
+        if name == self.name and not any(m in self.network.reachable() for m in self.members if m != name):
+            raise ClusterError(f"{name} cannot leave now: no other member is reachable to keep the removal", 503)
+        return name
+
+    async def remove_member(self, name: str) -> list[str]:
+        """Delete `name`'s membership record and write its departed record (membership.py), so that it is
+        refused with REMOVED wherever it dials; the lines to print.
+
+        A live member first hands its writes over: we wait (at most HANDOFF_TIMEOUT) for one of its reports
+        newer than the command and until we hold every dot it reported, so the records it wrote before it
+        left stay in the cluster (it empties its store when it joins again). When `name` is this node, the
+        removal must reach another member before we stop linking: we wait until one holds all our dots."""
+        member = self.members[name]
+        rid = member.replica_id
+        loop = asyncio.get_running_loop()
+        lines: list[str] = []
+        if name != self.name and name in self.network.reachable():
+            seen = self.metadata.reports_from(rid)
+            deadline = loop.time() + HANDOFF_TIMEOUT
+            self.metadata.exchange_now(rid)
+            while not (self.metadata.reports_from(rid) > seen and self.metadata.holds_all_of(rid)):
+                if loop.time() >= deadline or name not in self.network.reachable():
+                    lines.append(f"warning: {name}'s latest writes may not have reached this node")
+                    break
+                await asyncio.sleep(0.02)
+        self._leaving_self = name == self.name
+        self.metadata.put(ms.DEPARTED, ms.departed_key(name, member.incarnation), [self.metadata.hlc_now()])
         self.metadata.delete(ms.MEMBERSHIP, (name,))
-        return f"Done: {name} leaves the cluster"
+        log.warning("member removed", member=name, incarnation=member.incarnation)
+        if name == self.name:
+            others = [m.replica_id for n, m in self.members.items() if n != name]
+            deadline = loop.time() + HANDOFF_TIMEOUT
+            self.metadata.exchange_now()
+            while not self.removed and not any(self.metadata.covered_by(o) for o in others):
+                if loop.time() >= deadline:
+                    lines.append("warning: no other member confirmed the removal yet; it spreads when one links")
+                    break
+                await asyncio.sleep(0.02)
+            self._leaving_self = False
+            self._learn_removed(self.name)
+        return lines
 
     # ------------------------------------------------------------------------------------------ frames
 
@@ -403,11 +540,58 @@ class ClusterService:
         (one writer per membership record: no siblings that a concurrent leave could lose to)."""
         self.incarnations[name] = incarnation
         self._joining[name] = ms.replica_id(name, incarnation)
+        self._joining_since[name] = asyncio.get_running_loop().time()
         self._set_replica_peers()
+
+    def _admission(self, name: str, incarnation: int, intent: str | None) -> str | None:
+        """Who may link to us (the module doc): None admits, a reason refuses (the dialer is told)."""
+        if self.removed:
+            return NODE_LEFT
+        member = self.members.get(name)
+        if member is not None and member.incarnation == incarnation:
+            return None
+        if self.metadata.get(ms.DEPARTED, ms.departed_key(name, incarnation)) is not None:
+            log.warning("link refused: that node was removed from the cluster", peer=name, incarnation=incarnation)
+            return REMOVED
+        if self._joining.get(name) == ms.replica_id(name, incarnation):
+            return None
+        if intent == JOIN:
+            log.info("node links to join", peer=name, incarnation=incarnation)
+            self._admit_joining(name, incarnation)
+            return None
+        return NOT_A_MEMBER
+
+    def _on_refused(self, peer: str, reason: str) -> None:
+        """A node we dialed refused us, with a refusal signed with the cookie (handshake.py)."""
+        if reason == REMOVED and peer in self.members and not self.removed:
+            self._learn_removed(peer)
+
+    def _expire(self) -> None:
+        """Forget nodes admitted to join whose record never came, and stop announcing once we are known."""
+        now = asyncio.get_running_loop().time()
+        up = self.network.reachable()
+        stale = [n for n, since in self._joining_since.items()
+                 if now - since > JOINING_TTL and n not in up and n not in self.members]
+        for name in stale:
+            log.info("admitted node never joined: forgotten", peer=name)
+            self._joining.pop(name, None)
+            self._joining_since.pop(name, None)
+            self.network.remove_peer(name)
+        if stale:
+            self._set_replica_peers()
+        if self._announcing:
+            others = [m.replica_id for n, m in self.members.items() if n != self.name]
+            known = others and all(self.metadata.covered_by(o) for o in others)
+            if known or now - self._announcing_since > JOINING_TTL:
+                self._announcing = False
+                self.network.set_intent(None)
 
     def _on_control(self, peer: str, body: dict[str, Any]) -> None:
         op = body.get("op")
-        if op == "join":
+        if op == "removed":
+            if body.get("incarnation") == self.incarnation and peer in self.members:
+                self._learn_removed(peer)
+        elif op == "join":
             incarnation = self.network.incarnation_of(peer)
             if incarnation is None:
                 log.warning("join request from a node without a link", peer=peer)
@@ -468,6 +652,7 @@ class ClusterService:
     async def _gossip(self) -> None:
         while True:
             await asyncio.sleep(self._gossip_interval)
+            self._expire()
             self._send_reports()
             self._update_view()
 

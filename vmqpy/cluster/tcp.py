@@ -57,6 +57,11 @@ ReachabilityCallback = Callable[[str, bool], None]
 ConnectCallback = Callable[[str, str, int], None]
 #: ``receiver(peer, data)`` for every METADATA frame (the metadata `Transport` protocol).
 Receiver = Callable[[str, bytes], None]
+#: ``admission(peer, incarnation, intent)`` on every incoming link whose dialer proved the cookie: None to
+#: accept it, or the reason to refuse it (sent to the dialer with a MAC: see handshake.py).
+Admission = Callable[[str, int, str | None], str | None]
+#: ``callback(peer, reason)`` when a peer we dialed refused us with a verified refusal (it knows the cookie).
+RefusedCallback = Callable[[str, str], None]
 
 DUPLICATE_LINK: Final = "duplicate link"
 SHUTTING_DOWN: Final = "node shutting down"
@@ -91,6 +96,7 @@ class _Peer:
         "dial_task",
         "dialing",
         "incarnation",
+        "intent",
         "name",
         "overflow_logged_at",
         "queue",
@@ -112,6 +118,7 @@ class _Peer:
         self.reconnect: asyncio.TimerHandle | None = None
         self.attempts = 0  # dial attempts since the last established link
         self.incarnation: int | None = None
+        self.intent: str | None = None  # stated in the HELLO of our dials (handshake.JOIN while joining)
         self.overflow_logged_at = -_OVERFLOW_LOG_INTERVAL
         self.refused_since_log = 0  # frames refused since the last "buffer full" log line
         self.removed = False
@@ -175,6 +182,7 @@ class _Connection(asyncio.Protocol):
             listen=net._advertised(),
             handshake_timeout=net.handshake_timeout,
             admit=None if self.outgoing else self._admit,
+            intent=self.peer.intent if self.peer is not None else None,
         )
         self.write(self.link.data_to_send())
         self._arm()
@@ -232,8 +240,8 @@ class _Connection(asyncio.Protocol):
 
     # ---------------------------------------------------------------------------------------------- helpers
 
-    def _admit(self, peer_name: str, peer_incarnation: int) -> str | None:
-        return self.net._admit(self, peer_name, peer_incarnation)
+    def _admit(self, peer_name: str, peer_incarnation: int, intent: str | None) -> str | None:
+        return self.net._admit(self, peer_name, peer_incarnation, intent)
 
     def _deliver(self, events: list[Event]) -> None:
         if not events:
@@ -415,6 +423,8 @@ class ClusterNetwork:
         self._reachability_callbacks: list[ReachabilityCallback] = []
         self._connect_callbacks: list[ConnectCallback] = []
         self._receiver: Receiver | None = None
+        self._admission: Admission | None = None
+        self._refused_callbacks: list[RefusedCallback] = []
         # counters (see stats())
         self._frames_in = 0
         self._frames_out = 0
@@ -509,8 +519,9 @@ class ClusterNetwork:
 
     # ---------------------------------------------------------------------------------------------- peers
 
-    def add_peer(self, name: str, host: str, port: int) -> None:
-        """Dial `name` at (host, port) and keep a link to it (reconnecting) until `remove_peer(name)`."""
+    def add_peer(self, name: str, host: str, port: int, intent: str | None = None) -> None:
+        """Dial `name` at (host, port) and keep a link to it (reconnecting) until `remove_peer(name)`; our HELLO
+        states `intent` (handshake.JOIN while this node is not yet known as a member)."""
         if name == self.own_name:
             raise ClusterUsageError("a node does not link to itself")
         peer = self._peers.get(name)
@@ -519,6 +530,7 @@ class ClusterNetwork:
         else:
             peer.address = (host, port)
         peer.removed = False
+        peer.intent = intent
         if self._running:
             self._schedule_dial(peer)
 
@@ -537,6 +549,26 @@ class ClusterNetwork:
                 conn.close_link(PEER_REMOVED)
         peer.queue.clear()
         peer.queued_bytes = 0
+
+    def set_intent(self, intent: str | None) -> None:
+        """The intent our next dials to every peer state (links already up are kept)."""
+        for peer in self._peers.values():
+            peer.intent = intent
+
+    def set_incarnation(self, incarnation: int) -> None:
+        """This node starts again as a new incarnation (it left its cluster and joins again): every link and
+        dial of the old one is closed; new handshakes carry the new incarnation."""
+        self.incarnation = incarnation
+        for name in list(self._peers):
+            self.remove_peer(name)
+
+    def set_admission(self, admission: Admission | None) -> None:
+        """Who may link to us (see `Admission`); None admits every node that proves the cookie."""
+        self._admission = admission
+
+    def on_refused(self, callback: RefusedCallback) -> None:
+        """Register `callback(peer, reason)` for verified refusals of our dials."""
+        self._refused_callbacks.append(callback)
 
     def peers(self) -> dict[str, tuple[str, int] | None]:
         """Every peer the network knows: added ones with their dial address, accepted ones with None."""
@@ -732,15 +764,20 @@ class ClusterNetwork:
             if peer.dial_task is asyncio.current_task():
                 peer.dial_task = None
 
-    def _admit(self, conn: _Connection, name: str, incarnation: int) -> str | None:
+    def _admit(self, conn: _Connection, name: str, incarnation: int, intent: str | None) -> str | None:
         """Acceptor: the dialer `name` proved the cookie; keep this link (None) or refuse it (reason)?
 
-        One link per pair: between our own pending outgoing connection and this one, keep the connection
-        dialed by the smaller name (both sides decide alike). An established link from an older incarnation,
+        First the admission callback (membership: is the dialer one of ours?). Then one link per pair: between
+        our own pending outgoing connection and this one, keep the connection dialed by the smaller name (both
+        sides decide alike). An established link from an older incarnation,
         or one the peer dialed again (it gave the old one up), is replaced.
         """
         if not self._running:
             return SHUTTING_DOWN
+        if self._admission is not None:
+            refusal = self._admission(name, incarnation, intent)
+            if refusal is not None:
+                return refusal
         peer = self._peers.get(name)
         if peer is None:
             return None
@@ -864,6 +901,12 @@ class ClusterNetwork:
         elif event.cause is CloseCause.REFUSED:
             self._refused += 1
             logger.warning("cluster link refused", direction="outgoing" if conn.outgoing else "incoming", **fields)
+            if event.verified and conn.outgoing and name is not None:
+                for refused in list(self._refused_callbacks):
+                    try:
+                        refused(name, event.reason)
+                    except Exception:
+                        log.exception("cluster refusal callback failed", node=self.own_name, peer=name)
         elif event.cause is CloseCause.PROTOCOL_ERROR:
             self._malformed += 1
             logger.warning("malformed cluster frame, link closed", established=established, **fields)

@@ -26,6 +26,7 @@ on what the clock claims).  After every call, re-read :meth:`Replica.next_deadli
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -311,6 +312,7 @@ class Replica:
         self._persisted_wm: Watermark | None = None
         self._wm_sent: dict[str, Watermark] = {}  # the watermark last sent to each peer
         self._reported: dict[str, NodeClock] = {}  # per peer: every dot its messages said it holds (any view)
+        self._reports: Counter[str] = Counter()  # per peer: how many of its messages reported its clock
         self._stats: dict[str, int] = dict.fromkeys(
             (
                 "puts",
@@ -971,6 +973,7 @@ class Replica:
         that knew a member we do not know may have served it versions we are about to collect the deletes of)."""
         known = self._reported.get(peer)
         self._reported[peer] = clock if known is None else known.merge(clock)
+        self._reports[peer] += 1
         if self.GC_NEEDS_AGREED_VIEWS and view != self._view:
             self._stats["views_differ"] += 1
             return
@@ -1201,6 +1204,16 @@ class Replica:
         request's clock is the one that shows the last batch arrived)."""
         reported = self._reported.get(peer)
         return reported is not None and not self._nc().missing_dots(reported)
+
+    def holds_all_of(self, peer: str) -> bool:
+        """This replica holds every dot ``peer``'s messages said it holds (the other side of ``covered_by``: a
+        remaining member that removes a live one waits for this, after a report newer than the command)."""
+        reported = self._reported.get(peer)
+        return reported is not None and not reported.missing_dots(self._nc())
+
+    def reports_from(self, peer: str) -> int:
+        """How many messages of ``peer`` reported its clock so far (a caller waits for the next one)."""
+        return self._reports[peer]
 
     def unaccounted_dots(self, gone: str) -> int:
         """How many dots of ``gone`` (a member removed while down) no remaining member is known to hold: the

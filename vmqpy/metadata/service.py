@@ -79,12 +79,40 @@ class MetadataService:
         """Rebuild the replica from storage and arm its timer. Call from the event loop."""
         self._loop = asyncio.get_running_loop()
         rows = {table: self.storage.load(table) for table in Replica.TABLES}
-        self.replica = Replica.restore(
+        self.replica = self._build(rows)
+        if self.transport is not None:
+            self.transport.set_receiver(self._on_frame)
+        self._arm()
+
+    def _build(self, rows: Mapping[str, list[tuple[bytes, bytes]]]) -> Replica:
+        return Replica.restore(
             self.node_id, rows, resolvers=self._resolvers, rng=self._rng, sync_interval=self._sync_interval,
             reply_bytes=self._reply_bytes,
         )
-        if self.transport is not None:
-            self.transport.set_receiver(self._on_frame)
+
+    async def reincarnate(self, node_id: str) -> None:
+        """Forget every state of this replica and start again, empty, as `node_id` (a node that was removed from
+        its cluster and joins again: docs/replication.md, "node ids are incarnations"). The rows are deleted
+        durably before the new identity is used; the change handlers see every key go (old value -> None), so
+        what they derived (routes, retained messages) goes with it until the cluster's records arrive."""
+        old = self._replica
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._outbox.clear()  # messages of the old identity: its links are gone
+        for table in Replica.TABLES:
+            self.storage.delete_prefix(table, b"")
+        await self.storage.sync()
+        self.node_id = node_id
+        self.replica = self._build({table: [] for table in Replica.TABLES})
+        for prefix, handlers in self._handlers.items():
+            for key, value in list(old.fold(prefix)):
+                for handler in handlers:
+                    try:
+                        handler(key, value, None)
+                    except Exception:
+                        log.exception("change handler failed", prefix=prefix, key=key)
+        log.warning("metadata store emptied for a new incarnation", replica=node_id)
         self._arm()
 
     def stop(self) -> None:
@@ -142,6 +170,14 @@ class MetadataService:
     def unaccounted_dots(self, gone: str) -> int:
         """Dots of `gone` (a replica id) no remaining member is known to hold (Replica.unaccounted_dots)."""
         return self._replica.unaccounted_dots(gone)
+
+    def holds_all_of(self, peer: str) -> bool:
+        """This node holds every dot `peer` (a replica id) said it holds in its last report (Replica.holds_all_of)."""
+        return self._replica.holds_all_of(peer)
+
+    def reports_from(self, peer: str) -> int:
+        """How many messages of `peer` reported its clock so far (Replica.reports_from)."""
+        return self._replica.reports_from(peer)
 
     def _on_frame(self, peer: str, data: bytes) -> None:
         try:

@@ -37,6 +37,19 @@ def test_a_peer_that_leaves_fails_its_pending_forwards() -> None:
     assert why == ["n2 left", "n2 left"] and s.pending_count() == 0
 
 
+def test_a_peer_that_leaves_and_joins_again_gets_new_numbers_not_copies() -> None:
+    """n2 received 1..2 from this run of ours, left and joined again (its receiver remembers this run): a
+    forward numbered 1 again would be taken for a copy, acknowledged and never delivered (lost)."""
+    s, r = ForwardSender(), ForwardReceiver()
+    for payload in (b"a", b"b"):
+        seq, low = s.add("n2", payload, lambda: None, lambda _why: None)
+        assert r.accept("n1", seq, low, 7)
+    s.acked("n2", 2)
+    s.drop_peer("n2", "n2 left")
+    seq, low = s.add("n2", b"c", lambda: None, lambda _why: None)
+    assert seq == 3 and r.accept("n1", seq, low, 7)
+
+
 def test_receiver_delivers_once_and_acks_only_a_contiguous_prefix() -> None:
     r = ForwardReceiver()
     assert r.accept("n1#1", 1, 1)

@@ -311,25 +311,80 @@ def test_hello_with_extra_fields_is_accepted() -> None:
 
 
 def test_admit_can_refuse_and_the_dialer_is_never_established() -> None:
-    asked: list[tuple[str, int]] = []
+    asked: list[tuple[str, int, str | None]] = []
 
-    def admit(name: str, incarnation: int) -> str | None:
-        asked.append((name, incarnation))
+    def admit(name: str, incarnation: int, intent: str | None) -> str | None:
+        asked.append((name, incarnation, intent))
         return "duplicate link"
 
     d, a = dialer(), acceptor(admit=admit)
     result_d, result_a, _ = run(d, a)
-    assert asked == [("a", 1)]
+    assert asked == [("a", 1, None)]
     assert result_a == Refused("duplicate link", "duplicate link")
-    assert result_d == Refused("duplicate link", "refused by peer", by_peer=True)
+    # the refusal carries a MAC: the dialer knows a node with the cookie said it
+    assert result_d == Refused("duplicate link", hs.VERIFIED, by_peer=True, verified=True)
     assert d.state is S.REFUSED
+
+
+def test_the_join_intent_reaches_admit_and_is_covered_by_the_mac() -> None:
+    asked: list[str | None] = []
+
+    def admit(name: str, incarnation: int, intent: str | None) -> str | None:
+        asked.append(intent)
+        return None
+
+    result_d, result_a, _ = run(dialer(intent=hs.JOIN), acceptor(admit=admit))
+    assert asked == [hs.JOIN]
+    assert isinstance(result_d, Established) and isinstance(result_a, Established)
+
+    # A man in the middle who strips the intent from the HELLO breaks the dialer's MAC.
+    d, a = dialer(intent=hs.JOIN), acceptor(admit=admit)
+    hello = frames_of(d.start())[0]
+    stripped = dict(hello.body)
+    del stripped["intent"]
+    hello_a = a.start()
+    a.receive(Frame(FrameType.HELLO, stripped))
+    out_d, _ = feed(d, hello_a)
+    _, result = feed(a, out_d)
+    assert result == Refused(hs.WRONG_COOKIE, "the peer's MAC does not verify")
+    assert asked == [hs.JOIN]
+
+
+def test_a_refusal_without_a_valid_mac_is_not_verified() -> None:
+    d = dialer()
+    a = acceptor(admit=lambda n, i, intent: "removed from the cluster")
+    out_d, out_a = d.start(), a.start()
+    out_d2, _ = feed(d, out_a)  # the dialer sends its MAC
+    out_a2, _ = feed(a, out_d + out_d2)  # the acceptor refuses, with a MAC over the reason
+    bye = frames_of(out_a2)[-1]
+    assert bye.type is FrameType.BYE
+    forged = dict(bye.body, reason="something else")  # the MAC no longer matches the reason
+    _, result = d.receive(Frame(FrameType.BYE, forged))
+    assert isinstance(result, Refused) and result.reason == "something else" and not result.verified
+    d2 = dialer()
+    d2.start()
+    _, result2 = d2.receive(Frame(FrameType.BYE, {"reason": "removed from the cluster", "mac": b"x" * 32}))
+    assert isinstance(result2, Refused) and result2.by_peer and not result2.verified
+
+
+@pytest.mark.parametrize("intent", ["", "x" * (hs.INTENT_MAX + 1), 7, b"join"])
+def test_invalid_intent_is_an_invalid_hello(intent: Any) -> None:
+    a = acceptor()
+    a.start()
+    _, result = a.receive(Frame(FrameType.HELLO, good_hello(intent=intent)))
+    assert isinstance(result, Refused) and result.reason == hs.INVALID_HELLO
+
+
+def test_only_a_dialer_states_an_intent() -> None:
+    with pytest.raises(ClusterUsageError):
+        acceptor(intent=hs.JOIN)
 
 
 def test_admit_is_not_asked_when_the_cookie_is_wrong() -> None:
     asked: list[str] = []
     d = dialer(cookie="wrong")
 
-    def admit(name: str, incarnation: int) -> str | None:
+    def admit(name: str, incarnation: int, intent: str | None) -> str | None:
         asked.append(name)
         return None
 

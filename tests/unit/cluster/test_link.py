@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from vmqpy.cluster import handshake as hs
 from vmqpy.cluster.errors import ClusterUsageError
 from vmqpy.cluster.framing import NEED_DATA, Frame, FrameDecoder, FrameType, encode_frame
+from vmqpy.cluster.handshake import VERIFIED
 from vmqpy.cluster.link import CloseCause, Closed, Established, Link, LinkState, Message, PeerSilent
 
 from .helpers import COOKIE, MAX_FRAME, NONCE_B, Pair, make_link
@@ -341,9 +342,11 @@ def test_closing_during_the_handshake_refuses_on_the_other_side() -> None:
 
 
 def test_admit_refusal_reaches_the_dialer() -> None:
-    pair = Pair(make_link("a", "b"), make_link("b", None, nonce=NONCE_B, admit=lambda n, i: "duplicate link"))
+    refuse = make_link("b", None, nonce=NONCE_B, admit=lambda n, i, intent: "duplicate link")
+    pair = Pair(make_link("a", "b"), refuse)
     pair.pump()
-    assert pair.events_a == [Closed(CloseCause.REFUSED, "duplicate link", "refused by peer")]
+    # the refusal carries a MAC (handshake.py): the dialer knows a node with the cookie refused it
+    assert pair.events_a == [Closed(CloseCause.REFUSED, "duplicate link", VERIFIED, verified=True)]
     assert pair.events_b == [Closed(CloseCause.REFUSED, "duplicate link", "duplicate link")]
 
 
