@@ -130,10 +130,15 @@ def _same_multiset(a: Sequence[Any], b: Sequence[Any]) -> bool:
 
 
 def _union(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Values of ``a`` then those of ``b`` not already present (equality, not hashing)."""
+    """The multiset union (each value as many times as the side that holds it most often: commutative,
+    associative and idempotent, as sync must be): ``a``'s values, then ``b``'s beyond them (by equality, not
+    hashing)."""
     out = list(a)
+    unmatched = list(a)
     for item in b:
-        if item not in out:
+        if item in unmatched:
+            unmatched.remove(item)
+        else:
             out.append(item)
     return tuple(out)
 

@@ -235,6 +235,28 @@ def test_sync_is_commutative_associative_idempotent(clocks: list[Clock]) -> None
     assert dvvset.sync([a, b, c]) == dvvset.sync([c, b, a])
 
 
+def test_sync_with_a_repeated_anonymous_value_is_commutative() -> None:
+    """Issue 19, finding 5: ["x", "x"] against ["x"] gave two x one way and one the other."""
+    twice, once = dvvset.new_list(["x", "x"]), dvvset.new_list(["x"])
+    assert dvvset.sync([twice, once]) == dvvset.sync([once, twice]) == twice
+    assert sorted(dvvset.sync([dvvset.new_list(["x", "y", "x"]), dvvset.new_list(["y", "y"])]).anonymous) == [
+        "x", "x", "y", "y"]
+
+
+@PROPS
+@given(st.lists(st.lists(st.sampled_from(["x", "y", 1]), max_size=4), min_size=3, max_size=3),
+       st.sampled_from([None, {"a": 1}]))
+def test_sync_of_anonymous_values_with_repeats_is_a_multiset_union(
+        lists: list[list[object]], context: dict[str, int] | None) -> None:
+    a, b, c = (dvvset.new_list(vals, context) for vals in lists)
+    assert dvvset.sync([a, b]) == dvvset.sync([b, a])
+    assert dvvset.sync([dvvset.sync([a, b]), c]) == dvvset.sync([a, dvvset.sync([b, c])])
+    assert dvvset.sync([a, a]) == a
+    for value in ("x", "y", 1):
+        want = max(vals.count(value) for vals in lists)
+        assert list(dvvset.sync([a, b, c]).anonymous).count(value) == want
+
+
 @PROPS
 @given(dvv_clocks(2))
 def test_sync_matches_the_dot_level_definition(clocks: list[Clock]) -> None:
