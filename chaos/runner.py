@@ -252,15 +252,22 @@ def check_run(out: Path, mode: str, data: dict[str, Any]) -> list[Check]:
     for path in sorted(out.glob("n*/replication.log")):
         log_lines.extend(path.read_text(errors="replace").splitlines())
     traded = mode == "trade-consistency"
+    skipped_subscriptions: list[str] = []
+    skipped_retained: list[str] = []
     checks = [
-        check_subscriptions(ops, data.get("subscriptions", {}), replog.subscription_changes(log_lines),
+        check_subscriptions(ops, data.get("subscriptions", {}),
+                            replog.subscription_changes(log_lines, skipped_subscriptions),
                             read_started, consistency_traded=traded),
-        check_retained(ops, data.get("retained", {}), replog.retain_writes(log_lines), read_started,
-                       consistency_traded=traded),
+        check_retained(ops, data.get("retained", {}), replog.retain_writes(log_lines, skipped_retained),
+                       read_started, consistency_traded=traded),
         check_queues(ops, loss_allowed=traded, faults=data.get("faults", [])),
         check_registration(ops, data.get("heals", [])),
         check_convergence(data.get("dumps", {}), data.get("members", [])),
     ]
+    for check, skipped in ((checks[0], skipped_subscriptions), (checks[1], skipped_retained)):
+        check.figures["log_lines_skipped"] = len(skipped)  # damaged replication-log lines (chaos/replog.py)
+        if skipped:
+            check.figures["log_lines_skipped_examples"] = skipped[:5]
     return checks
 
 
