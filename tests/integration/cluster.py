@@ -44,6 +44,7 @@ class ClusterNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log = self.workdir / "node.log"
         self.extra = dict(extra or {})
+        self.env: dict[str, str] = {}  # added to the process environment (e.g. libfaketime's LD_PRELOAD)
         self.proc: subprocess.Popen[bytes] | None = None
         self.clients: list[PahoClient] = []
         self.started_at = 0.0
@@ -79,6 +80,7 @@ class ClusterNode:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO)
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.env)
         with open(self.log, "ab") as logf:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "vmqpy", "start", "--config", str(self.workdir / "vmqpy.conf")],

@@ -52,6 +52,7 @@ class MetadataService:
         resolvers: Mapping[str, Resolver] | None = None,
         sync_interval: float = 1.0,
         wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         seed: int | None = None,
         reply_bytes: int = 8 << 20,
     ) -> None:
@@ -62,7 +63,8 @@ class MetadataService:
         self._resolvers = resolvers
         self._sync_interval = sync_interval
         self._reply_bytes = reply_bytes  # below the largest cluster frame: an anti-entropy reply must fit in one
-        self._wall = wall
+        self._wall = wall  # HLC stamps only
+        self._monotonic = monotonic  # every timer and deadline: a step of the wall clock moves none of them
         self._rng = random.Random(seed)
         self._handlers: dict[str, list[ChangeHandler]] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -143,10 +145,10 @@ class MetadataService:
     def put(self, prefix: str, key: Key, value: Any) -> None:
         # A local write makes nothing due sooner than what the armed timer waits for (at worst garbage
         # collection waits for that timer), so the deadline is only recomputed when no timer is armed.
-        self._apply(self._replica.put(prefix, key, value, self._wall()), arm=self._timer is None)
+        self._apply(self._replica.put(prefix, key, value, self._monotonic(), self._wall()), arm=self._timer is None)
 
     def delete(self, prefix: str, key: Key) -> None:
-        self._apply(self._replica.delete(prefix, key, self._wall()), arm=self._timer is None)
+        self._apply(self._replica.delete(prefix, key, self._monotonic(), self._wall()), arm=self._timer is None)
 
     def hlc_now(self) -> Any:
         return self._replica.hlc_now(self._wall())
@@ -161,7 +163,7 @@ class MetadataService:
         self._arm()
 
     def exchange_now(self, peer: str | None = None) -> None:
-        self._apply(self._replica.exchange_now(peer, self._wall()))
+        self._apply(self._replica.exchange_now(peer, self._monotonic(), self._wall()))
 
     def covered_by(self, peer: str) -> bool:
         """`peer` (a replica id) is known to hold every dot this node holds (Replica.covered_by)."""
@@ -186,7 +188,7 @@ class MetadataService:
             self.decode_errors += 1
             log.warning("undecodable metadata frame", peer=peer, error=str(exc))
             return
-        self._apply(self._replica.receive(peer, message, self._wall()))
+        self._apply(self._replica.receive(peer, message, self._monotonic(), self._wall()))
 
     # ------------------------------------------------------------------------------------------ outputs
 
@@ -258,7 +260,7 @@ class MetadataService:
         if self._timer is not None:
             self._timer.cancel()
         self._armed_for = deadline
-        self._timer = loop.call_later(max(0.0, deadline - self._wall()), self._on_timer)
+        self._timer = loop.call_later(max(0.0, deadline - self._monotonic()), self._on_timer)
 
     def _flush_log_soon(self) -> None:
         """Hand the replication log's lines to the OS once this loop turn's work is done (one write for the turn):
@@ -277,4 +279,4 @@ class MetadataService:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self._apply(self._replica.on_timer(self._wall()))
+        self._apply(self._replica.on_timer(self._monotonic(), self._wall()))
