@@ -1,0 +1,493 @@
+"""An exhaustive small-scope model checker of the replica protocol, over the real `Replica` (issue 19).
+
+A *scope* fixes a few replicas, a script of operator and client actions (puts, deletes, a membership change
+that reaches the replicas one group at a time) and budgets for what the environment may do in between:
+start an anti-entropy exchange between two replicas, fire a replica's timer (timeouts, GC, write-backs),
+drop a message, crash a replica. The checker explores **every interleaving** of the script's next action,
+the delivery of the next message on any link (links are TCP: first in, first out per ordered pair of
+replicas; a drop loses the link's next message, as a reset link loses what it buffered), and the
+environment's moves, breadth first, and
+prunes states it has seen (a state is the pickled world: every replica, what is durable, what is not yet,
+the messages in flight, the script position and the budgets left).
+
+The durability boundary is modelled as the driver contract of replica.py says it is: `Persist` outputs are
+volatile until a flush (an environment move, always enabled while something is volatile) or until the replica
+sends a SyncRequest/SyncReply (the driver makes them durable first); a crash loses what is volatile and every
+message to the crashed replica, and restores it from what is durable. A local write is made durable with its
+call (the service acknowledges a write only once it is stored), so a crash never loses an acknowledged write.
+
+Checked on every path: a crash never loses a dot the replica had announced in a SyncRequest (peers collect on
+what that clock claims). Checked at every quiescent state (the script done, nothing in flight), after a
+deterministic completion (every replica learns the final membership, then rounds of exchanges between every
+pair and timers until the replicas agree): the replicas converged (values, contexts, node clocks), and each
+holds exactly what the causal model of every write says must survive (tests/sim/model.py: no lost write, no
+deleted value back). The first violation found is reported with the shortest path to it (breadth first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from tests.sim.model import Op, actual_state, expected_state
+from vmqpy.metadata import messages
+from vmqpy.metadata.memory_network import MemoryNetwork
+from vmqpy.metadata.replica import Logged, Output, Persist, Replica, Send
+
+P = "subs"
+
+
+@dataclass(frozen=True)
+class Act:
+    """One action of a scope's script: put/delete of `key` on `node`, or `members` announced on `on`."""
+
+    kind: str  # put | delete | members | timer (node's timers, past every timeout) | exchange (node with key)
+    node: str = ""
+    key: str = ""
+    members: tuple[str, ...] = ()
+    on: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.kind == "members":
+            return f"membership {list(self.members)} reaches {list(self.on)}"
+        if self.kind == "timer":
+            return f"timer {self.node} (script)"
+        if self.kind == "exchange":
+            return f"exchange {self.node}->{self.key} (script)"
+        return f"{self.kind} {self.key} on {self.node}"
+
+
+@dataclass(frozen=True)
+class Scope:
+    name: str
+    nodes: tuple[str, ...]
+    members: dict[str, tuple[str, ...]]  # each replica's initial membership view
+    script: tuple[Act, ...]
+    exchanges: int = 3  # exchange starts the environment may make
+    timers: int = 2  # timer firings (time jumps past every timeout and the GC interval)
+    drops: int = 0
+    crashes: int = 0
+    batch_size: int = 500
+    replica: type[Replica] = Replica
+
+
+@dataclass
+class World:
+    replicas: dict[str, Replica]
+    durable: dict[str, dict[str, dict[bytes, bytes]]]
+    volatile: dict[str, list[Persist]]
+    inflight: list[tuple[str, str, bytes]]
+    pc: int
+    budget: dict[str, int]
+    now: dict[str, float]  # each replica's own monotonic clock (timers of different replicas commute)
+    ops: list[Op] = field(default_factory=list)
+    announced: dict[str, Any] = field(default_factory=dict)  # node -> merge of the clocks it sent
+    views: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each replica's membership view
+    violation: str | None = None
+
+
+@dataclass
+class Result:
+    scope: str
+    states: int
+    quiescent: int
+    seconds: float
+    violation: str | None
+    path: list[str]
+    capped: bool
+
+
+def _replica_kwargs(scope: Scope) -> dict[str, Any]:
+    return {"sync_interval": 1.0, "exchange_timeout": 1.0, "batch_size": scope.batch_size, "writeback_delay": 0.0}
+
+
+def initial(scope: Scope) -> World:
+    replicas = {n: scope.replica(n, rng=random.Random(i), **_replica_kwargs(scope)) for i, n in
+                enumerate(scope.nodes)}
+    world = World(replicas, {n: {} for n in scope.nodes}, {n: [] for n in scope.nodes}, [], 0,
+                  {"exchanges": scope.exchanges, "timers": scope.timers, "drops": scope.drops,
+                   "crashes": scope.crashes}, dict.fromkeys(scope.nodes, 0.0))
+    for n in scope.nodes:
+        world.views[n] = scope.members[n]
+        _call(world, n, lambda r, n=n: r.set_peers(scope.members[n]))
+        replicas[n].set_reachable(m for m in scope.nodes if m != n)
+    for n in scope.nodes:
+        _flush(world, n)
+    return world
+
+
+def _flush(world: World, node: str) -> None:
+    for p in world.volatile[node]:
+        table = world.durable[node].setdefault(p.table, {})
+        if p.value is None:
+            table.pop(p.key, None)
+        else:
+            table[p.key] = p.value
+    world.volatile[node] = []
+
+
+def _call(world: World, node: str, call: Callable[[Replica], list[Output] | None]) -> None:
+    """Run a replica call and apply its outputs as the driver does (see the module doc)."""
+    outputs = call(world.replicas[node]) or []
+    wrote = False
+    for out in outputs:
+        if isinstance(out, Persist):
+            world.volatile[node].append(out)
+        elif isinstance(out, Send):
+            message = out.message
+            if isinstance(message, messages.SyncRequest | messages.SyncReply):
+                _flush(world, node)
+            if isinstance(message, messages.SyncRequest):
+                known = world.announced.get(node)
+                world.announced[node] = message.clock if known is None else known.merge(message.clock)
+            if out.peer in world.replicas:
+                world.inflight.append((node, out.peer, messages.encode(message)))
+        elif isinstance(out, Logged) and out.event == "md_write":
+            f = out.fields
+            value = None if f["value"] is None else msgpack.unpackb(f["value"], raw=False, strict_map_key=False)
+            world.ops.append(Op(node, f["prefix"], tuple(f["key"]), (f["dot"][0], f["dot"][1]), value,
+                                dict(f["context"]), bool(f.get("writeback"))))
+            wrote = True
+    if wrote:
+        _flush(world, node)  # a write is acknowledged once stored: it is durable with its call
+
+
+def _crash(world: World, scope: Scope, node: str) -> None:
+    world.volatile[node] = []
+    world.inflight = [m for m in world.inflight if m[1] != node]
+    rows = {table: sorted(entries.items()) for table, entries in world.durable[node].items()}
+    replica = scope.replica.restore(node, rows, rng=random.Random(7), **_replica_kwargs(scope))
+    announced = world.announced.get(node)
+    if announced is not None:
+        lost = announced.missing_dots(replica.node_clock)
+        if lost:
+            world.violation = f"{node} restarted without dots it had announced: {lost}"
+    world.replicas[node] = replica
+    replica.set_reachable(m for m in scope.nodes if m != node)
+    _call(world, node, lambda r: r.set_peers(world.views[node]))  # the cluster layer's membership, as on a node
+
+
+@dataclass(frozen=True)
+class Move:
+    """One move: its label (names it across states: a link's next message, a node's timer, ...), what it
+    touches (replicas, links' heads, budgets: two moves that touch nothing in common commute and neither
+    disables the other), and how to apply it to a copy of the world."""
+
+    label: str
+    touches: frozenset[str]
+    apply: Callable[[World], None]
+
+
+def moves(world: World, scope: Scope) -> Iterator[Move]:
+    """Every move enabled in `world`."""
+    everything = frozenset(scope.nodes) | {"script", "budget:drops", "budget:crashes", "budget:timers",
+                                           "budget:exchanges"}
+    if world.pc < len(scope.script):
+        act = scope.script[world.pc]
+
+        def script(w: World, act: Act = act) -> None:
+            w.pc += 1
+            if act.kind == "put":
+                value = {"v": f"{act.node}:{w.pc}"}
+                _call(w, act.node, lambda r: r.put(P, (act.key,), value, w.now[act.node]))
+            elif act.kind == "delete":
+                _call(w, act.node, lambda r: r.delete(P, (act.key,), w.now[act.node]))
+            elif act.kind == "timer":
+                w.now[act.node] += 10.0
+                _call(w, act.node, lambda r: r.on_timer(w.now[act.node]))
+            elif act.kind == "exchange":
+                _call(w, act.node, lambda r: r.exchange_now(act.key, w.now[act.node]))
+            else:
+                for n in act.on:
+                    w.views[n] = act.members
+                    _call(w, n, lambda r: r.set_peers(act.members))
+
+        yield Move(str(act), everything, script)
+    heads: set[tuple[str, str]] = set()
+    for i, message in enumerate(world.inflight):
+        src, dst, payload = message
+        if (src, dst) in heads:
+            continue  # a link is TCP: first in, first out per ordered pair
+        heads.add((src, dst))
+        kind = type(messages.decode(payload)).__name__
+
+        def deliver(w: World, i: int = i) -> None:
+            src, dst, payload = w.inflight.pop(i)
+            _call(w, dst, lambda r: r.receive(src, messages.decode(payload), w.now[dst]))
+
+        yield Move(f"deliver {kind} {src}->{dst}", frozenset((dst,)), deliver)
+        if world.budget["drops"]:
+
+            def drop(w: World, i: int = i) -> None:
+                w.inflight.pop(i)
+                w.budget["drops"] -= 1
+
+            yield Move(f"drop {kind} {src}->{dst}", frozenset((dst, "budget:drops")), drop)
+    for node in scope.nodes:
+        if world.volatile[node] and world.budget["crashes"]:  # without a crash to come, when is immaterial
+            yield Move(f"flush {node}", frozenset((node, "budget:crashes")), lambda w, node=node: _flush(w, node))
+        if world.budget["timers"]:
+
+            def timer(w: World, node: str = node) -> None:
+                w.budget["timers"] -= 1
+                w.now[node] += 10.0
+                _call(w, node, lambda r: r.on_timer(w.now[node]))
+
+            yield Move(f"timer {node}", frozenset((node, "budget:timers")), timer)
+        if world.budget["crashes"]:
+
+            def crash(w: World, node: str = node) -> None:
+                w.budget["crashes"] -= 1
+                _crash(w, scope, node)
+
+            yield Move(f"crash {node}", frozenset((node, "budget:crashes")), crash)
+        if world.budget["exchanges"]:
+            for peer in scope.nodes:
+                if peer != node:
+
+                    def exchange(w: World, node: str = node, peer: str = peer) -> None:
+                        w.budget["exchanges"] -= 1
+                        _call(w, node, lambda r: r.exchange_now(peer, w.now[node]))
+
+                    yield Move(f"exchange {node}->{peer}", frozenset((node, "budget:exchanges")), exchange)
+
+
+def _drain(world: World, limit: int = 20_000) -> None:
+    for _ in range(limit):
+        if not world.inflight:
+            return
+        src, dst, payload = world.inflight.pop(0)
+        _call(world, dst, lambda r, src=src, dst=dst, payload=payload: r.receive(  # type: ignore[misc]
+            src, messages.decode(payload), world.now[dst]))
+    raise AssertionError("messages kept flowing for 20,000 deliveries")
+
+
+def final_members(scope: Scope) -> tuple[str, ...]:
+    changes = [a.members for a in scope.script if a.kind == "members"]
+    if changes:
+        return changes[-1]
+    return scope.members[scope.nodes[0]]
+
+
+def settle(world: World, scope: Scope) -> str | None:
+    """The deterministic completions of a quiescent state (module doc), with the replicas taking their turns in
+    one order and in the reverse order; the violation found, or None."""
+    blob = pickle.dumps(world)
+    return _settle(world, scope, list(scope.nodes)) or _settle(pickle.loads(blob), scope, list(scope.nodes)[::-1])
+
+
+def _settle(world: World, scope: Scope, order: list[str]) -> str | None:
+    members = final_members(scope)
+    for n in scope.nodes:
+        _flush(world, n)
+        world.views[n] = members
+        _call(world, n, lambda r: r.set_peers(members))
+    _drain(world)
+    names = [n for n in order if n in members]
+    for _round in range(12):
+        for a in names:
+            for b in names:
+                if a != b:
+                    _call(world, a, lambda r, a=a, b=b: r.exchange_now(b, world.now[a]))  # type: ignore[misc]
+                    _drain(world)
+        for a in names:
+            world.now[a] += 10.0
+            _call(world, a, lambda r, a=a: r.on_timer(world.now[a]))  # type: ignore[misc]
+            _drain(world)
+        states = [MemoryNetwork.state_of(world.replicas[n]) for n in names]
+        if all(s == states[0] for s in states) and not any(world.replicas[n].busy() for n in names):
+            break
+    else:
+        return "the replicas did not converge after 12 rounds of exchanges with every peer"
+    expected = expected_state(world.ops)
+    for n in names:
+        actual = actual_state(world.replicas[n])
+        for fk in sorted(set(expected) | set(actual), key=repr):
+            if expected.get(fk) != actual.get(fk):
+                return (f"{n} {fk[1]}: the causal model says {expected.get(fk)}, the replica holds {actual.get(fk)}"
+                        f" (completion in the order {names})")
+    return None
+
+
+def _digest(blob: bytes) -> bytes:
+    return hashlib.blake2b(blob, digest_size=16).digest()
+
+
+def _snapshot(world: World) -> bytes:
+    """The world, pickled in a canonical order where order carries no meaning: the messages of different links
+    (each link keeps its own order) and the writes the causal model reads."""
+    world.inflight.sort(key=lambda m: (m[0], m[1]))  # stable: each link's messages keep their order
+    world.ops.sort(key=lambda op: op.dot)
+    if not world.budget["crashes"]:
+        for node in world.volatile:  # no crash can come: what is volatile will be durable, whenever
+            _flush(world, node)
+    return pickle.dumps(world, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def check(scope: Scope, max_states: int = 200_000, max_depth: int = 200) -> Result:
+    """Explore every interleaving of `scope`, depth first with sleep sets (a move independent of the one just
+    taken, and already explored from the parent, is not explored again from the child: the two orders reach
+    the same state), and stop at the first violation; then search again below its depth until none is
+    found, so the path reported is a shortest one."""
+    started = time.monotonic()
+    best: tuple[str, list[str]] | None = None
+    states = quiescent = 0
+    capped = False
+    depth = max_depth
+    while True:
+        found, states_run, quiescent_run, capped_run = _dfs(scope, max_states, depth)
+        states = max(states, states_run)
+        quiescent = max(quiescent, quiescent_run)
+        capped = capped or capped_run
+        if found is None:
+            break
+        best = found
+        depth = len(found[1]) - 1
+        if depth < 1:
+            break
+    seconds = time.monotonic() - started
+    if best is None:
+        return Result(scope.name, states, quiescent, seconds, None, [], capped)
+    return Result(scope.name, states, quiescent, seconds, best[0], best[1], capped)
+
+
+def _dfs(scope: Scope, max_states: int, max_depth: int) -> tuple[tuple[str, list[str]] | None, int, int, bool]:
+    root = _snapshot(initial(scope))
+    # state digest -> the sleep set it was explored with (a later visit with a smaller one explores the rest)
+    explored: dict[bytes, tuple[frozenset[str], int]] = {}  # digest -> (sleep set, depth) of its exploration
+    settled: set[bytes] = set()
+    quiescent = 0
+    # (digest, blob, sleep set, path)
+    stack: list[tuple[bytes, bytes, frozenset[str], list[str]]] = [(_digest(root), root, frozenset(), [])]
+    while stack:
+        state_id, blob, sleep, path = stack.pop()
+        seen = explored.get(state_id)
+        if seen is not None and seen[0] <= sleep and seen[1] <= len(path):
+            continue  # explored already, as shallow and with fewer moves asleep
+        before = None if seen is None or seen[1] > len(path) else seen[0]
+        explored[state_id] = (sleep if before is None else before & sleep, min(len(path), max_depth) if
+                              seen is None else min(seen[1], len(path)))
+        world = pickle.loads(blob)
+        enabled = list(moves(world, scope))
+        if world.pc == len(scope.script) and not world.inflight and state_id not in settled:
+            settled.add(state_id)
+            quiescent += 1
+            violation = settle(pickle.loads(blob), scope)
+            if violation is not None:
+                return (violation, path), len(explored), quiescent, False
+        if len(path) >= max_depth:
+            continue
+        done: list[Move] = []
+        for move in enabled:
+            if move.label in sleep or (before is not None and move.label not in before):
+                continue  # asleep here, or explored from this state on the earlier visit
+            child = pickle.loads(blob)
+            move.apply(child)
+            child_path = [*path, move.label]
+            if child.violation is not None:
+                return (child.violation, child_path), len(explored), quiescent, False
+            child_blob = _snapshot(child)
+            child_sleep = frozenset(
+                m.label for m in done if not (m.touches & move.touches)
+            ) | frozenset(label for label in sleep if _independent(label, move, enabled))
+            stack.append((_digest(child_blob), child_blob, child_sleep, child_path))
+            done.append(move)
+            if len(explored) >= max_states:
+                return None, len(explored), quiescent, True
+    return None, len(explored), quiescent, False
+
+
+def _independent(label: str, move: Move, enabled: list[Move]) -> bool:
+    for other in enabled:
+        if other.label == label:
+            return not (other.touches & move.touches)
+    return False
+
+
+def report(result: Result) -> str:
+    head = (f"{result.scope}: {result.states} states, {result.quiescent} quiescent, {result.seconds:.1f} s"
+            + (" (capped)" if result.capped else ""))
+    if result.violation is None:
+        return head + ": no violation"
+    steps = "\n".join(f"  {i}. {label}" for i, label in enumerate(result.path, 1))
+    return f"{head}\nVIOLATION: {result.violation}\nshortest path ({len(result.path)} moves):\n{steps}"
+
+
+# ------------------------------------------------------------------------------------------------ the scopes
+
+AB = ("a", "b")
+ABX = ("a", "b", "x")
+
+UNEVEN_JOIN = Scope(
+    "uneven-join",
+    nodes=ABX,
+    members={"a": AB, "b": AB, "x": ("x",)},
+    script=(
+        Act("put", "a", "k"),
+        Act("members", members=ABX, on=("a", "x")),  # the join reaches a (and x) first
+        Act("delete", "b", "k"),
+        Act("timer", "b"),  # b's GC (and a periodic exchange)
+        Act("timer", "a"),
+        Act("members", members=ABX, on=("b",)),  # and b last
+    ),
+    exchanges=0,
+    timers=1,
+)
+
+GAPS_THEN_CRASH = Scope(
+    "gaps-then-crash",
+    nodes=("a", "x"),
+    members={"a": ("a",), "x": ("x",)},
+    script=(
+        Act("put", "a", "k1"),
+        Act("put", "a", "k1"),  # overwritten: a's GC leaves its dot to be sent as a gap
+        Act("put", "a", "k2"),
+        Act("timer", "a"),
+        Act("members", members=("a", "x"), on=("a", "x")),  # x joins and catches up in one-key batches
+    ),
+    exchanges=1,
+    timers=1,
+    drops=1,
+    crashes=1,
+    batch_size=1,
+)
+
+GAPS_THEN_CRASH_WIDE = Scope(
+    "gaps-then-crash-wide",
+    nodes=("a", "x"),
+    members={"a": ("a",), "x": ("x",)},
+    script=GAPS_THEN_CRASH.script[:3] + GAPS_THEN_CRASH.script[4:],
+    exchanges=1,
+    timers=2,
+    drops=1,
+    crashes=1,
+    batch_size=1,
+)
+
+SCOPES = (GAPS_THEN_CRASH, GAPS_THEN_CRASH_WIDE, UNEVEN_JOIN)
+
+
+def main() -> None:
+    import argparse
+
+    from tests.sim.legacy import LegacyReplica
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--legacy", action="store_true", help="check the rules before issue 19's fixes")
+    parser.add_argument("--max-states", type=int, default=500_000)
+    args = parser.parse_args()
+    for scope in SCOPES:
+        if args.legacy:
+            scope = Scope(**{**scope.__dict__, "replica": LegacyReplica, "name": scope.name + " (old rules)"})
+        print(report(check(scope, args.max_states)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
