@@ -103,8 +103,7 @@ class Departure:
         lines = await self.cluster.remove_member(name)
         log.warning("dead node removed; its sessions recreated elsewhere", node=name, sessions=adopted,
                     unaccounted_writes=unaccounted)
-        lost = (f"; {unaccounted} of its metadata writes reached no remaining member and are lost"
-                if unaccounted else "")
+        lost = f"; {unaccounted} of its metadata writes (dots) are unaccounted for: no remaining member holds them"
         return "\n".join([*lines, f"{name} is unreachable: {adopted} of its persistent sessions are recreated on "
                            f"the remaining members with their subscriptions; the messages queued on {name} cannot "
                            f"be recovered{lost}.", f"Done: {name} leaves the cluster"])
