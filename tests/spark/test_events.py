@@ -35,6 +35,9 @@ BAD = [
     '{"schema":2,"ts":5,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_gc"}',
     '{"schema":1,"ts":5,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_future","new_field":1}',
     '[1, 2, 3]',
+    # issue 19, finding 4: a short hlc
+    '{"schema":1,"ts":5,"node":"n2","hlc":[1],"event":"md_write","prefix":"retain","key":["","a"],'
+    '"dot":["n2#1",4],"op":"put"}',
 ]
 
 
@@ -51,13 +54,22 @@ def test_normalize_types_every_event_and_marks_every_bad_line(spark: SparkSessio
             Row(status="corrupt", event=None, lines=2),  # not JSON, a JSON array
             Row(status="corrupt", event="md_gc", lines=1),
             Row(status="corrupt", event="md_apply", lines=1),
-            Row(status="missing_field", event="md_write", lines=2),
+            Row(status="missing_field", event="md_write", lines=3),
             Row(status="missing_field", event="md_gc", lines=1),
             Row(status="missing_field", event="md_exchange", lines=1),
             Row(status="unsupported_schema", event="md_gc", lines=1),
             Row(status="unknown_event", event="md_future", lines=1),
         ],
     )
+
+
+def test_a_context_that_is_not_a_map_is_read_as_null_and_the_line_counts(spark: SparkSession) -> None:
+    """Issue 19, finding 4: no report reads `context`; the rest of such a line is well formed and is used."""
+    line = ('{"schema":1,"ts":5,"node":"n2","hlc":[1,0,"n2#1"],"event":"md_write","prefix":"retain",'
+            '"key":["","a"],"dot":["n2#1",3],"op":"put","context":["n1#1",1]}')
+    ev = events_of(spark, [line])
+    assert [(r.status, r.event) for r in events.line_stats(ev).collect()] == [("ok", "md_write")]
+    assert [r.dot_counter for r in events.writes(ev).collect()] == [3]
 
 
 def test_event_tables_have_typed_columns(spark: SparkSession) -> None:
