@@ -42,6 +42,10 @@ class MemoryNetwork:
         drop_rate: float = 0.0,
         auto_reachability: bool = True,
         codec: bool = True,
+        dup_rate: float = 0.0,
+        late_rate: float = 0.0,
+        late_delay: tuple[float, float] = (1.0, 10.0),
+        durability: bool = False,
     ) -> None:
         import random  # the network's own seeded generator (the package never uses global randomness)
 
@@ -52,6 +56,15 @@ class MemoryNetwork:
         self.drop_rate = drop_rate
         self.auto_reachability = auto_reachability
         self.codec = codec
+        self.dup_rate = dup_rate  # a sent message is delivered twice
+        self.late_rate = late_rate  # a sent message is delayed by `late_delay` (long after later ones)
+        self.late_delay = late_delay
+        # With `durability`, Persist outputs stay volatile until `flush(node)`, a SyncRequest/SyncReply leaving the
+        # node (the driver makes them durable first) or a local write (acknowledged once stored); a crash loses
+        # them. Without it they are durable at once.
+        self.durability = durability
+        self.volatile: dict[str, list[Persist]] = {}
+        self.views: dict[str, list[str]] = {}  # the membership each replica was last told (set_members)
         self.replicas: dict[str, Replica] = {}
         self.kwargs: dict[str, dict[str, Any]] = {}
         self.storage: dict[str, dict[str, dict[bytes, bytes]]] = {}
@@ -77,6 +90,7 @@ class MemoryNetwork:
         self.kwargs[node_id] = {k: v for k, v in kwargs.items() if k != "rng"}
         self.replicas[node_id] = replica
         self.storage.setdefault(node_id, {})
+        self.volatile.setdefault(node_id, [])
         self.changes.setdefault(node_id, [])
         self.logs.setdefault(node_id, [])
         return replica
@@ -90,11 +104,13 @@ class MemoryNetwork:
         members = list(nodes)
         for node in members if on is None else list(on):
             if node in self.replicas and node not in self.down:
+                self.views[node] = members
                 self.dispatch(node, self.replicas[node].set_peers(members))
         self.update_reachability()
 
     def crash(self, node: str) -> None:
-        """Stop ``node``: its in-flight messages are lost, its storage stays."""
+        """Stop ``node``: its in-flight messages are lost, its durable storage stays (what was volatile is lost)."""
+        self.volatile[node] = []
         self.down.add(node)
         self.update_reachability()
 
@@ -107,6 +123,8 @@ class MemoryNetwork:
         self.replicas[node] = replica
         self._deadlines.pop(node, None)
         self.down.discard(node)
+        if node in self.views:  # the cluster layer gives a restarted node the membership it knows (node.py)
+            self.dispatch(node, replica.set_peers(self.views[node]))
         self.update_reachability()
         return replica
 
@@ -168,19 +186,37 @@ class MemoryNetwork:
         """Apply a replica's outputs: persist, record, send."""
         if node in self.replicas:
             self._deadlines[node] = self.replicas[node].next_deadline()
+        wrote = False
         for output in outputs:
             if isinstance(output, Persist):
-                table = self.storage[node].setdefault(output.table, {})
-                if output.value is None:
-                    table.pop(output.key, None)
+                if self.durability:
+                    self.volatile[node].append(output)
                 else:
-                    table[output.key] = output.value
+                    self._persist(node, output)
             elif isinstance(output, Send):
+                if self.durability and isinstance(output.message, messages.SyncRequest | messages.SyncReply):
+                    self.flush(node)
                 self._send(node, output.peer, output.message)
             elif isinstance(output, Changed):
                 self.changes[node].append(output)
             elif isinstance(output, Logged):
                 self.logs[node].append(output)
+                wrote = wrote or output.event == "md_write"
+        if wrote:
+            self.flush(node)
+
+    def _persist(self, node: str, output: Persist) -> None:
+        table = self.storage[node].setdefault(output.table, {})
+        if output.value is None:
+            table.pop(output.key, None)
+        else:
+            table[output.key] = output.value
+
+    def flush(self, node: str) -> None:
+        """Make what ``node`` persisted so far durable (with ``durability``)."""
+        pending, self.volatile[node] = self.volatile.get(node, []), []
+        for output in pending:
+            self._persist(node, output)
 
     def _send(self, src: str, dst: str, message: Message) -> None:
         self.sent += 1
@@ -191,9 +227,12 @@ class MemoryNetwork:
         if not self.can_talk(src, dst) or dst not in self.replicas or self.rng.random() < self.drop_rate:
             self.dropped += 1
             return
-        delay = self.rng.uniform(*self.latency)
-        self._seq += 1
-        heapq.heappush(self._queue, (self.now + delay, self._seq, src, dst, payload))
+        copies = 2 if self.dup_rate and self.rng.random() < self.dup_rate else 1
+        for _ in range(copies):
+            late = self.late_rate and self.rng.random() < self.late_rate
+            delay = self.rng.uniform(*(self.late_delay if late else self.latency))
+            self._seq += 1
+            heapq.heappush(self._queue, (self.now + delay, self._seq, src, dst, payload))
 
     # -- local operations ---------------------------------------------------------------------------
     def put(self, node: str, prefix: str, key: Key, value: Any) -> list[Output]:
