@@ -124,3 +124,21 @@ def test_history_converges_to_the_causal_model(seed: int) -> None:
     assert net.run_until(lambda: gc_done(net) and net.quiet() and net.converged(), GC_WITHIN), f"GC stuck {where}"
     errors = at_rest_errors(net)
     assert errors == [], f"{where}\n" + "\n".join(errors[:10])
+
+
+def test_the_old_rules_keep_a_deleted_key_alive_for_ever_in_seed_113(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the rules before issue 19's fixes (tests/sim/legacy.py), seed 113 of this generator (a join announced
+    unevenly, duplicated and late messages) ends with a deleted retained message alive on the joiner for ever,
+    with node clocks equal everywhere: the resurrection of issue 19, history 1. (Another seed when the generator
+    changes: 2 of the first 1,000 seeds fail with the old rules, none with today's.)"""
+    from tests.sim.legacy import LegacyReplica
+    from vmqpy.metadata.replica import Replica
+
+    for flag in ("GC_NEEDS_AGREED_VIEWS", "CHECKPOINT_GAPS_AT_ONCE"):
+        monkeypatch.setattr(Replica, flag, getattr(LegacyReplica, flag))
+    net, _trace, joined = run_history(113)
+    assert joined
+    assert not net.run_until(lambda: net.quiet() and net.converged(), 120)
+    clocks = {repr(net.replicas[n].node_clock) for n in net.alive()}
+    errors = model_errors(net)
+    assert len(clocks) == 1 and errors and "expected None got" in errors[0], errors
