@@ -14,6 +14,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment("kill-restart", "kill -9 of a node, restarted a few seconds later", ("kill",)),
     Experiment("pause-resume", "SIGSTOP of a node, SIGCONT a few seconds later", ("pause",)),
     Experiment("clock-skew", "one node's wall clock offset by 5 to 60 seconds either way", ("skew",)),
+    Experiment("membership-churn", "a member leaves (-k) and joins again while the others are split in two",
+               ("churn",), fault_s=10.0),
     Experiment("mixed", "every fault in turn", ("halves", "kill", "isolate", "pause", "bridge", "skew", "ring"),
                duration=110.0),
     Experiment("short-partition", "one random-halves partition and heal, for CI", ("halves",), duration=18.0,
@@ -22,7 +24,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
 
 #: The suite run by `python -m chaos run --all` (and `make chaos`).
 SUITE: tuple[str, ...] = ("partition-halves", "partition-isolate", "partition-bridge", "partition-ring",
-                          "flapping", "kill-restart", "pause-resume", "clock-skew")
+                          "flapping", "kill-restart", "pause-resume", "clock-skew", "membership-churn")
 
 
 def by_name(name: str) -> Experiment:

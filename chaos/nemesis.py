@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Protocol
 
-from chaos.cluster import Cluster, ClusterError
+from chaos.cluster import Cluster, ClusterError, Node
 from chaos.history import Recorder
 from chaos.schedule import Step
 
@@ -36,6 +36,7 @@ class Nemesis:
         self.faults: list[int] = []  # harness times (ns) when a fault began
         self.current = "healthy"
         self.errors: list[str] = []
+        self.left: set[str] = set()  # nodes a churn step made leave and that did not join again yet
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -62,7 +63,7 @@ class Nemesis:
             return
         self.recorder.record("ok", "nemesis", "nemesis", {"step": text}, "")
         self.done.append(text)
-        if step.action in ("heal", "restart", "resume", "unskew"):
+        if step.action in ("heal", "restart", "resume", "unskew", "join"):
             self.heals.append(time.time_ns())
             self.current = "healthy"
         else:
@@ -89,6 +90,27 @@ class Nemesis:
             node.skew(step.skew_s)
         elif step.action == "unskew":
             node.skew(0)
+        elif step.action in ("leave", "join"):
+            if step.other is None:
+                raise ClusterError(f"step {step.action} names no other node")
+            other = self.cluster.nodes[step.other]
+            if step.action == "leave":
+                self._leave(node, other)
+            else:
+                self._join(node, other)
+
+    def _leave(self, node: Node, commander: Node) -> None:
+        answer = commander.admin_cli("cluster", "leave", f"node={node.name}", "-k", "-i", "1", "-t", "8",
+                                     timeout=60)
+        if answer.returncode != 0:
+            raise ClusterError(f"leave failed: {(answer.stderr or answer.stdout).strip()[-300:]}")
+        self.left.add(node.name)
+
+    def _join(self, node: Node, discovery: Node) -> None:
+        answer = node.admin_cli("cluster", "join", f"discovery-node={discovery.discovery}", timeout=60)
+        if answer.returncode != 0:
+            raise ClusterError(f"join failed: {(answer.stderr or answer.stdout).strip()[-300:]}")
+        self.left.discard(node.name)
 
     def stop(self) -> None:
         self._stop.set()
@@ -107,6 +129,13 @@ class Nemesis:
                 node.start()
             if node.faketime_file.exists() and node.faketime_file.read_text().strip() not in ("+0", ""):
                 node.skew(0)
+        for node in self.cluster.nodes:
+            if node.name in self.left:  # a churn step left it out: it joins again (through any other node)
+                other = next(n for n in self.cluster.nodes if n is not node and n.name not in self.left)
+                try:
+                    self._join(node, other)
+                except ClusterError as exc:
+                    self.errors.append(f"join of {node.name} at the end: {exc}")
         if self.current != "healthy":
             self.heals.append(time.time_ns())
             self.current = "healthy"

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Literal
 
-Fault = Literal["halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew"]
-FAULTS: tuple[Fault, ...] = ("halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew")
-Action = Literal["cut", "heal", "kill", "restart", "pause", "resume", "skew", "unskew"]
+Fault = Literal["halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn"]
+FAULTS: tuple[Fault, ...] = ("halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn")
+Action = Literal["cut", "heal", "kill", "restart", "pause", "resume", "skew", "unskew", "leave", "join"]
 Pair = tuple[int, int]
 
 
@@ -26,6 +26,7 @@ class Step:
     cut: frozenset[Pair] = frozenset()  # for "cut": the pairs that cannot talk
     node: int | None = None  # for kill/restart/pause/resume/skew/unskew
     skew_s: float = 0.0  # for "skew": the node's wall clock offset
+    other: int | None = None  # for "leave": the node that runs the command; for "join": the discovery node
     label: str = ""
 
     def describe(self, names: list[str] | None = None) -> str:
@@ -37,6 +38,10 @@ class Step:
             return f"{self.label or 'cut'}: {pairs}"
         if self.action == "skew":
             return f"skew {name(self.node or 0)} by {self.skew_s:+.0f}s"
+        if self.action == "leave":
+            return f"leave {name(self.node or 0)} -k (run on {name(self.other or 0)})"
+        if self.action == "join":
+            return f"join {name(self.node or 0)} (discovery {name(self.other or 0)})"
         if self.node is not None:
             return f"{self.action} {name(self.node)}"
         return self.action
@@ -150,6 +155,8 @@ def _fault_steps(fault: Fault, t: float, length: float, nodes: int, rng: random.
             steps = [Step(t, "cut", halves(nodes, rng), label="flap"), Step(t + length, "heal")]
         return steps
     victim = rng.randrange(nodes)
+    if fault == "churn":
+        return _churn_steps(t, length, nodes, victim, rng)
     if fault == "kill":
         return [Step(t, "kill", node=victim), Step(t + length, "restart", node=victim)]
     if fault == "pause":
@@ -158,6 +165,27 @@ def _fault_steps(fault: Fault, t: float, length: float, nodes: int, rng: random.
         offset = rng.choice((-1, 1)) * rng.uniform(5.0, 60.0)
         return [Step(t, "skew", node=victim, skew_s=round(offset, 1)), Step(t + length, "unskew", node=victim)]
     raise ValueError(f"unknown fault {fault!r}")
+
+
+def _churn_steps(t: float, length: float, nodes: int, victim: int, rng: random.Random) -> list[Step]:
+    """A member leaves and joins again while a partition is in force, so the membership change reaches the two
+    sides at different times: the others are split into two sides that cannot talk, the victim reaches both
+    (it can hand its sessions to any of them). It leaves with -k (the command run on a node of one side), and
+    later joins again through a node of the other side (which learns of the join first; the first side learns
+    it only through the victim)."""
+    if nodes < 3:
+        raise ValueError("membership churn needs at least 3 nodes")
+    rest = [n for n in range(nodes) if n != victim]
+    rng.shuffle(rest)
+    size = len(rest) // 2
+    one, two = rest[:size], rest[size:]
+    cut = cut_between(set(one), set(two))
+    return [
+        Step(t, "cut", cut, label="churn"),
+        Step(t + 1.0, "leave", node=victim, other=one[0]),
+        Step(t + length * 0.6, "join", node=victim, other=two[0]),
+        Step(t + length, "heal"),
+    ]
 
 
 def reachable(nodes: int, cut: frozenset[Pair]) -> dict[int, set[int]]:

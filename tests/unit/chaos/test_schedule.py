@@ -48,7 +48,7 @@ def test_every_fault_is_undone_by_the_end(fault: str) -> None:
     e = Experiment("x", "", (fault,), duration=40.0)  # type: ignore[arg-type]
     steps = plan(e, 3, 5)
     assert steps, fault
-    undo = {"cut": "heal", "kill": "restart", "pause": "resume", "skew": "unskew"}
+    undo = {"cut": "heal", "kill": "restart", "pause": "resume", "skew": "unskew", "leave": "join"}
     pending: list[str] = []
     for step in steps:
         if step.action in undo:
@@ -57,6 +57,21 @@ def test_every_fault_is_undone_by_the_end(fault: str) -> None:
             assert pending and pending.pop() == step.action
         assert 0 <= step.at <= 40.0
     assert pending == []
+
+
+@pytest.mark.parametrize("nodes", [3, 4, 5])
+@pytest.mark.parametrize("seed", range(10))
+def test_churn_leaves_and_rejoins_across_a_split_the_victim_bridges(nodes: int, seed: int) -> None:
+    """The victim reaches every node (it can hand its sessions to any); the leave runs on one side, the join
+    goes through the other, so the two sides learn of each change at different times."""
+    cut, leave, join, heal = plan(by_name("membership-churn"), nodes, seed)[:4]
+    assert [s.action for s in (cut, leave, join, heal)] == ["cut", "leave", "join", "heal"]
+    assert cut.at < leave.at < join.at < heal.at
+    view = reachable(nodes, cut.cut)
+    victim = leave.node
+    assert victim is not None and victim == join.node and view[victim] == set(range(nodes))
+    assert leave.other is not None and join.other is not None
+    assert join.other not in view[leave.other], "commander and discovery node are on different sides"
 
 
 def test_the_suite_names_exist_and_every_fault_is_in_it() -> None:
