@@ -176,6 +176,7 @@ class ClusterService:
         if self.removed:
             log.warning("this node left its cluster: it links to no one and serves no client until "
                         "`vmq-admin cluster join` makes it a new incarnation")
+            self.metadata.freeze()
         else:
             self._put_own_record()
         self._refresh_members()
@@ -217,6 +218,7 @@ class ClusterService:
         self._announcing = False
         log.warning("this node was removed from the cluster", told_by=by)
         self._refresh_members()
+        self.metadata.freeze()  # nothing it writes from now on could reach anyone: it is wiped at the rejoin
         self._on_removed()
 
     def _refresh_members(self) -> None:

@@ -74,6 +74,7 @@ class MetadataService:
         self.decode_errors = 0
         self._outbox: deque[tuple[Future[None] | None, list[tuple[str, bytes]]]] = deque()
         self._log_flush_due = False
+        self._frozen = False  # the node left its cluster: see freeze()
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -107,6 +108,7 @@ class MetadataService:
         await self.storage.sync()
         self.node_id = node_id
         self.replica = self._build({table: [] for table in Replica.TABLES})
+        self._frozen = False
         for prefix, handlers in self._handlers.items():
             for key, value in list(old.fold(prefix)):
                 for handler in handlers:
@@ -142,12 +144,26 @@ class MetadataService:
     def fold(self, prefix: str) -> Iterator[tuple[Key, Any]]:
         return self._replica.fold(prefix)
 
+    def freeze(self) -> None:
+        """This node left its cluster (cluster/service.py): the store takes no more writes and runs no timer
+        (no write-back, no GC) until `reincarnate` empties it. Whatever it wrote now could reach no member and
+        would be wiped at the rejoin: the replication log would show writes that then vanish (the chaos
+        retained checker took such a write-back for a version that must survive)."""
+        self._frozen = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     def put(self, prefix: str, key: Key, value: Any) -> None:
+        if self._frozen:
+            return
         # A local write makes nothing due sooner than what the armed timer waits for (at worst garbage
         # collection waits for that timer), so the deadline is only recomputed when no timer is armed.
         self._apply(self._replica.put(prefix, key, value, self._monotonic(), self._wall()), arm=self._timer is None)
 
     def delete(self, prefix: str, key: Key) -> None:
+        if self._frozen:
+            return
         self._apply(self._replica.delete(prefix, key, self._monotonic(), self._wall()), arm=self._timer is None)
 
     def hlc_now(self) -> Any:
@@ -163,6 +179,8 @@ class MetadataService:
         self._arm()
 
     def exchange_now(self, peer: str | None = None) -> None:
+        if self._frozen:
+            return
         self._apply(self._replica.exchange_now(peer, self._monotonic(), self._wall()))
 
     def covered_by(self, peer: str) -> bool:
@@ -252,7 +270,7 @@ class MetadataService:
     def _arm(self) -> None:
         loop = self._loop
         replica = self.replica
-        if loop is None or replica is None:
+        if loop is None or replica is None or self._frozen:
             return
         deadline = replica.next_deadline()
         if deadline is None or (self._timer is not None and self._armed_for <= deadline):
