@@ -130,3 +130,30 @@ async def test_undecodable_frame_is_counted_not_fatal(tmp_path: Path) -> None:
     a.put("retain", ("", "t"), [a.hlc_now().to_list(), 1])
     assert a.get("retain", ("", "t")) is not None
     stop(a)
+
+
+async def test_a_frozen_store_writes_nothing_until_it_is_reincarnated(tmp_path: Path) -> None:
+    """A node that left its cluster freezes its store (chaos finding 5): no write reaches the store, the log or
+    a peer; `reincarnate` empties it and it takes writes again under its new id."""
+    net = LoopbackNetwork()
+    a = start(tmp_path, "a", net, ["b"])
+    b = start(tmp_path, "b", net, ["a"])
+    a.put("retain", ("", "t/1"), [a.hlc_now().to_list(), "v1"])
+    await wait_for(lambda: b.get("retain", ("", "t/1")) is not None)
+    assert a.replication_log is not None
+    a.freeze()
+    a.replication_log.flush()
+    lines = (tmp_path / "a" / "replication.log").read_text().count("md_write")
+    a.put("retain", ("", "t/2"), [a.hlc_now().to_list(), "v2"])
+    a.delete("retain", ("", "t/1"))
+    await asyncio.sleep(0.2)
+    a.replication_log.flush()
+    assert a.get("retain", ("", "t/2")) is None and a.get("retain", ("", "t/1")) is not None
+    assert b.get("retain", ("", "t/2")) is None and b.get("retain", ("", "t/1")) is not None
+    assert (tmp_path / "a" / "replication.log").read_text().count("md_write") == lines
+    await a.reincarnate("a#2")
+    assert a.get("retain", ("", "t/1")) is None  # emptied
+    a.put("retain", ("", "t/3"), [a.hlc_now().to_list(), "v3"])
+    assert a.get("retain", ("", "t/3")) is not None
+    stop(a)
+    stop(b)
