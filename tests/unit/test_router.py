@@ -93,19 +93,39 @@ def test_forwarded_message_serves_only_the_named_groups() -> None:
     assert [p.payload for p in member.publishes()] == [b"b"]
 
 
+def test_a_forward_naming_its_clients_reaches_only_them() -> None:
+    """A forward passed on to a moved subscriber's new node names that subscriber: the node's other subscribers
+    got the message from the publisher's node directly, so they must not get it twice."""
+    sessions: dict[str, Session] = {}
+    moved, other, member = online(sessions, "moved"), online(sessions, "other"), online(sessions, "member")
+    router = Router(sessions)
+    router.add("moved", entry("t/#"))
+    router.add("other", entry("t/+"))
+    router.add("member", entry("$share/g/t/#"))
+    router.route(Message("t/1", b"a", 1), 0.0, only_groups=[], only_clients={"moved"})
+    router.route(Message("t/1", b"b", 1), 0.0, only_groups=[], only_clients={"moved", "other"})
+    assert [p.payload for p in moved.publishes()] == [b"a", b"b"]
+    assert [p.payload for p in other.publishes()] == [b"b"]
+    assert member.publishes() == []
+
+
 def test_forward_record_round_trip_through_msgpack_and_its_size_bounds_the_encoding() -> None:
     message = Message("t/1", b"\x00\x01", 1, True, "pub", 123.5, content_type="text/plain",
                       user_properties=[("k", "v")])
     record, size = forward_record(message, [("g", "t/#")])
     encoded = encode_record(record)
     assert len(encoded) <= size
-    decoded, groups = parse_forward(decode_record(encoded))
-    assert decoded == message and groups == [("g", "t/#")]
+    decoded, groups, clients = parse_forward(decode_record(encoded))
+    assert decoded == message and groups == [("g", "t/#")] and clients is None
     for plain in (Message("t/é/😀", b"x" * 70_000, 0, False, "pöb"), Message("", b"", 2, True, "")):
         record, size = forward_record(plain, [])
         encoded = encode_record(record)
         assert len(encoded) <= size
-        assert parse_forward(decode_record(encoded)) == (plain, [])
+        assert parse_forward(decode_record(encoded)) == (plain, [], None)
+    record, size = forward_record(message, [], ["c1", "c2"])  # passed on to a moved subscriber's new node
+    encoded = encode_record(record)
+    assert len(encoded) <= size
+    assert parse_forward(decode_record(encoded)) == (message, [], {"c1", "c2"})
 
 
 def test_a_forward_record_that_is_not_one_is_refused() -> None:

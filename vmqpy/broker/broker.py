@@ -25,9 +25,14 @@ from vmqpy.broker.router import Router, RouteResult
 from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
+from vmqpy.mqtt import topics
 from vmqpy.mqtt.errors import ProtocolViolation
 from vmqpy.mqtt.packets import Subscription
 from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
+
+# How long forwards that other nodes still route here by a subscription that moved away are passed on to its
+# new node: longer than a new route takes to reach every node (anti-entropy rounds, a partition's heal).
+MOVED_ROUTE_TTL = 60.0
 
 log = structlog.get_logger("vmqpy.broker")
 
@@ -65,6 +70,10 @@ class Forwarder(Protocol):
     def signal_congestion(self, node: str, congested: bool) -> None:
         """Tell `node` that subscribers here that it feeds are congested (it should slow its publishers
         down), or no longer are."""
+        ...
+
+    def hold(self, peer: str, seq: int) -> Callable[[], None]:
+        """Keep forward `seq` of `peer` (being delivered now) unacknowledged until the returned function runs."""
         ...
 
 
@@ -118,6 +127,8 @@ class Broker:
         # to recover), and per node how many congested subscribers here its forwards are waiting on.
         self._congested_nodes: dict[str, list[Callable[[], None]]] = {}
         self._congesting: dict[str, int] = {}
+        # (client id, filter) -> (its new node, entry, until): subscriptions that moved away from here lately
+        self._moved_routes: dict[tuple[str, str], tuple[str, SubEntry, float]] = {}
         metadata.on_change(records.SUBSCRIPTION, self._on_subscription_change)
         metadata.on_change(records.RETAIN, self._on_retain_change)
         metadata.on_change(records.SESSION, self._on_session_change)
@@ -133,9 +144,16 @@ class Broker:
             else:
                 self.router.remove(client_id, entry)
                 session = self.sessions.get(client_id)
-                moved = new is not None and records.subscription_entry(key, new)[1] != self.node
+                moved_to = records.subscription_entry(key, new)[1] if new is not None else None
+                moved = moved_to is not None and moved_to != self.node
                 if (new is None or moved) and session is not None:
                     session.subscriptions.pop(entry.topic_filter, None)
+                if moved and moved_to is not None:
+                    # Other nodes may route to it here a while yet: pass such forwards on (deliver_forwarded).
+                    self._moved_routes[(client_id, entry.topic_filter)] = (
+                        moved_to, entry, time.monotonic() + MOVED_ROUTE_TTL)
+                elif new is None:
+                    self._moved_routes.pop((client_id, entry.topic_filter), None)
         if new is not None:
             client_id, node, entry = records.subscription_entry(key, new)
             if node != self.node:
@@ -525,22 +543,65 @@ class Broker:
         if countdown is not None:
             result.remote_ack = countdown
 
-    def deliver_forwarded(self, record: Any, now: float, peer: str | None = None) -> bool:
-        """A publish another node routed here: deliver it to the local sessions only. When a subscriber here
-        is congested, `peer` is asked to slow its publishers down until the subscriber drained. True when a
-        persistent session took it (it is on disk after the next storage barrier)."""
+    def deliver_forwarded(self, record: Any, now: float, peer: str | None = None, seq: int = 0) -> bool:
+        """A publish another node routed here: deliver it to the local sessions only (to `clients` of the
+        record when it names them). When a subscriber here is congested, `peer` is asked to slow its publishers
+        down until the subscriber drained. True when a persistent session took it (it is on disk after the next
+        storage barrier).
+
+        `peer` may have routed it here by a subscription that moved away since (a session handed over to
+        another node, whose new route has not reached `peer` yet): those subscribers get it through their new
+        node, and `peer`'s acknowledgement of forward `seq` waits until that node has it (`_pass_on`)."""
         try:
-            message, groups = records.parse_forward(record)
+            message, groups, clients = records.parse_forward(record)
         except (ValueError, TypeError, KeyError) as exc:
             log.warning("undecodable forwarded publish", error=str(exc))
             self.metrics["forward_malformed"] += 1
             return False
         self.metrics["forward_received"] += 1
-        result = self.router.route(message, now, only_groups=groups)
+        result = self.router.route(message, now, only_groups=groups, only_clients=clients)
+        if self._moved_routes and peer is not None:
+            self._pass_on(message, peer, seq, clients)
         self.metrics["publish_dropped"] += result.dropped
         if result.congested and peer is not None and self.forwarder is not None:
             self._hold_back(peer, result.congested)
         return result.durable
+
+    def _pass_on(self, message: Message, peer: str, seq: int, clients: set[str] | None) -> None:
+        """Forward `message` to the new node of every subscription that moved away from here recently and
+        matches it (see deliver_forwarded), naming the subscribers; a QoS 1/2 forward from `peer` is
+        acknowledged to it only once every such node has it."""
+        forwarder = self.forwarder
+        if forwarder is None:
+            return
+        due = time.monotonic()
+        targets: dict[str, list[str]] = {}
+        for route_key, (node, entry, until) in list(self._moved_routes.items()):
+            client_id = route_key[0]
+            if until < due:
+                del self._moved_routes[route_key]
+                continue
+            if (node == peer or client_id in self.sessions or (clients is not None and client_id not in clients)
+                    or entry.group is not None or not topics.matches(entry.match_filter, message.topic)):
+                continue
+            if client_id not in targets.setdefault(node, []):
+                targets[node].append(client_id)
+        for node, client_ids in targets.items():
+            record, size = records.forward_record(message, [], client_ids)
+            self.metrics["forwards_passed_on"] += 1
+            if message.qos == 0 or not seq:
+                forwarder.forward(node, record, size)
+                continue
+            release = forwarder.hold(peer, seq)
+
+            def lost(why: str, node: str = node, release: Callable[[], None] = release) -> None:
+                log.error("a forward passed on to a subscriber's new node is lost", node=node, error=why,
+                          topic=message.topic)
+                self.metrics["forwards_passed_on_lost"] += 1
+                release()  # acknowledgements are cumulative: holding it for ever would stop every later one
+
+            if not forwarder.forward(node, record, size, release, lost):
+                lost("the outgoing buffer to that node is full")
 
     def _hold_back(self, peer: str, sessions: list[Session]) -> None:
         """Backpressure across nodes: `peer` waits until these congested sessions drained."""

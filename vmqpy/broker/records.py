@@ -106,10 +106,15 @@ def session_origin(value: Any) -> str | None:
     return str(value[4]) if len(value) > 4 and value[4] is not None else None
 
 
-def forward_record(message: Message, groups: list[tuple[str, str]]) -> tuple[list[Any], int]:
-    """A publish forwarded to another node, with the shared-subscription groups that node serves for it: the
-    record (it travels inside a msgpack batch of forwards) and its encoded size, at most."""
+def forward_record(message: Message, groups: list[tuple[str, str]],
+                   clients: list[str] | None = None) -> tuple[list[Any], int]:
+    """A publish forwarded to another node, with the shared-subscription groups that node serves for it (and,
+    when given, the only clients it is for: a forward passed on to a moved subscriber's new node): the record
+    (it travels inside a msgpack batch of forwards) and its encoded size, at most."""
     record = [1, message.pack(), [list(g) for g in groups] if groups else []]
+    if clients:
+        record.append(list(clients))
+        return record, len(encode_record(record))
     if message.plain and not groups:  # the common case: bounded without encoding it
         size = len(message.payload) + 4 * (len(message.topic) + len(message.publisher)) + 48
     else:
@@ -117,10 +122,15 @@ def forward_record(message: Message, groups: list[tuple[str, str]]) -> tuple[lis
     return record, size
 
 
-def parse_forward(record: Any) -> tuple[Message, list[tuple[str, str]]]:
-    """The publish and groups of a forward record (as msgpack decoded it). ValueError, TypeError or KeyError
-    for anything else."""
-    version, packed, groups = record
+def parse_forward(record: Any) -> tuple[Message, list[tuple[str, str]], set[str] | None]:
+    """The publish, groups and clients (None: every local subscriber) of a forward record (as msgpack decoded
+    it). ValueError, TypeError or KeyError for anything else."""
+    if len(record) == 4:
+        version, packed, groups, clients = record
+        only: set[str] | None = {str(c) for c in clients}
+    else:
+        version, packed, groups = record
+        only = None
     if version != 1:
         raise ValueError(f"unknown forward version {version!r}")
-    return Message.unpack(packed), [(str(g), str(f)) for g, f in groups] if groups else []
+    return Message.unpack(packed), [(str(g), str(f)) for g, f in groups] if groups else [], only

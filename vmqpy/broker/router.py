@@ -152,13 +152,17 @@ class Router:
     def __len__(self) -> int:
         return len(self._trie)
 
-    def route(self, message: Message, now: float, only_groups: list[Group] | None = None) -> RouteResult:
+    def route(self, message: Message, now: float, only_groups: list[Group] | None = None,
+              only_clients: set[str] | None = None) -> RouteResult:
         """Deliver to the local sessions. For a message forwarded by another node, `only_groups` are the shared
-        groups this node serves for it (the publishing node chose them); for a local publish (None) the shared
-        subscription policy chooses, per group, a member here or another node, and `result.remote` says which
-        nodes must get the message, with the groups each of them serves."""
+        groups this node serves for it (the publishing node chose them), and `only_clients`, when given, the
+        only subscribers it is for; for a local publish (None) the shared subscription policy chooses, per
+        group, a member here or another node, and `result.remote` says which nodes must get the message, with
+        the groups each of them serves."""
         result = RouteResult()
         matches = self._trie.match(message.topic)
+        if only_clients is not None:
+            matches = [m for m in matches if m[2].group is None and str(m[1]) in only_clients]
         if len(matches) == 1 and matches[0][2].group is None:  # the common case: one plain subscriber
             _filter, only, entry = matches[0]
             if not (entry.options.no_local and only == message.publisher):

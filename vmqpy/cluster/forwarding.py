@@ -109,6 +109,7 @@ class ForwardSender:
 class _Incoming:
     settled: int = 0  # every number up to here was delivered (or settled by the sender)
     seen: set[int] = field(default_factory=set)  # delivered numbers above `settled`
+    held: set[int] = field(default_factory=set)  # delivered, but not to be acknowledged yet (passed on)
 
 
 class ForwardReceiver:
@@ -141,11 +142,27 @@ class ForwardReceiver:
             state.seen.discard(state.settled)
         return True
 
+    def hold(self, sender: str, seq: int) -> None:
+        """Do not acknowledge `seq` (nor anything after it: acknowledgements are cumulative) until `release`: it
+        was passed on to another node, which has not acknowledged it yet."""
+        state = self._senders.get(sender)
+        if state is not None:
+            state.held.add(seq)
+
+    def release(self, sender: str, seq: int, epoch: int) -> None:
+        """`seq` of that run of the sender may be acknowledged now (a new run of the sender dropped it anyway)."""
+        state = self._senders.get(sender)
+        if state is not None and self._epochs.get(sender) == epoch:
+            state.held.discard(seq)
+
     def acknowledgeable(self, sender: str) -> tuple[int, int]:
         """(epoch, cumulative acknowledgement) to send: every forward of that run of the sender up to it was
-        delivered here."""
+        delivered here (and none of them is held)."""
         state = self._senders.get(sender)
-        return self._epochs.get(sender, 0), 0 if state is None else state.settled
+        if state is None:
+            return self._epochs.get(sender, 0), 0
+        upto = min(state.settled, min(state.held) - 1) if state.held else state.settled
+        return self._epochs.get(sender, 0), upto
 
 
 # Forwards travel in batches: every forward to one peer in one turn of the event loop goes in one FORWARD

@@ -113,7 +113,7 @@ class ClusterService:
         network: Network,
         metadata: MetadataService,
         *,
-        deliver_forwarded: Callable[[Any, float, str], bool],
+        deliver_forwarded: Callable[[Any, float, str, int], bool],
         on_removed: Callable[[], None],
         on_view: Callable[[View], None] | None = None,
         gossip_interval: float = 0.25,
@@ -463,11 +463,11 @@ class ClusterService:
         numbered = False
         for seq, record in entries:
             if not seq:
-                deliver(record, now, peer)
+                deliver(record, now, peer, 0)
                 continue
             numbered = True
             if accept(peer, seq, low, epoch):
-                if deliver(record, now, peer):
+                if deliver(record, now, peer, seq):
                     self._acks_durable = True
             else:
                 self.counters["forward_duplicates"] += 1
@@ -476,6 +476,22 @@ class ClusterService:
             if not self._acks_scheduled:
                 self._acks_scheduled = True
                 asyncio.get_running_loop().call_soon(self._send_acks)
+
+    def hold(self, peer: str, seq: int) -> Callable[[], None]:
+        """The broker passes forward `seq` of `peer` (being delivered now) on to another node (its subscriber
+        moved there): it is acknowledged to `peer` only when the returned function is called (that node
+        acknowledged it, or cannot any more)."""
+        epoch = self.forward_receiver.acknowledgeable(peer)[0]
+        self.forward_receiver.hold(peer, seq)
+
+        def release() -> None:
+            self.forward_receiver.release(peer, seq, epoch)
+            self._acks_due.add(peer)
+            if not self._acks_scheduled:
+                self._acks_scheduled = True
+                asyncio.get_running_loop().call_soon(self._send_acks)
+
+        return release
 
     def _send_acks(self) -> None:
         """Acknowledge, per sender, what was delivered here: at once when only online or clean sessions took

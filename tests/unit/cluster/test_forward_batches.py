@@ -40,7 +40,7 @@ class RecordingNetwork:
 
 
 def service(network: RecordingNetwork, delivered: list[Any] | None = None) -> ClusterService:
-    def deliver(record: Any, now: float, peer: str) -> bool:
+    def deliver(record: Any, now: float, peer: str, seq: int) -> bool:
         if delivered is not None:
             delivered.append(record)
         return False

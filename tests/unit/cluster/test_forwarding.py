@@ -161,3 +161,20 @@ def test_a_malformed_batch_is_refused_with_a_value_error(body: bytes) -> None:
 def test_batches_round_trip(epoch: int, low: int, entries: list[tuple[int, bytes]]) -> None:
     flat: list[int | bytes] = [x for entry in entries for x in entry]
     assert unpack_batch(pack_batch(epoch, low, flat)) == (epoch, low, entries)
+
+
+def test_a_held_forward_holds_back_the_cumulative_acknowledgement_until_released() -> None:
+    """A forward passed on to a moved subscriber's new node is acknowledged only once that node has it; the
+    acknowledgement being cumulative, nothing after it is acknowledged before either."""
+    r = ForwardReceiver()
+    for seq in (1, 2, 3):
+        assert r.accept("n1", seq, 1, 9)
+    r.hold("n1", 2)
+    assert r.acknowledgeable("n1") == (9, 1)
+    assert r.accept("n1", 4, 1, 9)
+    assert r.acknowledgeable("n1") == (9, 1)
+    r.release("n1", 2, 9)
+    assert r.acknowledgeable("n1") == (9, 4)
+    r.hold("n1", 4)
+    r.release("n1", 4, 8)  # a release for another run of the sender changes nothing
+    assert r.acknowledgeable("n1") == (9, 3)
