@@ -111,3 +111,43 @@ def test_forwards_that_reach_the_old_node_after_a_handover_are_passed_on(tmp_pat
     finally:
         for node in nodes:
             node.stop()
+
+
+def test_no_message_is_passed_on_twice_once_the_sender_knows_the_new_route(tmp_path: Path) -> None:
+    """After a takeover moved a session from n3 to n2, n1 (which knows the new route) still forwards to n3 for
+    another subscriber there: n3 must not pass those messages on to n2 as well (a duplicate for the moved
+    subscriber)."""
+    nodes = [ClusterNode(i, tmp_path) for i in (1, 2, 3)]
+    try:
+        for node in nodes:
+            node.start()
+        join_all(nodes)
+        n1, n2, n3 = nodes
+        topic = unique("shared-topic/")
+        mover, stayer = unique("mover-"), unique("stayer-")
+        for client_id in (mover, stayer):
+            sub = RawClient(n3.mqtt_port, n3.host, 5)
+            sub.connect(client_id, clean=False, props=PERSISTENT)
+            sub.subscribe((topic, 1))
+            sub.disconnect()
+        moved = RawClient(n2.mqtt_port, n2.host, 5)  # the takeover: the session moves from n3 to n2
+        assert moved.connect(mover, clean=False, props=PERSISTENT, timeout=10).session_present
+
+        def routed_to_n2(node: ClusterNode) -> bool:
+            rows = node.admin("subscription", "show", f"client-id={mover}", "--json").stdout
+            return n2.name in rows and n3.name not in rows
+
+        wait_until(lambda: all(routed_to_n2(n) for n in nodes), 10, what="the new route everywhere")
+        time.sleep(3.0)  # a few anti-entropy rounds: n3 holds n1's report of the new route
+        pub = RawClient(n1.mqtt_port, n1.host, 5)
+        pub.connect(unique("pub-"))
+        for n in range(20):
+            pub.publish(topic, f"m{n}", qos=1)
+        pub.disconnect()
+        got = [p.payload.decode() for p in moved.recv_publishes(20, 10)]
+        assert got == [f"m{n}" for n in range(20)]
+        moved.assert_silent(1.0)  # no second copy passed on through n3
+        moved.disconnect()
+    finally:
+        for node in nodes:
+            node.stop()

@@ -76,6 +76,10 @@ class Forwarder(Protocol):
         """Keep forward `seq` of `peer` (being delivered now) unacknowledged until the returned function runs."""
         ...
 
+    def replica_of(self, node: str) -> str | None:
+        """The metadata replica id of member `node` (None: not a member)."""
+        ...
+
 
 class Registrar(Protocol):
     """How a CONNECT is registered in the cluster (vmqpy.cluster.registration): through the client id's
@@ -128,7 +132,7 @@ class Broker:
         self._congested_nodes: dict[str, list[Callable[[], None]]] = {}
         self._congesting: dict[str, int] = {}
         # (client id, filter) -> (its new node, entry, until): subscriptions that moved away from here lately
-        self._moved_routes: dict[tuple[str, str], tuple[str, SubEntry, float]] = {}
+        self._moved_routes: dict[tuple[str, str], tuple[str, SubEntry, float, records.Key]] = {}
         metadata.on_change(records.SUBSCRIPTION, self._on_subscription_change)
         metadata.on_change(records.RETAIN, self._on_retain_change)
         metadata.on_change(records.SESSION, self._on_session_change)
@@ -151,7 +155,7 @@ class Broker:
                 if moved and moved_to is not None:
                     # Other nodes may route to it here a while yet: pass such forwards on (deliver_forwarded).
                     self._moved_routes[(client_id, entry.topic_filter)] = (
-                        moved_to, entry, time.monotonic() + MOVED_ROUTE_TTL)
+                        moved_to, entry, time.monotonic() + MOVED_ROUTE_TTL, key)
                 elif new is None:
                     self._moved_routes.pop((client_id, entry.topic_filter), None)
         if new is not None:
@@ -576,13 +580,18 @@ class Broker:
             return
         due = time.monotonic()
         targets: dict[str, list[str]] = {}
-        for route_key, (node, entry, until) in list(self._moved_routes.items()):
+        sender = forwarder.replica_of(peer)
+        for route_key, (node, entry, until, key) in list(self._moved_routes.items()):
             client_id = route_key[0]
             if until < due:
                 del self._moved_routes[route_key]
                 continue
             if (node == peer or client_id in self.sessions or (clients is not None and client_id not in clients)
                     or entry.group is not None or not topics.matches(entry.match_filter, message.topic)):
+                continue
+            if sender is not None and self.metadata.known_to(sender, records.SUBSCRIPTION, key):
+                # The sender's last report (earlier on the same link) held the new route: it sent this for
+                # other subscribers here, and that one got it from the sender directly.
                 continue
             if client_id not in targets.setdefault(node, []):
                 targets[node].append(client_id)

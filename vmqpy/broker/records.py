@@ -45,6 +45,10 @@ class MetadataPort(Protocol):
 
     def hlc_now(self) -> Any: ...
 
+    def known_to(self, peer: str, prefix: str, key: Key) -> bool:
+        """`peer` (a replica id) had the key's current value when it last reported."""
+        ...
+
 
 def stamp_list(stamp: Any) -> Any:
     return stamp.to_list() if hasattr(stamp, "to_list") else stamp

@@ -477,6 +477,11 @@ class ClusterService:
                 self._acks_scheduled = True
                 asyncio.get_running_loop().call_soon(self._send_acks)
 
+    def replica_of(self, node: str) -> str | None:
+        """The replica id of member `node` (None: not a member)."""
+        member = self.members.get(node)
+        return None if member is None else member.replica_id
+
     def hold(self, peer: str, seq: int) -> Callable[[], None]:
         """The broker passes forward `seq` of `peer` (being delivered now) on to another node (its subscriber
         moved there): it is acknowledged to `peer` only when the returned function is called (that node

@@ -1205,6 +1205,15 @@ class Replica:
         reported = self._reported.get(peer)
         return reported is not None and not self._nc().missing_dots(reported)
 
+    def known_to(self, peer: str, prefix: str, key: Key) -> bool:
+        """Every live version of the key is among the dots ``peer``'s messages said it holds (False when the key
+        is absent or ``peer`` never said): ``peer`` had this value of the key when it last reported."""
+        reported = self._reported.get(peer)
+        obj = self._stored(prefix, check_key(prefix, key))
+        if reported is None or obj is None or not obj.versions:
+            return False
+        return all(reported.contains(dot) for dot in obj.dots())
+
     def holds_all_of(self, peer: str) -> bool:
         """This replica holds every dot ``peer``'s messages said it holds (the other side of ``covered_by``: a
         remaining member that removes a live one waits for this, after a report newer than the command)."""

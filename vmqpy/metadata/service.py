@@ -191,6 +191,10 @@ class MetadataService:
         """Dots of `gone` (a replica id) no remaining member is known to hold (Replica.unaccounted_dots)."""
         return self._replica.unaccounted_dots(gone)
 
+    def known_to(self, peer: str, prefix: str, key: Key) -> bool:
+        """`peer` (a replica id) had the current value of the key when it last reported (Replica.known_to)."""
+        return self._replica.known_to(peer, prefix, key)
+
     def holds_all_of(self, peer: str) -> bool:
         """This node holds every dot `peer` (a replica id) said it holds in its last report (Replica.holds_all_of)."""
         return self._replica.holds_all_of(peer)

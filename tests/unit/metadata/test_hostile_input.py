@@ -213,3 +213,21 @@ async def test_a_node_survives_hostile_frames_and_keeps_replicating(tmp_path: Pa
     finally:
         stop(a)
         stop(b)
+
+
+def test_known_to_says_whether_a_peer_had_a_keys_current_value_when_it_reported() -> None:
+    """The broker passes a late forward on to a moved subscriber's new node unless the sender had the new
+    route (vmqpy/broker/broker.py `_pass_on`)."""
+    a = Replica("a", rng=random.Random(1))
+    a.set_peers(["a", "b"])
+    a.set_reachable(["b"])
+    view = messages.view_digest(["a", "b"])
+    a.put(P, ("k",), {"v": 1}, 1.0)  # dot (a, 1)
+    assert not a.known_to("b", P, ("k",)), "b never reported"
+    a.receive("b", SyncRequest(1, 10, NodeClock({"a": (0, 0)}), None, view), 1.1)
+    assert not a.known_to("b", P, ("k",))
+    a.receive("b", SyncRequest(2, 10, NodeClock({"a": (1, 0)}), None, view), 1.2)
+    assert a.known_to("b", P, ("k",))
+    a.put(P, ("k",), {"v": 2}, 1.3)  # a newer value: b has not reported it
+    assert not a.known_to("b", P, ("k",))
+    assert not a.known_to("b", P, ("absent",))
