@@ -178,3 +178,27 @@ def test_a_held_forward_holds_back_the_cumulative_acknowledgement_until_released
     r.hold("n1", 4)
     r.release("n1", 4, 8)  # a release for another run of the sender changes nothing
     assert r.acknowledgeable("n1") == (9, 3)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["deliver", "hold", "release"]), st.integers(1, 12)), max_size=60))
+def test_held_forwards_are_never_acknowledged_and_nothing_after_them(steps: list[tuple[str, int]]) -> None:
+    """Whatever order forwards arrive, are held and released in: the cumulative acknowledgement never covers a
+    held forward, never covers one not delivered, and is the contiguous delivered prefix when none is held."""
+    r = ForwardReceiver()
+    delivered: set[int] = set()
+    held: set[int] = set()
+    for op, seq in steps:
+        if op == "deliver":
+            if r.accept("p", seq, 1, 5):
+                delivered.add(seq)
+        elif op == "hold" and seq in delivered:
+            r.hold("p", seq)
+            held.add(seq)
+        elif op == "release":
+            r.release("p", seq, 5)
+            held.discard(seq)
+        _epoch, upto = r.acknowledgeable("p")
+        prefix = 0
+        while prefix + 1 in delivered:
+            prefix += 1
+        assert upto == (min(prefix, min(held) - 1) if held else prefix)
