@@ -138,7 +138,10 @@ def test_no_message_is_passed_on_twice_once_the_sender_knows_the_new_route(tmp_p
             return n2.name in rows and n3.name not in rows
 
         wait_until(lambda: all(routed_to_n2(n) for n in nodes), 10, what="the new route everywhere")
-        time.sleep(3.0)  # a few anti-entropy rounds: n3 holds n1's report of the new route
+        # Anti-entropy rounds (one a second per node, with a random peer): n3 learns what n1 holds from each
+        # exchange between them either way, so after 6 s the chance it has no report of the new route is
+        # (1/4)^6, about 0.02%.
+        time.sleep(6.0)
         pub = RawClient(n1.mqtt_port, n1.host, 5)
         pub.connect(unique("pub-"))
         for n in range(20):
