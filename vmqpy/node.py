@@ -194,8 +194,7 @@ class Node:
         """Start again after a leave: an empty store under a new incarnation, saved before it is used."""
         assert self.metadata is not None and self.cluster is not None
         network = self.cluster.network
-        old = load_incarnation(self.config.data_dir)
-        new = next_incarnation(max(old, self.cluster.incarnation))
+        new = next_incarnation(self.cluster.incarnation)
         await self.metadata.reincarnate(replica_id(self.config.nodename, new))
         save_incarnation(self.config.data_dir, new)
         LeftState.clear(self.config.data_dir)

@@ -132,7 +132,7 @@ class Broker:
         self._congested_nodes: dict[str, list[Callable[[], None]]] = {}
         self._congesting: dict[str, int] = {}
         # (client id, filter) -> (its new node, entry, until): subscriptions that moved away from here lately
-        self._moved_routes: dict[tuple[str, str], tuple[str, SubEntry, float, records.Key]] = {}
+        self._moved_routes: dict[tuple[str, str], tuple[str, SubEntry, float]] = {}
         metadata.on_change(records.SUBSCRIPTION, self._on_subscription_change)
         metadata.on_change(records.RETAIN, self._on_retain_change)
         metadata.on_change(records.SESSION, self._on_session_change)
@@ -152,10 +152,10 @@ class Broker:
                 moved = moved_to is not None and moved_to != self.node
                 if (new is None or moved) and session is not None:
                     session.subscriptions.pop(entry.topic_filter, None)
-                if moved and moved_to is not None:
+                if moved_to is not None and moved:
                     # Other nodes may route to it here a while yet: pass such forwards on (deliver_forwarded).
                     self._moved_routes[(client_id, entry.topic_filter)] = (
-                        moved_to, entry, time.monotonic() + MOVED_ROUTE_TTL, key)
+                        moved_to, entry, time.monotonic() + MOVED_ROUTE_TTL)
                 elif new is None:
                     self._moved_routes.pop((client_id, entry.topic_filter), None)
         if new is not None:
@@ -581,14 +581,15 @@ class Broker:
         due = time.monotonic()
         targets: dict[str, list[str]] = {}
         sender = forwarder.replica_of(peer)
-        for route_key, (node, entry, until, key) in list(self._moved_routes.items()):
-            client_id = route_key[0]
+        for route_key, (node, entry, until) in list(self._moved_routes.items()):
+            client_id, topic_filter = route_key
             if until < due:
                 del self._moved_routes[route_key]
                 continue
             if (node == peer or client_id in self.sessions or (clients is not None and client_id not in clients)
                     or entry.group is not None or not topics.matches(entry.match_filter, message.topic)):
                 continue
+            key = records.subscription_key(client_id, topic_filter)
             if sender is not None and self.metadata.known_to(sender, records.SUBSCRIPTION, key):
                 # The sender's last report (earlier on the same link) held the new route: it sent this for
                 # other subscribers here, and that one got it from the sender directly.

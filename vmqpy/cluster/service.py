@@ -63,6 +63,17 @@ def _ignore_failure(_why: str) -> None:
     return None
 
 
+async def _poll(done: Callable[[], bool], timeout: float, give_up: Callable[[], bool] | None = None) -> bool:
+    """Wait until `done()` (True), checking every 20 ms, at most `timeout` seconds or until `give_up()`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        if loop.time() >= deadline or (give_up is not None and give_up()):
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
 class ClusterError(Exception):
     """An operator's cluster command that cannot be done; the message names the cause."""
 
@@ -152,8 +163,8 @@ class ClusterService:
         self._outbox: dict[str, _Outbox] = {}  # forwards of this turn of the event loop, per peer
         self._outbox_scheduled = False
         self._joins: dict[str, asyncio.Future[int]] = {}
-        self._joining: dict[str, str] = {}  # node name -> replica id: peers before their record arrives
-        self._joining_since: dict[str, float] = {}  # node name -> monotonic time it was admitted to join
+        # node name -> (replica id, loop time it was admitted): peers before their membership record arrives
+        self._joining: dict[str, tuple[str, float]] = {}
         self._announcing = False  # we joined, and no member is known to hold our record yet: dial with JOIN
         self._announcing_since = 0.0
         self._leaving_self = False  # `cluster leave` of this node: the removal is on its way to the others
@@ -243,14 +254,13 @@ class ClusterService:
                 self.network.add_peer(name, member.host, member.port, intent)
         for name, member in members.items():
             self.incarnations[name] = member.incarnation
-            if self._joining.get(name) == member.replica_id:
+            if self._joining_id(name) == member.replica_id:
                 del self._joining[name]
-                self._joining_since.pop(name, None)
         self._set_replica_peers()
         self._update_view()
 
     def _set_replica_peers(self) -> None:
-        peers = set(ms.replica_ids(self.members.values(), self.name)) | set(self._joining.values())
+        peers = set(ms.replica_ids(self.members.values(), self.name)) | {rid for rid, _since in self._joining.values()}
         self.metadata.set_peers(sorted(peers))
         self.metadata.set_reachable(self._reachable_replicas())
 
@@ -306,7 +316,6 @@ class ClusterService:
         self.incarnations[self.name] = incarnation
         self.reports.clear()
         self._joining.clear()
-        self._joining_since.clear()
         self.removed = False
         self.removed_by = None
         self.members = {}
@@ -350,30 +359,23 @@ class ClusterService:
         removal must reach another member before we stop linking: we wait until one holds all our dots."""
         member = self.members[name]
         rid = member.replica_id
-        loop = asyncio.get_running_loop()
         lines: list[str] = []
         if name != self.name and name in self.network.reachable():
             seen = self.metadata.reports_from(rid)
-            deadline = loop.time() + HANDOFF_TIMEOUT
             self.metadata.exchange_now(rid)
-            while not (self.metadata.reports_from(rid) > seen and self.metadata.holds_all_of(rid)):
-                if loop.time() >= deadline or name not in self.network.reachable():
-                    lines.append(f"warning: {name}'s latest writes may not have reached this node")
-                    break
-                await asyncio.sleep(0.02)
+            if not await _poll(lambda: self.metadata.reports_from(rid) > seen and self.metadata.holds_all_of(rid),
+                               HANDOFF_TIMEOUT, give_up=lambda: name not in self.network.reachable()):
+                lines.append(f"warning: {name}'s latest writes may not have reached this node")
         self._leaving_self = name == self.name
         self.metadata.put(ms.DEPARTED, ms.departed_key(name, member.incarnation), [self.metadata.hlc_now()])
         self.metadata.delete(ms.MEMBERSHIP, (name,))
         log.warning("member removed", member=name, incarnation=member.incarnation)
         if name == self.name:
             others = [m.replica_id for n, m in self.members.items() if n != name]
-            deadline = loop.time() + HANDOFF_TIMEOUT
             self.metadata.exchange_now()
-            while not self.removed and not any(self.metadata.covered_by(o) for o in others):
-                if loop.time() >= deadline:
-                    lines.append("warning: no other member confirmed the removal yet; it spreads when one links")
-                    break
-                await asyncio.sleep(0.02)
+            if not await _poll(lambda: self.removed or any(self.metadata.covered_by(o) for o in others),
+                               HANDOFF_TIMEOUT):
+                lines.append("warning: no other member confirmed the removal yet; it spreads when one links")
             self._leaving_self = False
             self._learn_removed(self.name)
         return lines
@@ -472,10 +474,7 @@ class ClusterService:
             else:
                 self.counters["forward_duplicates"] += 1
         if numbered:
-            self._acks_due.add(peer)
-            if not self._acks_scheduled:
-                self._acks_scheduled = True
-                asyncio.get_running_loop().call_soon(self._send_acks)
+            self._ack_soon(peer)
 
     def replica_of(self, node: str) -> str | None:
         """The replica id of member `node` (None: not a member)."""
@@ -491,12 +490,16 @@ class ClusterService:
 
         def release() -> None:
             self.forward_receiver.release(peer, seq, epoch)
-            self._acks_due.add(peer)
-            if not self._acks_scheduled:
-                self._acks_scheduled = True
-                asyncio.get_running_loop().call_soon(self._send_acks)
+            self._ack_soon(peer)
 
         return release
+
+    def _ack_soon(self, peer: str) -> None:
+        """Acknowledge what `peer` forwarded at the end of this turn of the event loop."""
+        self._acks_due.add(peer)
+        if not self._acks_scheduled:
+            self._acks_scheduled = True
+            asyncio.get_running_loop().call_soon(self._send_acks)
 
     def _send_acks(self) -> None:
         """Acknowledge, per sender, what was delivered here: at once when only online or clean sessions took
@@ -562,9 +565,12 @@ class ClusterService:
         """Replicate with a node that is joining: its own membership record then arrives through the store
         (one writer per membership record: no siblings that a concurrent leave could lose to)."""
         self.incarnations[name] = incarnation
-        self._joining[name] = ms.replica_id(name, incarnation)
-        self._joining_since[name] = asyncio.get_running_loop().time()
+        self._joining[name] = (ms.replica_id(name, incarnation), asyncio.get_running_loop().time())
         self._set_replica_peers()
+
+    def _joining_id(self, name: str) -> str | None:
+        joining = self._joining.get(name)
+        return None if joining is None else joining[0]
 
     def _admission(self, name: str, incarnation: int, intent: str | None) -> str | None:
         """Who may link to us (the module doc): None admits, a reason refuses (the dialer is told)."""
@@ -576,7 +582,7 @@ class ClusterService:
         if self.metadata.get(ms.DEPARTED, ms.departed_key(name, incarnation)) is not None:
             log.warning("link refused: that node was removed from the cluster", peer=name, incarnation=incarnation)
             return REMOVED
-        if self._joining.get(name) == ms.replica_id(name, incarnation):
+        if self._joining_id(name) == ms.replica_id(name, incarnation):
             return None
         if intent == JOIN:
             log.info("node links to join", peer=name, incarnation=incarnation)
@@ -593,12 +599,11 @@ class ClusterService:
         """Forget nodes admitted to join whose record never came, and stop announcing once we are known."""
         now = asyncio.get_running_loop().time()
         up = self.network.reachable()
-        stale = [n for n, since in self._joining_since.items()
+        stale = [n for n, (_rid, since) in self._joining.items()
                  if now - since > JOINING_TTL and n not in up and n not in self.members]
         for name in stale:
             log.info("admitted node never joined: forgotten", peer=name)
-            self._joining.pop(name, None)
-            self._joining_since.pop(name, None)
+            del self._joining[name]
             self.network.remove_peer(name)
         if stale:
             self._set_replica_peers()
@@ -665,7 +670,7 @@ class ClusterService:
     def _reachable_replicas(self) -> set[str]:
         up = self.network.reachable()
         members = {m.replica_id for m in self.members.values() if m.name in up and m.name != self.name}
-        return members | {rid for name, rid in self._joining.items() if name in up}
+        return members | {rid for name, (rid, _since) in self._joining.items() if name in up}
 
     def _send_reports(self) -> None:
         up = sorted(self.network.reachable())

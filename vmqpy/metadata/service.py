@@ -99,9 +99,7 @@ class MetadataService:
         durably before the new identity is used; the change handlers see every key go (old value -> None), so
         what they derived (routes, retained messages) goes with it until the cluster's records arrive."""
         old = self._replica
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._disarm()
         self._outbox.clear()  # messages of the old identity: its links are gone
         for table in Replica.TABLES:
             self.storage.delete_prefix(table, b"")
@@ -109,20 +107,14 @@ class MetadataService:
         self.node_id = node_id
         self.replica = self._build({table: [] for table in Replica.TABLES})
         self._frozen = False
-        for prefix, handlers in self._handlers.items():
+        for prefix in list(self._handlers):
             for key, value in list(old.fold(prefix)):
-                for handler in handlers:
-                    try:
-                        handler(key, value, None)
-                    except Exception:
-                        log.exception("change handler failed", prefix=prefix, key=key)
+                self._notify(prefix, key, value, None)
         log.warning("metadata store emptied for a new incarnation", replica=node_id)
         self._arm()
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._disarm()
         if self.replication_log is not None:
             self.replication_log.flush()
 
@@ -150,9 +142,7 @@ class MetadataService:
         would be wiped at the rejoin: the replication log would show writes that then vanish (the chaos
         retained checker took such a write-back for a version that must survive)."""
         self._frozen = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._disarm()
 
     def put(self, prefix: str, key: Key, value: Any) -> None:
         if self._frozen:
@@ -225,11 +215,7 @@ class MetadataService:
                 else:
                     self.storage.put(output.table, output.key, output.value)
             elif isinstance(output, Changed):
-                for handler in self._handlers.get(output.prefix, ()):
-                    try:
-                        handler(output.key, output.old, output.new)
-                    except Exception:
-                        log.exception("change handler failed", prefix=output.prefix, key=output.key)
+                self._notify(output.prefix, output.key, output.old, output.new)
             elif isinstance(output, Send):
                 if self.transport is not None:
                     sends.append((output.peer, messages.encode(output.message)))
@@ -270,6 +256,18 @@ class MetadataService:
             return
         for peer, data in sends:
             transport.send(peer, data)
+
+    def _notify(self, prefix: str, key: Key, old: Any, new: Any) -> None:
+        for handler in self._handlers.get(prefix, ()):
+            try:
+                handler(key, old, new)
+            except Exception:
+                log.exception("change handler failed", prefix=prefix, key=key)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _arm(self) -> None:
         loop = self._loop
