@@ -32,7 +32,7 @@ class Nemesis:
         self.recorder = recorder
         self.steps = steps
         self.done: list[str] = []
-        self.heals: list[int] = []  # harness times (ns) when a fault ended
+        self.heals: list[int] = []  # harness times (ns) when a fault ended (see step)
         self.faults: list[int] = []  # harness times (ns) when a fault began
         self.current = "healthy"
         self.errors: list[str] = []
@@ -63,7 +63,10 @@ class Nemesis:
             return
         self.recorder.record("ok", "nemesis", "nemesis", {"step": text}, "")
         self.done.append(text)
-        if step.action in ("heal", "restart", "resume", "unskew", "join"):
+        if step.action in ("heal", "resume", "unskew"):  # in force as soon as the step begins to undo it
+            self.heals.append(began)
+            self.current = "healthy"
+        elif step.action in ("restart", "join"):  # in force once the node is up again
             self.heals.append(time.time_ns())
             self.current = "healthy"
         else:
@@ -119,6 +122,7 @@ class Nemesis:
 
     def heal_everything(self) -> None:
         """Undo whatever is still in force: heal the network, resume, restart, unskew (the end of a run)."""
+        began = time.time_ns()
         self.network.heal()
         for node in self.cluster.nodes:
             if not node.owned:
@@ -137,5 +141,5 @@ class Nemesis:
                 except ClusterError as exc:
                     self.errors.append(f"join of {node.name} at the end: {exc}")
         if self.current != "healthy":
-            self.heals.append(time.time_ns())
+            self.heals.append(began)
             self.current = "healthy"

@@ -11,6 +11,7 @@ Every broker listens on 127.0.0.1 only, on a free port found by binding port 0.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -93,6 +94,12 @@ def port_open(port: int, host: str = HOST) -> bool:
             return True
     except OSError:
         return False
+
+
+def chosen_seed() -> int:
+    """A random seed for a randomized test, or `TEST_SEED` from the environment to replay a printed one."""
+    given = os.environ.get("TEST_SEED")
+    return int(given) if given else random.randrange(1 << 30)
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:

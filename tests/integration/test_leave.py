@@ -23,11 +23,11 @@ import pytest
 
 from tests.integration.clients import Closed, RawClient, unique
 from tests.integration.cluster import ClusterNode, cluster_ready, join_all
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import chosen_seed, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
 
-SEED = random.randrange(1 << 30)
+SEED = chosen_seed()
 CYCLES = int(os.environ.get("LEAVE_CYCLES", "6"))
 PERSISTENT = {"session_expiry_interval": 3600}
 SERVER_UNAVAILABLE = 0x88

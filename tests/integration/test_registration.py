@@ -14,11 +14,11 @@ import pytest
 
 from tests.integration.clients import DISCONNECT, PUBLISH, Closed, RawClient, unique
 from tests.integration.cluster import ClusterNode, start_cluster
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import chosen_seed, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
 
-SEED = random.randrange(1 << 30)
+SEED = chosen_seed()
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +83,9 @@ def drain(client: RawClient, n: int, timeout: float = 10.0) -> list[str]:
 
 
 def test_250_racing_connects_of_one_client_id_leave_one_session(cluster: list[ClusterNode]) -> None:
-    """5 processes x 50 CONNECTs of one client id on random nodes: each one either is the last, or was taken
-    over (5.0 DISCONNECT 0x8E); at the end the cluster holds exactly one session, online."""
+    """5 threads x 50 CONNECTs of one client id on random nodes: each one either is the last, or was taken
+    over (5.0 DISCONNECT 0x8E); at the end the cluster holds exactly one session, online. (Owner records
+    written in the same millisecond on two nodes once left none: tests/unit/cluster/test_registration_stamps.py.)"""
     client_id = unique("racer-")
     rng = random.Random(SEED)
     plans = [[rng.choice(cluster) for _ in range(50)] for _ in range(5)]
@@ -113,7 +114,13 @@ def test_250_racing_connects_of_one_client_id_leave_one_session(cluster: list[Cl
         t.join(120)
     assert not errors, errors[:5]
     assert len(clients) == 250
-    wait_until(lambda: online_count(cluster, client_id) == 1, 10, what="one online session")
+    try:
+        wait_until(lambda: online_count(cluster, client_id) == 1, 10, what="one online session")
+    except AssertionError as exc:
+        rows = {n.name: sessions(n, client_id) for n in cluster}
+        owners = {n.name: [r for r in admin_rows(n, "metadata", "dump", "prefix=session") if client_id in str(r)]
+                  for n in cluster}
+        raise AssertionError(f"{exc}: sessions {rows}, store {owners}") from None
     assert session_count(cluster, client_id) == 1
     alive = [c for c in clients if c.is_open(timeout=2.0)]
     assert len(alive) == 1

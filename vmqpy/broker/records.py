@@ -45,6 +45,9 @@ class MetadataPort(Protocol):
 
     def hlc_now(self) -> Any: ...
 
+    def witness(self, stamp: Any) -> None:
+        """Every later `hlc_now` is greater than `stamp` (learnt outside the store)."""
+
     def known_to(self, peer: str, prefix: str, key: Key) -> bool:
         """`peer` (a replica id) had the key's current value when it last reported."""
         ...

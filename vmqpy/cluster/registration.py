@@ -103,7 +103,8 @@ class RegistrationService:
             "handover_batches_sent": 0, "handover_batches_received": 0, "handover_duplicates_ignored": 0,
         }
         self._ids = itertools.count(int(time.time() * 1000) % 1_000_000_000 * 1000)
-        self._grants: dict[int, tuple[str, asyncio.Future[str | None]]] = {}  # request -> (leader, grant)
+        # request -> (leader, its grant: the owner it knows and the stamp of that owner's record)
+        self._grants: dict[int, tuple[str, asyncio.Future[tuple[str | None, Any]]]] = {}
         self._tickets: dict[tuple[str, int], tuple[Ticket, asyncio.Future[None]]] = {}  # (old owner, migration)
         self._incoming: dict[tuple[str, int], _Incoming] = {}
         self._outgoing: dict[str, _Outgoing] = {}  # client id -> handover in progress from here
@@ -158,7 +159,10 @@ class RegistrationService:
         request = next(self._ids)
         members = self.links.member_names()
         ticket = Ticket(client_id, request, None)
-        owner_hint = await self._lock(ticket, members)
+        owner_hint, stamp = await self._lock(ticket, members)
+        # The owner record written for this connect must win over the one it replaces, even when both fall in
+        # the same millisecond: its stamp is made greater than every owner record known to come before it.
+        self.broker.metadata.witness(stamp)
         if owner_hint not in members:
             owner_hint = None
         owner = owner_hint or self.broker.owner_of(client_id)
@@ -197,12 +201,13 @@ class RegistrationService:
                     return member
         return leader_for(client_id, members)
 
-    async def _lock(self, ticket: Ticket, members: list[str]) -> str | None:
-        """Hold the client id's lock at its leader; the owner the leader knows. When the leader is found
-        unreachable meanwhile, the choice is made again (another leader, or none when that is allowed)."""
+    async def _lock(self, ticket: Ticket, members: list[str]) -> tuple[str | None, Any]:
+        """Hold the client id's lock at its leader; the owner the leader knows and the stamp of its record.
+        When the leader is found unreachable meanwhile, the choice is made again (another leader, or none when
+        that is allowed)."""
         for _attempt in range(3):
             leader = ticket.leader = self._leader(ticket.client_id, members)
-            future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+            future: asyncio.Future[tuple[str | None, Any]] = asyncio.get_running_loop().create_future()
             if leader == self.name:
                 self._grants[ticket.request] = (leader, future)
                 try:
@@ -219,7 +224,7 @@ class RegistrationService:
             elif self.allow_without_leader():
                 self.counters["registrations_without_leader"] += 1
                 ticket.leader = None
-                return None
+                return None, None
             else:
                 raise self._refuse(f"the registration leader of this client id ({leader}) is unreachable")
             try:
@@ -392,7 +397,7 @@ class RegistrationService:
         waiting = self._grants.get(int(body["request"]))
         owner = body.get("owner")
         if waiting is not None and waiting[0] == peer and not waiting[1].done():
-            waiting[1].set_result(None if owner is None else str(owner))
+            waiting[1].set_result((None if owner is None else str(owner), body.get("stamp")))
         elif waiting is None:  # the connect gave up meanwhile: give the lock back
             self.links.send_control(peer, {"op": "reg_release", "client_id": body["client_id"],
                                            "request": body["request"], "owner": None})
@@ -407,19 +412,21 @@ class RegistrationService:
             if grant.node == self.name:
                 waiting = self._grants.get(grant.request)
                 if waiting is not None and not waiting[1].done():
-                    waiting[1].set_result(grant.owner)
+                    waiting[1].set_result((grant.owner, grant.stamp))
                 else:
                     self._deliver(self.registry.release(grant.client_id, self.name, grant.request, None,
                                                         time.monotonic()))
             else:
                 self.links.send_control(grant.node, {"op": "reg_grant", "client_id": grant.client_id,
-                                                     "request": grant.request, "owner": grant.owner})
+                                                     "request": grant.request, "owner": grant.owner,
+                                                     "stamp": grant.stamp})
 
     def _on_handover(self, peer: str, body: dict[str, Any]) -> None:
         client_id, migration = str(body["client_id"]), int(body["migration"])
         image = self.broker.hand_over(client_id, bool(body["clean"]), peer, time.time())
+        record = self.broker.metadata.get(records.SESSION, records.session_key(client_id))
         self.links.send_control(peer, {"op": "mig_begin", "client_id": client_id, "migration": migration,
-                                       "image": image.pack()})
+                                       "image": image.pack(), "stamp": None if record is None else record[0]})
         if image.present:
             self._start_handover(client_id, peer, migration, solicited=True)
         else:
@@ -431,6 +438,7 @@ class RegistrationService:
         pending = self._tickets.get((peer, migration))
         if pending is not None:
             pending[0].image = image
+            self.broker.metadata.witness(body.get("stamp"))  # the old owner's record: the new one comes after
             return
         key = (peer, migration)
         if key not in self._incoming:

@@ -23,12 +23,14 @@ MAX_OWNERS = 100_000
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """The lock of `client_id` now belongs to `request` of `node`; `owner` is the last owner the leader knows."""
+    """The lock of `client_id` now belongs to `request` of `node`; `owner` is the last owner the leader knows,
+    `stamp` the stamp of that owner's record (None when unknown)."""
 
     client_id: str
     node: str
     request: int
     owner: str | None
+    stamp: Any = None
 
 
 @dataclass(slots=True)
@@ -101,7 +103,7 @@ class Registry:
         """An owner record reached the leader's replica: a newer one than the owner it remembers (the session
         moved without a registration: a node left, a duplicate was resolved) replaces it."""
         known = self.owners.get(client_id)
-        if known is not None and known[0] != owner and _newer(stamp, known[1]):
+        if known is not None and _newer(stamp, known[1]):
             self.owners[client_id] = (owner, stamp)
 
     # ------------------------------------------------------------------------------------------ internals
@@ -109,7 +111,7 @@ class Registry:
     def _grant(self, client_id: str, node: str, request: int, now: float) -> Grant:
         self.held[client_id] = _Hold(node, request, now + self.lease)
         known = self.owners.get(client_id)
-        return Grant(client_id, node, request, None if known is None else known[0])
+        return Grant(client_id, node, request, None, None) if known is None else Grant(client_id, node, request, *known)
 
     def _next(self, client_id: str, now: float) -> list[Grant]:
         line = self.waiting.get(client_id)

@@ -556,6 +556,12 @@ class Replica:
         """A fresh HLC stamp (to put inside a value, for :func:`~vmqpy.metadata.resolve.latest_stamp`)."""
         return self.hlc.now(wall)
 
+    def witness(self, stamp: Any) -> None:
+        """Every later :meth:`hlc_now` is greater than ``stamp`` (a :class:`Stamp` or its list; else ignored)."""
+        parsed = Stamp.parse(stamp)
+        if parsed is not None:
+            self.hlc.witness(parsed)
+
     def _clock_in(self, now: float, wall: float | None) -> None:
         """Take the time of a call: ``now`` for timers, ``wall`` (default ``now``) for HLC stamps."""
         self._now = now

@@ -159,6 +159,11 @@ class MetadataService:
     def hlc_now(self) -> Any:
         return self._replica.hlc_now(self._wall())
 
+    def witness(self, stamp: Any) -> None:
+        """Make every later stamp of this node greater than `stamp` (a `[wall_ms, logical, node]` learnt outside
+        the store, e.g. the owner record a registration replaces); anything else is ignored."""
+        self._replica.witness(stamp)
+
     # ------------------------------------------------------------------------------------------ cluster
 
     def set_peers(self, peers: Iterable[str]) -> None:

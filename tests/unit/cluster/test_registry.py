@@ -76,10 +76,13 @@ def test_a_newer_owner_record_replaces_the_remembered_owner_an_older_one_does_no
     r.request("c", "n1", 1, 0.0)
     r.release("c", "n1", 1, "n1", 0.0, [1000, 0, "n1"])
     r.note_record("c", "n0", [999, 5, "n0"])  # the previous owner's record arriving late
-    assert r.request("c", "n2", 2, 0.0) == [Grant("c", "n2", 2, "n1")]
+    assert r.request("c", "n2", 2, 0.0) == [Grant("c", "n2", 2, "n1", [1000, 0, "n1"])]
     r.release("c", "n2", 2, None, 0.0)
     r.note_record("c", "n3", [1001, 0, "n2"])  # the session moved without a registration
-    assert r.request("c", "n2", 3, 0.0) == [Grant("c", "n2", 3, "n3")]
+    assert r.request("c", "n2", 3, 0.0) == [Grant("c", "n2", 3, "n3", [1001, 0, "n2"])]
+    r.release("c", "n2", 3, None, 0.0)
+    r.note_record("c", "n3", [1002, 0, "n3"])  # a newer record of the same owner: the grant names its stamp
+    assert r.request("c", "n1", 4, 0.0) == [Grant("c", "n1", 4, "n3", [1002, 0, "n3"])]
     r.note_record("d", "n3", [1, 0, "n3"])  # not remembered: nothing to correct
     assert "d" not in r.owners
 
