@@ -1,8 +1,9 @@
-"""The MQTT 5.0 property table (spec 2.2.2.2): identifier, `Properties` field, wire type, where allowed.
+"""MQTT 5.0 properties: their table (spec 2.2.2.2: identifier, `Properties` field, wire type, where allowed),
+and their wire form (`read_properties`, `encode_properties`).
 
 `WILL` (0, a packet type the spec reserves) stands for the Will Properties inside a CONNECT payload.
 Value rules the spec states as Protocol Errors (e.g. Receive Maximum 0) are in `PropertyDef.min_value` /
-`max_value`; they are checked by the decoder, and by the encoder as LocalProtocolError.
+`max_value`; `read_properties` raises ProtocolViolation for them, `encode_properties` LocalProtocolError.
 """
 
 from __future__ import annotations
@@ -11,7 +12,20 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
+from vmqpy.mqtt.errors import LocalProtocolError, MalformedPacket, ProtocolViolation
 from vmqpy.mqtt.packets import PacketType, Properties
+from vmqpy.mqtt.wire import (
+    BYTES,
+    MAX_REMAINING_LENGTH,
+    NeedData,
+    encode_bin,
+    encode_str,
+    encode_vbi,
+    read_bin,
+    read_str,
+    read_u16,
+    read_vbi,
+)
 
 WILL: Final = 0
 """Pseudo packet type for the Will Properties of a CONNECT."""
@@ -90,7 +104,7 @@ WIRE_MAX: Final[dict[WireType, int]] = {
     WireType.BYTE: 0xFF,
     WireType.TWO_BYTE_INT: 0xFFFF,
     WireType.FOUR_BYTE_INT: 0xFFFF_FFFF,
-    WireType.VAR_BYTE_INT: 268_435_455,
+    WireType.VAR_BYTE_INT: MAX_REMAINING_LENGTH,
 }
 
 
@@ -130,3 +144,122 @@ def is_empty(p: Properties) -> bool:
         and p.subscription_identifier_available is None
         and p.shared_subscription_available is None
     )
+
+
+_TRUNCATED_VBI: Final = "truncated variable byte integer"
+
+
+def _where_name(where: int) -> str:
+    return "Will Properties" if where == WILL else PacketType(where).name
+
+
+def read_properties(b: bytes, i: int, n: int, where: int) -> tuple[Properties, int]:
+    """The Property Length and properties at b[i:n] for packet type `where` (or WILL) -> (Properties, end)."""
+    length = read_vbi(b, i, n)
+    if isinstance(length, NeedData):
+        raise MalformedPacket(_TRUNCATED_VBI)
+    plen, i = length
+    props = Properties()
+    if plen == 0:
+        return props, i
+    end = i + plen
+    if end > n:
+        raise MalformedPacket("property length runs past the end of the packet")
+    seen = 0
+    while i < end:
+        ident = read_vbi(b, i, end)
+        if isinstance(ident, NeedData):
+            raise MalformedPacket(_TRUNCATED_VBI)
+        pid, i = ident
+        d = BY_ID.get(pid)
+        if d is None:
+            raise MalformedPacket(f"unknown property identifier 0x{pid:02X}")
+        if where not in d.allowed:
+            raise MalformedPacket(f"property {d.name} is not allowed in {_where_name(where)}")
+        wt = d.wire_type
+        value: int | str | bytes | tuple[str, str]
+        if wt is WireType.BYTE:
+            if i >= end:
+                raise MalformedPacket(f"truncated property {d.name}")
+            value = b[i]
+            i += 1
+        elif wt is WireType.TWO_BYTE_INT:
+            value = read_u16(b, i, end, d.name)
+            i += 2
+        elif wt is WireType.FOUR_BYTE_INT:
+            if i + 4 > end:
+                raise MalformedPacket(f"truncated property {d.name}")
+            value = int.from_bytes(b[i : i + 4], "big")
+            i += 4
+        elif wt is WireType.VAR_BYTE_INT:
+            vbi = read_vbi(b, i, end)
+            if isinstance(vbi, NeedData):
+                raise MalformedPacket(_TRUNCATED_VBI)
+            value, i = vbi
+        elif wt is WireType.UTF8_STRING:
+            value, i = read_str(b, i, end, d.name)
+        elif wt is WireType.BINARY:
+            value, i = read_bin(b, i, end, d.name)
+        else:  # UTF8_PAIR
+            k, i = read_str(b, i, end, "user property name")
+            v, i = read_str(b, i, end, "user property value")
+            value = (k, v)
+        if isinstance(value, int):
+            if d.min_value is not None and value < d.min_value:
+                raise ProtocolViolation(f"property {d.name} has the invalid value {value}")
+            if d.max_value is not None and value > d.max_value:
+                raise ProtocolViolation(f"property {d.name} has the invalid value {value}")
+        if d.multiple:
+            getattr(props, d.name).append(value)
+        else:
+            bit = 1 << pid
+            if seen & bit:
+                raise ProtocolViolation(f"property {d.name} appears more than once")
+            seen |= bit
+            setattr(props, d.name, value)
+    return props, end
+
+
+def encode_properties(p: Properties, where: int) -> bytes:
+    """Property Length + properties, or b"\\x00" for none. LocalProtocolError if one is not allowed here."""
+    if is_empty(p):
+        return b"\x00"
+    out = bytearray()
+    for d in PROPERTIES:
+        value = getattr(p, d.name)
+        if value is None or (d.multiple and not value):
+            continue
+        if where not in d.allowed:
+            raise LocalProtocolError(f"property {d.name} is not allowed in {_where_name(where)}")
+        head = BYTES[d.id]
+        wt = d.wire_type
+        if wt is WireType.UTF8_PAIR:
+            for pair in value:
+                k, v = pair
+                out += head + encode_str(k, "user property name") + encode_str(v, "user property value")
+            continue
+        if wt is WireType.UTF8_STRING:
+            out += head + encode_str(value, d.name)
+            continue
+        if wt is WireType.BINARY:
+            out += head + encode_bin(value, d.name)
+            continue
+        values = value if d.multiple else (value,)
+        if d.multiple and where == PacketType.SUBSCRIBE and len(values) > 1:
+            raise LocalProtocolError("SUBSCRIBE carries at most one Subscription Identifier")
+        for v in values:
+            if not isinstance(v, int) or not 0 <= v <= WIRE_MAX[wt]:
+                raise LocalProtocolError(f"property {d.name} value {v!r} out of range")
+            if (d.min_value is not None and v < d.min_value) or (d.max_value is not None and v > d.max_value):
+                raise LocalProtocolError(f"property {d.name} value {v} is not allowed")
+            if wt is WireType.BYTE:
+                out += head + BYTES[v]
+            elif wt is WireType.TWO_BYTE_INT:
+                out += head + v.to_bytes(2, "big")
+            elif wt is WireType.FOUR_BYTE_INT:
+                out += head + v.to_bytes(4, "big")
+            else:
+                out += head + encode_vbi(v)
+    if len(out) > MAX_REMAINING_LENGTH:
+        raise LocalProtocolError("properties too long")
+    return encode_vbi(len(out)) + bytes(out)
