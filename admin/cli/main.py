@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from admin.cli import api_key, cluster, log, metadata, metrics, node, retain, session, settings, subscription
 from admin.commands import (
     BOOL,
     COMMANDS,
+    GROUPS,
     Command,
     Result,
     Table,
@@ -43,9 +43,8 @@ DEFAULT_DATA_DIR = Path("./data")  # the node's default platform_data_dir
 API_PREFIX = "/api/v1"
 EXIT_OK, EXIT_NODE_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
-_GROUPS = (cluster, node, session, subscription, retain, metrics, metadata, settings, log, api_key)
-EXAMPLES: dict[tuple[str, ...], list[str]] = {k: v for g in _GROUPS for k, v in g.EXAMPLES.items()}
-NOTES: dict[tuple[str, ...], str] = {k: v for g in _GROUPS for k, v in g.NOTES.items()}
+EXAMPLES: dict[tuple[str, ...], list[str]] = {k: v for g in GROUPS for k, v in g.EXAMPLES.items()}
+NOTES: dict[tuple[str, ...], str] = {k: v for g in GROUPS for k, v in g.NOTES.items()}
 
 # global options; none of them may collide with a command's option (checked by the tests)
 VALUE_OPTIONS = ("--url", "--api-key", "--data-dir")

@@ -1,0 +1,40 @@
+"""What an administration command answers: a table of rows or a text, and their JSON form (VerneMQ's shape)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    rows: list[Row]
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    text: str
+
+
+Result = Table | Text
+
+
+def result_to_json(result: Result) -> dict[str, Any]:
+    """VerneMQ's shape: {"type": "table", "table": [rows]} or {"type": "text", "text": "..."}."""
+    if isinstance(result, Table):
+        return {"type": "table", "table": result.rows}
+    return {"type": "text", "text": result.text}
+
+
+def result_from_json(doc: Any) -> Result:
+    """The inverse of `result_to_json`; ValueError when `doc` is not of that shape."""
+    if isinstance(doc, dict):
+        if doc.get("type") == "table" and isinstance(doc.get("table"), list):
+            rows = doc["table"]
+            if all(isinstance(r, dict) for r in rows):
+                return Table(rows)
+        if doc.get("type") == "text" and isinstance(doc.get("text"), str):
+            return Text(doc["text"])
+    raise ValueError("not a table or text answer")

@@ -1,0 +1,62 @@
+"""Load scenarios: the shape of a run (N publisher/subscriber pairs, each pair on its own topic, or M publishers
+on distinct topics into one subscriber on a `+` wildcard), its QoS and windows, and how its clients are spread
+over the worker processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    shape: str  # "pairs" or "fanin"
+    clients: int  # pairs, or fan-in publishers
+    qos: int
+    window: int = 20  # QoS 1: PUBLISHes awaiting PUBACK per publisher
+    qos0_window: int = 200  # QoS 0: messages on their way per publisher (0 = flood, no limit)
+    batch: int = 32  # QoS 0 messages per write
+
+    def __post_init__(self) -> None:
+        if self.shape not in ("pairs", "fanin"):
+            raise ValueError(f"unknown shape {self.shape!r}")
+        if self.clients < 1 or self.qos not in (0, 1):
+            raise ValueError("need at least one client and QoS 0 or 1")
+
+    def plan(self, tag: str, procs: int) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+        """Clients per worker process: [(publisher specs, subscriber specs)], topics under `tag`.
+
+        Pairs: pair k (its publisher and its subscriber) runs in process k % procs. Fan-in: the subscriber runs
+        in process 0 and the publishers round-robin in the others (in process 0 too if procs == 1).
+        """
+        procs = max(1, procs)
+        out: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = [([], []) for _ in range(procs)]
+        short = tag.rsplit("/", 1)[-1]
+        window = self.window if self.qos else self.qos0_window
+
+        def pub(i: int, topic: str) -> dict[str, Any]:
+            return {"pub_id": i, "topic": topic, "qos": self.qos, "window": window, "batch": self.batch,
+                    "client_id": f"b{short}p{i}"}
+
+        if self.shape == "pairs":
+            for i in range(self.clients):
+                topic = f"{tag}/pair/{i}"
+                out[i % procs][0].append(pub(i, topic))
+                out[i % procs][1].append({"sub_id": i, "filter": topic, "qos": self.qos, "sources": [i],
+                                          "client_id": f"b{short}s{i}"})
+        else:
+            out[0][1].append({"sub_id": 0, "filter": f"{tag}/fanin/+", "qos": self.qos,
+                              "sources": list(range(self.clients)), "client_id": f"b{short}s0"})
+            for i in range(self.clients):
+                out[1 + i % (procs - 1) if procs > 1 else 0][0].append(pub(i, f"{tag}/fanin/{i}"))
+        return [w for w in out if w[0] or w[1]]
+
+
+def default_scenarios(pairs: int = 10, fanin: int = 10, qos0_window: int = 200) -> list[Scenario]:
+    return [
+        Scenario(f"qos0-pairs{pairs}", "pairs", pairs, 0, qos0_window=qos0_window),
+        Scenario(f"qos1-pairs{pairs}", "pairs", pairs, 1),
+        Scenario(f"qos1-fanin{fanin}", "fanin", fanin, 1),
+    ]
+
