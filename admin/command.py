@@ -12,7 +12,7 @@ from admin.params import Args, Param
 from admin.results import Result, Table, Text
 
 if TYPE_CHECKING:
-    from admin.facade import NodeFacade
+    from admin.facade import AdminNode
     from admin.keys import KeyStore
 
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class Context:
     """What a handler works with: the node, and the node's API keys."""
 
-    facade: NodeFacade
+    facade: AdminNode
     keys: KeyStore
 
 

@@ -1,4 +1,4 @@
-"""`NodeFacade`: the narrow view of a node that the administration commands need.
+"""`AdminNode`: the narrow view of a node that the administration commands need.
 
 The node implements it; the administration layer never imports the broker, cluster, metadata or node modules.
 Any method may raise `admin.errors.CommandError(message, status)` with a message naming the cause (400 bad
@@ -20,7 +20,7 @@ Row = dict[str, Any]
 
 
 @runtime_checkable
-class NodeFacade(Protocol):
+class AdminNode(Protocol):
     def node_name(self) -> str:
         """This node's name, NAME@HOST."""
         ...

@@ -41,7 +41,7 @@ from admin.commands import (
     result_to_json,
 )
 from admin.errors import CommandError
-from admin.facade import NodeFacade
+from admin.facade import AdminNode
 from admin.keys import KeyStore
 
 API_PREFIX = "/api/v1"
@@ -169,7 +169,7 @@ async def _health(request: web.Request) -> web.StreamResponse:
     return _json(503, {"status": "unavailable", "reason": reason})
 
 
-def build_app(facade: NodeFacade, keys: KeyStore) -> web.Application:
+def build_app(facade: AdminNode, keys: KeyStore) -> web.Application:
     """The aiohttp application: one route per command path and alias, /health, JSON errors, API-key auth."""
     app = web.Application(middlewares=[_errors_and_log, _auth])
     app[CONTEXT] = Context(facade, keys)
@@ -200,7 +200,7 @@ class ApiServer:
 
 
 async def start_api(
-    facade: NodeFacade,
+    facade: AdminNode,
     keys: KeyStore,
     host: str = "127.0.0.1",
     port: int = 8888,

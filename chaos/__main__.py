@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from chaos.cluster import MODES, ClusterError, stop_all
+from chaos.cluster import MODES, HarnessError, stop_all
 from chaos.experiments import EXPERIMENTS, SUITE, by_name
 from chaos.runner import Options, recheck, run
 from chaos.summary import markdown, verdicts
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                        args.quiet, args.keep_data, args.attach, args.vmqpy_root)
         try:
             result, code = run(experiment, opts)
-        except ClusterError as exc:
+        except HarnessError as exc:
             print(f"{experiment.name}: no verdict: {exc}", file=sys.stderr)
             summary.append(f"{experiment.name:<18} no verdict")
             worst = max(worst, 2)

@@ -29,7 +29,7 @@ MODES = {"stop-serving": {}, "trade-consistency": {"trade_consistency": "on"},
 _live: dict[int, subprocess.Popen[bytes]] = {}
 
 
-class ClusterError(Exception):
+class HarnessError(Exception):
     """The cluster could not be started, joined or read."""
 
 
@@ -136,7 +136,7 @@ class Node:
 
     def _own(self, what: str) -> None:
         if not self.owned:
-            raise ClusterError(f"cannot {what} {self.name}: it belongs to a cluster this harness did not start")
+            raise HarnessError(f"cannot {what} {self.name}: it belongs to a cluster this harness did not start")
 
     def start(self, deadline_s: float = 30.0) -> None:
         self._own("start")
@@ -158,11 +158,11 @@ class Node:
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
             if self.proc.poll() is not None:
-                raise ClusterError(f"{self.name} exited at start:\n{self.log_tail()}")
+                raise HarnessError(f"{self.name} exited at start:\n{self.log_tail()}")
             if port_open(self.host, self.http_port) and (self.data_dir / "api.key").exists():
                 return
             time.sleep(0.1)
-        raise ClusterError(f"{self.name} did not listen within {deadline_s}s:\n{self.log_tail()}")
+        raise HarnessError(f"{self.name} did not listen within {deadline_s}s:\n{self.log_tail()}")
 
     @property
     def pid(self) -> int | None:
@@ -216,7 +216,7 @@ class Node:
 
     def api(self, command: str, params: dict[str, str] | None = None, method: str = "GET",
             timeout: float = 10.0) -> Any:
-        """One admin API call; the answer's table or text. Raises ClusterError."""
+        """One admin API call; the answer's table or text. Raises HarnessError."""
         query = urllib.parse.urlencode(params or {}, safe="/+#$")
         url = f"{self.url}/api/v1/{command}" + (f"?{query}" if query else "")
         request = urllib.request.Request(url, method=method, headers={"x-api-key": self.api_key()})
@@ -224,7 +224,7 @@ class Node:
             with urllib.request.urlopen(request, timeout=timeout) as answer:
                 body = json.loads(answer.read())
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise ClusterError(f"{self.name}: {command}: {exc}") from None
+            raise HarnessError(f"{self.name}: {command}: {exc}") from None
         if body.get("type") == "table":
             return body["table"]
         return body.get("text")
@@ -282,16 +282,16 @@ class Cluster:
         for node in self.nodes[1:]:
             answer = node.admin_cli("cluster", "join", f"discovery-node={first.discovery}")
             if answer.returncode != 0:
-                raise ClusterError(f"join of {node.name} failed: {answer.stderr.strip()}\n{node.log_tail()}")
+                raise HarnessError(f"join of {node.name} failed: {answer.stderr.strip()}\n{node.log_tail()}")
         if not self.wait_ready(deadline_s):
-            raise ClusterError(f"the cluster was not ready within {deadline_s}s: {self.views()}")
+            raise HarnessError(f"the cluster was not ready within {deadline_s}s: {self.views()}")
 
     def ready(self) -> bool:
         names = set(self.names)
         for node in self.nodes:
             try:
                 rows = node.api("cluster/show")
-            except ClusterError:
+            except HarnessError:
                 return False
             if {r["Node"] for r in rows} != names or not all(r["Ready"] and r["Reachable"] for r in rows):
                 return False
@@ -310,7 +310,7 @@ class Cluster:
         for node in self.nodes:
             try:
                 out[node.name] = node.api("cluster/show")
-            except ClusterError as exc:
+            except HarnessError as exc:
                 out[node.name] = str(exc)
         return out
 
@@ -330,9 +330,9 @@ def build(workdir: Path, nodes: int, base: str, mode: str, *, proxy: bool, skewa
     faketime = first_existing(FAKETIME_LIBS)
     nss = first_existing(NSS_WRAPPER_LIBS)
     if skewable and faketime is None:
-        raise ClusterError("clock skew needs libfaketime (Debian package libfaketime)")
+        raise HarnessError("clock skew needs libfaketime (Debian package libfaketime)")
     if proxy and nss is None:
-        raise ClusterError("the fault proxy needs nss_wrapper (Debian package libnss-wrapper)")
+        raise HarnessError("the fault proxy needs nss_wrapper (Debian package libnss-wrapper)")
     cluster_ports: list[int] = []
     for host in hosts:
         for _ in range(50):
@@ -342,7 +342,7 @@ def build(workdir: Path, nodes: int, base: str, mode: str, *, proxy: bool, skewa
                 used.add(candidate)
                 break
         else:
-            raise ClusterError("no cluster port free on every node address")
+            raise HarnessError("no cluster port free on every node address")
 
     def other_port(host: str) -> int:
         for _ in range(50):
@@ -350,7 +350,7 @@ def build(workdir: Path, nodes: int, base: str, mode: str, *, proxy: bool, skewa
             if port not in used:
                 used.add(port)
                 return port
-        raise ClusterError(f"no free port on {host}")
+        raise HarnessError(f"no free port on {host}")
 
     for i, host in enumerate(hosts):
         node = Node(i, host, other_port(host), other_port(host), cluster_ports[i], workdir / f"n{i + 1}",
@@ -402,7 +402,7 @@ def attach(directory: Path) -> tuple[Cluster, str]:
             _, http = _address(conf["listener.http.default"])
             _, cluster_port = _address(conf["listener.vmq.clustering"])
         except (KeyError, ValueError) as exc:
-            raise ClusterError(f"{path}: cannot attach to this node: {exc}") from None
+            raise HarnessError(f"{path}: cannot attach to this node: {exc}") from None
         data = Path(conf.get("platform_data_dir", "data"))
         if not data.is_absolute():
             data = next((c for c in (Path.cwd() / data, path.parent / data, REPO / data) if c.exists()), data)
@@ -416,6 +416,6 @@ def attach(directory: Path) -> tuple[Cluster, str]:
         else:
             modes.add("stop-serving")
     if len(nodes) < 2:
-        raise ClusterError(f"no cluster to attach to in {directory}: expected DIR/NODE/vmqpy.conf for 2 nodes or more")
+        raise HarnessError(f"no cluster to attach to in {directory}: expected DIR/NODE/vmqpy.conf for 2 nodes or more")
     mode = modes.pop() if len(modes) == 1 else "mixed"
     return Cluster(nodes), mode

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Protocol
 
-from chaos.cluster import Cluster, ClusterError, Node
+from chaos.cluster import Cluster, HarnessError, Node
 from chaos.history import Recorder
 from chaos.schedule import Step
 
@@ -57,7 +57,7 @@ class Nemesis:
         began = time.time_ns()
         try:
             self._apply(step)
-        except (ClusterError, OSError) as exc:
+        except (HarnessError, OSError) as exc:
             self.errors.append(f"{text}: {exc}")
             self.recorder.record("info", "nemesis", "nemesis", {"step": text, "error": str(exc)}, "")
             return
@@ -80,7 +80,7 @@ class Nemesis:
         elif step.action == "heal":
             self.network.heal()
         elif node is None:
-            raise ClusterError(f"step {step.action} names no node")
+            raise HarnessError(f"step {step.action} names no node")
         elif step.action == "kill":
             node.kill9()
         elif step.action == "restart":
@@ -95,7 +95,7 @@ class Nemesis:
             node.skew(0)
         elif step.action in ("leave", "join"):
             if step.other is None:
-                raise ClusterError(f"step {step.action} names no other node")
+                raise HarnessError(f"step {step.action} names no other node")
             other = self.cluster.nodes[step.other]
             if step.action == "leave":
                 self._leave(node, other)
@@ -106,13 +106,13 @@ class Nemesis:
         answer = commander.admin_cli("cluster", "leave", f"node={node.name}", "-k", "-i", "1", "-t", "8",
                                      timeout=60)
         if answer.returncode != 0:
-            raise ClusterError(f"leave failed: {(answer.stderr or answer.stdout).strip()[-300:]}")
+            raise HarnessError(f"leave failed: {(answer.stderr or answer.stdout).strip()[-300:]}")
         self.left.add(node.name)
 
     def _join(self, node: Node, discovery: Node) -> None:
         answer = node.admin_cli("cluster", "join", f"discovery-node={discovery.discovery}", timeout=60)
         if answer.returncode != 0:
-            raise ClusterError(f"join failed: {(answer.stderr or answer.stdout).strip()[-300:]}")
+            raise HarnessError(f"join failed: {(answer.stderr or answer.stdout).strip()[-300:]}")
         self.left.discard(node.name)
 
     def stop(self) -> None:
@@ -138,7 +138,7 @@ class Nemesis:
                 other = next(n for n in self.cluster.nodes if n is not node and n.name not in self.left)
                 try:
                     self._join(node, other)
-                except ClusterError as exc:
+                except HarnessError as exc:
                     self.errors.append(f"join of {node.name} at the end: {exc}")
         if self.current != "healthy":
             self.heals.append(began)

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from chaos.cluster import Cluster, ClusterError, Node
+from chaos.cluster import Cluster, HarnessError, Node
 from chaos.history import Recorder
 from chaos.mqtt import Client
 from chaos.workloads.retained import topics
@@ -26,10 +26,10 @@ def read_subscriptions(node: Node) -> dict[str, list[str]]:
 def read_retained(node: Node) -> dict[str, str | None]:
     client = Client(f"chaos-reader-{node.short}", node.host, node.mqtt_port, clean=True)
     if client.connect().outcome != "ok":
-        raise ClusterError(f"{node.name}: the retained reader could not connect")
+        raise HarnessError(f"{node.name}: the retained reader could not connect")
     try:
         if client.subscribe("chaos/ret/#").outcome != "ok":
-            raise ClusterError(f"{node.name}: the retained reader could not subscribe")
+            raise HarnessError(f"{node.name}: the retained reader could not subscribe")
         received = client.collect(quiet=1.0, limit=10.0)
     finally:
         client.disconnect()
@@ -50,12 +50,12 @@ def final_reads(cluster: Cluster, recorder: Recorder) -> Reads:
     for node in cluster.nodes:
         try:
             subs[node.name] = read_subscriptions(node)
-        except ClusterError:
+        except HarnessError:
             failed.add(node.name)
     for node in cluster.nodes:
         try:
             retained[node.name] = read_retained(node)
-        except ClusterError:
+        except HarnessError:
             failed.add(node.name)
     for node in cluster.nodes:
         process = f"reader-{node.short}"
@@ -78,7 +78,7 @@ def dumps(cluster: Cluster, settle_s: float = 20.0) -> dict[str, list[Any]]:
         for node in cluster.nodes:
             try:
                 latest[node.name] = node.api("metadata/dump", timeout=30)
-            except ClusterError:
+            except HarnessError:
                 continue
         texts = {json.dumps(rows, sort_keys=True) for rows in latest.values()}
         if len(latest) == len(cluster.nodes) and len(texts) == 1:

@@ -25,7 +25,7 @@ from chaos.checkers.registration import check_registration
 from chaos.checkers.result import Check
 from chaos.checkers.retained import check_retained
 from chaos.checkers.subscriptions import check_subscriptions
-from chaos.cluster import REPO, Cluster, ClusterError, attach, build
+from chaos.cluster import REPO, Cluster, HarnessError, attach, build
 from chaos.history import Recorder, pair
 from chaos.nemesis import Nemesis, Network
 from chaos.progress import Progress
@@ -90,20 +90,20 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     steps = plan(experiment, opts.nodes, opts.seed, duration)
     backend = choose_backend(opts.backend)
     if backend == "iptables" and (why := iptables.available()) is not None:
-        raise ClusterError(f"the iptables backend cannot be used: {why} (try --backend proxy)")
+        raise HarnessError(f"the iptables backend cannot be used: {why} (try --backend proxy)")
     workdir = Path(tempfile.mkdtemp(prefix="vmqpy-chaos-"))
     source = (opts.source or REPO).resolve()
     if not (source / "vmqpy" / "__main__.py").is_file():
-        raise ClusterError(f"{source} is not a vmqpy source tree (no vmqpy/__main__.py)")
+        raise HarnessError(f"{source} is not a vmqpy source tree (no vmqpy/__main__.py)")
     skewable = any(s.action == "skew" for s in steps)
     mode = opts.mode
     if opts.attach is not None:
         cluster, mode = attach(opts.attach)
         if backend != "iptables":
-            raise ClusterError("an attached cluster can only be partitioned with iptables (the proxy needs its own "
+            raise HarnessError("an attached cluster can only be partitioned with iptables (the proxy needs its own "
                                "node configuration)")
         if any(s.action not in ("cut", "heal") for s in steps):
-            raise ClusterError(f"{experiment.name} kills, pauses or skews nodes: an attached cluster only gets "
+            raise HarnessError(f"{experiment.name} kills, pauses or skews nodes: an attached cluster only gets "
                                "network faults")
         steps = plan(experiment, len(cluster.nodes), opts.seed, duration)
         opts = replace(opts, mode=mode, nodes=len(cluster.nodes))
@@ -184,7 +184,7 @@ def _drive(experiment: Experiment, opts: Options, duration: float, cluster: Clus
     else:
         network.setup()
         if not cluster.wait_ready(30):
-            raise ClusterError(f"the attached cluster is not ready: {cluster.views()}")
+            raise HarnessError(f"the attached cluster is not ready: {cluster.views()}")
     views["after_join"] = cluster.views()
     endpoints = [Endpoint(n.name, n.host, n.mqtt_port) for n in cluster.nodes]
     ctx = Context(recorder, endpoints, opts.seed)

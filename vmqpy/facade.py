@@ -1,4 +1,5 @@
-"""The node as the administration layer sees it (`admin.facade.NodeFacade`), built by node.py.
+"""The node as the administration layer sees it (`admin.facade.AdminNode`), built by node.py from the
+node's services.
 
 Reads come from the broker, the metadata store and the cluster service; nothing here changes protocol state
 except through their own methods.
@@ -7,17 +8,26 @@ except through their own methods.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, Any
 
 from admin.errors import CommandError
 from vmqpy import config as config_module
 from vmqpy.broker import records
+from vmqpy.cluster.errors import CommandRefused
 from vmqpy.cluster.policy import LEFT_REASON
-from vmqpy.cluster.service import ClusterError
 from vmqpy.mqtt.topics import validate_topic_filter
 
 if TYPE_CHECKING:
-    from vmqpy.node import Node
+    from vmqpy.broker.broker import Broker
+    from vmqpy.cluster.departure import Departure
+    from vmqpy.cluster.policy import Policy
+    from vmqpy.cluster.registration import RegistrationService
+    from vmqpy.cluster.service import ClusterService
+    from vmqpy.config import Config
+    from vmqpy.metadata.replica import Replica
+    from vmqpy.metadata.service import MetadataService
+    from vmqpy.storage import Storage
 
 Row = dict[str, Any]
 RUNTIME_SETTINGS = (
@@ -40,54 +50,79 @@ def _text(payload: bytes) -> str:
 
 
 class NodeFacade:
-    """Implements `admin.facade.NodeFacade` for a running `Node`."""
+    """Implements `admin.facade.AdminNode` over the services of a running node."""
 
-    def __init__(self, node: Node) -> None:
-        self._node = node
+    def __init__(
+        self,
+        *,
+        config: Callable[[], Config],
+        apply_setting: Callable[[str, object], None],
+        broker: Broker,
+        metadata: MetadataService,
+        storage: Storage,
+        policy: Policy,
+        connections: Sized,
+        cluster: ClusterService | None = None,
+        registration: RegistrationService | None = None,
+        departure: Departure | None = None,
+    ) -> None:
+        """`config` gives the configuration in force and `apply_setting` changes it (`vmq-admin set`);
+        `connections` holds the live MQTT connections; `cluster`, `registration` and `departure` are there when
+        the node has a cluster listener."""
+        self._config = config
+        self._apply_setting = apply_setting
+        self._broker = broker
+        self._metadata = metadata
+        self._storage = storage
+        self._policy = policy
+        self._connections = connections
+        self._cluster = cluster
+        self._registration = registration
+        self._departure = departure
 
     def node_name(self) -> str:
-        return self._node.config.nodename
+        return self._config().nodename
 
     # ---------------------------------------------------------------------------------------------- cluster
 
     def cluster_show(self) -> list[Row]:
-        cluster = self._node.cluster
+        cluster = self._cluster
         if cluster is None:
             return [{"Node": self.node_name(), "Running": True, "Reachable": True, "Ready": True}]
         rows: list[Row] = cluster.show()
         return rows
 
     async def cluster_join(self, discovery_node: str) -> str:
-        cluster = self._node.cluster
+        cluster = self._cluster
         if cluster is None:
             raise CommandError("this node has no cluster listener (set listener.vmq.clustering)", 409)
         try:
             answer: str = await cluster.join(discovery_node)
-        except ClusterError as exc:
+        except CommandRefused as exc:
             raise CommandError(str(exc), exc.status) from None
         return answer
 
     async def cluster_leave(self, node: str, kill_sessions: bool, interval: float, timeout: float) -> str:
-        cluster = self._node.cluster
+        cluster = self._cluster
         if cluster is None:
             raise CommandError("this node has no cluster listener (set listener.vmq.clustering)", 409)
         try:
-            departure = self._node.departure
+            departure = self._departure
             if kill_sessions and departure is not None:
                 answer: str = await departure.leave(node, interval, timeout)
             else:
                 answer = await cluster.leave(node)
-        except ClusterError as exc:
+        except CommandRefused as exc:
             raise CommandError(str(exc), exc.status) from None
         return answer
 
     def health(self) -> tuple[bool, str]:
-        cluster = self._node.cluster
+        cluster = self._cluster
         if cluster is None:
             return True, "single node"
         if cluster.removed:
             return False, LEFT_REASON
-        policy = self._node.policy
+        policy = self._policy
         if not policy.ready:
             return False, policy.reason()
         ready: tuple[bool, str] = cluster.health()
@@ -95,14 +130,8 @@ class NodeFacade:
 
     # ---------------------------------------------------------------------------------------------- broker
 
-    def _broker(self) -> Any:
-        broker = self._node.broker
-        if broker is None:
-            raise CommandError("the node is starting", 503)
-        return broker
-
     def session_show(self, client_id: str | None, limit: int) -> list[Row]:
-        broker = self._broker()
+        broker = self._broker
         sessions = [broker.sessions[client_id]] if client_id in broker.sessions else []
         if client_id is None:
             sessions = sorted(broker.sessions.values(), key=lambda s: s.client_id)
@@ -118,7 +147,7 @@ class NodeFacade:
 
     def subscription_show(self, client_id: str | None, limit: int) -> list[Row]:
         rows = []
-        for key, value in self._metadata().fold(records.SUBSCRIPTION):
+        for key, value in self._replica().fold(records.SUBSCRIPTION):
             client, node, entry = records.subscription_entry(key, value)
             if client_id is not None and client != client_id:
                 continue
@@ -127,7 +156,7 @@ class NodeFacade:
         return rows[:limit]
 
     def retain_show(self, topic_filter: str | None, limit: int) -> list[Row]:
-        broker = self._broker()
+        broker = self._broker
         pattern = topic_filter or "#"
         if not validate_topic_filter(pattern):
             raise CommandError(f"not a topic filter: {pattern!r}", 400)
@@ -138,39 +167,36 @@ class NodeFacade:
         return rows[:limit]
 
     def metrics(self) -> dict[str, int | float]:
-        broker = self._broker()
+        broker = self._broker
         out: dict[str, int | float] = {f"broker.{k}": v for k, v in sorted(broker.metrics.items())}
         out["broker.sessions"] = len(broker.sessions)
         out["broker.sessions_online"] = sum(1 for s in broker.sessions.values() if s.online)
         out["broker.queued_messages"] = broker.queued()
         out["broker.queue_dropped"] = sum(s.dropped for s in broker.sessions.values())
         out["broker.retained"] = len(broker.retained)
-        out["broker.connections"] = len(self._node.connections)
-        storage = self._node.storage
-        if storage is not None:
-            out.update({f"storage.{k}": v for k, v in storage.stats.items()})
-        metadata = self._node.metadata
-        if metadata is not None and metadata.replica is not None:
-            out.update({f"metadata.{k}": v for k, v in metadata.replica.stats().items()})
-        cluster = self._node.cluster
+        out["broker.connections"] = len(self._connections)
+        out.update({f"storage.{k}": v for k, v in self._storage.stats.items()})
+        replica = self._metadata.replica
+        if replica is not None:
+            out.update({f"metadata.{k}": v for k, v in replica.stats().items()})
+        cluster = self._cluster
         if cluster is not None:
             out.update({f"cluster.{k}": v for k, v in cluster.stats().items()})
-        registration = self._node.registration
+        registration = self._registration
         if registration is not None:
             out.update({f"registration.{k}": v for k, v in registration.stats().items()})
-        for operation, count in sorted(self._node.policy.refused.items()):
+        for operation, count in sorted(self._policy.refused.items()):
             out[f"netsplit.refused_{operation}"] = count
         return out
 
-    def _metadata(self) -> Any:
-        metadata = self._node.metadata
-        if metadata is None or metadata.replica is None:
+    def _replica(self) -> Replica:
+        replica = self._metadata.replica
+        if replica is None:
             raise CommandError("the node is starting", 503)
-        return metadata
+        return replica
 
     def metadata_dump(self, prefix: str | None) -> list[Row]:
-        replica = self._metadata().replica
-        dump = replica.dump()
+        dump = self._replica().dump()
         rows: list[Row] = []
         for row in _flatten_dump(dump):
             if prefix is None or row["Prefix"] == prefix:
@@ -181,7 +207,7 @@ class NodeFacade:
     # ---------------------------------------------------------------------------------------------- settings
 
     def get_setting(self, key: str) -> str:
-        cfg = self._node.config
+        cfg = self._config()
         if key not in config_module.SCHEMA:
             raise CommandError(f"unknown setting {key!r}", 404)
         value = config_module.value_of(cfg, key)
@@ -198,7 +224,7 @@ class NodeFacade:
             parsed = config_module.SCHEMA[key].parse(value)
         except ValueError as exc:
             raise CommandError(f"bad value for {key}: {exc}", 400) from None
-        self._node.apply_setting(key, parsed)
+        self._apply_setting(key, parsed)
         return self.get_setting(key)
 
 

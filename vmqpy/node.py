@@ -83,7 +83,7 @@ class Node:
             if network is not None:
                 await stack.enter_async_context(self._cluster(network, metadata, broker, incarnation, incarnations))
             await stack.enter_async_context(self._ticker(broker))
-            await stack.enter_async_context(self._admin_api())
+            await stack.enter_async_context(self._admin_api(self._facade(broker, metadata, storage)))
             await stack.enter_async_context(self._listeners(broker, storage))
             self.started_at = time.time()
             log.info("node started", listeners=[f"{h}:{p}" for _n, h, p in self.config.tcp_listeners])
@@ -152,12 +152,20 @@ class Node:
             majority_serves=lambda: self.policy.settings.readiness == "majority" and self.policy.ready)
         cluster.control_handlers.append(registration.on_control)
         cluster.reachability_handlers.append(registration.on_reachability)
-        self.departure = Departure(cluster, registration, broker, self._stop_serving)
+        departure = self.departure = Departure(cluster, registration, broker, self._stop_serving)
+        cluster.control_handlers.append(departure.on_control)
         cluster.start()
+        # Before registration.start(), which resumes the handovers of sessions kept here.
+        broker.registrar = registration
+        broker.on_moving = registration.on_moving
+        broker.nodes = cluster.member_names
+        metadata.on_change(records.SESSION, registration.on_session_record)
         registration.start()
         try:
             yield
         finally:
+            broker.registrar = None
+            broker.on_moving = None
             await registration.stop()
             broker.forwarder = None
             await cluster.stop()
@@ -227,15 +235,23 @@ class Node:
             metadata.stop()
             replication_log.close()
 
+    def _facade(self, broker: Broker, metadata: MetadataService, storage: Storage) -> NodeFacade:
+        """The node as the admin layer sees it: its services, handed over one by one."""
+        return NodeFacade(
+            config=lambda: self.config, apply_setting=self.apply_setting, broker=broker, metadata=metadata,
+            storage=storage, policy=self.policy, connections=self.connections, cluster=self.cluster,
+            registration=self.registration, departure=self.departure,
+        )
+
     @contextlib.asynccontextmanager
-    async def _admin_api(self) -> AsyncIterator[None]:
+    async def _admin_api(self, facade: NodeFacade) -> AsyncIterator[None]:
         """The HTTP admin API on `listener.http.default`, with the node's API key created at first start."""
         address = self.config.http_listener
         if address is None:
             yield
             return
         ensure_node_key(self.config.data_dir)
-        api = await start_api(NodeFacade(self), KeyStore(self.config.data_dir), address[0], address[1])
+        api = await start_api(facade, KeyStore(self.config.data_dir), address[0], address[1])
         try:
             yield
         finally:

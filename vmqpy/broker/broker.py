@@ -1,97 +1,39 @@
 """The broker of one node: sessions by client id, routing, retained messages, wills and session expiry.
 
 Called by the connection driver with plain values and `now` (wall-clock seconds, since expiry deadlines must
-survive a restart); it never touches sockets. Timers are one `tick(now)` the node calls periodically.
+survive a restart); it never touches sockets. Timers are one `tick(now)` the node calls periodically. It is
+given its ports (vmqpy.broker.ports) by the node; the handover of sessions between nodes is
+vmqpy.broker.migration's, holding publishes back across nodes vmqpy.broker.holdback's.
 """
 
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from vmqpy.broker import records
-from vmqpy.broker.handover import SessionImage, Ticket
+from vmqpy.broker.handover import SessionImage
+from vmqpy.broker.holdback import Backpressure, MovedRoutes
 from vmqpy.broker.message import Message
+from vmqpy.broker.migration import SessionMigration
 from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Registrar, ServePolicy
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.router import Router, RouteResult
 from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
-from vmqpy.mqtt import topics
 from vmqpy.mqtt.errors import ProtocolViolation
 from vmqpy.mqtt.packets import Subscription
 from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
 
-# How long forwards that other nodes still route here by a subscription that moved away are passed on to its
-# new node: longer than a new route takes to reach every node (anti-entropy rounds, a partition's heal).
-MOVED_ROUTE_TTL = 60.0
-
 log = structlog.get_logger("vmqpy.broker")
-
-
-class ServePolicy(Protocol):
-    """Whether this node serves an operation now (the netsplit policy of the cluster)."""
-
-    def may(self, operation: str) -> bool:
-        """`operation` is register, publish, subscribe or unsubscribe; False is a refusal (counted)."""
-        ...
-
-    def reason(self) -> str:
-        """Why operations are refused now (told to a refused client)."""
-        ...
-
-
-class AlwaysServe:
-    def may(self, operation: str) -> bool:
-        return True
-
-    def reason(self) -> str:
-        return "ready"
-
-
-class Forwarder(Protocol):
-    """How the broker hands a publish to another node (the cluster's links)."""
-
-    def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
-                on_fail: Callable[[str], None] | None = None) -> bool:
-        """Queue `record` (msgpack-encodable, at most `size` bytes encoded) for `node`; False when it cannot even
-        be buffered (the publisher gets no ack). With `on_ack`, `node` acknowledges it once it has it
-        (`on_fail`: it never will)."""
-        ...
-
-    def signal_congestion(self, node: str, congested: bool) -> None:
-        """Tell `node` that subscribers here that it feeds are congested (it should slow its publishers
-        down), or no longer are."""
-        ...
-
-    def hold(self, peer: str, seq: int) -> Callable[[], None]:
-        """Keep forward `seq` of `peer` (being delivered now) unacknowledged until the returned function runs."""
-        ...
-
-    def replica_of(self, node: str) -> str | None:
-        """The metadata replica id of member `node` (None: not a member)."""
-        ...
-
-
-class Registrar(Protocol):
-    """How a CONNECT is registered in the cluster (vmqpy.cluster.registration): through the client id's
-    leader, with the session handed over by its previous owner node."""
-
-    async def register(self, client_id: str, clean_start: bool) -> Ticket:
-        """Hold the client id's registration lock; raises RegistrationRefused."""
-        ...
-
-    def connected(self, ticket: Ticket, owner: str | None) -> None:
-        """The CONNECT completed here (or failed, `owner` None): take the early messages, release the lock."""
-        ...
 
 
 @dataclass(slots=True)
@@ -108,7 +50,7 @@ class Broker:
         self,
         config: Config,
         store: SessionStore,
-        metadata: records.MetadataPort,
+        metadata: MetadataPort,
         rng: random.Random | None = None,
         policy: ServePolicy | None = None,
     ) -> None:
@@ -123,21 +65,23 @@ class Broker:
         self.retained: RetainedStore[Message] = RetainedStore()
         self.metrics: Counter[str] = Counter()
         self._wills: dict[str, PendingWill] = {}
-        # The cluster's hooks: the member names, and who starts handing a session over to its new owner.
+        # The cluster's hooks, set by the node: the member names, who starts handing a session over to its new
+        # owner, and how a CONNECT is registered.
         self.nodes: Callable[[], Iterable[str]] | None = None
         self.on_moving: Callable[[str, str], None] | None = None
         self.registrar: Registrar | None = None
-        # Backpressure across nodes: the nodes that asked us to slow down (with the callbacks waiting for them
-        # to recover), and per node how many congested subscribers here its forwards are waiting on.
-        self._congested_nodes: dict[str, list[Callable[[], None]]] = {}
-        self._congesting: dict[str, int] = {}
-        # (client id, filter) -> (its new node, entry, until): subscriptions that moved away from here lately
-        self._moved_routes: dict[tuple[str, str], tuple[str, SubEntry, float]] = {}
+        self._migration = SessionMigration(self)
+        self._backpressure = Backpressure(self._current_forwarder, self.metrics)
+        self._moved = MovedRoutes(self.sessions, metadata, self._current_forwarder, self.metrics)
+        # The same dicts as the helpers', read here directly: publish and deliver_forwarded test them every time.
+        self._congested_nodes = self._backpressure.congested_nodes
+        self._moved_routes = self._moved.routes
         metadata.on_change(records.SUBSCRIPTION, self._on_subscription_change)
         metadata.on_change(records.RETAIN, self._on_retain_change)
-        metadata.on_change(records.SESSION, self._on_session_change)
+        metadata.on_change(records.SESSION, self._migration.on_session_change)
 
-    # ------------------------------------------------------------------------------------------ metadata
+    def _current_forwarder(self) -> Forwarder | None:
+        return self.forwarder
 
     def _on_subscription_change(self, key: records.Key, old: Any, new: Any) -> None:
         """Feed the routing trie (and the local session's view) from the store."""
@@ -154,10 +98,9 @@ class Broker:
                     session.subscriptions.pop(entry.topic_filter, None)
                 if moved_to is not None and moved:
                     # Other nodes may route to it here a while yet: pass such forwards on (deliver_forwarded).
-                    self._moved_routes[(client_id, entry.topic_filter)] = (
-                        moved_to, entry, time.monotonic() + MOVED_ROUTE_TTL)
+                    self._moved.moved(client_id, entry, moved_to)
                 elif new is None:
-                    self._moved_routes.pop((client_id, entry.topic_filter), None)
+                    self._moved.removed(client_id, entry.topic_filter)
         if new is not None:
             client_id, node, entry = records.subscription_entry(key, new)
             if node != self.node:
@@ -168,55 +111,12 @@ class Broker:
             if session is not None:
                 session.subscriptions[entry.topic_filter] = entry
 
-    def _on_session_change(self, key: records.Key, old: Any, new: Any) -> None:
-        """The client id now lives on another node (a newer connect there, the winner after a heal, a node
-        that adopted it): a live connection here is taken over (5.0: DISCONNECT 0x8E), a clean session here
-        ends, and a persistent one is handed over to the new owner with its messages."""
-        if new is None:
-            return
-        client_id = str(key[1])
-        session = self.sessions.get(client_id)
-        if records.session_owner(new) == self.node:
-            if session is None and records.session_origin(new) is not None:
-                image = self.image_from_store(client_id)
-                if image is not None:  # the session of a dead node that left: recreated here
-                    log.info("recreating the session of a node that left", client_id=client_id,
-                             origin=records.session_origin(new))
-                    self.adopt_offline(image, time.time())
-                    self.metrics["sessions_recreated"] += 1
-            return
-        if session is None or session.moving_to is not None:
-            return
-        self._release(session, time.time(), clean=False, reason="client id connected on another node")
-        if session.persistent:
-            self.move_session(client_id, records.session_owner(new))
-        else:
-            self._discard(session, keep_owner=True)
-
-    def move_session(self, client_id: str, target: str) -> bool:
-        """Start handing the (offline) session of `client_id` over to `target`; False when it cannot move."""
-        session = self.sessions.get(client_id)
-        if session is None or session.moving_to is not None or target not in self.known_nodes():
-            return False
-        if session.sink is not None:
-            self._release(session, time.time(), clean=False, reason="session moves to another node")
-        session.moving_to = target
-        self.metrics["session_migrations_started"] += 1
-        if self.on_moving is not None:
-            self.on_moving(client_id, target)
-        return True
-
-    def known_nodes(self) -> set[str]:
-        return set(self.nodes()) if self.nodes is not None else set()
-
     def _on_retain_change(self, key: records.Key, old: Any, new: Any) -> None:
         topic = key[1]
         if new is None:
             self.retained.delete(topic)
         else:
             self.retained.set(topic, records.retained_message(new))
-
-    # ------------------------------------------------------------------------------------------ start
 
     def load(self, now: float) -> None:
         """Rebuild persistent sessions from storage, subscriptions and retained messages from the metadata
@@ -233,7 +133,7 @@ class Broker:
             if stored.expiry_interval is not None and disconnected_at + stored.expiry_interval <= now:
                 self.store.delete_session(stored.client_id)
                 continue
-            session = self._new_session(stored.client_id, stored.protocol_level, stored.expiry_interval)
+            session = self.new_session(stored.client_id, stored.protocol_level, stored.expiry_interval)
             session.disconnected_at = disconnected_at
             for out in sorted(stored.messages, key=lambda o: o.seq):
                 session.restore(out)
@@ -255,7 +155,8 @@ class Broker:
             self.router.add(client_id, entry)
         log.info("storage loaded", sessions=len(self.sessions), retained=len(self.retained))
 
-    def _new_session(self, client_id: str, level: int, expiry: float | None) -> Session:
+    def new_session(self, client_id: str, level: int, expiry: float | None) -> Session:
+        """A session with this node's limits, journaled when it is persistent (not yet in `sessions`)."""
         session = Session(
             client_id,
             protocol_level=level,
@@ -269,8 +170,6 @@ class Broker:
 
     def _set_journal(self, session: Session) -> None:
         session.journal = self.store if session.persistent else NullJournal()
-
-    # ------------------------------------------------------------------------------------------ connections
 
     def open_session(
         self, client_id: str, level: int, clean_start: bool, expiry: float | None, owner: Sink, now: float,
@@ -294,12 +193,12 @@ class Broker:
         if pending is not None and clean_start:
             self.publish_will(pending.message, now)  # the old session ends now, so its delayed will is due
         if existing is not None and clean_start:
-            self._discard(existing)
+            self.discard(existing)
             existing = None
         adopted = image is not None and image.present and not clean_start
         session_present = existing is not None or adopted
         if existing is None:
-            session = self._new_session(client_id, level, expiry)
+            session = self.new_session(client_id, level, expiry)
             self.sessions[client_id] = session
         else:
             session = existing
@@ -316,126 +215,9 @@ class Broker:
         self.metadata.put(records.SESSION, records.session_key(client_id), value)
         if adopted:
             assert image is not None
-            self._adopt_image(session, image)
+            self._migration.adopt_image(session, image)
         self.metrics["client_connected"] += 1
         return session, session_present
-
-    def _adopt_image(self, session: Session, image: SessionImage) -> None:
-        """Make the subscriptions of a handed-over session route here, and keep its incoming QoS 2 state."""
-        session.awaiting_release.update(image.awaiting_release)
-        for packet_id in image.awaiting_release:
-            session.journal.save_incoming(session, packet_id, True)
-        for entry in image.subscriptions:
-            own = session.subscriptions.get(entry.topic_filter, entry)
-            value = records.subscription_value(self.metadata.hlc_now(), self.node, own)
-            self.metadata.put(records.SUBSCRIPTION, records.subscription_key(session.client_id, entry.topic_filter),
-                              value)
-
-    def adopt_offline(self, image: SessionImage, now: float) -> Session:
-        """A session handed over without a connect (its node leaves, or a duplicate resolved after a heal):
-        merged into the local one, or kept here offline, and this node becomes its owner."""
-        session = self.sessions.get(image.client_id)
-        if session is None or session.moving_to is not None:
-            session = self._new_session(image.client_id, image.protocol_level, image.expiry_interval)
-            session.disconnected_at = now
-            self.sessions[image.client_id] = session
-            self.store.save_session(session)
-            value = records.session_value(self.metadata.hlc_now(), self.node, False, image.expiry_interval)
-            self.metadata.put(records.SESSION, records.session_key(image.client_id), value)
-        self._adopt_image(session, image)
-        return session
-
-    def image_from_store(self, client_id: str) -> SessionImage | None:
-        """The session of `client_id` as the replicated store knows it, when its owner node is out of reach:
-        its subscriptions (its messages stay with that node until it is reachable again)."""
-        value = self.metadata.get(records.SESSION, records.session_key(client_id))
-        if value is None or bool(value[2]):
-            return None
-        image = SessionImage(client_id, True, 4, value[3])
-        for key, sub in self.metadata.fold(records.SUBSCRIPTION):
-            if key[1] == client_id:
-                image.subscriptions.append(records.subscription_entry(key, sub)[2])
-        return image
-
-    def owner_of(self, client_id: str) -> str | None:
-        value = self.metadata.get(records.SESSION, records.session_key(client_id))
-        return None if value is None else records.session_owner(value)
-
-    # ------------------------------------------------------------------------------------------ handover
-
-    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float) -> SessionImage:
-        """A newer CONNECT of `client_id` registers on `new_owner`: stop the connection here (5.0: DISCONNECT
-        0x8E) and give the session up. A persistent one (when the new connect resumes it) stays here, marked
-        as moving, until its messages are handed over and its subscriptions route to the new owner."""
-        session = self.sessions.get(client_id)
-        if session is None or session.moving_to is not None:
-            return SessionImage.absent(client_id)
-        self._release(session, now, clean=clean_start, reason="client id registers on another node")
-        if clean_start or not session.persistent:
-            self._discard(session, keep_owner=True)
-            return SessionImage.absent(client_id)
-        session.moving_to = new_owner
-        self.metrics["session_migrations_started"] += 1
-        return SessionImage.of(session)
-
-    def _release(self, session: Session, now: float, clean: bool, reason: str) -> None:
-        """Disconnect a live connection of `session` for a connect elsewhere; its will as for a takeover."""
-        if session.sink is not None:
-            log.info(reason + ": disconnecting it here", client_id=session.client_id)
-            will, delay = session.sink.take_over()
-            session.detach(now)
-            self.metrics["session_taken_over_remote"] += 1
-            if will is not None and (clean or delay <= 0):
-                self.publish_will(will, now)
-        pending = self._wills.pop(session.client_id, None)
-        if pending is not None and clean:
-            self.publish_will(pending.message, now)
-
-    def pending_for_handover(self, client_id: str, after_seq: int) -> list[Outgoing] | None:
-        """Messages of a moving session not yet sent to its new owner; None when the session is gone."""
-        session = self.sessions.get(client_id)
-        if session is None or session.moving_to is None:
-            return None
-        return session.pending(after_seq)
-
-    def handed_over(self, client_id: str, upto_seq: int) -> None:
-        """The new owner holds every message up to `upto_seq` on its disk: forget them here."""
-        session = self.sessions.get(client_id)
-        if session is not None and session.moving_to is not None:
-            self.metrics["messages_handed_over"] += session.forget_upto(upto_seq)
-
-    def finish_handover(self, client_id: str, force: bool = False) -> bool:
-        """The moving session is gone from here once nothing routes to it and it holds no message."""
-        session = self.sessions.get(client_id)
-        if session is None or session.moving_to is None:
-            return True
-        if not force and (session.subscriptions or session.queue or session.inflight):
-            return False
-        del self.sessions[client_id]
-        self.store.delete_session(client_id)
-        session.release_waiters()
-        self.metrics["session_migrations_done"] += 1
-        return True
-
-    def abandon_handover(self, client_id: str) -> None:
-        """The new owner cannot be reached for too long: the session stays here as an offline session."""
-        session = self.sessions.get(client_id)
-        if session is not None and session.moving_to is not None:
-            session.moving_to = None
-            if session.persistent:
-                self.store.save_session(session)
-
-    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
-        """Messages handed over by the previous owner; False when there is no session here to take them."""
-        session = self.sessions.get(client_id)
-        if session is None or session.moving_to is not None:
-            return False
-        for out in outs:
-            if not session.adopt(out):
-                self.metrics["handover_dropped"] += 1
-        self.metrics["messages_adopted"] += len(outs)
-        session.pump(now)
-        return True
 
     def attach(self, session: Session, owner: Sink, window: int, max_packet_size: int, now: float) -> None:
         session.attach(owner, window, max_packet_size, now)
@@ -455,11 +237,13 @@ class Broker:
             else:
                 self.publish_will(will, now)
         if not session.persistent:
-            self._discard(session)
+            self.discard(session)
         else:
             self.store.save_session(session)
 
-    def _discard(self, session: Session, keep_owner: bool = False) -> None:
+    def discard(self, session: Session, keep_owner: bool = False) -> None:
+        """End `session` here: its subscriptions, its storage and (unless `keep_owner`) the owner record
+        naming this node go."""
         client_id = session.client_id
         for topic_filter in list(session.subscriptions):
             self.metadata.delete(records.SUBSCRIPTION, records.subscription_key(client_id, topic_filter))
@@ -472,6 +256,19 @@ class Broker:
         if not keep_owner and owner is not None and records.session_owner(owner) == self.node:
             self.metadata.delete(records.SESSION, records.session_key(client_id))  # not when it moved elsewhere
         session.release_waiters()
+
+    def disconnect_for_move(self, session: Session, now: float, clean: bool, reason: str) -> None:
+        """Disconnect a live connection of `session`, which goes to another node; its will as for a takeover."""
+        if session.sink is not None:
+            log.info(reason + ": disconnecting it here", client_id=session.client_id)
+            will, delay = session.sink.take_over()
+            session.detach(now)
+            self.metrics["session_taken_over_remote"] += 1
+            if will is not None and (clean or delay <= 0):
+                self.publish_will(will, now)
+        pending = self._wills.pop(session.client_id, None)
+        if pending is not None and clean:
+            self.publish_will(pending.message, now)
 
     def tick(self, now: float) -> None:
         """Publish delayed wills that are due and end offline sessions that expired."""
@@ -487,9 +284,7 @@ class Broker:
                 if due is not None:
                     self.publish_will(due.message, now)
                 self.metrics["session_expired"] += 1
-                self._discard(session)
-
-    # ------------------------------------------------------------------------------------------ messages
+                self.discard(session)
 
     def publish(self, message: Message, now: float) -> RouteResult:
         """Route a message; a retained one replaces (or with an empty payload deletes) the topic's retained."""
@@ -555,7 +350,7 @@ class Broker:
 
         `peer` may have routed it here by a subscription that moved away since (a session handed over to
         another node, whose new route has not reached `peer` yet): those subscribers get it through their new
-        node, and `peer`'s acknowledgement of forward `seq` waits until that node has it (`_pass_on`)."""
+        node, and `peer`'s acknowledgement of forward `seq` waits until that node has it (`MovedRoutes.pass_on`)."""
         try:
             message, groups, clients = records.parse_forward(record)
         except (ValueError, TypeError, KeyError) as exc:
@@ -565,96 +360,11 @@ class Broker:
         self.metrics["forward_received"] += 1
         result = self.router.route(message, now, only_groups=groups, only_clients=clients)
         if self._moved_routes and peer is not None:
-            self._pass_on(message, peer, seq, clients)
+            self._moved.pass_on(message, peer, seq, clients)
         self.metrics["publish_dropped"] += result.dropped
         if result.congested and peer is not None and self.forwarder is not None:
-            self._hold_back(peer, result.congested)
+            self._backpressure.hold_back(peer, result.congested)
         return result.durable
-
-    def _pass_on(self, message: Message, peer: str, seq: int, clients: set[str] | None) -> None:
-        """Forward `message` to the new node of every subscription that moved away from here recently and
-        matches it (see deliver_forwarded), naming the subscribers; a QoS 1/2 forward from `peer` is
-        acknowledged to it only once every such node has it."""
-        forwarder = self.forwarder
-        if forwarder is None:
-            return
-        due = time.monotonic()
-        targets: dict[str, list[str]] = {}
-        sender = forwarder.replica_of(peer)
-        for route_key, (node, entry, until) in list(self._moved_routes.items()):
-            client_id, topic_filter = route_key
-            if until < due:
-                del self._moved_routes[route_key]
-                continue
-            if (node == peer or client_id in self.sessions or (clients is not None and client_id not in clients)
-                    or entry.group is not None or not topics.matches(entry.match_filter, message.topic)):
-                continue
-            key = records.subscription_key(client_id, topic_filter)
-            if sender is not None and self.metadata.known_to(sender, records.SUBSCRIPTION, key):
-                # The sender's last report (earlier on the same link) held the new route: it sent this for
-                # other subscribers here, and that one got it from the sender directly.
-                continue
-            if client_id not in targets.setdefault(node, []):
-                targets[node].append(client_id)
-        for node, client_ids in targets.items():
-            record, size = records.forward_record(message, [], client_ids)
-            self.metrics["forwards_passed_on"] += 1
-            if message.qos == 0 or not seq:
-                forwarder.forward(node, record, size)
-                continue
-            release = forwarder.hold(peer, seq)
-
-            def lost(why: str, node: str = node, release: Callable[[], None] = release) -> None:
-                log.error("a forward passed on to a subscriber's new node is lost", node=node, error=why,
-                          topic=message.topic)
-                self.metrics["forwards_passed_on_lost"] += 1
-                release()  # acknowledgements are cumulative: holding it for ever would stop every later one
-
-            if not forwarder.forward(node, record, size, release, lost):
-                lost("the outgoing buffer to that node is full")
-
-    def _hold_back(self, peer: str, sessions: list[Session]) -> None:
-        """Backpressure across nodes: `peer` waits until these congested sessions drained."""
-        count = self._congesting.get(peer, 0)
-        if count == 0:
-            assert self.forwarder is not None
-            self.forwarder.signal_congestion(peer, True)
-            self.metrics["congestion_signalled"] += 1
-        self._congesting[peer] = count + len(sessions)
-        for session in sessions:
-            session.wait_for_drain(lambda: self._drained(peer))
-
-    def _drained(self, peer: str) -> None:
-        count = self._congesting.get(peer, 0) - 1
-        if count > 0:
-            self._congesting[peer] = count
-            return
-        self._congesting.pop(peer, None)
-        if self.forwarder is not None:
-            self.forwarder.signal_congestion(peer, False)
-
-    def on_peer_congestion(self, node: str, congested: bool) -> None:
-        """`node` asks us to slow down (or lets us go on, or became unreachable: `congested` False)."""
-        if congested:
-            self._congested_nodes.setdefault(node, [])
-            return
-        waiters = self._congested_nodes.pop(node, None)
-        for callback in waiters or ():
-            callback()
-
-    def on_peer_reachability(self, node: str, reachable: bool) -> None:
-        """A node that went away holds nobody back any more, and forgets what we asked of it."""
-        if not reachable:
-            self.on_peer_congestion(node, False)
-            self._congesting.pop(node, None)
-
-    def wait_for_node(self, node: str, callback: Callable[[], None]) -> None:
-        """Call `callback` once `node` is no longer congested (at once when it is not)."""
-        waiters = self._congested_nodes.get(node)
-        if waiters is None:
-            callback()
-        else:
-            waiters.append(callback)
 
     def subscribe(
         self, session: Session, subscriptions: list[Subscription], subscription_id: int | None
@@ -708,5 +418,78 @@ class Broker:
     def queued(self) -> int:
         return sum(len(s.queue) + len(s.inflight) for s in self.sessions.values())
 
+    def local_sessions(self) -> list[Session]:
+        """The sessions kept on this node now (online, offline or moving away)."""
+        return list(self.sessions.values())
 
-__all__ = ["Broker", "PendingWill"]
+    def owner_of(self, client_id: str) -> str | None:
+        value = self.metadata.get(records.SESSION, records.session_key(client_id))
+        return None if value is None else records.session_owner(value)
+
+    def owner_stamp(self, client_id: str) -> Any:
+        """The stamp of the owner record of `client_id` (None: there is none)."""
+        value = self.metadata.get(records.SESSION, records.session_key(client_id))
+        return None if value is None else value[0]
+
+    def witness(self, stamp: Any) -> None:
+        """Every owner record this node writes from now on is stamped after `stamp` (one learnt from another
+        node)."""
+        self.metadata.witness(stamp)
+
+    # Sessions moving between nodes: vmqpy.broker.migration.
+
+    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float) -> SessionImage:
+        return self._migration.hand_over(client_id, clean_start, new_owner, now)
+
+    def move_session(self, client_id: str, target: str) -> bool:
+        return self._migration.move_session(client_id, target)
+
+    def moving_image(self, client_id: str) -> SessionImage | None:
+        return self._migration.moving_image(client_id)
+
+    def pending_for_handover(self, client_id: str, after_seq: int) -> list[Outgoing] | None:
+        return self._migration.pending_for_handover(client_id, after_seq)
+
+    def handed_over(self, client_id: str, upto_seq: int) -> None:
+        self._migration.handed_over(client_id, upto_seq)
+
+    def finish_handover(self, client_id: str, force: bool = False) -> bool:
+        return self._migration.finish_handover(client_id, force)
+
+    def abandon_handover(self, client_id: str) -> None:
+        self._migration.abandon_handover(client_id)
+
+    def adopt_offline(self, image: SessionImage, now: float) -> Session:
+        return self._migration.adopt_offline(image, now)
+
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
+        return self._migration.adopt_messages(client_id, outs, now)
+
+    def image_from_store(self, client_id: str) -> SessionImage | None:
+        return self._migration.image_from_store(client_id)
+
+    def reassign_sessions(self, node: str, new_owner: Callable[[str], str]) -> int:
+        return self._migration.reassign_sessions(node, new_owner)
+
+    # Holding publishes back across nodes: vmqpy.broker.holdback.
+
+    def on_peer_congestion(self, node: str, congested: bool) -> None:
+        self._backpressure.on_peer_congestion(node, congested)
+
+    def on_peer_reachability(self, node: str, reachable: bool) -> None:
+        self._backpressure.on_peer_reachability(node, reachable)
+
+    def wait_for_node(self, node: str, callback: Callable[[], None]) -> None:
+        """Call `callback` once `node` is no longer congested (at once when it is not)."""
+        self._backpressure.wait_for_node(node, callback)
+
+
+# The ports were defined here before vmqpy.broker.ports: importing them from here keeps working.
+__all__ = [
+    "AlwaysServe",
+    "Broker",
+    "Forwarder",
+    "PendingWill",
+    "Registrar",
+    "ServePolicy",
+]

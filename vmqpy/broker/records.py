@@ -1,4 +1,5 @@
-"""What the broker keeps in the replicated metadata store, and the narrow port it reaches the store through.
+"""What the broker keeps in the replicated metadata store (reached through `vmqpy.broker.ports.MetadataPort`),
+and the records of publishes it forwards to other nodes.
 
 | prefix | key | value |
 |---|---|---|
@@ -14,8 +15,7 @@ changes to different filters of one client are all kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
 from vmqpy.broker.message import Message, encode_record
 from vmqpy.broker.session import SubEntry
@@ -28,29 +28,6 @@ RETAIN = "retain"
 MOUNTPOINT = ""
 
 Key = tuple[Any, ...]
-
-
-class MetadataPort(Protocol):
-    """The part of the metadata store the broker uses."""
-
-    def get(self, prefix: str, key: Key) -> Any | None: ...
-
-    def put(self, prefix: str, key: Key, value: Any) -> None: ...
-
-    def delete(self, prefix: str, key: Key) -> None: ...
-
-    def fold(self, prefix: str) -> Iterator[tuple[Key, Any]]: ...
-
-    def on_change(self, prefix: str, handler: Callable[[Key, Any, Any], None]) -> None: ...
-
-    def hlc_now(self) -> Any: ...
-
-    def witness(self, stamp: Any) -> None:
-        """Every later `hlc_now` is greater than `stamp` (learnt outside the store)."""
-
-    def known_to(self, peer: str, prefix: str, key: Key) -> bool:
-        """`peer` (a replica id) had the key's current value when it last reported."""
-        ...
 
 
 def stamp_list(stamp: Any) -> Any:

@@ -22,11 +22,11 @@ from typing import Any
 
 import structlog
 
-from vmqpy.broker import records
-from vmqpy.broker.broker import Broker
+from vmqpy.cluster.errors import CommandRefused
 from vmqpy.cluster.leader import ranking
+from vmqpy.cluster.ports import BrokerPort
 from vmqpy.cluster.registration import RegistrationService
-from vmqpy.cluster.service import ClusterError, ClusterService
+from vmqpy.cluster.service import ClusterService
 
 log = structlog.get_logger("vmqpy.departure")
 
@@ -34,7 +34,7 @@ DISCONNECT_GRACE = 2.0
 
 
 class Departure:
-    def __init__(self, cluster: ClusterService, registration: RegistrationService, broker: Broker,
+    def __init__(self, cluster: ClusterService, registration: RegistrationService, broker: BrokerPort,
                  stop_serving: Callable[[str | None], None]) -> None:
         """`stop_serving(reference)`: close the MQTT listeners and disconnect every client, telling 5.0
         clients to use the server named `reference`."""
@@ -49,7 +49,6 @@ class Departure:
         self._drain_task: asyncio.Task[None] | None = None
         self._queries = itertools.count(1)
         self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        cluster.control_handlers.append(self.on_control)
 
     # ------------------------------------------------------------------------------------------ the command
 
@@ -81,7 +80,7 @@ class Departure:
                 break
             await asyncio.sleep(max(0.0, min(interval, timeout - elapsed)))
         if not done:
-            raise ClusterError("\n".join([*lines, f"{name} still holds sessions after {timeout:g}s: it stays a "
+            raise CommandRefused("\n".join([*lines, f"{name} still holds sessions after {timeout:g}s: it stays a "
                                           "member; run the command again to go on"]), 503)
         lines += await self.cluster.remove_member(name)
         moved = last["moving_total"] if last else 0
@@ -90,15 +89,7 @@ class Departure:
 
     async def _leave_dead(self, name: str) -> str:
         remaining = [m for m in self.cluster.member_names() if m != name]
-        adopted = 0
-        for key, value in list(self.broker.metadata.fold(records.SESSION)):
-            if records.session_owner(value) != name or bool(value[2]):
-                continue
-            client_id = str(key[1])
-            target = ranking(client_id, remaining)[0]
-            record = records.session_value(self.broker.metadata.hlc_now(), target, False, value[3], origin=name)
-            self.broker.metadata.put(records.SESSION, key, record)
-            adopted += 1
+        adopted = self.broker.reassign_sessions(name, lambda client_id: ranking(client_id, remaining)[0])
         unaccounted = self.cluster.metadata.unaccounted_dots(self.cluster.members[name].replica_id)
         lines = await self.cluster.remove_member(name)
         log.warning("dead node removed; its sessions recreated elsewhere", node=name, sessions=adopted,
@@ -143,25 +134,27 @@ class Departure:
         self.stop_serving(others[0])
         loop = asyncio.get_running_loop()
         deadline = loop.time() + DISCONNECT_GRACE
-        while any(s.online for s in self.broker.sessions.values()) and loop.time() < deadline:
+        while any(s.online for s in self.broker.local_sessions()) and loop.time() < deadline:
             await asyncio.sleep(0.05)
         self.moving_total = 0
-        for client_id, session in list(self.broker.sessions.items()):
+        for session in self.broker.local_sessions():
             if session.moving_to is not None or not session.persistent:
                 continue
+            client_id = session.client_id
             target = ranking(client_id, others)[0]
             if self.broker.move_session(client_id, target):
                 self.moving_total += 1
         self.settled = True
 
     def progress(self) -> dict[str, Any]:
-        moving = [s for s in self.broker.sessions.values() if s.moving_to is not None or (
+        moving = [s for s in self.broker.local_sessions() if s.moving_to is not None or (
             self.draining and s.persistent)]
         return {"draining": self.draining, "settled": self.settled, "sessions": len(moving),
                 "messages": sum(len(s.queue) + len(s.inflight) for s in moving),
                 "moving_total": self.moving_total}
 
     def on_control(self, peer: str, body: dict[str, Any]) -> None:
+        """A leave_drain, leave_status or leave_progress frame (node.py hands the cluster's CONTROL frames here)."""
         op = body.get("op")
         if op == "leave_drain":
             if self._drain_task is None:

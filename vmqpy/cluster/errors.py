@@ -15,6 +15,7 @@ __all__ = [
     "ClusterError",
     "ClusterProtocolError",
     "ClusterUsageError",
+    "CommandRefused",
     "FrameTooLarge",
     "MalformedFrame",
     "UndecodableFrame",
@@ -25,6 +26,15 @@ __all__ = [
 
 class ClusterError(Exception):
     """Root of every error raised on purpose by vmqpy.cluster."""
+
+
+class CommandRefused(ClusterError):
+    """An operator's cluster command (join, leave) that cannot be done; the message names the cause, `status`
+    is the HTTP status the admin API answers with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ClusterProtocolError(ClusterError):

@@ -5,7 +5,7 @@ The driver feeds it bytes and time and writes out what it returns; the link neve
     link = Link(own_name, own_incarnation, cookie, expected_peer, nonce, detect_timeout, max_frame_size,
                 now=loop.time())
     write(link.data_to_send())                      # our HELLO
-    for event in link.receive_data(data, now): ...  # Established, Message, Closed, PeerSilent
+    for event in link.receive_data(data, now): ...  # Established, DataFrame, Closed, PeerSilent
     write(link.data_to_send())                      # handshake answers, BYE
     write(link.send(FrameType.METADATA, body))      # only once established
     at link.get_timer(): events = link.handle_timer(now); write(link.data_to_send())
@@ -44,7 +44,7 @@ from vmqpy.cluster.framing import (
 )
 from vmqpy.cluster.handshake import BYE_REASON_MAX, Admit, Established, Handshake, Refused
 
-__all__ = ["CloseCause", "Closed", "Established", "Event", "Link", "LinkState", "Message", "PeerSilent"]
+__all__ = ["CloseCause", "Closed", "DataFrame", "Established", "Event", "Link", "LinkState", "PeerSilent"]
 
 _HEARTBEAT: Final = encode_frame(FrameType.HEARTBEAT, None)
 
@@ -68,7 +68,7 @@ class CloseCause(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class DataFrame:
     """A data frame (METADATA, FORWARD, CONTROL or REACHABILITY) from the peer."""
 
     type: FrameType
@@ -92,7 +92,7 @@ class PeerSilent:
     silent_for: float
 
 
-Event = Established | Message | Closed | PeerSilent
+Event = Established | DataFrame | Closed | PeerSilent
 
 
 class Link:
@@ -196,7 +196,7 @@ class Link:
             frame_type = frame.type
             if self.state is LinkState.ESTABLISHED:
                 if frame_type in DATA_TYPES:
-                    events.append(Message(frame_type, frame.body))
+                    events.append(DataFrame(frame_type, frame.body))
                 elif frame_type is FrameType.HEARTBEAT:
                     pass
                 elif frame_type is FrameType.BYE:

@@ -31,10 +31,10 @@ from typing import Any, Protocol
 import structlog
 
 from vmqpy.broker import records
-from vmqpy.broker.broker import Broker
 from vmqpy.broker.handover import RegistrationRefused, SessionImage, Ticket, pack_messages, unpack_messages
 from vmqpy.broker.session import Outgoing
 from vmqpy.cluster.leader import leader_for, ranking
+from vmqpy.cluster.ports import BrokerPort
 from vmqpy.cluster.registry import Busy, Grant, Registry
 from vmqpy.storage import Storage
 
@@ -88,7 +88,7 @@ class _LeaderLost(Exception):
 
 
 class RegistrationService:
-    def __init__(self, links: Links, broker: Broker, storage: Storage | None,
+    def __init__(self, links: Links, broker: BrokerPort, storage: Storage | None,
                  allow_without_leader: Callable[[], bool], majority_serves: Callable[[], bool]) -> None:
         self.links = links
         self.name = links.name
@@ -114,24 +114,21 @@ class RegistrationService:
     # ------------------------------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self.broker.registrar = self
-        self.broker.on_moving = self._on_moving
-        self.broker.nodes = self.links.member_names
-        self.broker.metadata.on_change(records.SESSION, self.on_session_record)
+        """Expire locks from now on and resume handovers. node.py wires the service first: to the broker (as its
+        registrar, its `on_moving`, and the member names) and to the owner records (`on_session_record`)."""
         self._expiry = asyncio.get_running_loop().create_task(self._expire_locks())
         self._resume_handovers()
 
     def _resume_handovers(self) -> None:
         """After a restart: sessions kept here whose owner record names another member were moving (or their
         client registered elsewhere while this node was down): hand them over now."""
-        for client_id in list(self.broker.sessions):
+        for session in self.broker.local_sessions():
+            client_id = session.client_id
             owner = self.broker.owner_of(client_id)
             if owner is not None and owner != self.name and self.broker.move_session(client_id, owner):
                 log.info("resuming the handover of a session kept here", client_id=client_id, to=owner)
 
     async def stop(self) -> None:
-        self.broker.registrar = None
-        self.broker.on_moving = None
         tasks = list(self._tasks) + ([self._expiry] if self._expiry is not None else [])
         for task in tasks:
             task.cancel()
@@ -162,7 +159,7 @@ class RegistrationService:
         owner_hint, stamp = await self._lock(ticket, members)
         # The owner record written for this connect must win over the one it replaces, even when both fall in
         # the same millisecond: its stamp is made greater than every owner record known to come before it.
-        self.broker.metadata.witness(stamp)
+        self.broker.witness(stamp)
         if owner_hint not in members:
             owner_hint = None
         owner = owner_hint or self.broker.owner_of(client_id)
@@ -259,8 +256,7 @@ class RegistrationService:
         leader = ticket.leader
         if leader is None:
             return
-        record = self.broker.metadata.get(records.SESSION, records.session_key(ticket.client_id))
-        stamp = record[0] if owner is not None and record is not None else None
+        stamp = self.broker.owner_stamp(ticket.client_id) if owner is not None else None
         if leader == self.name:
             self._deliver(self.registry.release(ticket.client_id, self.name, ticket.request, owner,
                                                 time.monotonic(), stamp))
@@ -298,7 +294,7 @@ class RegistrationService:
 
     # ------------------------------------------------------------------------------------------ the old owner
 
-    def _on_moving(self, client_id: str, target: str) -> None:
+    def on_moving(self, client_id: str, target: str) -> None:
         """The broker gave a session up to `target` without being asked (a newer owner record arrived)."""
         self._start_handover(client_id, target, next(self._ids), solicited=False)
 
@@ -324,12 +320,12 @@ class RegistrationService:
                     await asyncio.sleep(0.2)
                     continue
                 if not begun:
-                    session = broker.sessions.get(state.client_id)
-                    if session is None or session.moving_to is None:
+                    image = broker.moving_image(state.client_id)
+                    if image is None:
                         return
                     begun = self.links.send_control(state.target, {
                         "op": "mig_begin", "client_id": state.client_id, "migration": state.migration,
-                        "image": SessionImage.of(session).pack()})
+                        "image": image.pack()})
                 outs = broker.pending_for_handover(state.client_id, state.sent_upto)
                 if outs is None:
                     return  # gone, or it stays here after all
@@ -390,6 +386,7 @@ class RegistrationService:
                                             body.get("stamp")))
 
     def on_session_record(self, key: Any, old: Any, new: Any) -> None:
+        """An owner record changed in the store (node.py subscribes this to its changes)."""
         if new is not None:
             self.registry.note_record(str(key[1]), records.session_owner(new), new[0])
 
@@ -424,9 +421,8 @@ class RegistrationService:
     def _on_handover(self, peer: str, body: dict[str, Any]) -> None:
         client_id, migration = str(body["client_id"]), int(body["migration"])
         image = self.broker.hand_over(client_id, bool(body["clean"]), peer, time.time())
-        record = self.broker.metadata.get(records.SESSION, records.session_key(client_id))
         self.links.send_control(peer, {"op": "mig_begin", "client_id": client_id, "migration": migration,
-                                       "image": image.pack(), "stamp": None if record is None else record[0]})
+                                       "image": image.pack(), "stamp": self.broker.owner_stamp(client_id)})
         if image.present:
             self._start_handover(client_id, peer, migration, solicited=True)
         else:
@@ -438,7 +434,7 @@ class RegistrationService:
         pending = self._tickets.get((peer, migration))
         if pending is not None:
             pending[0].image = image
-            self.broker.metadata.witness(body.get("stamp"))  # the old owner's record: the new one comes after
+            self.broker.witness(body.get("stamp"))  # the old owner's record: the new one comes after
             return
         key = (peer, migration)
         if key not in self._incoming:

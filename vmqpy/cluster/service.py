@@ -1,5 +1,6 @@
-"""The cluster service of one node: membership, join and leave, reachability and the cluster view, and the
-forwarding of publishes between nodes, over the node links of `ClusterNetwork`.
+"""The cluster service of one node: membership, join and leave, link admission, reachability and the cluster
+view, over the node links of `ClusterNetwork`. The forwarding of publishes between nodes is forward_driver.py's;
+the service routes FORWARD frames and acknowledgements to it and implements the broker's `Forwarder` with it.
 
 The metadata store runs over the same links (METADATA frames, replica ids `name#incarnation`). Membership is
 the `membership` prefix of the store (see membership.py); the view is computed from every member's
@@ -16,23 +17,14 @@ and comes back only through `cluster join`, as a new incarnation with an empty s
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
 from vmqpy.cluster import membership as ms
-from vmqpy.cluster.forwarding import (
-    BATCH_OVERHEAD,
-    ENTRY_OVERHEAD,
-    ForwardReceiver,
-    ForwardSender,
-    new_epoch,
-    pack_batch,
-    unpack_batch,
-)
+from vmqpy.cluster.errors import CommandRefused
+from vmqpy.cluster.forward_driver import ForwardDriver, ForwardLinks
 from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.handshake import JOIN
 from vmqpy.cluster.view import View, compute
@@ -48,19 +40,6 @@ HANDOFF_TIMEOUT = 10.0  # a live member that leaves: how long the remaining node
 REMOVED = "removed from the cluster"
 NOT_A_MEMBER = "not a member of this cluster"
 NODE_LEFT = "this node left its cluster"
-BATCH_BYTES = 64 * 1024  # a batch of forwards is sent once this large, without waiting for the end of the turn
-
-
-@dataclass(slots=True)
-class _Outbox:
-    entries: list[Any] = field(default_factory=list)  # number, record, number, record, ...
-    size: int = 0  # bytes, with the entries' overhead
-    limit: int = 0  # what the network takes (room in the outgoing buffer, the largest frame), read at the first
-    refused_at: int | None = None  # the buffer's room when a forward was refused for want of it
-
-
-def _ignore_failure(_why: str) -> None:
-    return None
 
 
 async def _poll(done: Callable[[], bool], timeout: float, give_up: Callable[[], bool] | None = None) -> bool:
@@ -74,16 +53,8 @@ async def _poll(done: Callable[[], bool], timeout: float, give_up: Callable[[], 
     return True
 
 
-class ClusterError(Exception):
-    """An operator's cluster command that cannot be done; the message names the cause."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class Network(Protocol):
-    """What the service needs of the node links (vmqpy.cluster.tcp.ClusterNetwork)."""
+class Network(ForwardLinks, Protocol):
+    """What the service needs of the node links (vmqpy.cluster.tcp.ClusterNetwork), its forwarding included."""
 
     def add_peer(self, name: str, host: str, port: int, intent: str | None = None) -> None: ...
 
@@ -96,13 +67,6 @@ class Network(Protocol):
     def set_admission(self, admission: Callable[[str, int, str | None], str | None] | None) -> None: ...
 
     def on_refused(self, callback: Callable[[str, str], None]) -> None: ...
-
-    def send_frame(self, peer: str, type: FrameType, body: Any, *, flush: bool = False) -> bool: ...
-
-    def room(self, peer: str) -> int: ...
-
-    @property
-    def max_frame(self) -> int: ...
 
     def reachable(self) -> set[str]: ...
 
@@ -141,7 +105,6 @@ class ClusterService:
         self.address = address
         self.network = network
         self.metadata = metadata
-        self._deliver_forwarded = deliver_forwarded
         self._on_removed = on_removed
         self._on_view = on_view
         self._gossip_interval = gossip_interval
@@ -149,19 +112,8 @@ class ClusterService:
         self.incarnations: dict[str, int] = {name: incarnation}  # members, and discovery nodes during a join
         self.reports: dict[str, set[str]] = {}
         self.view = compute(name, [name], {})
-        self.counters = {"netsplit_detected": 0, "netsplit_resolved": 0, "forward_received": 0,
-                         "forward_duplicates": 0, "forwards_resent": 0, "forwards_refused": 0,
-                         "forward_malformed": 0}
-        self.forward_sender = ForwardSender()
-        self.forward_receiver = ForwardReceiver()
-        self._epoch = new_epoch()
-        self._barrier = barrier
-        self._acks_due: set[str] = set()  # peers whose forwards arrived since the last acknowledgements
-        self._acks_scheduled = False
-        self._acks_durable = False  # a persistent session took one of the forwards to acknowledge
-        self._barriers_in_flight = 0
-        self._outbox: dict[str, _Outbox] = {}  # forwards of this turn of the event loop, per peer
-        self._outbox_scheduled = False
+        self.counters = {"netsplit_detected": 0, "netsplit_resolved": 0}  # and the forwarding's (stats())
+        self.forwarding = ForwardDriver(network, deliver_forwarded, barrier)
         self._joins: dict[str, asyncio.Future[int]] = {}
         # node name -> (replica id, loop time it was admitted): peers before their membership record arrives
         self._joining: dict[str, tuple[str, float]] = {}
@@ -194,7 +146,7 @@ class ClusterService:
         self._task = asyncio.get_running_loop().create_task(self._gossip())
 
     async def stop(self) -> None:
-        self._send_outboxes()  # this turn's forwards still go to the links
+        self.forwarding.flush()  # this turn's forwards still go to the links
         if self._task is not None:
             self._task.cancel()
             try:
@@ -246,8 +198,7 @@ class ClusterService:
                                             flush=True)
                 self.network.remove_peer(name)
                 self.reports.pop(name, None)
-                for fail in self.forward_sender.drop_peer(name, f"{name} left the cluster"):
-                    fail()
+                self.forwarding.drop_peer(name)
         intent = JOIN if self._announcing else None
         for name, member in members.items():
             if name != self.name and before.get(name) != member:
@@ -270,9 +221,9 @@ class ClusterService:
         try:
             name, host, port = ms.parse_node(discovery)
         except ValueError as exc:
-            raise ClusterError(str(exc)) from None
+            raise CommandRefused(str(exc)) from None
         if name == self.name:
-            raise ClusterError(f"{name} is this node: a node cannot join itself")
+            raise CommandRefused(f"{name} is this node: a node cannot join itself")
         if name in self.members and len(self.members) > 1 and not self.removed:
             return f"already in a cluster with {name}"
         if self.removed:
@@ -288,7 +239,7 @@ class ClusterService:
                     self.network.remove_peer(name)
                 refused = self.network.stats().get("handshakes_refused", 0)
                 hint = " (handshakes were refused: check distributed_cookie on both nodes)" if refused else ""
-                raise ClusterError(f"discovery node {name} at {host}:{port or ms.DEFAULT_CLUSTER_PORT} is not "
+                raise CommandRefused(f"discovery node {name} at {host}:{port or ms.DEFAULT_CLUSTER_PORT} is not "
                                    f"reachable{hint}", 503)
             await asyncio.sleep(0.02)
         incarnation = self.network.incarnation_of(name) or 0
@@ -299,7 +250,7 @@ class ClusterService:
         try:
             await asyncio.wait_for(future, max(0.1, deadline - loop.time()))
         except TimeoutError:
-            raise ClusterError(f"discovery node {name} did not answer the join request", 503) from None
+            raise CommandRefused(f"discovery node {name} did not answer the join request", 503) from None
         finally:
             self._joins.pop(name, None)
         self.metadata.exchange_now(ms.replica_id(name, incarnation))
@@ -309,7 +260,7 @@ class ClusterService:
     async def _start_again(self) -> None:
         """This node left its cluster and joins again: a new incarnation with an empty store (node.py)."""
         if self._reincarnate is None:
-            raise ClusterError("this node left its cluster and cannot start again as a new incarnation", 409)
+            raise CommandRefused("this node left its cluster and cannot start again as a new incarnation", 409)
         incarnation = await self._reincarnate()
         self.incarnation = incarnation
         self.incarnations.clear()  # shared with the replica links (node.py)
@@ -319,10 +270,7 @@ class ClusterService:
         self.removed = False
         self.removed_by = None
         self.members = {}
-        # A new run for forwarding too: nothing of the old one is pending (the peers were dropped).
-        self.forward_sender = ForwardSender()
-        self.forward_receiver = ForwardReceiver()
-        self._epoch = new_epoch()
+        self.forwarding.new_run()  # nothing of the old run is pending (the peers were dropped)
         self._put_own_record()
         self._refresh_members()
         log.warning("this node joins again as a new incarnation", incarnation=incarnation)
@@ -334,19 +282,19 @@ class ClusterService:
         return "\n".join([*lines, f"Done: {name} leaves the cluster"])
 
     def check_leave(self, node: str) -> str:
-        """The name of the member `node` names, if it may leave now; else ClusterError."""
+        """The name of the member `node` names, if it may leave now; else CommandRefused."""
         try:
             name, _host, _port = ms.parse_node(node)
         except ValueError as exc:
-            raise ClusterError(str(exc)) from None
+            raise CommandRefused(str(exc)) from None
         if self.removed:
-            raise ClusterError(NODE_LEFT, 409)
+            raise CommandRefused(NODE_LEFT, 409)
         if name not in self.members:
-            raise ClusterError(f"unknown node {name}: not a member of this cluster", 404)
+            raise CommandRefused(f"unknown node {name}: not a member of this cluster", 404)
         if len(self.members) == 1:
-            raise ClusterError(f"{name} is the only member", 409)
+            raise CommandRefused(f"{name} is the only member", 409)
         if name == self.name and not any(m in self.network.reachable() for m in self.members if m != name):
-            raise ClusterError(f"{name} cannot leave now: no other member is reachable to keep the removal", 503)
+            raise CommandRefused(f"{name} cannot leave now: no other member is reachable to keep the removal", 503)
         return name
 
     async def remove_member(self, name: str) -> list[str]:
@@ -380,181 +328,30 @@ class ClusterService:
             self._learn_removed(self.name)
         return lines
 
-    # ------------------------------------------------------------------------------------------ frames
+    # ------------------------------------------------------------------------------------------ the broker's Forwarder
 
     def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
                 on_fail: Callable[[str], None] | None = None) -> bool:
-        """Send a publish to `node` (`record`, at most `size` bytes in msgpack). With `on_ack` (QoS 1/2) it is
-        numbered, kept until `node` acknowledges it (then `on_ack` runs) and sent again after a broken link
-        (forwarding.py); `on_fail` runs if `node` leaves the cluster first. False: it cannot even be buffered.
+        """The broker's `Forwarder`: see `ForwardDriver.forward`."""
+        return self.forwarding.forward(node, record, size, on_ack, on_fail)
 
-        The forwards to one node in one turn of the event loop leave in one frame at the end of the turn."""
-        size += ENTRY_OVERHEAD
-        box = self._outbox.get(node)
-        if box is None:
-            box = self._outbox[node] = _Outbox()
-        if box.refused_at is not None:  # once full, refuse until the buffer drained (in order, never one in a gap)
-            if box.entries or self.network.room(node) <= box.refused_at:
-                return False
-            box.refused_at = None
-        if not box.entries:  # the first forward of this turn: how much the network takes now
-            box.limit = min(self.network.room(node), self.network.max_frame) - BATCH_OVERHEAD
-        if box.size + size > box.limit:
-            largest = self.network.max_frame - BATCH_OVERHEAD
-            if size > largest:
-                log.warning("publish too large to forward", node=node, size=size - ENTRY_OVERHEAD,
-                            maximum=largest - ENTRY_OVERHEAD)
-                return False
-            if box.entries and box.limit >= largest:  # the frame is full, not the buffer: a new batch
-                self._send_outbox(node, box)
-                return self.forward(node, record, size - ENTRY_OVERHEAD, on_ack, on_fail)
-            box.refused_at = self.network.room(node)  # no room in the outgoing buffer
-            return False
-        if on_ack is None:
-            seq = 0
-        else:
-            seq, _low = self.forward_sender.add(node, record, on_ack, on_fail or _ignore_failure, size)
-        box.entries += (seq, record)
-        box.size += size
-        if box.size >= self._batch_limit():
-            self._send_outbox(node, box)
-        elif not self._outbox_scheduled:
-            self._outbox_scheduled = True
-            asyncio.get_running_loop().call_soon(self._send_outboxes)
-        return True
-
-    def _batch_limit(self) -> int:
-        """Bytes of entries from which a batch is sent without waiting for the end of the turn."""
-        return min(BATCH_BYTES, self.network.max_frame) - BATCH_OVERHEAD
-
-    def _send_outboxes(self) -> None:
-        self._outbox_scheduled = False
-        for node, box in list(self._outbox.items()):
-            if box.entries:
-                self._send_outbox(node, box)
-
-    def _send_outbox(self, node: str, box: _Outbox) -> None:
-        entries = box.entries
-        box.entries = []
-        box.size = 0
-        body = pack_batch(self._epoch, self.forward_sender.low(node), entries)
-        if self.network.send_frame(node, FrameType.FORWARD, body, flush=True):
-            return
-        # The link went down in this turn and the buffer has no room left (forward() checked it had):
-        # QoS 0 forwards are dropped, QoS 1/2 ones fail (their publishers are not acknowledged).
-        numbered = [seq for seq in entries[::2] if type(seq) is int and seq]
-        log.warning("batch of forwards not sent: the outgoing buffer is full", node=node,
-                    qos0_dropped=len(entries) // 2 - len(numbered), qos12_failed=len(numbered))
-        self.counters["forwards_refused"] += len(entries) // 2
-        for seq in numbered:
-            on_fail = self.forward_sender.forget(node, seq)
-            if on_fail is not None:
-                on_fail("the outgoing buffer to that node is full")
-
-    def _on_forward(self, peer: str, body: Any) -> None:
-        try:
-            epoch, low, entries = unpack_batch(bytes(body))
-        except ValueError as exc:
-            self.counters["forward_malformed"] += 1
-            log.warning("malformed batch of forwards", peer=peer, error=str(exc))
-            return
-        self.counters["forward_received"] += len(entries)
-        accept = self.forward_receiver.accept
-        deliver = self._deliver_forwarded
-        now = time.time()
-        numbered = False
-        for seq, record in entries:
-            if not seq:
-                deliver(record, now, peer, 0)
-                continue
-            numbered = True
-            if accept(peer, seq, low, epoch):
-                if deliver(record, now, peer, seq):
-                    self._acks_durable = True
-            else:
-                self.counters["forward_duplicates"] += 1
-        if numbered:
-            self._ack_soon(peer)
+    def hold(self, peer: str, seq: int) -> Callable[[], None]:
+        """The broker's `Forwarder`: see `ForwardDriver.hold`."""
+        return self.forwarding.hold(peer, seq)
 
     def replica_of(self, node: str) -> str | None:
         """The replica id of member `node` (None: not a member)."""
         member = self.members.get(node)
         return None if member is None else member.replica_id
 
-    def hold(self, peer: str, seq: int) -> Callable[[], None]:
-        """The broker passes forward `seq` of `peer` (being delivered now) on to another node (its subscriber
-        moved there): it is acknowledged to `peer` only when the returned function is called (that node
-        acknowledged it, or cannot any more)."""
-        epoch = self.forward_receiver.acknowledgeable(peer)[0]
-        self.forward_receiver.hold(peer, seq)
-
-        def release() -> None:
-            self.forward_receiver.release(peer, seq, epoch)
-            self._ack_soon(peer)
-
-        return release
-
-    def _ack_soon(self, peer: str) -> None:
-        """Acknowledge what `peer` forwarded at the end of this turn of the event loop."""
-        self._acks_due.add(peer)
-        if not self._acks_scheduled:
-            self._acks_scheduled = True
-            asyncio.get_running_loop().call_soon(self._send_acks)
-
-    def _send_acks(self) -> None:
-        """Acknowledge, per sender, what was delivered here: at once when only online or clean sessions took
-        it, after the storage barrier when a persistent session did (and, to keep the cumulative
-        acknowledgements in order, whenever an earlier barrier is still pending)."""
-        self._acks_scheduled = False
-        due = [(peer, *self.forward_receiver.acknowledgeable(peer)) for peer in self._acks_due]
-        self._acks_due.clear()
-        barrier = self._barrier
-        durable, self._acks_durable = self._acks_durable, False
-        if barrier is None or not (durable or self._barriers_in_flight):
-            self._ack(due)
-            return
-        self._barriers_in_flight += 1
-        loop = asyncio.get_running_loop()
-        barrier().add_done_callback(lambda f: loop.call_soon_threadsafe(self._ack_if_stored, due, f))
-
-    def _ack_if_stored(self, due: list[tuple[str, int, int]], future: Any) -> None:
-        self._barriers_in_flight -= 1
-        if future.exception() is None:
-            self._ack(due)
-        else:
-            log.error("storage failed: forwarded publishes not acknowledged", error=str(future.exception()))
-
-    def _ack(self, due: list[tuple[str, int, int]]) -> None:
-        for peer, epoch, upto in due:
-            if upto:
-                self.network.send_frame(peer, FrameType.CONTROL, {"op": "fwd_ack", "epoch": epoch, "upto": upto},
-                                        flush=True)
-
-    def _resend_forwards(self, peer: str) -> None:
-        """The link to `peer` is back: what it did not acknowledge goes again (after this turn's batch)."""
-        box = self._outbox.get(peer)
-        if box is not None and box.entries:
-            self._send_outbox(peer, box)
-        limit = self._batch_limit()
-        low = self.forward_sender.low(peer)
-        entries: list[Any] = []
-        size = 0
-        for seq, record, record_size in self.forward_sender.unacknowledged(peer):
-            if entries and size + record_size > limit:
-                self.network.send_frame(peer, FrameType.FORWARD, pack_batch(self._epoch, low, entries))
-                entries, size = [], 0
-            entries += (seq, record)
-            size += record_size
-            self.counters["forwards_resent"] += 1
-        if entries:
-            self.network.send_frame(peer, FrameType.FORWARD, pack_batch(self._epoch, low, entries), flush=True)
-
     def signal_congestion(self, node: str, congested: bool) -> None:
         self.network.send_frame(node, FrameType.CONTROL, {"op": "congestion", "on": congested})
 
+    # ------------------------------------------------------------------------------------------ frames
+
     def _on_message(self, peer: str, type: FrameType, body: Any) -> None:
         if type is FrameType.FORWARD:
-            self._on_forward(peer, body)
+            self.forwarding.receive(peer, body)
         elif type is FrameType.REACHABILITY:
             self.reports[peer] = {str(n) for n in body}
             self._update_view()
@@ -629,9 +426,7 @@ class ClusterService:
             self.metadata.exchange_now(ms.replica_id(peer, incarnation))
             self.network.send_frame(peer, FrameType.CONTROL, {"op": "join_ok", "incarnation": self.incarnation})
         elif op == "fwd_ack":
-            if body.get("epoch") == self._epoch:  # not an answer to a run of this node before a restart
-                for callback in self.forward_sender.acked(peer, int(body.get("upto", 0))):
-                    callback()
+            self.forwarding.acknowledged(peer, body)
         elif op == "congestion":
             if self.on_congestion is not None:
                 self.on_congestion(peer, bool(body.get("on")))
@@ -661,7 +456,7 @@ class ClusterService:
             member = self.members.get(peer)
             if member is not None:
                 self.metadata.exchange_now(member.replica_id)
-            self._resend_forwards(peer)
+            self.forwarding.resend(peer)
         self._send_reports()
         self._update_view()
         for handler in self.reachability_handlers:
@@ -724,9 +519,9 @@ class ClusterService:
         return True, f"all {len(self.members)} members reachable"
 
     def stats(self) -> dict[str, int]:
-        out = dict(self.counters)
+        out = {**self.counters, **self.forwarding.counters}
         out["members"] = len(self.members)
-        out["forwards_unacknowledged"] = self.forward_sender.pending_count()
+        out["forwards_unacknowledged"] = self.forwarding.sender.pending_count()
         out["reachable"] = len(self.view.reachable)
         out.update({f"links.{k}": v for k, v in self.network.stats().items()})
         return out

@@ -1,4 +1,4 @@
-"""`FakeNode`: an in-memory NodeFacade for the admin tests (the lead's integration tests use a real node)."""
+"""`FakeNode`: an in-memory AdminNode for the admin tests (the lead's integration tests use a real node)."""
 
 from __future__ import annotations
 

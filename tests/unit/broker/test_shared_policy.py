@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_session import RecordingSink
+from tests.unit.broker.test_session import RecordingSink
 from vmqpy import config
 from vmqpy.broker.message import Message
 from vmqpy.broker.router import (

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster import ClusterError, attach, read_config
+from chaos.cluster import HarnessError, attach, read_config
 
 
 def _conf(directory: Path, i: int, extra: str = "") -> None:
@@ -36,12 +36,12 @@ def test_attached_nodes_are_never_signalled_or_stopped(tmp_path: Path) -> None:
     cluster, mode = attach(tmp_path)
     assert mode == "stop-serving"
     for action in (cluster.nodes[0].kill9, cluster.nodes[0].pause, cluster.nodes[0].start):
-        with pytest.raises(ClusterError, match="did not start"):
+        with pytest.raises(HarnessError, match="did not start"):
             action()
     cluster.stop()  # nothing to stop: no error, no signal
 
 
 def test_attach_needs_two_nodes(tmp_path: Path) -> None:
     _conf(tmp_path, 1)
-    with pytest.raises(ClusterError, match="no cluster"):
+    with pytest.raises(HarnessError, match="no cluster"):
         attach(tmp_path)

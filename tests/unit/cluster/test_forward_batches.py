@@ -1,4 +1,4 @@
-"""The cluster service's forwarding over a recording network: what one turn of the event loop forwards to a
+"""The forward driver over a recording network: what one turn of the event loop forwards to a
 node leaves in one batch, in order; the buffer's room is decided per publish; duplicates are delivered once."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from vmqpy.broker.message import Message
 from vmqpy.broker.records import forward_record
+from vmqpy.cluster.forward_driver import ForwardDriver
 from vmqpy.cluster.forwarding import unpack_batch
 from vmqpy.cluster.framing import FrameType
-from vmqpy.cluster.service import ClusterService
 
 
 class RecordingNetwork:
@@ -39,14 +39,13 @@ class RecordingNetwork:
         return [unpack_batch(body) for p, t, body in self.frames if p == peer and t is FrameType.FORWARD]
 
 
-def service(network: RecordingNetwork, delivered: list[Any] | None = None) -> ClusterService:
+def driver(network: RecordingNetwork, delivered: list[Any] | None = None) -> ForwardDriver:
     def deliver(record: Any, now: float, peer: str, seq: int) -> bool:
         if delivered is not None:
             delivered.append(record)
         return False
 
-    return ClusterService("n1", 1, ("127.0.0.1", 1), network, None,  # type: ignore[arg-type]
-                          deliver_forwarded=deliver, on_removed=lambda: None)
+    return ForwardDriver(network, deliver)
 
 
 def record(i: int, size: int = 10) -> tuple[Any, int]:
@@ -60,14 +59,14 @@ async def turn() -> None:
 
 async def test_one_turn_of_forwards_leaves_in_one_batch_in_order() -> None:
     net = RecordingNetwork()
-    svc = service(net)
+    fwd = driver(net)
     acked: list[int] = []
     for i in range(5):
         rec, size = record(i)
         if i % 2:
-            assert svc.forward("n2", rec, size)  # QoS 0
+            assert fwd.forward("n2", rec, size)  # QoS 0
         else:
-            assert svc.forward("n2", rec, size, lambda i=i: acked.append(i), lambda _w: None)
+            assert fwd.forward("n2", rec, size, lambda i=i: acked.append(i), lambda _w: None)
     assert net.frames == []  # nothing before the end of the turn
     await turn()
     [(_epoch, low, entries)] = net.batches()
@@ -78,9 +77,9 @@ async def test_one_turn_of_forwards_leaves_in_one_batch_in_order() -> None:
 
 async def test_a_batch_that_reaches_the_largest_frame_is_split_in_order() -> None:
     net = RecordingNetwork(max_frame=1000)
-    svc = service(net)
+    fwd = driver(net)
     for i in range(12):
-        assert svc.forward("n2", *record(i, 200))
+        assert fwd.forward("n2", *record(i, 200))
     await turn()
     batches = net.batches()
     assert len(batches) > 1
@@ -90,47 +89,47 @@ async def test_a_batch_that_reaches_the_largest_frame_is_split_in_order() -> Non
 
 async def test_a_publish_larger_than_a_frame_is_refused() -> None:
     net = RecordingNetwork(max_frame=1000)
-    svc = service(net)
-    assert not svc.forward("n2", *record(0, 2000), lambda: None, lambda _w: None)
-    assert svc.forward_sender.pending_count() == 0
+    fwd = driver(net)
+    assert not fwd.forward("n2", *record(0, 2000), lambda: None, lambda _w: None)
+    assert fwd.sender.pending_count() == 0
     await turn()
     assert net.frames == []
 
 
 async def test_forwards_beyond_the_buffers_room_are_refused_and_the_rest_are_sent() -> None:
     net = RecordingNetwork(room=1000)
-    svc = service(net)
-    results = [svc.forward("n2", *record(i, 200), lambda: None, lambda _w: None) for i in range(8)]
+    fwd = driver(net)
+    results = [fwd.forward("n2", *record(i, 200), lambda: None, lambda _w: None) for i in range(8)]
     assert results[0] and not results[-1]
     assert results == sorted(results, reverse=True)  # accepted ones first, then refused ones
     await turn()
     [(_e, _low, entries)] = net.batches()
-    assert len(entries) == results.count(True) == svc.forward_sender.pending_count()
+    assert len(entries) == results.count(True) == fwd.sender.pending_count()
 
 
 async def test_a_batch_the_network_refuses_after_all_fails_its_numbered_forwards() -> None:
     net = RecordingNetwork()
-    svc = service(net)
+    fwd = driver(net)
     failed: list[str] = []
-    svc.forward("n2", *record(0), lambda: None, failed.append)
-    svc.forward("n2", *record(1))
+    fwd.forward("n2", *record(0), lambda: None, failed.append)
+    fwd.forward("n2", *record(1))
     net.refuse = True
     await turn()
     assert failed == ["the outgoing buffer to that node is full"]
-    assert svc.forward_sender.pending_count() == 0 and svc.counters["forwards_refused"] == 2
+    assert fwd.sender.pending_count() == 0 and fwd.counters["forwards_refused"] == 2
 
 
 async def test_received_batches_are_delivered_once_in_order_and_acknowledged() -> None:
     sender_net, receiver_net = RecordingNetwork(), RecordingNetwork()
-    sender, delivered = service(sender_net), []
-    receiver = service(receiver_net, delivered)
+    sender, delivered = driver(sender_net), []
+    receiver = driver(receiver_net, delivered)
     for i in range(3):
         sender.forward("n2", *record(i), lambda: None, lambda _w: None)
     sender.forward("n2", *record(3))
     await turn()
     [(_, _, body)] = sender_net.frames
-    receiver._on_forward("n1", body)
-    receiver._on_forward("n1", body)  # a copy (a resend after a broken link): numbered ones are not redelivered
+    receiver.receive("n1", body)
+    receiver.receive("n1", body)  # a copy (a resend after a broken link): numbered ones are not redelivered
     await turn()
     assert [r[1][0] for r in delivered] == ["t/0", "t/1", "t/2", "t/3", "t/3"]
     assert receiver.counters["forward_duplicates"] == 3
@@ -141,23 +140,23 @@ async def test_received_batches_are_delivered_once_in_order_and_acknowledged() -
 @pytest.mark.parametrize("body", [b"", b"B\xc1", b"R" + bytes(24)])
 async def test_a_malformed_batch_is_counted_and_dropped(body: bytes) -> None:
     net, delivered = RecordingNetwork(), []
-    svc = service(net, delivered)
-    svc._on_forward("n1", body)
-    assert delivered == [] and svc.counters["forward_malformed"] == 1
+    fwd = driver(net, delivered)
+    fwd.receive("n1", body)
+    assert delivered == [] and fwd.counters["forward_malformed"] == 1
 
 
 async def test_once_a_forward_is_refused_the_later_ones_are_until_the_buffer_drained() -> None:
     """Sizes are bounded from above, so a smaller publish could fit where a larger one did not: refusals stay in
     order all the same, until the network has more room than when the first was refused."""
     net = RecordingNetwork(room=1000)
-    svc = service(net)
-    assert svc.forward("n2", *record(0, 500))
-    assert not svc.forward("n2", *record(1, 500))
-    assert not svc.forward("n2", *record(2, 1))  # would fit, but comes after a refusal
+    fwd = driver(net)
+    assert fwd.forward("n2", *record(0, 500))
+    assert not fwd.forward("n2", *record(1, 500))
+    assert not fwd.forward("n2", *record(2, 1))  # would fit, but comes after a refusal
     await turn()
     net.free = 1000 - len(net.frames[0][2])
-    assert not svc.forward("n2", *record(3, 1))  # the buffer did not drain
+    assert not fwd.forward("n2", *record(3, 1))  # the buffer did not drain
     net.free = 1 << 40  # the link is back and the buffer was written
-    assert svc.forward("n2", *record(4, 1))
+    assert fwd.forward("n2", *record(4, 1))
     await turn()
     assert [r[1][0] for b in net.batches() for _, r in b[2]] == ["t/0", "t/4"]

@@ -12,7 +12,7 @@ from vmqpy.cluster import handshake as hs
 from vmqpy.cluster.errors import ClusterUsageError
 from vmqpy.cluster.framing import NEED_DATA, Frame, FrameDecoder, FrameType, encode_frame
 from vmqpy.cluster.handshake import VERIFIED
-from vmqpy.cluster.link import CloseCause, Closed, Established, Link, LinkState, Message, PeerSilent
+from vmqpy.cluster.link import CloseCause, Closed, DataFrame, Established, Link, LinkState, PeerSilent
 
 from .helpers import COOKIE, MAX_FRAME, NONCE_B, Pair, make_link
 
@@ -61,9 +61,9 @@ def test_pair_establishes_and_exchanges_messages_both_ways() -> None:
     ]
     out = b"".join(pair.a.send(t, body) for t, body in sent)
     pair.pump(extra_a=out)
-    assert pair.events_b[1:] == [Message(t, body) for t, body in sent]
+    assert pair.events_b[1:] == [DataFrame(t, body) for t, body in sent]
     pair.pump(extra_b=pair.b.send(FrameType.FORWARD, b"back"))
-    assert pair.events_a[-1] == Message(FrameType.FORWARD, b"back")
+    assert pair.events_a[-1] == DataFrame(FrameType.FORWARD, b"back")
     assert COOKIE.encode() not in pair.wire_a_to_b + pair.wire_b_to_a
 
 
@@ -76,7 +76,7 @@ def test_frames_in_the_same_chunk_as_the_handshake_are_delivered() -> None:
     events_b = b.receive_data(a.data_to_send(), 0.0)
     assert events_b == [Established("a", 1, None)]
     chunk = b.data_to_send() + b.send(FrameType.METADATA, b"early")
-    assert a.receive_data(chunk, 0.0) == [Established("b", 2, None), Message(FrameType.METADATA, b"early")]
+    assert a.receive_data(chunk, 0.0) == [Established("b", 2, None), DataFrame(FrameType.METADATA, b"early")]
 
 
 @given(st.data())
@@ -107,8 +107,8 @@ def test_any_chunking_of_both_streams(data: st.DataObject) -> None:
         to_a += b.data_to_send()
     assert events_a == [
         Established("b", 2, None),
-        Message(FrameType.FORWARD, b"x" * 50),
-        Message(FrameType.CONTROL, {"k": 1}),
+        DataFrame(FrameType.FORWARD, b"x" * 50),
+        DataFrame(FrameType.CONTROL, {"k": 1}),
     ]
     assert events_b == [Established("a", 1, None)]
 
@@ -296,7 +296,7 @@ def test_messages_before_a_malformed_frame_are_delivered() -> None:
     pair = established_pair()
     chunk = pair.a.send(FrameType.FORWARD, b"ok") + b"\x00\x00\x00\x01\xc1"
     events = pair.b.receive_data(chunk, 0.1)
-    assert events[0] == Message(FrameType.FORWARD, b"ok")
+    assert events[0] == DataFrame(FrameType.FORWARD, b"ok")
     assert isinstance(events[1], Closed) and events[1].cause is CloseCause.PROTOCOL_ERROR
 
 
@@ -361,5 +361,5 @@ def test_detect_timeout_must_be_positive_and_finite(detect_timeout: float) -> No
 def test_random_input_never_raises(data: bytes, established: bool) -> None:
     link = established_pair().b if established else make_link("b", None, nonce=NONCE_B)
     events = link.receive_data(data, 1.0) + link.handle_timer(2.0) + link.receive_data(b"", 3.0)
-    assert all(isinstance(e, (Closed, Message, PeerSilent, Established)) for e in events)
+    assert all(isinstance(e, (Closed, DataFrame, PeerSilent, Established)) for e in events)
     assert sum(isinstance(e, Closed) for e in events) <= 1

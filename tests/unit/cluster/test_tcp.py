@@ -15,7 +15,7 @@ import uvloop
 
 from vmqpy.cluster import handshake as hs
 from vmqpy.cluster.framing import NEED_DATA, Frame, FrameDecoder, FrameType, encode_frame
-from vmqpy.cluster.link import Established, Link, Message
+from vmqpy.cluster.link import DataFrame, Established, Link
 from vmqpy.cluster.tcp import ClusterNetwork
 
 from .helpers import COOKIE, wait_until
@@ -126,8 +126,8 @@ class FakePeer:
             self.received += data
         return decode(bytes(self.received))
 
-    def messages(self) -> list[Message]:
-        return [Message(f.type, f.body) for f in decode(bytes(self.received)) if f.type is FrameType.METADATA]
+    def messages(self) -> list[DataFrame]:
+        return [DataFrame(f.type, f.body) for f in decode(bytes(self.received)) if f.type is FrameType.METADATA]
 
 
 # ------------------------------------------------------------------------------------------------ links

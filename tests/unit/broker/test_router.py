@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from tests.unit.test_session import RecordingSink
+from tests.unit.broker.test_session import RecordingSink
 from vmqpy.broker.message import Message, decode_record, encode_record
 from vmqpy.broker.records import forward_record, parse_forward
 from vmqpy.broker.router import Router

@@ -1,0 +1,158 @@
+"""Sessions moving between nodes, through the broker's port to the cluster layer (vmqpy.cluster.ports):
+giving a session up to a newer connect elsewhere, handing its messages over, and recreating the sessions of a
+dead node on the members that own them next. One real Broker (node b) over an in-memory metadata store."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.broker.test_session import RecordingSink
+from vmqpy.broker import records
+from vmqpy.broker.broker import Broker
+from vmqpy.broker.message import Message
+from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.session import SubEntry
+from vmqpy.cluster.ports import BrokerPort
+from vmqpy.config import Config
+from vmqpy.mqtt.packets import SubOptions, Subscription
+from vmqpy.storage import Storage
+
+Handler = Callable[[records.Key, Any, Any], None]
+
+
+class MemoryMetadata:
+    """A metadata store of one node with nobody to replicate to: change events come at once."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[str, records.Key], Any] = {}
+        self.handlers: dict[str, list[Handler]] = defaultdict(list)
+        self.clock = 0
+
+    def get(self, prefix: str, key: records.Key) -> Any | None:
+        return self.data.get((prefix, key))
+
+    def put(self, prefix: str, key: records.Key, value: Any) -> None:
+        old = self.data.get((prefix, key))
+        self.data[(prefix, key)] = value
+        for handler in self.handlers[prefix]:
+            handler(key, old, value)
+
+    def delete(self, prefix: str, key: records.Key) -> None:
+        old = self.data.pop((prefix, key), None)
+        for handler in self.handlers[prefix]:
+            handler(key, old, None)
+
+    def fold(self, prefix: str) -> Iterator[tuple[records.Key, Any]]:
+        return iter([(key, value) for (p, key), value in self.data.items() if p == prefix])
+
+    def on_change(self, prefix: str, handler: Handler) -> None:
+        self.handlers[prefix].append(handler)
+
+    def hlc_now(self) -> list[Any]:
+        self.clock += 1
+        return [self.clock, 0, "b"]
+
+    def witness(self, stamp: Any) -> None:
+        self.clock = max(self.clock, stamp[0]) if stamp else self.clock
+
+    def known_to(self, peer: str, prefix: str, key: records.Key) -> bool:
+        return False
+
+
+class TakenOverSink(RecordingSink):
+    """A connection that remembers being taken over for a connect elsewhere."""
+
+    taken_over = False
+
+    def take_over(self) -> tuple[Message | None, float]:
+        self.taken_over = True
+        return super().take_over()
+
+
+@pytest.fixture
+def node_b(tmp_path: Path) -> Iterator[tuple[Broker, MemoryMetadata]]:
+    storage = Storage(tmp_path / "b.db")
+    storage.open()
+    metadata = MemoryMetadata()
+    broker = Broker(Config(nodename="b"), SessionStore(storage), metadata)
+    broker.nodes = lambda: ["a", "b", "c"]
+    try:
+        yield broker, metadata
+    finally:
+        storage.close()
+
+
+def test_a_persistent_session_is_handed_over_message_by_message(node_b: tuple[Broker, MemoryMetadata]) -> None:
+    broker, metadata = node_b
+    port: BrokerPort = broker
+    sink = TakenOverSink()
+    session, _present = broker.open_session("c1", 5, False, None, sink, 100.0)
+    broker.attach(session, sink, 10, 0, 100.0)
+    broker.subscribe(session, [Subscription("t/#", SubOptions(1))], None)
+    broker.close_session(session, sink, 101.0, None, 0)
+    assert not session.online
+    for i in range(3):
+        broker.publish(Message(f"t/{i}", b"p", 1), 102.0)
+    assert port.moving_image("c1") is None
+
+    image = port.hand_over("c1", False, "c", 103.0)
+    assert image.present and [e.topic_filter for e in image.subscriptions] == ["t/#"]
+    assert port.moving_image("c1") == image
+    outs = port.pending_for_handover("c1", 0)
+    assert outs is not None and [o.message.topic for o in outs] == ["t/0", "t/1", "t/2"]
+    port.handed_over("c1", outs[1].seq)
+    assert [o.message.topic for o in port.pending_for_handover("c1", 0) or []] == ["t/2"]
+    assert not port.finish_handover("c1")  # it still holds a message and a subscription routes here
+
+    # The new owner's subscription record arrives: nothing routes here any more.
+    key = records.subscription_key("c1", "t/#")
+    metadata.put(records.SUBSCRIPTION, key, records.subscription_value(metadata.hlc_now(), "c", _entry("t/#")))
+    port.handed_over("c1", outs[2].seq)
+    assert port.finish_handover("c1")
+    assert port.local_sessions() == [] and port.pending_for_handover("c1", 0) is None
+
+
+def test_a_newer_owner_record_elsewhere_moves_a_persistent_session_there(
+        node_b: tuple[Broker, MemoryMetadata]) -> None:
+    broker, metadata = node_b
+    moving: list[tuple[str, str]] = []
+    broker.on_moving = lambda client_id, target: moving.append((client_id, target))
+    sink = TakenOverSink()
+    session, _present = broker.open_session("c1", 5, False, None, sink, 100.0)
+    broker.attach(session, sink, 10, 0, 100.0)
+    metadata.put(records.SESSION, records.session_key("c1"),
+                 records.session_value(metadata.hlc_now(), "a", False, None))
+    assert sink.taken_over and not session.online
+    assert session.moving_to == "a"
+    assert moving == [("c1", "a")]
+    assert broker.owner_of("c1") == "a"
+    assert broker.owner_stamp("c1") == metadata.get(records.SESSION, records.session_key("c1"))[0]
+
+
+def test_the_persistent_sessions_of_a_dead_node_are_recreated_on_their_next_owners(
+        node_b: tuple[Broker, MemoryMetadata]) -> None:
+    broker, metadata = node_b
+    for client_id, owner, clean in [("p1", "a", False), ("p2", "a", False), ("clean", "a", True), ("q", "c", False)]:
+        metadata.put(records.SESSION, records.session_key(client_id),
+                     records.session_value(metadata.hlc_now(), owner, clean, None))
+    subscription = records.subscription_value(metadata.hlc_now(), "a", _entry("x/#"))
+    metadata.put(records.SUBSCRIPTION, records.subscription_key("p1", "x/#"), subscription)
+
+    assert broker.reassign_sessions("a", lambda client_id: "b" if client_id == "p1" else "c") == 2
+
+    owners = {str(key[1]): (records.session_owner(v), records.session_origin(v))
+              for key, v in metadata.fold(records.SESSION)}
+    # p1 is recreated here at once, and b writes its own owner record (without an origin)
+    assert owners == {"p1": ("b", None), "p2": ("c", "a"), "clean": ("a", None), "q": ("c", None)}
+    [recreated] = broker.local_sessions()  # b owns p1 now: recreated here from the store, with its subscription
+    assert recreated.client_id == "p1" and list(recreated.subscriptions) == ["x/#"]
+    assert broker.metrics["sessions_recreated"] == 1
+
+
+def _entry(topic_filter: str) -> SubEntry:
+    return SubEntry(topic_filter, topic_filter, SubOptions(1), None, None)

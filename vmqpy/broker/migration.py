@@ -1,0 +1,206 @@
+"""The broker's side of sessions moving between nodes: giving a session up, and adopting one.
+
+A session leaves this node when its client id registers on another node (`hand_over`), when a newer owner
+record names another node (`on_session_change`: a connect there, the winner after a heal, a node that adopted
+it) or when this node leaves (`move_session`). A persistent one stays here, marked as moving, until the new
+owner holds its messages (`pending_for_handover`, `handed_over`) and nothing routes to it any more
+(`finish_handover`). The other way round, a session arrives with its image (`adopt_offline`, or
+`adopt_image` for a CONNECT) and then its messages (`adopt_messages`). The frames that carry all this between
+nodes are vmqpy.cluster.registration's; this module only changes the broker's state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from vmqpy.broker import records
+from vmqpy.broker.handover import SessionImage
+from vmqpy.broker.session import Outgoing, Session
+
+if TYPE_CHECKING:
+    from vmqpy.broker.broker import Broker
+
+log = structlog.get_logger("vmqpy.broker")
+
+
+class SessionMigration:
+    """Moves the sessions of one broker (its `sessions`, store, metadata and metrics) to and from other nodes."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def on_session_change(self, key: records.Key, old: Any, new: Any) -> None:
+        """The client id now lives on another node (a newer connect there, the winner after a heal, a node
+        that adopted it): a live connection here is taken over (5.0: DISCONNECT 0x8E), a clean session here
+        ends, and a persistent one is handed over to the new owner with its messages."""
+        if new is None:
+            return
+        broker = self._broker
+        client_id = str(key[1])
+        session = broker.sessions.get(client_id)
+        if records.session_owner(new) == broker.node:
+            if session is None and records.session_origin(new) is not None:
+                image = self.image_from_store(client_id)
+                if image is not None:  # the session of a dead node that left: recreated here
+                    log.info("recreating the session of a node that left", client_id=client_id,
+                             origin=records.session_origin(new))
+                    self.adopt_offline(image, time.time())
+                    broker.metrics["sessions_recreated"] += 1
+            return
+        if session is None or session.moving_to is not None:
+            return
+        broker.disconnect_for_move(session, time.time(), clean=False, reason="client id connected on another node")
+        if session.persistent:
+            self.move_session(client_id, records.session_owner(new))
+        else:
+            broker.discard(session, keep_owner=True)
+
+    def move_session(self, client_id: str, target: str) -> bool:
+        """Start handing the (offline) session of `client_id` over to `target`; False when it cannot move."""
+        broker = self._broker
+        session = broker.sessions.get(client_id)
+        if session is None or session.moving_to is not None or target not in self.known_nodes():
+            return False
+        if session.sink is not None:
+            broker.disconnect_for_move(session, time.time(), clean=False, reason="session moves to another node")
+        session.moving_to = target
+        broker.metrics["session_migrations_started"] += 1
+        if broker.on_moving is not None:
+            broker.on_moving(client_id, target)
+        return True
+
+    def known_nodes(self) -> set[str]:
+        nodes = self._broker.nodes
+        return set(nodes()) if nodes is not None else set()
+
+    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float) -> SessionImage:
+        """A newer CONNECT of `client_id` registers on `new_owner`: stop the connection here (5.0: DISCONNECT
+        0x8E) and give the session up. A persistent one (when the new connect resumes it) stays here, marked
+        as moving, until its messages are handed over and its subscriptions route to the new owner."""
+        broker = self._broker
+        session = broker.sessions.get(client_id)
+        if session is None or session.moving_to is not None:
+            return SessionImage.absent(client_id)
+        broker.disconnect_for_move(session, now, clean=clean_start, reason="client id registers on another node")
+        if clean_start or not session.persistent:
+            broker.discard(session, keep_owner=True)
+            return SessionImage.absent(client_id)
+        session.moving_to = new_owner
+        broker.metrics["session_migrations_started"] += 1
+        return SessionImage.of(session)
+
+    def moving_image(self, client_id: str) -> SessionImage | None:
+        """The image of the session of `client_id` while it is handed over from here (None: it is not)."""
+        session = self._moving(client_id)
+        return None if session is None else SessionImage.of(session)
+
+    def pending_for_handover(self, client_id: str, after_seq: int) -> list[Outgoing] | None:
+        """Messages of a moving session not yet sent to its new owner; None when the session is gone."""
+        session = self._moving(client_id)
+        return None if session is None else session.pending(after_seq)
+
+    def handed_over(self, client_id: str, upto_seq: int) -> None:
+        """The new owner holds every message up to `upto_seq` on its disk: forget them here."""
+        session = self._moving(client_id)
+        if session is not None:
+            self._broker.metrics["messages_handed_over"] += session.forget_upto(upto_seq)
+
+    def finish_handover(self, client_id: str, force: bool = False) -> bool:
+        """The moving session is gone from here once nothing routes to it and it holds no message."""
+        broker = self._broker
+        session = self._moving(client_id)
+        if session is None:
+            return True
+        if not force and (session.subscriptions or session.queue or session.inflight):
+            return False
+        del broker.sessions[client_id]
+        broker.store.delete_session(client_id)
+        session.release_waiters()
+        broker.metrics["session_migrations_done"] += 1
+        return True
+
+    def abandon_handover(self, client_id: str) -> None:
+        """The new owner cannot be reached for too long: the session stays here as an offline session."""
+        session = self._moving(client_id)
+        if session is not None:
+            session.moving_to = None
+            if session.persistent:
+                self._broker.store.save_session(session)
+
+    def _moving(self, client_id: str) -> Session | None:
+        session = self._broker.sessions.get(client_id)
+        return session if session is not None and session.moving_to is not None else None
+
+    def adopt_image(self, session: Session, image: SessionImage) -> None:
+        """Make the subscriptions of a handed-over session route here, and keep its incoming QoS 2 state."""
+        broker = self._broker
+        session.awaiting_release.update(image.awaiting_release)
+        for packet_id in image.awaiting_release:
+            session.journal.save_incoming(session, packet_id, True)
+        for entry in image.subscriptions:
+            own = session.subscriptions.get(entry.topic_filter, entry)
+            value = records.subscription_value(broker.metadata.hlc_now(), broker.node, own)
+            broker.metadata.put(records.SUBSCRIPTION, records.subscription_key(session.client_id, entry.topic_filter),
+                                value)
+
+    def adopt_offline(self, image: SessionImage, now: float) -> Session:
+        """A session handed over without a connect (its node leaves, or a duplicate resolved after a heal):
+        merged into the local one, or kept here offline, and this node becomes its owner."""
+        broker = self._broker
+        session = broker.sessions.get(image.client_id)
+        if session is None or session.moving_to is not None:
+            session = broker.new_session(image.client_id, image.protocol_level, image.expiry_interval)
+            session.disconnected_at = now
+            broker.sessions[image.client_id] = session
+            broker.store.save_session(session)
+            value = records.session_value(broker.metadata.hlc_now(), broker.node, False, image.expiry_interval)
+            broker.metadata.put(records.SESSION, records.session_key(image.client_id), value)
+        self.adopt_image(session, image)
+        return session
+
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
+        """Messages handed over by the previous owner; False when there is no session here to take them."""
+        broker = self._broker
+        session = broker.sessions.get(client_id)
+        if session is None or session.moving_to is not None:
+            return False
+        for out in outs:
+            if not session.adopt(out):
+                broker.metrics["handover_dropped"] += 1
+        broker.metrics["messages_adopted"] += len(outs)
+        session.pump(now)
+        return True
+
+    def image_from_store(self, client_id: str) -> SessionImage | None:
+        """The session of `client_id` as the replicated store knows it, when its owner node is out of reach:
+        its subscriptions (its messages stay with that node until it is reachable again)."""
+        metadata = self._broker.metadata
+        value = metadata.get(records.SESSION, records.session_key(client_id))
+        if value is None or bool(value[2]):
+            return None
+        image = SessionImage(client_id, True, 4, value[3])
+        for key, sub in metadata.fold(records.SUBSCRIPTION):
+            if key[1] == client_id:
+                image.subscriptions.append(records.subscription_entry(key, sub)[2])
+        return image
+
+    def reassign_sessions(self, node: str, new_owner: Callable[[str], str]) -> int:
+        """The owner records of the persistent sessions of `node` (a dead node that leaves) name
+        `new_owner(client_id)` instead, with `node` as their origin: each new owner recreates its session from
+        the store (`on_session_change`). How many were reassigned."""
+        metadata = self._broker.metadata
+        reassigned = 0
+        for key, value in list(metadata.fold(records.SESSION)):
+            if records.session_owner(value) != node or bool(value[2]):
+                continue
+            record = records.session_value(metadata.hlc_now(), new_owner(str(key[1])), False, value[3], origin=node)
+            metadata.put(records.SESSION, key, record)
+            reassigned += 1
+        return reassigned
+
+
+__all__ = ["SessionMigration"]

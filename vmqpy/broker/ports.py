@@ -1,0 +1,97 @@
+"""The interfaces the broker is given by the node (vmqpy.node), implemented by the store and the cluster.
+
+`MetadataPort` reaches the replicated metadata store, `Forwarder` the other nodes, `Registrar` registers a
+CONNECT through the client id's leader, and `ServePolicy` says whether the node serves an operation now
+(`AlwaysServe` when nothing limits it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from vmqpy.broker.handover import Ticket
+from vmqpy.broker.records import Key
+
+
+class MetadataPort(Protocol):
+    """The part of the metadata store the broker uses."""
+
+    def get(self, prefix: str, key: Key) -> Any | None: ...
+
+    def put(self, prefix: str, key: Key, value: Any) -> None: ...
+
+    def delete(self, prefix: str, key: Key) -> None: ...
+
+    def fold(self, prefix: str) -> Iterator[tuple[Key, Any]]: ...
+
+    def on_change(self, prefix: str, handler: Callable[[Key, Any, Any], None]) -> None: ...
+
+    def hlc_now(self) -> Any: ...
+
+    def witness(self, stamp: Any) -> None:
+        """Every later `hlc_now` is greater than `stamp` (learnt outside the store)."""
+
+    def known_to(self, peer: str, prefix: str, key: Key) -> bool:
+        """`peer` (a replica id) had the key's current value when it last reported."""
+        ...
+
+
+class ServePolicy(Protocol):
+    """Whether this node serves an operation now (the netsplit policy of the cluster)."""
+
+    def may(self, operation: str) -> bool:
+        """`operation` is register, publish, subscribe or unsubscribe; False is a refusal (counted)."""
+        ...
+
+    def reason(self) -> str:
+        """Why operations are refused now (told to a refused client)."""
+        ...
+
+
+class AlwaysServe:
+    def may(self, operation: str) -> bool:
+        return True
+
+    def reason(self) -> str:
+        return "ready"
+
+
+class Forwarder(Protocol):
+    """How the broker hands a publish to another node (the cluster's links)."""
+
+    def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
+                on_fail: Callable[[str], None] | None = None) -> bool:
+        """Queue `record` (msgpack-encodable, at most `size` bytes encoded) for `node`; False when it cannot even
+        be buffered (the publisher gets no ack). With `on_ack`, `node` acknowledges it once it has it
+        (`on_fail`: it never will)."""
+        ...
+
+    def signal_congestion(self, node: str, congested: bool) -> None:
+        """Tell `node` that subscribers here that it feeds are congested (it should slow its publishers
+        down), or no longer are."""
+        ...
+
+    def hold(self, peer: str, seq: int) -> Callable[[], None]:
+        """Keep forward `seq` of `peer` (being delivered now) unacknowledged until the returned function runs."""
+        ...
+
+    def replica_of(self, node: str) -> str | None:
+        """The metadata replica id of member `node` (None: not a member)."""
+        ...
+
+
+class Registrar(Protocol):
+    """How a CONNECT is registered in the cluster (vmqpy.cluster.registration): through the client id's
+    leader, with the session handed over by its previous owner node."""
+
+    async def register(self, client_id: str, clean_start: bool) -> Ticket:
+        """Hold the client id's registration lock; raises RegistrationRefused."""
+        ...
+
+    def connected(self, ticket: Ticket, owner: str | None) -> None:
+        """The CONNECT completed here (or failed, `owner` None): take the early messages, release the lock."""
+        ...
+
+
+__all__ = ["AlwaysServe", "Forwarder", "MetadataPort", "Registrar", "ServePolicy"]

@@ -1,0 +1,82 @@
+"""The broker as the cluster layer sees it: what registration (vmqpy.cluster.registration) and a node's
+departure (vmqpy.cluster.departure) need of it. `vmqpy.broker.broker.Broker` implements it; node.py hands it
+over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from vmqpy.broker.handover import SessionImage
+from vmqpy.broker.session import Outgoing, Session
+
+
+class BrokerPort(Protocol):
+    """What registration and departure need of the node's broker."""
+
+    def local_sessions(self) -> list[Session]:
+        """The sessions kept on this node now (online, offline or moving away)."""
+        ...
+
+    def owner_of(self, client_id: str) -> str | None:
+        """The node that the owner record of `client_id` names (None: there is none)."""
+        ...
+
+    def owner_stamp(self, client_id: str) -> Any:
+        """The stamp of the owner record of `client_id` (None: there is none)."""
+        ...
+
+    def witness(self, stamp: Any) -> None:
+        """Every owner record this node writes from now on is stamped after `stamp` (one learnt from another
+        node)."""
+        ...
+
+    def image_from_store(self, client_id: str) -> SessionImage | None:
+        """The session of `client_id` as the replicated store knows it (its subscriptions), for when its owner
+        is out of reach; None when it has no persistent session."""
+        ...
+
+    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float) -> SessionImage:
+        """A newer CONNECT of `client_id` registers on `new_owner`: give the session up (a persistent one that
+        the connect resumes stays here, moving, until its messages are handed over)."""
+        ...
+
+    def move_session(self, client_id: str, target: str) -> bool:
+        """Start handing the session of `client_id` over to `target`; False when it cannot move."""
+        ...
+
+    def moving_image(self, client_id: str) -> SessionImage | None:
+        """The image of the session of `client_id` while it is handed over from here (None: it is not)."""
+        ...
+
+    def pending_for_handover(self, client_id: str, after_seq: int) -> list[Outgoing] | None:
+        """Messages of a moving session after `after_seq`, in order; None when it no longer moves from here."""
+        ...
+
+    def handed_over(self, client_id: str, upto_seq: int) -> None:
+        """The new owner holds every message up to `upto_seq` on its disk."""
+        ...
+
+    def finish_handover(self, client_id: str, force: bool = False) -> bool:
+        """True when the moving session is gone from here (nothing routes to it, it holds no message)."""
+        ...
+
+    def abandon_handover(self, client_id: str) -> None:
+        """The new owner cannot be reached for too long: the session stays here."""
+        ...
+
+    def adopt_offline(self, image: SessionImage, now: float) -> Session:
+        """A session handed over without a connect: kept here offline, and this node becomes its owner."""
+        ...
+
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
+        """Messages handed over by the previous owner; False when no session here takes them."""
+        ...
+
+    def reassign_sessions(self, node: str, new_owner: Callable[[str], str]) -> int:
+        """The persistent sessions of `node` (dead, leaving) are recreated on `new_owner(client_id)`; how many."""
+        ...
+
+
+__all__ = ["BrokerPort"]
