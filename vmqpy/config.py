@@ -130,6 +130,20 @@ SCHEMA: Mapping[str, Key] = {
     "allow_anonymous": Key(parse_bool, True, "accept clients without user name and password"),
     "password_file": Key(parse_path, None, "user:hash lines checked at CONNECT (create with vmqpy passwd)"),
     "max_inflight_messages": Key(parse_int(1, 65535), 20, "QoS 1/2 messages in flight per client"),
+    "receive_max_broker": Key(
+        parse_int(1, 65535), None,
+        "Receive Maximum announced to 5.0 clients (unacknowledged QoS 1/2 PUBLISHes); unset: max_inflight_messages"
+    ),
+    "receive_max_client": Key(
+        parse_int(1, 65535), 65535,
+        "largest Receive Maximum of a 5.0 client the node honours (with max_inflight_messages)"
+    ),
+    "topic_alias_max_client": Key(
+        parse_int(0, 65535), 64, "Topic Alias Maximum announced to 5.0 clients (aliases they may use); 0: none"
+    ),
+    "topic_alias_max_broker": Key(
+        parse_int(0, 65535), 64, "topic aliases the node uses towards a 5.0 client that allows them; 0: none"
+    ),
     "max_online_messages": Key(parse_int(1), 1000, "queued messages of an online client beyond the window"),
     "max_offline_messages": Key(parse_int(0), 1000, "queued messages of an offline persistent session"),
     "persistent_client_expiration": Key(
@@ -180,6 +194,10 @@ class Config:
     allow_anonymous: bool = True
     password_file: Path | None = None
     max_inflight_messages: int = 20
+    receive_max_broker: int | None = None
+    receive_max_client: int = 65535
+    topic_alias_max_client: int = 64
+    topic_alias_max_broker: int = 64
     max_online_messages: int = 1000
     max_offline_messages: int = 1000
     persistent_client_expiration: float | None = None
@@ -287,6 +305,10 @@ def build(settings: Sequence[_Setting]) -> Config:
         allow_anonymous=get("allow_anonymous"),
         password_file=get("password_file"),
         max_inflight_messages=get("max_inflight_messages"),
+        receive_max_broker=get("receive_max_broker"),
+        receive_max_client=get("receive_max_client"),
+        topic_alias_max_client=get("topic_alias_max_client"),
+        topic_alias_max_broker=get("topic_alias_max_broker"),
         max_online_messages=get("max_online_messages"),
         max_offline_messages=get("max_offline_messages"),
         persistent_client_expiration=get("persistent_client_expiration"),

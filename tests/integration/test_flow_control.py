@@ -9,9 +9,12 @@ import pytest
 
 from tests.integration.clients import (
     DISCONNECT,
+    PUBCOMP,
     PUBLISH,
     PUBREC,
+    PUBREL,
     PahoClient,
+    enc_ack,
     enc_publish,
     unique,
 )
@@ -158,3 +161,22 @@ def test_client_exceeding_receive_maximum_gets_disconnect_0x93_v5(broker_factory
     got = c.wait_closed(5)
     assert [(p.type, p.reason_code) for p in got] == [(DISCONNECT, 0x93)], (
         f"expected DISCONNECT 0x93 (receive maximum exceeded) then close, got {got}")
+
+
+@pytest.mark.vmqpy_only("receive_max_broker is a vmqpy (VerneMQ) configuration key")
+def test_receive_max_broker_is_announced_and_enforced_v5(broker_factory, clients):
+    broker = broker_factory(receive_max_broker=3, max_inflight_messages=20)
+    c = clients.raw(broker, 5, connect=False)
+    ack = c.connect(unique("rmb-"))
+    assert ack.props.get("receive_maximum") == 3, f"CONNACK {ack!r}"
+    topic = unique("flow/rmb/")
+    for pid in (1, 2, 3):
+        c.send(enc_publish(topic, b"x", qos=2, packet_id=pid, version=5))
+        assert c.expect(PUBREC).packet_id == pid
+    c.send(enc_ack(PUBREL, 1, 5))  # one QoS 2 flow completed: room for exactly one more
+    assert c.expect(PUBCOMP).packet_id == 1
+    c.send(enc_publish(topic, b"x", qos=2, packet_id=4, version=5))
+    assert c.expect(PUBREC).packet_id == 4
+    c.send(enc_publish(topic, b"x", qos=2, packet_id=5, version=5))
+    got = c.wait_closed(5)
+    assert [(p.type, p.reason_code) for p in got] == [(DISCONNECT, 0x93)], got

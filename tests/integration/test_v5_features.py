@@ -201,3 +201,53 @@ def test_retain_available_and_wildcards_advertised_consistently_v5(broker, clien
             assert rc == 1, f"{propname} advertised but SUBSCRIBE {flt} got 0x{rc:02x}"
         else:
             assert rc >= 0x80, f"{propname}=0 but SUBSCRIBE {flt} granted"
+
+
+@pytest.mark.parametrize("extra", [b"", b"y"], ids=["exactly-the-maximum", "one-byte-more"])
+def test_client_maximum_packet_size_is_exact_v5(broker, clients, extra):
+    """A PUBLISH of exactly the client's Maximum Packet Size is sent, one byte more is not (and the session goes
+    on with the next message). QoS 1, topic of 10 bytes, no properties: 7 + 10 + payload bytes on the wire."""
+    topic = unique("mpx")[:10].ljust(10, "z")
+    sub = clients.raw(broker, 5, props={"maximum_packet_size": 100})
+    sub.subscribe((topic, 1))
+    pub = clients.raw(broker, 5)
+    pub.publish(topic, b"x" * 83 + extra, qos=1)
+    pub.publish(topic, b"next", qos=1)
+    got = sub.recv_publishes(1 if extra else 2)
+    if extra:
+        assert [p.payload for p in got] == [b"next"], got
+    else:
+        assert [len(p.raw) for p in got] == [100, 7 + 10 + 4], got
+    sub.assert_silent(0.3)
+
+
+@pytest.mark.vmqpy_only("mosquitto 2.0.11 sends no topic aliases to clients")
+def test_topic_aliases_to_a_client_that_allows_them_v5(broker, clients):
+    """A subscriber announcing Topic Alias Maximum 2 gets the topic with an alias the first time, then only the
+    alias; a third topic takes the least recently used alias. Read back through the aliases, every topic is
+    the one published."""
+    b = unique("tao") + "/a/fairly/long/topic/name/that/aliases/shorten"
+    topics = [f"{b}/1", f"{b}/2", f"{b}/1", f"{b}/3", f"{b}/1", f"{b}/3", f"{b}/2"]
+    sub = clients.raw(broker, 5, props={"topic_alias_maximum": 2})
+    sub.subscribe((f"{b}/#", 1))
+    plain = clients.raw(broker, 5)  # announces no Topic Alias Maximum: never gets an alias
+    plain.subscribe((f"{b}/#", 1))
+    old = clients.raw(broker, 4)
+    old.subscribe((f"{b}/#", 1))
+    pub = clients.raw(broker, 5)
+    for i, topic in enumerate(topics):
+        pub.publish(topic, f"{i}", qos=1)
+    got = sub.recv_publishes(len(topics))
+    wire = [(p.topic, p.props.get("topic_alias")) for p in got]
+    assert wire == [(f"{b}/1", 1), (f"{b}/2", 2), ("", 1), (f"{b}/3", 2), ("", 1), ("", 2), (f"{b}/2", 1)], wire
+    mapping: dict[int, str] = {}
+    read = []
+    for p in got:
+        alias = p.props["topic_alias"]
+        if p.topic:
+            mapping[alias] = p.topic
+        read.append(mapping[alias])
+    assert read == topics
+    for other in (plain, old):
+        assert [(p.topic, p.props.get("topic_alias")) for p in other.recv_publishes(len(topics))] == [
+            (t, None) for t in topics]

@@ -120,3 +120,23 @@ def test_configuration_doc_lists_every_key() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     missing = [key for key in config.SCHEMA if f"| {key} |" not in doc]
     assert not missing, f"docs/configuration.md lacks {missing}: regenerate it from `vmqpy config-reference`"
+
+
+def test_every_number_key_reaches_the_config() -> None:
+    """A key the schema accepts but the Config does not carry would be silently ignored (it happened once:
+    receive_max_broker was parsed and dropped)."""
+    numeric = [key for key, spec in config.SCHEMA.items()
+               if spec.parse is not config.parse_bool and _parses(spec, "3")
+               and isinstance(spec.parse("3"), int | float)]
+    assert "receive_max_broker" in numeric and "topic_alias_max_broker" in numeric
+    for key in numeric:
+        cfg = config.load(None, environ={}, flags=[f"{key}=3"])
+        assert config.value_of(cfg, key) == 3, key
+
+
+def _parses(spec: config.Key, text: str) -> bool:
+    try:
+        spec.parse(text)
+    except (ConfigError, ValueError):
+        return False
+    return True

@@ -15,6 +15,7 @@ from enum import IntEnum
 from typing import Protocol
 
 from vmqpy.broker.message import Message
+from vmqpy.mqtt.codec import encode
 from vmqpy.mqtt.packets import Packet, Pubrel, SubOptions
 
 
@@ -160,9 +161,6 @@ class Session:
 
     def deliver(self, message: Message, qos: int, retain: bool, subscription_ids: list[int], now: float) -> Delivery:
         """Hand a routed message to this session: send it now, queue it, or drop it by policy (counted)."""
-        if self.max_packet_size and len(message.payload) + len(message.topic) + 16 > self.max_packet_size:
-            self.dropped += 1
-            return Delivery.DROPPED
         out = Outgoing(self.next_seq(), message, qos, retain, subscription_ids)
         sink = self.sink
         if sink is None:
@@ -174,11 +172,13 @@ class Session:
             return Delivery.QUEUED
         if not self.queue and sink.can_write():
             if qos == 0:
+                if self.max_packet_size and self._too_large(out, now):
+                    self.dropped += 1
+                    return Delivery.DROPPED
                 sink.write_publish(message, 0, retain, None, subscription_ids, now)
                 return Delivery.SENT
             if len(self.inflight) < self.window:
-                self._send(out, sink, now)
-                return Delivery.SENT
+                return Delivery.SENT if self._send(out, sink, now) else Delivery.DROPPED
         if qos == 0 and len(self.queue) >= self.max_online:
             self.dropped += 1
             return Delivery.DROPPED
@@ -187,16 +187,29 @@ class Session:
             self.journal.save_message(self, out)
         return Delivery.QUEUED
 
-    def _send(self, out: Outgoing, sink: Sink, now: float) -> None:
+    def _send(self, out: Outgoing, sink: Sink, now: float) -> bool:
+        """Send `out` now; False when it is larger than the client's Maximum Packet Size (dropped, counted)."""
+        if self.max_packet_size and self._too_large(out, now):
+            self.dropped += 1
+            if out.qos:
+                self.journal.delete_message(self, out)
+            return False
         if out.qos == 0:
             sink.write_publish(out.message, 0, out.retain, None, out.subscription_ids, now)
-            return
+            return True
         packet_id = self._allocate_packet_id()
         out.packet_id = packet_id
         out.state = OutState.PUBLISHED
         self.inflight[packet_id] = out
         self.journal.save_message(self, out)
         sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now)
+        return True
+
+    def _too_large(self, out: Outgoing, now: float) -> bool:
+        """Whether the PUBLISH of `out` exceeds the client's Maximum Packet Size (MQTT 5.0 3.1.2.11.4: the server
+        must not send it), measured exactly as it would be encoded (without a topic alias)."""
+        publish = out.message.to_publish(out.qos, out.retain, 1 if out.qos else None, now, out.subscription_ids)
+        return len(encode(publish, self.protocol_level)) > self.max_packet_size
 
     def _allocate_packet_id(self) -> int:
         for _ in range(65535):

@@ -1,0 +1,74 @@
+"""Acknowledgements leave in order, each once what it waits for is done (vmqpy/broker/ack_order.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Future
+from typing import Any
+
+from vmqpy.broker.ack_order import AckQueue
+from vmqpy.broker.remote_ack import RemoteAck
+
+
+class Barriers:
+    """Storage whose barriers the test completes."""
+
+    def __init__(self) -> None:
+        self.futures: list[Future[None]] = []
+
+    def barrier(self) -> Future[None]:
+        self.futures.append(Future())
+        return self.futures[-1]
+
+
+async def settle() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_in_order_each_after_what_it_waits_for() -> None:
+    storage = Barriers()
+    failures: list[BaseException] = []
+    queue = AckQueue(asyncio.get_running_loop(), storage, failures.append)  # type: ignore[arg-type]
+    written: list[str] = []
+    queue.after(False, lambda: written.append("a"))  # nothing to wait for: at once
+    remote = RemoteAck(1)
+    queue.after(True, lambda: written.append("b"), remote)  # disk and one other node
+    queue.after(False, lambda: written.append("c"))  # waits for b, which comes before it
+    queue.after(True, lambda: written.append("d"))
+    assert written == ["a"]
+    storage.futures[1].set_result(None)  # d's disk write is done first: it still waits for b
+    await settle()
+    assert written == ["a"]
+    storage.futures[0].set_result(None)
+    await settle()
+    assert written == ["a"]  # b still waits for the other node
+    remote.one_done()
+    await settle()
+    assert written == ["a", "b", "c", "d"] and failures == []
+
+
+async def test_a_failed_wait_acknowledges_nothing_more() -> None:
+    storage = Barriers()
+    failures: list[Any] = []
+    queue = AckQueue(asyncio.get_running_loop(), storage, failures.append)  # type: ignore[arg-type]
+    written: list[str] = []
+    remote = RemoteAck(2)
+    queue.after(False, lambda: written.append("a"), remote)
+    queue.after(False, lambda: written.append("b"))
+    remote.fail("node left")
+    await settle()
+    assert written == [] and len(failures) == 1 and "node left" in str(failures[0])
+    queue.after(False, lambda: written.append("c"))  # the queue is empty again: a later one leaves
+    assert written == ["c"]
+
+
+async def test_nothing_is_written_once_the_connection_closed() -> None:
+    storage = Barriers()
+    queue = AckQueue(asyncio.get_running_loop(), storage, lambda _e: None)  # type: ignore[arg-type]
+    written: list[str] = []
+    queue.after(True, lambda: written.append("a"))
+    queue.active = False
+    storage.futures[0].set_result(None)
+    await settle()
+    assert written == []

@@ -1,0 +1,64 @@
+"""Acknowledgements of one connection that wait for durability and leave in the order the packets came.
+
+A PUBACK/PUBREC/SUBACK/UNSUBACK may have to wait for the storage barrier (the disk writes it confirms are
+committed) and, for a QoS 1/2 publish forwarded to other nodes, for their acknowledgements (`RemoteAck`).
+`AckQueue` holds each acknowledgement until everything it waits for is done and everything queued before it
+has left; an acknowledgement that waits for nothing, with nothing before it, leaves at once. When a wait
+fails (storage failed, a node the publish went to left), nothing more is acknowledged: `on_failure` is called
+(the connection closes, the client resends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from vmqpy.broker.remote_ack import RemoteAck
+from vmqpy.storage import Storage
+
+
+class AckQueue:
+    __slots__ = ("_loop", "_on_failure", "_pending", "_storage", "active")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, storage: Storage | None,
+                 on_failure: Callable[[BaseException], None]) -> None:
+        self._loop = loop
+        self._storage = storage
+        self._on_failure = on_failure
+        self._pending: deque[tuple[Future[None] | None, RemoteAck | None, Callable[[], None]]] = deque()
+        self.active = True  # False once the connection closes: what is still queued is not written
+
+    def after(self, durable: bool, action: Callable[[], None], remote: RemoteAck | None = None) -> None:
+        """Run `action` (write an acknowledgement) once the disk writes queued so far are committed (`durable`)
+        and, with `remote`, the other nodes the publish went to have it; in order."""
+        future: Future[None] | None = None
+        if durable and self._storage is not None:
+            future = self._storage.barrier()
+        if future is None and remote is None:
+            if self._pending:
+                self._pending.append((None, None, action))
+            else:
+                action()
+            return
+        self._pending.append((future, remote, action))
+        if future is not None:  # completed on the storage thread
+            future.add_done_callback(lambda _f: self._loop.call_soon_threadsafe(self._flush))
+        if remote is not None:  # completed on this thread, by a frame from another node
+            remote.add_done_callback(self._flush)
+
+    def _flush(self) -> None:
+        pending = self._pending
+        while pending:
+            future, remote, action = pending[0]
+            if (future is not None and not future.done()) or (remote is not None and not remote.done()):
+                return
+            pending.popleft()
+            error = (future.exception() if future is not None else None) or (remote.error if remote else None)
+            if error is not None:
+                pending.clear()
+                self._on_failure(error)
+                return
+            if self.active:
+                action()

@@ -1,0 +1,509 @@
+"""The MQTT rules of one client connection, sans-I/O: decoded packets and `now` in, decisions out.
+
+`ConnectionMachine` holds the state of one connection (its phase, protocol level, keep alive, will, topic
+aliases in both directions, Receive Maximum in both directions, the QoS 1/2 PUBLISHes of the client not yet
+acknowledged) and dispatches every packet through one table of (phase, packet type) -> handler, so "nothing
+but CONNECT before CONNECT" and "a second CONNECT is a protocol error" are decided in one place. It never
+touches a socket, a timer, the event loop or the clock, and it does not call the broker or the cluster: it
+returns decisions (`Register`, `Route`, `Subscribe`, `Unsubscribe`, `Reply`, `Send`, `Close`, `RefuseConnect`)
+that the driver (vmqpy/broker/connection.py) carries out, and the driver reports back what the broker did
+(`routed`, `connected`). The session (vmqpy/broker/session.py, itself sans-I/O) is handed to the machine once
+the connection owns it; acknowledgements of the client's own PUBACK/PUBREC/PUBCOMP go straight to it.
+
+A protocol violation raises `RemoteProtocolError` (vmqpy.mqtt.errors) with the reason code the specification
+prescribes, as the decoder does; the driver closes the connection (5.0: DISCONNECT with that code first).
+
+`negotiate` is the whole of CONNECT: the checks and every refusal code, the session expiry, the will, the keep
+alive the node grants and the CONNACK properties (docs/broker.md has the table).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from vmqpy.broker.message import Message
+from vmqpy.broker.ports import ServePolicy
+from vmqpy.broker.remote_ack import RemoteAck
+from vmqpy.broker.router import RouteResult
+from vmqpy.broker.session import Session
+from vmqpy.config import Config
+from vmqpy.mqtt import reason_codes as rc
+from vmqpy.mqtt.errors import ProtocolViolation, RemoteProtocolError
+from vmqpy.mqtt.packets import (
+    Auth,
+    Connect,
+    Disconnect,
+    Packet,
+    Pingreq,
+    Pingresp,
+    Properties,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+)
+
+SESSION_EXPIRY_NEVER = 0xFFFFFFFF
+NO_PACKET_ID = 0
+
+
+class CredentialCheck(Protocol):
+    """What the machine needs of vmqpy.broker.auth.Authenticator."""
+
+    def check(self, username: str | None, password: bytes | None) -> int | None:
+        """None when the credentials are accepted, else the CONNACK reason code of the refusal."""
+        ...
+
+
+def assigned_client_id() -> str:
+    """A client id for a CONNECT with an empty one: 64 random bits, unique across the cluster (every node assigns
+    ids, and a client id names one session cluster-wide), 22 characters (within the 23 every server must accept)."""
+    return f"vmqpy-{secrets.token_hex(8)}"
+
+
+# ---------------------------------------------------------------------------------------------- CONNECT
+
+
+@dataclass(slots=True)
+class Accepted:
+    """A CONNECT the node accepts (before registration): what the connection and the session are given."""
+
+    client_id: str
+    level: int
+    clean_start: bool
+    expiry: float | None  # session expiry, seconds; None: never
+    requested_expiry: int  # as the CONNECT asked (-1: never); a DISCONNECT may not raise 0 to more
+    keep_alive: int  # what the connection runs with (the granted one when the node lowered it)
+    will: Message | None
+    will_delay: float
+    send_window: int  # QoS 1/2 PUBLISHes the client lets the node have unacknowledged
+    max_packet_out: int  # the client's Maximum Packet Size; 0: no limit
+    aliases_out: int  # topic aliases the node may use towards the client
+    connack: Properties  # CONNACK properties (besides session present and the reason code)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    reason_code: int  # the 5.0 code; the driver maps it to 3.1.1's CONNACK codes
+    why: str
+
+
+def negotiate(connect: Connect, config: Config, auth: CredentialCheck, policy: ServePolicy, now: float,
+              new_client_id: Callable[[], str] = assigned_client_id) -> Accepted | Refused:
+    """Decide a CONNECT: refused with the code the specification prescribes, or accepted with its terms."""
+    level = connect.protocol_level
+    props = connect.properties
+    client_id = connect.client_id
+    assigned = None
+    if not client_id:
+        if level < 5 and not connect.clean_start:
+            return Refused(rc.CLIENT_IDENTIFIER_NOT_VALID, "empty client id with cleansession=0")
+        client_id = assigned = new_client_id()
+    if len(client_id) > config.max_client_id_size:
+        return Refused(rc.CLIENT_IDENTIFIER_NOT_VALID, "client id too long")
+    if props.authentication_method is not None:
+        return Refused(rc.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported")
+    refusal = auth.check(connect.username, connect.password)
+    if refusal is not None:
+        return Refused(refusal, "authentication failed")
+    if not policy.may("register"):
+        return Refused(rc.SERVER_UNAVAILABLE, policy.reason())
+    expiry: float | None
+    requested = 0
+    if level == 5:
+        raw = props.session_expiry_interval or 0
+        expiry = None if raw == SESSION_EXPIRY_NEVER else float(raw)
+        requested = -1 if expiry is None else raw
+    else:
+        expiry = 0.0 if connect.clean_start else config.persistent_client_expiration
+    will = None
+    will_delay = 0.0
+    if connect.will is not None:
+        w = connect.will
+        will = Message.from_publish(Publish(w.topic, w.payload, w.qos, w.retain, properties=w.properties),
+                                    client_id, now)
+        will_delay = float(w.properties.will_delay_interval or 0) if level == 5 else 0.0
+    keep_alive = connect.keep_alive
+    server_keep_alive = None
+    limit = config.max_keepalive
+    if limit and (keep_alive == 0 or keep_alive > limit) and level == 5:
+        keep_alive = server_keep_alive = limit
+    connack = Properties()
+    send_window = 65535
+    max_packet_out = 0
+    aliases_out = 0
+    if level == 5:
+        connack.assigned_client_identifier = assigned
+        connack.topic_alias_maximum = config.topic_alias_max_client or None
+        connack.receive_maximum = config.receive_max_broker or config.max_inflight_messages
+        connack.server_keep_alive = server_keep_alive
+        if config.max_message_size:
+            connack.maximum_packet_size = config.max_message_size
+        send_window = min(props.receive_maximum or 65535, config.receive_max_client)
+        max_packet_out = props.maximum_packet_size or 0
+        aliases_out = min(props.topic_alias_maximum or 0, config.topic_alias_max_broker)
+    return Accepted(client_id, level, connect.clean_start, expiry, requested, keep_alive, will, will_delay,
+                    send_window, max_packet_out, aliases_out, connack)
+
+
+# ---------------------------------------------------------------------------------------------- decisions
+
+
+@dataclass(slots=True)
+class Send:
+    """Write this packet now."""
+
+    packet: Packet
+
+
+@dataclass(slots=True)
+class Reply:
+    """Write this acknowledgement in order after the ones before it, once the disk writes queued so far are
+    committed (`durable`) and the other nodes a publish went to have it (`remote`). `note`: a line for the log."""
+
+    packet: Packet
+    durable: bool = False
+    remote: RemoteAck | None = None
+    note: str | None = None
+    warn: bool = False  # the note is a warning
+
+
+@dataclass(slots=True)
+class Close:
+    """Close the connection; 5.0 after CONNECT gets DISCONNECT `reason_code` first (None: no DISCONNECT).
+    `normal`: the client ended it with DISCONNECT (no will)."""
+
+    reason_code: int | None
+    why: str
+    normal: bool = False
+
+
+@dataclass(slots=True)
+class RefuseConnect:
+    """Answer the CONNECT with a refusal (CONNACK `reason_code` in the client's protocol level) and close."""
+
+    reason_code: int
+    why: str
+
+
+@dataclass(slots=True)
+class Register:
+    """Register the accepted CONNECT with the cluster, open the session, then call `connected`."""
+
+    accepted: Accepted
+
+
+@dataclass(slots=True)
+class Route:
+    """Publish `message` through the broker, then call `routed` with what it did."""
+
+    message: Message
+    qos: int
+    packet_id: int
+
+
+@dataclass(slots=True)
+class SubscribeTo:
+    """Add the subscriptions through the broker; SUBACK once durable, then the retained messages."""
+
+    packet: Subscribe
+
+
+@dataclass(slots=True)
+class UnsubscribeFrom:
+    """Remove the subscriptions through the broker; UNSUBACK once durable."""
+
+    packet: Unsubscribe
+
+
+@dataclass(slots=True)
+class Unanswered:
+    """The client's PUBLISH is neither routed nor acknowledged (3.1.1 has no refusal code): the client resends
+    QoS 1/2 on its next connection. `why` is for the log."""
+
+    why: str
+    warn: bool = False
+
+
+@dataclass(slots=True)
+class Throttle:
+    """Stop reading this client until the congested subscribers (here and on other nodes) drained."""
+
+    result: RouteResult
+
+
+Decision = (Send | Reply | Close | RefuseConnect | Register | Route | SubscribeTo | UnsubscribeFrom | Unanswered
+            | Throttle)
+Decisions = tuple[Decision, ...]
+
+
+# ---------------------------------------------------------------------------------------------- topic aliases
+
+
+class OutboundAliases:
+    """Topic aliases the node assigns to the topics it sends to one client: at most `maximum`, the least recently
+    used one given to a new topic when all are taken. `alias_for` answers (alias, the client knows it already)."""
+
+    __slots__ = ("_by_topic", "maximum")
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = maximum
+        self._by_topic: OrderedDict[str, int] = OrderedDict()
+
+    def alias_for(self, topic: str) -> tuple[int, bool]:
+        by_topic = self._by_topic
+        alias = by_topic.get(topic)
+        if alias is not None:
+            by_topic.move_to_end(topic)
+            return alias, True
+        if len(by_topic) < self.maximum:
+            alias = len(by_topic) + 1
+        else:
+            _old, alias = by_topic.popitem(last=False)
+        by_topic[topic] = alias
+        return alias, False
+
+    def __len__(self) -> int:
+        return len(self._by_topic)
+
+
+def inbound_topic(aliases: dict[int, str], maximum: int, topic: str, alias: int | None) -> str:
+    """The topic of a client's PUBLISH under its topic alias (MQTT 5.0 3.3.2.3.4), the alias table updated."""
+    if alias is None:
+        return topic
+    if alias == 0 or alias > maximum:
+        raise RemoteProtocolError(f"topic alias {alias} out of range", rc.TOPIC_ALIAS_INVALID)
+    if topic:
+        aliases[alias] = topic
+        return topic
+    known = aliases.get(alias)
+    if known is None:
+        raise ProtocolViolation(f"unknown topic alias {alias}")
+    return known
+
+
+# ---------------------------------------------------------------------------------------------- the machine
+
+
+class Phase(Enum):
+    CONNECTING = "connecting"  # nothing but CONNECT is allowed
+    REGISTERING = "registering"  # CONNECT accepted; the driver reads nothing until `connected`
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+@dataclass(slots=True)
+class ConnectionState:
+    phase: Phase = Phase.CONNECTING
+    level: int = 4
+    client_id: str = ""
+    keep_alive: int = 0
+    requested_expiry: int = 0
+    will: Message | None = None
+    will_delay: float = 0.0
+    receive_maximum: int = 65535  # QoS 1/2 PUBLISHes the client may have unacknowledged (announced)
+    unacked_qos1: int = 0  # the client's QoS 1 PUBLISHes not yet acknowledged (QoS 2: session.awaiting_release)
+    aliases_in: dict[int, str] = field(default_factory=dict)
+    aliases_in_maximum: int = 0
+    aliases_out: OutboundAliases | None = None
+    session: Session | None = None
+
+
+Handler = Callable[["ConnectionMachine", Packet, float], Decisions]
+
+
+class ConnectionMachine:
+    def __init__(self, config: Config, auth: CredentialCheck, policy: ServePolicy,
+                 new_client_id: Callable[[], str] = assigned_client_id) -> None:
+        self.config = config
+        self.auth = auth
+        self.policy = policy
+        self.new_client_id = new_client_id
+        self.state = ConnectionState()
+
+    @property
+    def level(self) -> int:
+        return self.state.level
+
+    def receive(self, packet: Packet, now: float) -> Decisions:
+        """The decisions for one packet from the client; raises RemoteProtocolError for a violation."""
+        state = self.state
+        handler = _TABLE.get((state.phase, type(packet)))
+        if handler is None:
+            raise ProtocolViolation(_refusal_text(state.phase, packet))
+        return handler(self, packet, now)
+
+    # ------------------------------------------------------------------------------------------ CONNECT
+
+    def _connect(self, packet: Packet, now: float) -> Decisions:
+        assert isinstance(packet, Connect)
+        state = self.state
+        state.level = packet.protocol_level
+        answer = negotiate(packet, self.config, self.auth, self.policy, now, self.new_client_id)
+        if isinstance(answer, Refused):
+            state.phase = Phase.CLOSED
+            return (RefuseConnect(answer.reason_code, answer.why),)
+        state.phase = Phase.REGISTERING
+        state.client_id = answer.client_id
+        state.keep_alive = answer.keep_alive
+        state.requested_expiry = answer.requested_expiry
+        state.will = answer.will
+        state.will_delay = answer.will_delay
+        if state.level == 5:
+            state.receive_maximum = self.config.receive_max_broker or self.config.max_inflight_messages
+            state.aliases_in_maximum = self.config.topic_alias_max_client
+            if answer.aliases_out:
+                state.aliases_out = OutboundAliases(answer.aliases_out)
+        return (Register(answer),)
+
+    def connected(self, session: Session) -> None:
+        """The connection owns `session` now (the CONNACK is written)."""
+        self.state.session = session
+        self.state.phase = Phase.CONNECTED
+
+    def closed(self) -> None:
+        self.state.phase = Phase.CLOSED
+        self.state.session = None
+
+    # ------------------------------------------------------------------------------------------ PUBLISH
+
+    def _publish(self, packet: Packet, now: float) -> Decisions:
+        assert isinstance(packet, Publish)
+        state = self.state
+        session = state.session
+        assert session is not None
+        packet.topic = inbound_topic(state.aliases_in, state.aliases_in_maximum, packet.topic,
+                                     packet.properties.topic_alias)
+        qos = packet.qos
+        packet_id = packet.packet_id or NO_PACKET_ID
+        if qos == 2 and packet_id in session.awaiting_release:
+            return (Reply(Pubrec(packet_id)),)  # a resend: routed already, not again
+        if not self.policy.may("publish"):
+            if qos and state.level == 5:
+                refusal = Puback(packet_id, rc.IMPLEMENTATION_SPECIFIC_ERROR) if qos == 1 else \
+                    Pubrec(packet_id, rc.IMPLEMENTATION_SPECIFIC_ERROR)
+                return (Reply(refusal, note="publish refused: the cluster is not ready"),)
+            return (Unanswered("publish refused: the cluster is not ready"),)
+        if qos and state.unacked_qos1 + len(session.awaiting_release) >= state.receive_maximum:
+            raise RemoteProtocolError("more unacknowledged QoS 1/2 PUBLISHes than Receive Maximum",
+                                      rc.RECEIVE_MAXIMUM_EXCEEDED)
+        return (Route(Message.from_publish(packet, state.client_id, now), qos, packet_id),)
+
+    def routed(self, route: Route, result: RouteResult) -> Decisions:
+        """What to answer a client's PUBLISH once the broker routed it."""
+        state = self.state
+        qos, packet_id = route.qos, route.packet_id
+        throttle: Decisions = (Throttle(result),) if result.congested or result.congested_nodes else ()
+        if qos == 0:
+            return throttle
+        if result.refused:
+            # A forward to another node could not even be buffered: never acknowledge what may be lost.
+            if state.level == 5:
+                refusal = Puback(packet_id, rc.QUOTA_EXCEEDED) if qos == 1 else Pubrec(packet_id, rc.QUOTA_EXCEEDED)
+                return (Reply(refusal, note="publish refused: cluster buffer full", warn=True),)
+            return (Unanswered("publish refused: cluster buffer full", warn=True),)
+        if qos == 1:
+            state.unacked_qos1 += 1
+            return (Reply(Puback(packet_id), result.durable, result.remote_ack), *throttle)
+        session = state.session
+        assert session is not None
+        session.awaiting_release.add(packet_id)
+        session.journal.save_incoming(session, packet_id, True)
+        return (Reply(Pubrec(packet_id), result.durable or session.persistent, result.remote_ack), *throttle)
+
+    def reply_sent(self, packet: Packet) -> None:
+        """An acknowledgement left: a PUBACK ends one of the client's QoS 1 PUBLISHes in flight."""
+        if type(packet) is Puback and packet.reason_code < 0x80:
+            self.state.unacked_qos1 -= 1
+
+    # ------------------------------------------------------------------------------------------ the rest
+
+    def _puback(self, packet: Packet, now: float) -> Decisions:
+        assert isinstance(packet, Puback) and self.state.session is not None
+        self.state.session.on_puback(packet.packet_id, now)
+        return ()
+
+    def _pubrec(self, packet: Packet, now: float) -> Decisions:
+        assert isinstance(packet, Pubrec) and self.state.session is not None
+        answer = self.state.session.on_pubrec(packet.packet_id, packet.reason_code, now)
+        return () if answer is None else (Send(answer),)
+
+    def _pubcomp(self, packet: Packet, now: float) -> Decisions:
+        assert isinstance(packet, Pubcomp) and self.state.session is not None
+        self.state.session.on_pubcomp(packet.packet_id, now)
+        return ()
+
+    def _pubrel(self, packet: Packet, now: float) -> Decisions:
+        assert isinstance(packet, Pubrel) and self.state.session is not None
+        session = self.state.session
+        packet_id = packet.packet_id
+        if packet_id in session.awaiting_release:
+            session.awaiting_release.discard(packet_id)
+            session.journal.save_incoming(session, packet_id, False)
+            return (Reply(Pubcomp(packet_id)),)
+        return (Reply(Pubcomp(packet_id, rc.PACKET_IDENTIFIER_NOT_FOUND if self.state.level == 5 else 0)),)
+
+    def _subscribe(self, packet: Packet, now: float) -> Decisions:
+        assert isinstance(packet, Subscribe)
+        if not self.policy.may("subscribe"):
+            failure = rc.IMPLEMENTATION_SPECIFIC_ERROR if self.state.level == 5 else rc.V311_SUBACK_FAILURE
+            return (Reply(Suback(packet.packet_id, [failure] * len(packet.subscriptions))),)
+        return (SubscribeTo(packet),)
+
+    def _unsubscribe(self, packet: Packet, now: float) -> Decisions:
+        assert isinstance(packet, Unsubscribe)
+        if not self.policy.may("unsubscribe"):
+            if self.state.level == 5:
+                codes = [rc.IMPLEMENTATION_SPECIFIC_ERROR] * len(packet.topic_filters)
+                return (Reply(Unsuback(packet.packet_id, codes)),)
+            return ()  # 3.1.1: no UNSUBACK, the client retries
+        return (UnsubscribeFrom(packet),)
+
+    def _pingreq(self, packet: Packet, now: float) -> Decisions:
+        return (Send(Pingresp()),)
+
+    def _disconnect(self, packet: Packet, now: float) -> Decisions:
+        assert isinstance(packet, Disconnect) and self.state.session is not None
+        new_expiry = packet.properties.session_expiry_interval
+        if new_expiry is not None:
+            if self.state.requested_expiry == 0 and new_expiry != 0:
+                raise ProtocolViolation("session expiry set on DISCONNECT after 0 on CONNECT")
+            self.state.session.expiry_interval = None if new_expiry == SESSION_EXPIRY_NEVER else float(new_expiry)
+        self.state.phase = Phase.CLOSED
+        return (Close(None, "client disconnected", normal=packet.reason_code != rc.DISCONNECT_WITH_WILL),)
+
+    def _auth(self, packet: Packet, now: float) -> Decisions:
+        raise ProtocolViolation("AUTH without an authentication method")
+
+    def _second_connect(self, packet: Packet, now: float) -> Decisions:
+        raise ProtocolViolation("second CONNECT")
+
+
+def _refusal_text(phase: Phase, packet: Packet) -> str:
+    name = type(packet).__name__.upper()
+    if phase is Phase.CONNECTING:
+        return f"{name} before CONNECT"
+    return f"unexpected {name} ({phase.value})"
+
+
+_CONNECTED: dict[type, Handler] = {
+    Publish: ConnectionMachine._publish, Puback: ConnectionMachine._puback, Pubrec: ConnectionMachine._pubrec,
+    Pubrel: ConnectionMachine._pubrel, Pubcomp: ConnectionMachine._pubcomp,
+    Subscribe: ConnectionMachine._subscribe, Unsubscribe: ConnectionMachine._unsubscribe,
+    Pingreq: ConnectionMachine._pingreq, Disconnect: ConnectionMachine._disconnect,
+    Auth: ConnectionMachine._auth, Connect: ConnectionMachine._second_connect,
+}
+_TABLE: dict[tuple[Phase, type], Handler] = {
+    (Phase.CONNECTING, Connect): ConnectionMachine._connect,
+    **{(Phase.CONNECTED, kind): handler for kind, handler in _CONNECTED.items()},
+}
