@@ -10,6 +10,10 @@ keys) must be msgpack-serialisable: ``None``, ``bool``, ``int``, ``float``, ``st
 lists, dicts.  Tuples come back as lists, except inside dot-key-map keys, which must be hashable and
 so come back as tuples.
 
+Sequences of pairs are written as one flat array (``[n, c, n, c, ...]``), never as an array of arrays.
+:func:`flatten` writes such arrays and :func:`expect_array` checks the shape of a decoded one; both are
+public because :mod:`vmqpy.metadata`'s wire messages and storage rows use the same shapes.
+
 Version 1 payloads (``n`` node id, ``c`` counter)::
 
     tag 1 Dot              [n, c]
@@ -23,7 +27,7 @@ Version 1 payloads (``n`` node id, ``c`` counter)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgpack
@@ -37,7 +41,7 @@ from dvv.node_clock import NodeClock
 from dvv.version_vector import VersionVector
 from dvv.watermark import Watermark
 
-__all__ = ["FORMAT_VERSION", "TAGS", "from_bytes", "to_bytes"]
+__all__ = ["FORMAT_VERSION", "TAGS", "expect_array", "flatten", "from_bytes", "to_bytes"]
 
 FORMAT_VERSION = 1
 
@@ -64,62 +68,65 @@ Decoded = Dot | VersionVector | dvvset.Clock | NodeClock | CausalContainer | Wat
 _U64 = 1 << 64
 
 
+# -- flat arrays --------------------------------------------------------------------------------
+def flatten(items: Iterable[Iterable[Any]]) -> list[Any]:
+    """One flat array of the items' parts, in order: ``[("a", 1), ("b", 2)] -> ["a", 1, "b", 2]``."""
+    out: list[Any] = []
+    for item in items:
+        out += item
+    return out
+
+
+def expect_array(
+    obj: Any,
+    what: str,
+    *,
+    multiple: int = 1,
+    length: int | None = None,
+    error: Callable[[str], Exception] = DecodeError,
+) -> list[Any]:
+    """``obj`` if it is a decoded msgpack array of ``length`` items (any length when None) whose length is a
+    multiple of ``multiple``; else raises ``error`` (default :class:`~dvv.errors.DecodeError`) naming ``what``."""
+    if not isinstance(obj, list):
+        raise error(f"{what}: expected an array, got {type(obj).__name__}")
+    if length is not None and len(obj) != length:
+        raise error(f"{what}: expected {length} items, got {len(obj)}")
+    if len(obj) % multiple:
+        raise error(f"{what}: length {len(obj)} is not a multiple of {multiple}")
+    return obj
+
+
 # -- encoding -----------------------------------------------------------------------------------
-def _flat_vv(vv: VersionVector) -> list[Any]:
-    out: list[Any] = []
-    for node, counter in vv.items():
-        out += (node, counter)
-    return out
-
-
-def _flat_row(row: dict[str, int]) -> list[Any]:
-    out: list[Any] = []
-    for peer, counter in row.items():
-        out += (peer, counter)
-    return out
-
-
 def _payload(obj: object) -> tuple[int, Any]:
-    flat: list[Any]
     if isinstance(obj, VersionVector):
-        return TAG_VV, _flat_vv(obj)
+        return TAG_VV, flatten(obj.items())
     if isinstance(obj, dvvset.Clock):
-        entries: list[Any] = []
-        for e in obj.entries:
-            entries += (e.id, e.counter, list(e.values))
+        entries = flatten((e.id, e.counter, list(e.values)) for e in obj.entries)
         return TAG_DVVSET, [entries, list(obj.anonymous)]
     if isinstance(obj, NodeClock):
-        flat = []
-        for node, (base, bitmap) in obj.items():
-            bm: int | bytes = bitmap if bitmap < _U64 else bitmap.to_bytes((bitmap.bit_length() + 7) // 8, "little")
-            flat += (node, base, bm)
-        return TAG_NODE_CLOCK, flat
+        return TAG_NODE_CLOCK, flatten((node, base, _bitmap(bitmap)) for node, (base, bitmap) in obj.items())
     if isinstance(obj, CausalContainer):
-        flat = []
-        for (node, counter), value in obj.items():
-            flat += (node, counter, value)
-        flat.append(_flat_vv(obj.context()))
+        flat = flatten((node, counter, value) for (node, counter), value in obj.items())
+        flat.append(flatten(obj.context().items()))
         return TAG_CONTAINER, flat
     if isinstance(obj, Watermark):
-        active: list[Any] = []
-        for node, row in obj.active_rows().items():
-            active += (node, _flat_row(row))
-        retired: list[Any] = []
-        for node, row in obj.retired_rows().items():
-            retired += (node, _flat_row(row))
+        active = flatten((node, flatten(row.items())) for node, row in obj.active_rows().items())
+        retired = flatten((node, flatten(row.items())) for node, row in obj.retired_rows().items())
         return TAG_WATERMARK, [active, retired]
     if isinstance(obj, DotKeyMap):
         by_node: dict[str, list[Any]] = {}
         for (node, counter), key in obj.items():
             by_node.setdefault(node, []).extend((counter, key))
-        out: list[Any] = []
-        for node, pairs in by_node.items():
-            out += (node, pairs)
-        return TAG_DKM, out
+        return TAG_DKM, flatten(by_node.items())
     if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], str) and isinstance(obj[1], int):
         node, counter = check_dot(obj)
         return TAG_DOT, [node, counter]
     raise EncodeError(f"cannot encode {type(obj).__name__}: not a dvv type")
+
+
+def _bitmap(bitmap: int) -> int | bytes:
+    """A node-clock bitmap as stored: the int, or its little-endian bytes from 2**64 on."""
+    return bitmap if bitmap < _U64 else bitmap.to_bytes((bitmap.bit_length() + 7) // 8, "little")
 
 
 def to_bytes(obj: Decoded) -> bytes:
@@ -140,18 +147,8 @@ def to_bytes(obj: Decoded) -> bytes:
 
 
 # -- decoding (version 1) -----------------------------------------------------------------------
-def _list(obj: Any, what: str, *, multiple: int = 1, length: int | None = None) -> list[Any]:
-    if not isinstance(obj, list):
-        raise DecodeError(f"{what}: expected an array, got {type(obj).__name__}")
-    if length is not None and len(obj) != length:
-        raise DecodeError(f"{what}: expected {length} items, got {len(obj)}")
-    if len(obj) % multiple:
-        raise DecodeError(f"{what}: length {len(obj)} is not a multiple of {multiple}")
-    return obj
-
-
 def _pairs_vv(flat: Any, what: str) -> VersionVector:
-    items = _list(flat, what, multiple=2)
+    items = expect_array(flat, what, multiple=2)
     nodes = items[0::2]
     if len(set(nodes)) != len(nodes) or nodes != sorted(nodes):
         raise DecodeError(f"{what}: node ids must be sorted and unique")
@@ -167,7 +164,7 @@ def _hashable(obj: Any) -> Any:
 
 
 def _dec_dot(p: Any) -> Dot:
-    items = _list(p, "Dot", length=2)
+    items = expect_array(p, "Dot", length=2)
     return check_dot((items[0], items[1]))
 
 
@@ -176,14 +173,16 @@ def _dec_vv(p: Any) -> VersionVector:
 
 
 def _dec_dvvset(p: Any) -> dvvset.Clock:
-    entries, anonymous = _list(p, "dvvset.Clock", length=2)
-    flat = _list(entries, "dvvset.Clock entries", multiple=3)
-    triples = [(flat[i], flat[i + 1], tuple(_list(flat[i + 2], "dvvset.Clock values"))) for i in range(0, len(flat), 3)]
-    return dvvset.Clock(tuple(dvvset.Entry(*t) for t in triples), tuple(_list(anonymous, "anonymous")))
+    entries, anonymous = expect_array(p, "dvvset.Clock", length=2)
+    flat = expect_array(entries, "dvvset.Clock entries", multiple=3)
+    triples = [
+        (flat[i], flat[i + 1], tuple(expect_array(flat[i + 2], "dvvset.Clock values"))) for i in range(0, len(flat), 3)
+    ]
+    return dvvset.Clock(tuple(dvvset.Entry(*t) for t in triples), tuple(expect_array(anonymous, "anonymous")))
 
 
 def _dec_node_clock(p: Any) -> NodeClock:
-    flat = _list(p, "NodeClock", multiple=3)
+    flat = expect_array(p, "NodeClock", multiple=3)
     entries: list[tuple[str, tuple[int, int]]] = []
     for i in range(0, len(flat), 3):
         node, base, bitmap = flat[i : i + 3]
@@ -202,7 +201,7 @@ def _dec_node_clock(p: Any) -> NodeClock:
 
 
 def _dec_container(p: Any) -> CausalContainer:
-    items = _list(p, "CausalContainer")
+    items = expect_array(p, "CausalContainer")
     if len(items) % 3 != 1:
         raise DecodeError(f"CausalContainer: expected 3 * versions + 1 items, got {len(items)}")
     flat, context = items[:-1], items[-1]
@@ -213,11 +212,11 @@ def _dec_container(p: Any) -> CausalContainer:
 
 
 def _dec_rows(flat_rows: Any, what: str) -> dict[str, dict[str, int]]:
-    flat = _list(flat_rows, what, multiple=2)
+    flat = expect_array(flat_rows, what, multiple=2)
     rows: dict[str, dict[str, int]] = {}
     for i in range(0, len(flat), 2):
         node = check_node(flat[i])
-        cells = _list(flat[i + 1], f"{what} row", multiple=2)
+        cells = expect_array(flat[i + 1], f"{what} row", multiple=2)
         peers = cells[0::2]
         if node in rows or len(set(peers)) != len(peers):
             raise DecodeError(f"{what}: duplicate row or column")
@@ -226,12 +225,12 @@ def _dec_rows(flat_rows: Any, what: str) -> dict[str, dict[str, int]]:
 
 
 def _dec_watermark(p: Any) -> Watermark:
-    active, retired = _list(p, "Watermark", length=2)
+    active, retired = expect_array(p, "Watermark", length=2)
     return Watermark(_dec_rows(active, "Watermark active"), _dec_rows(retired, "Watermark retired"))
 
 
 def _dec_dkm(p: Any) -> DotKeyMap:
-    flat = _list(p, "DotKeyMap", multiple=2)
+    flat = expect_array(p, "DotKeyMap", multiple=2)
     items: list[tuple[Dot, Any]] = []
     seen_nodes: set[str] = set()
     for i in range(0, len(flat), 2):
@@ -239,7 +238,7 @@ def _dec_dkm(p: Any) -> DotKeyMap:
         if node in seen_nodes:
             raise DecodeError("DotKeyMap: duplicate node")
         seen_nodes.add(node)
-        pairs = _list(flat[i + 1], "DotKeyMap node", multiple=2)
+        pairs = expect_array(flat[i + 1], "DotKeyMap node", multiple=2)
         counters = pairs[0::2]
         if len(set(counters)) != len(counters):
             raise DecodeError("DotKeyMap: duplicate dot")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 import pytest
 
@@ -107,11 +108,11 @@ def pair(**kwargs: object) -> tuple[Replica, Replica]:
     return a, b
 
 
-def sends(outputs: list[object], kind: type | None = None) -> list[Send]:
+def sends(outputs: Iterable[object], kind: type | None = None) -> list[Send]:
     return [o for o in outputs if isinstance(o, Send) and (kind is None or isinstance(o.message, kind))]
 
 
-def exchange_logs(outputs: list[object]) -> list[dict[str, object]]:
+def exchange_logs(outputs: Iterable[object]) -> list[dict[str, object]]:
     return [o.fields for o in outputs if isinstance(o, Logged) and o.event == "md_exchange"]
 
 

@@ -13,7 +13,7 @@ from dvv.node_clock import NodeClock
 from dvv.version_vector import VersionVector
 from vmqpy.metadata import messages
 from vmqpy.metadata.messages import Push, SyncReply, SyncRequest
-from vmqpy.metadata.replica import Replica, Send
+from vmqpy.metadata.replica import Logged, Replica, Send
 
 P = "subs"
 
@@ -93,8 +93,8 @@ def test_a_reply_with_a_gap_far_ahead_ends_the_exchange_as_implausible() -> None
         tracemalloc.stop()
     assert peak < 1 << 20
     assert a.stats()["implausible_refused"] == 1 and a.stats()["exchange_active"] == 0
-    (log,) = [o for o in out if getattr(o, "event", None) == "md_exchange"]
-    assert log.fields["result"] == "rejected:implausible_dots"  # type: ignore[attr-defined]
+    (log,) = [o for o in out if isinstance(o, Logged) and o.event == "md_exchange"]
+    assert log.fields["result"] == "rejected:implausible_dots"
     assert a.node_clock.entry("c") == (0, 0)
 
 
@@ -140,8 +140,8 @@ def test_timers_follow_now_and_stamps_follow_wall() -> None:
     deadline = a.next_deadline()
     assert deadline is not None and 100.0 <= deadline < 102.0
     out = a.put(P, ("k",), {"v": 1}, 100.5, wall=1_700_000_060.0)  # the wall clock stepped by +60 s
-    (log,) = [o for o in out if getattr(o, "event", None) == "md_write"]
-    assert log.fields["hlc"][0] >= 1_700_000_060_000  # type: ignore[attr-defined]
+    (log,) = [o for o in out if isinstance(o, Logged) and o.event == "md_write"]
+    assert log.fields["hlc"][0] >= 1_700_000_060_000
     assert a.next_deadline() == deadline
 
 

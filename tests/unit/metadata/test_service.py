@@ -78,7 +78,8 @@ async def test_two_services_replicate_put_and_delete(tmp_path: Path) -> None:
     b.on_change("retain", lambda key, old, new: seen.append((key, old, new)))
     a.put("retain", ("", "t/1"), [a.hlc_now().to_list(), "v1"])
     await wait_for(lambda: b.get("retain", ("", "t/1")) is not None)
-    assert b.get("retain", ("", "t/1"))[1] == "v1"
+    replicated = b.get("retain", ("", "t/1"))
+    assert replicated is not None and replicated[1] == "v1"
     a.delete("retain", ("", "t/1"))
     await wait_for(lambda: b.get("retain", ("", "t/1")) is None)
     assert [(k, o is None, n is None) for k, o, n in seen] == [(("", "t/1"), True, False), (("", "t/1"), False, True)]

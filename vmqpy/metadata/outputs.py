@@ -1,0 +1,54 @@
+"""What a :class:`~vmqpy.metadata.replica.Replica` hands back to its driver: each call returns a list of these.
+
+:class:`Send` (a message to one peer), :class:`Changed` (a key's resolved value changed), :class:`Persist` (a
+storage write; the driver applies them in the order given) and :class:`Logged` (a replication-log event).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:  # annotations only: messages imports the row codecs, which build Persist outputs
+    from vmqpy.metadata.fields import Key
+    from vmqpy.metadata.messages import Message
+
+__all__ = ["Changed", "Logged", "Output", "Persist", "Send"]
+
+
+@dataclass(slots=True)
+class Send:
+    """Send ``message`` to ``peer``."""
+
+    peer: str
+    message: Message
+
+
+@dataclass(slots=True)
+class Changed:
+    """The resolved value of ``prefix``/``key`` changed (None = absent), by a local or a remote write."""
+
+    prefix: str
+    key: Key
+    old: Any
+    new: Any
+
+
+@dataclass(slots=True)
+class Persist:
+    """A storage write in ``table`` (all start with ``md_``); ``value`` None deletes the row."""
+
+    table: str
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(slots=True)
+class Logged:
+    """A replication-log event: ``md_write``, ``md_apply``, ``md_exchange`` or ``md_gc``."""
+
+    event: str
+    fields: dict[str, Any]
+
+
+Output: TypeAlias = Send | Changed | Persist | Logged
