@@ -26,7 +26,7 @@ lint: venv
 	$(BIN)/ruff check vmqpy dvv admin chaos spark_analytics tests bench
 
 typecheck: venv
-	$(BIN)/mypy --strict dvv vmqpy admin chaos
+	$(BIN)/mypy --strict dvv vmqpy admin chaos tests/unit
 
 pytest: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,6 +125,10 @@ def test_trade_consistency_serves_both_sides(tmp_path: Path) -> None:
             assert connect_code(n3, 5) == 0 and connect_code(n1, 4) == 0
             older = RawClient(n3.mqtt_port, n3.host, 5)
             older.connect(client_id)
+            # "Later" is the HLC stamp of the owner record, in milliseconds: two connects in the same millisecond
+            # on two sides of a partition are ordered by the stamps' counters, not by the test's order (docs/
+            # netsplit.md). This test is about the later one winning, so the two are some milliseconds apart.
+            time.sleep(0.05)
             newer = RawClient(n1.mqtt_port, n1.host, 5)
             newer.connect(client_id)
             heal()

@@ -33,12 +33,14 @@ KEEPALIVE_TIMING = pytest.mark.vmqpy_only(
 @KEEPALIVE_TIMING
 @pytest.mark.parametrize("version", VERSIONS)
 def test_keepalive_silent_client_disconnected(broker, clients, version):
+    """Closed, and not early. When exactly (1.5 x the keep alive) is checked with the time
+    passed in by tests/unit/broker/test_protocol.py::test_keepalive_expires_after_one_and_a_half_intervals."""
     c = clients.raw(broker, version, connect=False)
     c.connect(unique("ka-"), keepalive=1)
     t0 = time.monotonic()
     got = c.wait_closed(6)
     elapsed = time.monotonic() - t0
-    assert 1.0 <= elapsed <= 3.0, f"closed after {elapsed:.2f}s; expected about 1.5 s (keepalive 1 s)"
+    assert elapsed >= 1.0, f"closed after {elapsed:.2f}s; keepalive 1 s allows 1.5 s of silence"
     if version == 5:
         assert all(p.type == DISCONNECT and p.reason_code == 0x8D for p in got), (
             f"only DISCONNECT 0x8D (keep alive timeout) may precede the close: {got}")
@@ -68,6 +70,9 @@ def test_keepalive_pings_keep_connection_open(broker, clients, version):
 @KEEPALIVE_TIMING
 @pytest.mark.parametrize("version", VERSIONS)
 def test_will_published_on_keepalive_expiry(broker, clients, version):
+    """The will comes, and not early. When exactly: the keep alive by
+    tests/unit/broker/test_protocol.py::test_keepalive_expires_after_one_and_a_half_intervals, the will at
+    close by tests/unit/broker/test_wills.py::test_a_will_without_delay_is_published_at_close."""
     topic = unique("will/ka/")
     sub = clients.paho(broker, version)
     sub.subscribe(topic, qos=1)
@@ -77,7 +82,7 @@ def test_will_published_on_keepalive_expiry(broker, clients, version):
     m = sub.get(6)
     elapsed = time.monotonic() - t0
     assert (m.topic, m.payload, m.qos) == (topic, b"ka-expired", 1)
-    assert 1.0 <= elapsed <= 3.5, f"will arrived {elapsed:.2f}s after CONNACK, keepalive 1 s"
+    assert elapsed >= 1.0, f"will arrived {elapsed:.2f}s after CONNACK, keepalive 1 s"
 
 
 # ---------------------------------------------------------------------------------------------- will
@@ -147,6 +152,8 @@ def test_will_retained(broker, clients, version):
 
 
 def test_will_delay_interval_v5(broker, clients):
+    """The delayed will comes, and not early. When exactly (at the delay, not 1 ms before) is checked by
+    tests/unit/broker/test_wills.py::test_a_delayed_will_is_published_when_its_delay_is_over."""
     topic = unique("will/delay/")
     sub = clients.paho(broker, 5)
     sub.subscribe(topic, qos=1)
@@ -157,10 +164,12 @@ def test_will_delay_interval_v5(broker, clients):
     m = sub.get(6)
     elapsed = time.monotonic() - t0
     assert m.payload == b"delayed"
-    assert 1.5 <= elapsed <= 4.0, f"will with delay 2 s arrived after {elapsed:.2f}s"
+    assert elapsed >= 1.5, f"will with delay 2 s arrived after {elapsed:.2f}s"
 
 
 def test_will_delay_cancelled_by_reconnect_v5(broker, clients):
+    """Also checked with the time passed in by
+    tests/unit/broker/test_wills.py::test_a_reconnect_within_the_delay_resuming_the_session_cancels_the_will."""
     topic = unique("will/cancel/")
     marker = topic + "-marker"
     sub = clients.paho(broker, 5)
@@ -184,7 +193,9 @@ def test_will_delay_cancelled_by_reconnect_v5(broker, clients):
 
 
 def test_will_published_at_session_end_before_delay_v5(broker, clients):
-    """The will is published when the session ends, even if the will delay is longer."""
+    """The will is published when the session ends, even if the will delay is longer, and not early. When
+    exactly (at the session expiry) is checked by
+    tests/unit/broker/test_wills.py::test_the_will_delay_is_capped_by_the_session_expiry."""
     topic = unique("will/sess/")
     sub = clients.paho(broker, 5)
     sub.subscribe(topic, qos=1)
@@ -195,7 +206,7 @@ def test_will_published_at_session_end_before_delay_v5(broker, clients):
     m = sub.get(6)
     elapsed = time.monotonic() - t0
     assert m.payload == b"session-ended"
-    assert 0.5 <= elapsed <= 4.0, f"will arrived after {elapsed:.2f}s; session expiry 1 s, will delay 30 s"
+    assert elapsed >= 0.5, f"will arrived after {elapsed:.2f}s; session expiry 1 s, will delay 30 s"
 
 
 @pytest.mark.parametrize("version", VERSIONS)

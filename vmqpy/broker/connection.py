@@ -21,8 +21,8 @@ from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker, Registrar
 from vmqpy.broker.handover import RegistrationRefused, Ticket
 from vmqpy.broker.message import Message
+from vmqpy.broker.negotiation import Accepted, keepalive_check_after, keepalive_expired
 from vmqpy.broker.protocol import (
-    Accepted,
     Close,
     ConnectionMachine,
     Decision,
@@ -250,19 +250,21 @@ class MQTTConnection(asyncio.Protocol):
             self.log.info("no CONNECT in time")
             self.close()
             return
-        if self.keep_alive == 0:
-            return
-        limit = self.keep_alive * 1.5
-        idle = self.loop.time() - self.last_received
-        if idle >= limit and not self._reading_paused:
+        now = self.loop.time()
+        idle = now - self.last_received
+        # A client we stopped reading (backpressure) is not silent by its own doing: it counts as active.
+        if keepalive_expired(self.keep_alive, idle) and not self._reading_paused:
             self.log.info("keepalive expired", keep_alive=self.keep_alive)
             if self.level == 5:
                 self.write_packet(Disconnect(rc.KEEP_ALIVE_TIMEOUT))
             self.close()
             return
+        check_after = keepalive_check_after(self.keep_alive, idle)
+        if check_after is None:
+            return
         if self._reading_paused:
-            self.last_received = self.loop.time()
-        self._timer = self.loop.call_later(max(0.05, limit - idle), self._on_timer)
+            self.last_received = now
+        self._timer = self.loop.call_later(check_after, self._on_timer)
 
     def _ack_failed(self, error: BaseException) -> None:
         self.log.error("cannot confirm what the client sent (storage failed, or a node it went to left); "
@@ -433,9 +435,10 @@ class MQTTConnection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self.keep_alive:
+        first_check = keepalive_check_after(self.keep_alive, 0.0)
+        if first_check is not None:
             self.last_received = self.loop.time()
-            self._timer = self.loop.call_later(self.keep_alive * 1.5, self._on_timer)
+            self._timer = self.loop.call_later(first_check, self._on_timer)
         self.log.debug("connected", clean_start=accepted.clean_start, session_present=present, level=self.level)
 
     def _refuse(self, reason_code: int, why: str) -> None:

@@ -19,14 +19,20 @@ alive the node grants and the CONNACK properties (docs/broker.md has the table).
 
 from __future__ import annotations
 
-import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
 
 from vmqpy.broker.message import Message
+from vmqpy.broker.negotiation import (
+    SESSION_EXPIRY_NEVER,
+    Accepted,
+    CredentialCheck,
+    Refused,
+    assigned_client_id,
+    negotiate,
+)
 from vmqpy.broker.ports import ServePolicy
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.router import RouteResult
@@ -41,7 +47,6 @@ from vmqpy.mqtt.packets import (
     Packet,
     Pingreq,
     Pingresp,
-    Properties,
     Puback,
     Pubcomp,
     Publish,
@@ -53,107 +58,7 @@ from vmqpy.mqtt.packets import (
     Unsubscribe,
 )
 
-SESSION_EXPIRY_NEVER = 0xFFFFFFFF
 NO_PACKET_ID = 0
-
-
-class CredentialCheck(Protocol):
-    """What the machine needs of vmqpy.broker.auth.Authenticator."""
-
-    def check(self, username: str | None, password: bytes | None) -> int | None:
-        """None when the credentials are accepted, else the CONNACK reason code of the refusal."""
-        ...
-
-
-def assigned_client_id() -> str:
-    """A client id for a CONNECT with an empty one: 64 random bits, unique across the cluster (every node assigns
-    ids, and a client id names one session cluster-wide), 22 characters (within the 23 every server must accept)."""
-    return f"vmqpy-{secrets.token_hex(8)}"
-
-
-# ---------------------------------------------------------------------------------------------- CONNECT
-
-
-@dataclass(slots=True)
-class Accepted:
-    """A CONNECT the node accepts (before registration): what the connection and the session are given."""
-
-    client_id: str
-    level: int
-    clean_start: bool
-    expiry: float | None  # session expiry, seconds; None: never
-    requested_expiry: int  # as the CONNECT asked (-1: never); a DISCONNECT may not raise 0 to more
-    keep_alive: int  # what the connection runs with (the granted one when the node lowered it)
-    will: Message | None
-    will_delay: float
-    send_window: int  # QoS 1/2 PUBLISHes the client lets the node have unacknowledged
-    max_packet_out: int  # the client's Maximum Packet Size; 0: no limit
-    aliases_out: int  # topic aliases the node may use towards the client
-    connack: Properties  # CONNACK properties (besides session present and the reason code)
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    reason_code: int  # the 5.0 code; the driver maps it to 3.1.1's CONNACK codes
-    why: str
-
-
-def negotiate(connect: Connect, config: Config, auth: CredentialCheck, policy: ServePolicy, now: float,
-              new_client_id: Callable[[], str] = assigned_client_id) -> Accepted | Refused:
-    """Decide a CONNECT: refused with the code the specification prescribes, or accepted with its terms."""
-    level = connect.protocol_level
-    props = connect.properties
-    client_id = connect.client_id
-    assigned = None
-    if not client_id:
-        if level < 5 and not connect.clean_start:
-            return Refused(rc.CLIENT_IDENTIFIER_NOT_VALID, "empty client id with cleansession=0")
-        client_id = assigned = new_client_id()
-    if len(client_id) > config.max_client_id_size:
-        return Refused(rc.CLIENT_IDENTIFIER_NOT_VALID, "client id too long")
-    if props.authentication_method is not None:
-        return Refused(rc.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported")
-    refusal = auth.check(connect.username, connect.password)
-    if refusal is not None:
-        return Refused(refusal, "authentication failed")
-    if not policy.may("register"):
-        return Refused(rc.SERVER_UNAVAILABLE, policy.reason())
-    expiry: float | None
-    requested = 0
-    if level == 5:
-        raw = props.session_expiry_interval or 0
-        expiry = None if raw == SESSION_EXPIRY_NEVER else float(raw)
-        requested = -1 if expiry is None else raw
-    else:
-        expiry = 0.0 if connect.clean_start else config.persistent_client_expiration
-    will = None
-    will_delay = 0.0
-    if connect.will is not None:
-        w = connect.will
-        will = Message.from_publish(Publish(w.topic, w.payload, w.qos, w.retain, properties=w.properties),
-                                    client_id, now)
-        will_delay = float(w.properties.will_delay_interval or 0) if level == 5 else 0.0
-    keep_alive = connect.keep_alive
-    server_keep_alive = None
-    limit = config.max_keepalive
-    if limit and (keep_alive == 0 or keep_alive > limit) and level == 5:
-        keep_alive = server_keep_alive = limit
-    connack = Properties()
-    send_window = 65535
-    max_packet_out = 0
-    aliases_out = 0
-    if level == 5:
-        connack.assigned_client_identifier = assigned
-        connack.topic_alias_maximum = config.topic_alias_max_client or None
-        connack.receive_maximum = config.receive_max_broker or config.max_inflight_messages
-        connack.server_keep_alive = server_keep_alive
-        if config.max_message_size:
-            connack.maximum_packet_size = config.max_message_size
-        send_window = min(props.receive_maximum or 65535, config.receive_max_client)
-        max_packet_out = props.maximum_packet_size or 0
-        aliases_out = min(props.topic_alias_maximum or 0, config.topic_alias_max_broker)
-    return Accepted(client_id, level, connect.clean_start, expiry, requested, keep_alive, will, will_delay,
-                    send_window, max_packet_out, aliases_out, connack)
 
 
 # ---------------------------------------------------------------------------------------------- decisions

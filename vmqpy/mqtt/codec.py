@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from vmqpy.mqtt.decoder import Decoder
 from vmqpy.mqtt.encoder import encode
-from vmqpy.mqtt.properties import encode_properties as _enc_properties  # noqa: F401 - for tests importing it here
-from vmqpy.mqtt.properties import read_properties as _read_properties  # noqa: F401 - for tests importing it here
 from vmqpy.mqtt.wire import MAX_PACKET_SIZE, MAX_REMAINING_LENGTH, NEED_DATA, NeedData
 
 __all__ = ["MAX_PACKET_SIZE", "MAX_REMAINING_LENGTH", "NEED_DATA", "Decoder", "NeedData", "encode"]

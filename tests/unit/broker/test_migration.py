@@ -131,7 +131,9 @@ def test_a_newer_owner_record_elsewhere_moves_a_persistent_session_there(
     assert session.moving_to == "a"
     assert moving == [("c1", "a")]
     assert broker.owner_of("c1") == "a"
-    assert broker.owner_stamp("c1") == metadata.get(records.SESSION, records.session_key("c1"))[0]
+    record = metadata.get(records.SESSION, records.session_key("c1"))
+    assert record is not None
+    assert broker.owner_stamp("c1") == record[0]
 
 
 def test_the_persistent_sessions_of_a_dead_node_are_recreated_on_their_next_owners(

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vmqpy.broker.message import Message
+from vmqpy.broker.negotiation import Accepted, keepalive_check_after, keepalive_expired, negotiate
 from vmqpy.broker.protocol import (
-    Accepted,
     Close,
     ConnectionMachine,
     OutboundAliases,
@@ -31,7 +31,6 @@ from vmqpy.broker.protocol import (
     SubscribeTo,
     Unanswered,
     UnsubscribeFrom,
-    negotiate,
 )
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
@@ -333,3 +332,26 @@ def test_a_will_is_a_message_of_the_client() -> None:
     assert m.state.will is not None
     assert (m.state.will.topic, m.state.will.publisher, m.state.will.retain) == ("w", "c9", True)
     assert isinstance(m.state.will, Message)
+
+
+# ---------------------------------------------------------------------------------------------- keep alive
+
+
+@pytest.mark.parametrize(("keep_alive", "idle", "expired", "check_after"), [
+    (1, 0.0, False, 1.5),
+    (1, 1.0, False, 0.5),
+    (1, 1.499, False, 0.05),  # 1 ms before the limit: re-checked no sooner than 0.05 s
+    (1, 1.5, True, 0.05),  # silent for 1.5 x the keep alive: gone
+    (1, 7.0, True, 0.05),
+    (0, 1.499, False, None),  # keep alive 0: never
+    (0, 1.5, False, None),
+    (0, 1e9, False, None),
+    (65535, 1.499, False, 98302.5 - 1.499),
+    (65535, 1.5, False, 98301.0),
+    (65535, 98302.499, False, 0.05),
+    (65535, 98302.5, True, 0.05),
+])
+def test_keepalive_expires_after_one_and_a_half_intervals(
+        keep_alive: int, idle: float, expired: bool, check_after: float | None) -> None:
+    assert keepalive_expired(keep_alive, idle) is expired
+    assert keepalive_check_after(keep_alive, idle) == (None if check_after is None else pytest.approx(check_after))

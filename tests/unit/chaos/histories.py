@@ -32,7 +32,7 @@ class H:
 
     def retain(self, topic: str, msg: str | None, start: int, end: int | None, outcome: str = "ok",
                process: str = "w") -> H:
-        value = {"topic": topic, "msg": msg, "retain": True, "expect": []}
+        value: dict[str, object] = {"topic": topic, "msg": msg, "retain": True, "expect": []}
         return self.op(process, "publish", value, "n1", start, end, outcome)
 
     def publish(self, msg: str, to: str, start: int, end: int | None, outcome: str = "ok", process: str = "pub") -> H:

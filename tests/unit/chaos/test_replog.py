@@ -47,7 +47,7 @@ def _retain_line(**changes: object) -> str:
     return json.dumps({k: v for k, v in line.items() if v != "DROP"})
 
 
-BAD_RETAIN = [
+BAD_RETAIN: list[tuple[str, str, dict[str, object]]] = [
     ("context", "a context that is not a map", {"context": ["n1#5", 1]}),
     ("context", "a context with a non-integer counter", {"context": {"n1#5": "one"}}),
     ("hlc", "a short hlc", {"hlc": [1795329998234, 0]}),

@@ -4,6 +4,7 @@ node leaves in one batch, in order; the buffer's room is decided per publish; du
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 import pytest
@@ -66,7 +67,7 @@ async def test_one_turn_of_forwards_leaves_in_one_batch_in_order() -> None:
         if i % 2:
             assert fwd.forward("n2", rec, size)  # QoS 0
         else:
-            assert fwd.forward("n2", rec, size, lambda i=i: acked.append(i), lambda _w: None)
+            assert fwd.forward("n2", rec, size, partial(acked.append, i), lambda _w: None)
     assert net.frames == []  # nothing before the end of the turn
     await turn()
     [(_epoch, low, entries)] = net.batches()
@@ -121,7 +122,8 @@ async def test_a_batch_the_network_refuses_after_all_fails_its_numbered_forwards
 
 async def test_received_batches_are_delivered_once_in_order_and_acknowledged() -> None:
     sender_net, receiver_net = RecordingNetwork(), RecordingNetwork()
-    sender, delivered = driver(sender_net), []
+    sender = driver(sender_net)
+    delivered: list[Any] = []
     receiver = driver(receiver_net, delivered)
     for i in range(3):
         sender.forward("n2", *record(i), lambda: None, lambda _w: None)
@@ -139,7 +141,8 @@ async def test_received_batches_are_delivered_once_in_order_and_acknowledged() -
 
 @pytest.mark.parametrize("body", [b"", b"B\xc1", b"R" + bytes(24)])
 async def test_a_malformed_batch_is_counted_and_dropped(body: bytes) -> None:
-    net, delivered = RecordingNetwork(), []
+    net = RecordingNetwork()
+    delivered: list[Any] = []
     fwd = driver(net, delivered)
     fwd.receive("n1", body)
     assert delivered == [] and fwd.counters["forward_malformed"] == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import partial
 
 import pytest
 from hypothesis import given
@@ -91,7 +92,7 @@ def test_any_mix_of_loss_resend_and_duplication_delivers_each_forward_exactly_on
     delivered: list[bytes] = []
     wire: list[tuple[int, int, bytes]] = []
     for i in range(n):
-        seq, low = sender.add("n2", str(i).encode(), lambda i=i: acked.append(i), lambda _w: None)
+        seq, low = sender.add("n2", str(i).encode(), partial(acked.append, i), lambda _w: None)
         wire.append((seq, low, str(i).encode()))
     for _round in range(link_breaks + 2):
         if _round > 0:  # the link came back: send again
@@ -126,7 +127,7 @@ def test_acked_stops_at_the_first_number_not_covered() -> None:
     s = ForwardSender()
     calls: list[int] = []
     for i in range(1, 6):
-        s.add("n2", b"x", lambda i=i: calls.append(i), lambda _w: None)
+        s.add("n2", b"x", partial(calls.append, i), lambda _w: None)
     for cb in s.acked("n2", 3):
         cb()
     assert calls == [1, 2, 3] and [seq for seq, _, _ in s.unacknowledged("n2")] == [4, 5]

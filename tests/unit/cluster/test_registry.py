@@ -122,5 +122,5 @@ def test_at_most_one_holder_and_every_request_is_granted_once(steps: list[tuple[
             assert g.request not in granted
             granted.add(g.request)
             holders[g.client_id] = (g.node, g.request)
-        for cid_, hold in r.held.items():
-            assert holders[cid_] == (hold.node, hold.request)
+        for cid_, held in r.held.items():
+            assert holders[cid_] == (held.node, held.request)

@@ -99,7 +99,7 @@ def test_remove_and_invalid() -> None:
     assert m.remove(("a", 1)).get(("a", 1)) is None and len(m.remove(("a", 1))) == 4
     assert m.remove(("q", 1)) is m
     with pytest.raises(InvalidClockError):
-        m.add(("a", 3), ["unhashable"])
+        m.add(("a", 3), ["unhashable"])  # type: ignore[arg-type]  # deliberately unhashable: refused
     with pytest.raises(InvalidClockError):
         m.add(("a", 0), "k")
 

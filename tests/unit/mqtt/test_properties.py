@@ -13,10 +13,19 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties as PahoProperties
 
 from tests.unit.mqtt import strategies as mst
-from vmqpy.mqtt.codec import _enc_properties, _read_properties
 from vmqpy.mqtt.packets import PacketType as PT
 from vmqpy.mqtt.packets import Properties
-from vmqpy.mqtt.properties import BY_ID, BY_NAME, PROPERTIES, WILL, WireType, allowed_in, is_empty
+from vmqpy.mqtt.properties import (
+    BY_ID,
+    BY_NAME,
+    PROPERTIES,
+    WILL,
+    WireType,
+    allowed_in,
+    encode_properties,
+    is_empty,
+    read_properties,
+)
 
 # MQTT 5.0 section 2.2.2.2, table 2-4: identifier, name, type.
 SPEC = {
@@ -145,7 +154,7 @@ def test_properties_interop_with_paho(kind: str, data: st.DataObject) -> None:
     props = data.draw(mst.properties(kind))
     # paho refuses Maximum Packet Size above 268_435_455; the spec only forbids 0 (a Four Byte Integer).
     assume(props.maximum_packet_size is None or props.maximum_packet_size <= 268_435_455)
-    ours = _enc_properties(props, where)
+    ours = encode_properties(props, where)
     # paho reads what we write
     paho = PahoProperties(paho_type)  # type: ignore[no-untyped-call]
     _, consumed = paho.unpack(ours)  # type: ignore[no-untyped-call]
@@ -153,6 +162,6 @@ def test_properties_interop_with_paho(kind: str, data: st.DataObject) -> None:
     assert _from_paho(paho) == _as_dict(props)
     # we read what paho writes
     theirs = _to_paho(props, paho_type).pack()  # type: ignore[no-untyped-call]
-    decoded, end = _read_properties(theirs, 0, len(theirs), where)
+    decoded, end = read_properties(theirs, 0, len(theirs), where)
     assert end == len(theirs)
     assert decoded == props
