@@ -109,20 +109,10 @@ class SubscriptionTrie(Generic[K, V]):
 
     def remove(self, topic_filter: str, key: K) -> bool:
         """Remove an entry. Returns True if it was there. Nodes left empty are pruned."""
-        node: _Node[K, V] | None = self._root
-        path: list[tuple[_Node[K, V], str]] = []
-        for level in topic_filter.split("/"):
-            assert node is not None
-            path.append((node, level))
-            if level == "+":
-                node = node.plus
-            elif level == "#":
-                node = node.hash
-            else:
-                node = node.children.get(level)
-            if node is None:
-                return False
-        assert node is not None
+        found = self._walk(topic_filter)
+        if found is None:
+            return False
+        path, node = found
         entries = node.entries
         if key not in entries:
             return False
@@ -147,19 +137,20 @@ class SubscriptionTrie(Generic[K, V]):
 
     def get(self, topic_filter: str, key: K) -> V | None:
         """The value stored for ``(topic_filter, key)``, or None."""
-        node: _Node[K, V] | None = self._root
+        found = self._walk(topic_filter)
+        return None if found is None else found[1].entries.get(key)
+
+    def _walk(self, topic_filter: str) -> tuple[list[tuple[_Node[K, V], str]], _Node[K, V]] | None:
+        """The node of ``topic_filter`` and the (parent, level) steps to it; None when it has no node."""
+        node = self._root
+        path: list[tuple[_Node[K, V], str]] = []
         for level in topic_filter.split("/"):
-            assert node is not None
-            if level == "+":
-                node = node.plus
-            elif level == "#":
-                node = node.hash
-            else:
-                node = node.children.get(level)
-            if node is None:
+            path.append((node, level))
+            nxt = node.plus if level == "+" else node.hash if level == "#" else node.children.get(level)
+            if nxt is None:
                 return None
-        assert node is not None
-        return node.entries.get(key)
+            node = nxt
+        return path, node
 
     def match(self, topic: str) -> list[tuple[str, K, V]]:
         """Every ``(filter, key, value)`` whose filter matches ``topic`` (a concrete topic name)."""
