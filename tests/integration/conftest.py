@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from chaos import ports
 from tests.integration.clients import HOST, PahoClient, RawClient, unique
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,29 +71,15 @@ def _attach_node_logs(item: pytest.Item, rep: pytest.TestReport) -> None:
             rep.sections.append((f"{node.name} log (last 60 lines)", node.log_tail(60)))
 
 
-_HANDED_OUT: set[tuple[str, int]] = set()
-
-
 def free_port(host: str = HOST) -> int:
-    """A free port on `host`, never one this test process handed out before: a port is free again as soon as
-    its probing socket closes, so two calls in a row (a node's MQTT, admin and cluster ports) could get the
-    same one."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((host, 0))
-            port = int(s.getsockname()[1])
-        if (host, port) not in _HANDED_OUT:
-            _HANDED_OUT.add((host, port))
-            return port
-    raise RuntimeError(f"no free port on {host} that was not handed out before")
+    """A free port on `host`, never one this test process handed out before (to a broker or a cluster node):
+    a port is free again as soon as its probing socket closes, so two calls in a row (a node's MQTT, admin and
+    cluster ports) could otherwise get the same one."""
+    return ports.free_port(host)
 
 
 def port_open(port: int, host: str = HOST) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+    return ports.port_open(host, port)
 
 
 def chosen_seed() -> int:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from chaos.cluster import port_free_on_all
+from chaos.ports import port_free_on_all
 from chaos.proxy import ProxyNetwork
 
 HOSTS = ["127.0.0.61", "127.0.0.62"]

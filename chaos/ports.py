@@ -1,0 +1,73 @@
+"""Loopback addresses and free ports for node processes. A port is free again as soon as its probing socket
+closes, so every port handed out here is remembered for the life of the process and never handed out again
+(a node's MQTT, admin and cluster ports would otherwise collide)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+from chaos.errors import HarnessError
+
+ATTEMPTS = 100  # probes before giving up on finding a port
+
+_handed_out: set[tuple[str, int]] = set()
+
+
+def loopback(address: str) -> str:
+    """`address` itself; ValueError when it is not in 127.0.0.0/8 (nodes and partitions stay on loopback)."""
+    if not ipaddress.ip_address(address).is_loopback:
+        raise ValueError(f"{address} is not a loopback address: experiments only touch 127.0.0.0/8")
+    return address
+
+
+def host_of(base: str, offset: int) -> str:
+    """The loopback address `offset` after `base` (node i of a cluster whose first node is on `base`)."""
+    return loopback(str(ipaddress.ip_address(base) + offset))
+
+
+def _probe(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def free_port(host: str) -> int:
+    """A port free on `host` that this process never handed out before."""
+    for _ in range(ATTEMPTS):
+        port = _probe(host)
+        if (host, port) not in _handed_out:
+            _handed_out.add((host, port))
+            return port
+    raise HarnessError(f"no free port on {host} that was not handed out before")
+
+
+def port_free_on_all(port: int, hosts: list[str]) -> bool:
+    """Whether `port` can be bound on every address of `hosts` right now."""
+    for host in hosts:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def common_port(hosts: list[str]) -> int:
+    """One port free on every address of `hosts`, handed out on all of them (the fault proxy listens on each
+    node's address on every other node's cluster port)."""
+    for _ in range(ATTEMPTS):
+        port = _probe(hosts[0])
+        if all((h, port) not in _handed_out for h in hosts) and port_free_on_all(port, hosts):
+            _handed_out.update((h, port) for h in hosts)
+            return port
+    raise HarnessError("no port free on every node address")
+
+
+def port_open(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
