@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import structlog
@@ -26,6 +27,7 @@ from vmqpy.broker.protocol import (
     Close,
     ConnectionMachine,
     Decision,
+    Decisions,
     OutboundAliases,
     RefuseConnect,
     Register,
@@ -43,7 +45,7 @@ from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.errors import RemoteProtocolError, UnsupportedProtocolVersion
-from vmqpy.mqtt.packets import Connack, Disconnect, Packet, Properties, Puback, Suback, Subscribe, Unsuback
+from vmqpy.mqtt.packets import Connack, Disconnect, Packet, Properties, Puback, Publish, Suback, Subscribe, Unsuback
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.connection")
@@ -177,7 +179,8 @@ class MQTTConnection(asyncio.Protocol):
         publish.dup = dup
         if aliases is not None:
             alias, known = aliases.alias_for(publish.topic)
-            publish.properties = replace(publish.properties, topic_alias=alias)
+            plain = not subscription_ids and message.plain  # to_publish shared its empty properties
+            publish.properties = aliases.properties(alias) if plain else replace(publish.properties, topic_alias=alias)
             if known:
                 publish.topic = ""
         self._write_bytes(encode(publish, self.level))
@@ -299,23 +302,47 @@ class MQTTConnection(asyncio.Protocol):
     # ------------------------------------------------------------------------------------------ decisions
 
     def _dispatch(self, packet: Packet) -> None:
-        for decision in self.machine.receive(packet, time.time()):
+        now = time.time()
+        machine = self.machine
+        if type(packet) is Publish and machine.connected_now:  # the hot path, without a Route (same decisions)
+            decided = machine.publish(packet, now)
+            if type(decided) is Message:
+                qos = packet.qos
+                result = self.broker.publish(decided, now)
+                if qos or result.congested or result.congested_nodes:
+                    for follow in machine.routed(qos, packet.packet_id or 0, result):
+                        if type(follow) is Reply and follow.note is None:  # the PUBACK/PUBREC, inline
+                            self.acks.after(follow.durable, partial(self._write_reply, follow.packet), follow.remote)
+                        else:
+                            self._carry_out(follow)
+                return
+            assert isinstance(decided, tuple)
+            decisions: Decisions = decided
+        elif type(packet) is Puback and machine.connected_now and self.session is not None:
+            self.session.on_puback(packet.packet_id, now)  # the table's (CONNECTED, PUBACK) row, without a call
+            return
+        else:
+            decisions = machine.receive(packet, now)
+        for decision in decisions:
             self._carry_out(decision)
+
+    def _route(self, message: Message, qos: int, packet_id: int, now: float) -> None:
+        result = self.broker.publish(message, now)
+        if qos or result.congested or result.congested_nodes:
+            for follow in self.machine.routed(qos, packet_id, result):
+                self._carry_out(follow)
 
     def _carry_out(self, decision: Decision) -> None:
         kind = type(decision)
-        if kind is Route:
-            assert isinstance(decision, Route)
-            now = time.time()
-            result = self.broker.publish(decision.message, now)
-            for follow in self.machine.routed(decision, result):
-                self._carry_out(follow)
-        elif kind is Reply:
+        if kind is Reply:  # the most frequent first
             assert isinstance(decision, Reply)
             if decision.note is not None:
                 self._note(decision.note, decision.warn, decision.packet)
             packet = decision.packet
             self.acks.after(decision.durable, lambda: self._write_reply(packet), decision.remote)
+        elif kind is Route:
+            assert isinstance(decision, Route)
+            self._route(decision.message, decision.qos, decision.packet_id, time.time())
         elif kind is Send:
             assert isinstance(decision, Send)
             self.write_packet(decision.packet)

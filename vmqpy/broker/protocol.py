@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from vmqpy.broker.message import Message
 from vmqpy.broker.negotiation import (
@@ -47,6 +48,7 @@ from vmqpy.mqtt.packets import (
     Packet,
     Pingreq,
     Pingresp,
+    Properties,
     Puback,
     Pubcomp,
     Publish,
@@ -71,10 +73,10 @@ class Send:
     packet: Packet
 
 
-@dataclass(slots=True)
-class Reply:
+class Reply(NamedTuple):
     """Write this acknowledgement in order after the ones before it, once the disk writes queued so far are
-    committed (`durable`) and the other nodes a publish went to have it (`remote`). `note`: a line for the log."""
+    committed (`durable`) and the other nodes a publish went to have it (`remote`). `note`: a line for the log.
+    (A named tuple, not a dataclass: one is made for every QoS 1/2 PUBLISH, and it is built in C.)"""
 
     packet: Packet
     durable: bool = False
@@ -159,11 +161,19 @@ class OutboundAliases:
     """Topic aliases the node assigns to the topics it sends to one client: at most `maximum`, the least recently
     used one given to a new topic when all are taken. `alias_for` answers (alias, the client knows it already)."""
 
-    __slots__ = ("_by_topic", "maximum")
+    __slots__ = ("_by_topic", "_properties", "maximum")
 
     def __init__(self, maximum: int) -> None:
         self.maximum = maximum
         self._by_topic: OrderedDict[str, int] = OrderedDict()
+        self._properties: dict[int, Properties] = {}
+
+    def properties(self, alias: int) -> Properties:
+        """The properties of a PUBLISH that carries nothing but topic alias `alias` (made once per alias)."""
+        props = self._properties.get(alias)
+        if props is None:
+            props = self._properties[alias] = Properties(topic_alias=alias)
+        return props
 
     def alias_for(self, topic: str) -> tuple[int, bool]:
         by_topic = self._by_topic
@@ -235,6 +245,15 @@ class ConnectionMachine:
         self.policy = policy
         self.new_client_id = new_client_id
         self.state = ConnectionState()
+        # The row of the dispatch table for the current phase (looked up once per phase, not per packet), and
+        # whether PUBLISH may take the driver's fast path (`publish`).
+        self._handlers = _BY_PHASE[Phase.CONNECTING]
+        self.connected_now = False
+
+    def _enter(self, phase: Phase) -> None:
+        self.state.phase = phase
+        self._handlers = _BY_PHASE[phase]
+        self.connected_now = phase is Phase.CONNECTED
 
     @property
     def level(self) -> int:
@@ -243,7 +262,7 @@ class ConnectionMachine:
     def receive(self, packet: Packet, now: float) -> Decisions:
         """The decisions for one packet from the client; raises RemoteProtocolError for a violation."""
         state = self.state
-        handler = _TABLE.get((state.phase, type(packet)))
+        handler = self._handlers.get(type(packet))
         if handler is None:
             raise ProtocolViolation(_refusal_text(state.phase, packet))
         return handler(self, packet, now)
@@ -256,9 +275,9 @@ class ConnectionMachine:
         state.level = packet.protocol_level
         answer = negotiate(packet, self.config, self.auth, self.policy, now, self.new_client_id)
         if isinstance(answer, Refused):
-            state.phase = Phase.CLOSED
+            self._enter(Phase.CLOSED)
             return (RefuseConnect(answer.reason_code, answer.why),)
-        state.phase = Phase.REGISTERING
+        self._enter(Phase.REGISTERING)
         state.client_id = answer.client_id
         state.keep_alive = answer.keep_alive
         state.requested_expiry = answer.requested_expiry
@@ -274,21 +293,32 @@ class ConnectionMachine:
     def connected(self, session: Session) -> None:
         """The connection owns `session` now (the CONNACK is written)."""
         self.state.session = session
-        self.state.phase = Phase.CONNECTED
+        self._enter(Phase.CONNECTED)
 
     def closed(self) -> None:
-        self.state.phase = Phase.CLOSED
+        self._enter(Phase.CLOSED)
         self.state.session = None
 
     # ------------------------------------------------------------------------------------------ PUBLISH
 
     def _publish(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Publish)
+        decided = self.publish(packet, now)
+        if type(decided) is Message:
+            return (Route(decided, packet.qos, packet.packet_id or NO_PACKET_ID),)
+        assert isinstance(decided, tuple)
+        return decided
+
+    def publish(self, packet: Publish, now: float) -> Message | Decisions:
+        """A client's PUBLISH after CONNECT: the message to route (the common case, without a decision object on
+        the hot path: the driver then calls `routed`), or the decisions that answer it instead. The same rules
+        as `receive` (which wraps the message in a `Route`)."""
         state = self.state
         session = state.session
         assert session is not None
-        packet.topic = inbound_topic(state.aliases_in, state.aliases_in_maximum, packet.topic,
-                                     packet.properties.topic_alias)
+        alias = packet.properties.topic_alias
+        if alias is not None:
+            packet.topic = inbound_topic(state.aliases_in, state.aliases_in_maximum, packet.topic, alias)
         qos = packet.qos
         packet_id = packet.packet_id or NO_PACKET_ID
         if qos == 2 and packet_id in session.awaiting_release:
@@ -302,12 +332,11 @@ class ConnectionMachine:
         if qos and state.unacked_qos1 + len(session.awaiting_release) >= state.receive_maximum:
             raise RemoteProtocolError("more unacknowledged QoS 1/2 PUBLISHes than Receive Maximum",
                                       rc.RECEIVE_MAXIMUM_EXCEEDED)
-        return (Route(Message.from_publish(packet, state.client_id, now), qos, packet_id),)
+        return Message.from_publish(packet, state.client_id, now)
 
-    def routed(self, route: Route, result: RouteResult) -> Decisions:
-        """What to answer a client's PUBLISH once the broker routed it."""
+    def routed(self, qos: int, packet_id: int, result: RouteResult) -> Decisions:
+        """What to answer a client's PUBLISH (`qos`, `packet_id`) once the broker routed it."""
         state = self.state
-        qos, packet_id = route.qos, route.packet_id
         throttle: Decisions = (Throttle(result),) if result.congested or result.congested_nodes else ()
         if qos == 0:
             return throttle
@@ -384,7 +413,7 @@ class ConnectionMachine:
             if self.state.requested_expiry == 0 and new_expiry != 0:
                 raise ProtocolViolation("session expiry set on DISCONNECT after 0 on CONNECT")
             self.state.session.expiry_interval = None if new_expiry == SESSION_EXPIRY_NEVER else float(new_expiry)
-        self.state.phase = Phase.CLOSED
+        self._enter(Phase.CLOSED)
         return (Close(None, "client disconnected", normal=packet.reason_code != rc.DISCONNECT_WITH_WILL),)
 
     def _auth(self, packet: Packet, now: float) -> Decisions:
@@ -411,4 +440,7 @@ _CONNECTED: dict[type, Handler] = {
 _TABLE: dict[tuple[Phase, type], Handler] = {
     (Phase.CONNECTING, Connect): ConnectionMachine._connect,
     **{(Phase.CONNECTED, kind): handler for kind, handler in _CONNECTED.items()},
+}
+_BY_PHASE: dict[Phase, dict[type, Handler]] = {
+    phase: {kind: handler for (in_phase, kind), handler in _TABLE.items() if in_phase is phase} for phase in Phase
 }

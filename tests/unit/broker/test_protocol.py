@@ -222,7 +222,7 @@ def test_receive_maximum_defaults_to_max_inflight_messages() -> None:
 def routed(m: ConnectionMachine, packet: Publish, **result: Any) -> list[Any]:
     [route] = m.receive(packet, NOW)
     assert isinstance(route, Route)
-    return list(m.routed(route, RouteResult(**result)))
+    return list(m.routed(route.qos, route.packet_id, RouteResult(**result)))
 
 
 def test_qos1_is_acknowledged_after_routing_and_counted_until_the_puback_leaves() -> None:
@@ -355,3 +355,16 @@ def test_keepalive_expires_after_one_and_a_half_intervals(
         keep_alive: int, idle: float, expired: bool, check_after: float | None) -> None:
     assert keepalive_expired(keep_alive, idle) is expired
     assert keepalive_check_after(keep_alive, idle) == (None if check_after is None else pytest.approx(check_after))
+
+
+def test_the_publish_fast_path_decides_as_receive_does() -> None:
+    """`publish` (the driver's hot path) gives the message `receive` wraps in a Route, and the same answers."""
+    fast, table = machine(), machine()
+    packet = Publish("t/1", b"x", 1, packet_id=3, properties=Properties(topic_alias=1))
+    message = fast.publish(packet, NOW)
+    [route] = table.receive(Publish("t/1", b"x", 1, packet_id=3, properties=Properties(topic_alias=1)), NOW)
+    assert isinstance(message, Message) and isinstance(route, Route)
+    assert (message.topic, message.payload, message.qos) == (route.message.topic, route.message.payload, 1)
+    refused = machine(policy=Policy("publish"))
+    assert refused.publish(Publish("t", b"x", 1, packet_id=4), NOW) == (
+        Reply(Puback(4, rc.IMPLEMENTATION_SPECIFIC_ERROR), note="publish refused: the cluster is not ready"),)
