@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from vmqpy.metadata import messages
-from vmqpy.metadata.messages import Key, Message
+from vmqpy.metadata.messages import Key, StoreMessage
 from vmqpy.metadata.replica import Changed, Logged, Output, Persist, Replica, Send
 
 __all__ = ["MemoryNetwork"]
@@ -218,7 +218,7 @@ class MemoryNetwork:
         for output in pending:
             self._persist(node, output)
 
-    def _send(self, src: str, dst: str, message: Message) -> None:
+    def _send(self, src: str, dst: str, message: StoreMessage) -> None:
         self.sent += 1
         payload: Any = message
         if self.codec:

@@ -87,8 +87,8 @@ __all__ = [
     "VERSION",
     "VIEW_DIGEST_SIZE",
     "Key",
-    "Message",
     "Push",
+    "StoreMessage",
     "SyncObject",
     "SyncReject",
     "SyncReply",
@@ -197,11 +197,11 @@ class SyncReject:
     size: int = field(default=0, compare=False, repr=False)
 
 
-Message: TypeAlias = Push | SyncRequest | SyncReply | SyncReject
+StoreMessage: TypeAlias = Push | SyncRequest | SyncReply | SyncReject
 
 
 # -- encoding -------------------------------------------------------------------------------------
-def _payload(message: Message) -> list[Any]:
+def _payload(message: StoreMessage) -> list[Any]:
     if isinstance(message, Push):
         node, counter = message.dot
         return [
@@ -243,7 +243,7 @@ def _payload(message: Message) -> list[Any]:
     raise TypeError(f"not a metadata message: {type(message).__name__}")
 
 
-def encode(message: Message) -> bytes:
+def encode(message: StoreMessage) -> bytes:
     """The wire bytes of ``message`` (values must be msgpack-serialisable)."""
     packed: bytes = msgpack.packb(_payload(message), use_bin_type=True, default=encode_extra)
     return packed
@@ -338,7 +338,7 @@ def _dec_sync_reject(f: list[Any], size: int) -> SyncReject:
     return SyncReject(as_int(xid, "xid"), as_str(reason, "reason"), size)
 
 
-_READERS: dict[int, dict[int, Callable[[list[Any], int], Message]]] = {
+_READERS: dict[int, dict[int, Callable[[list[Any], int], StoreMessage]]] = {
     1: {
         T_PUSH: _dec_push,
         T_SYNC_REQUEST: _dec_sync_request,
@@ -352,7 +352,7 @@ _READERS: dict[int, dict[int, Callable[[list[Any], int], Message]]] = {
 }
 
 
-def decode(data: bytes | bytearray | memoryview) -> Message:
+def decode(data: bytes | bytearray | memoryview) -> StoreMessage:
     """Decode what :func:`encode` produced; raises :class:`DecodeError` (only) for anything else."""
     try:
         obj = unpack(data)

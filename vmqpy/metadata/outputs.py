@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:  # annotations only: messages imports the row codecs, which build Persist outputs
     from vmqpy.metadata.fields import Key
-    from vmqpy.metadata.messages import Message
+    from vmqpy.metadata.messages import StoreMessage
 
 __all__ = ["Changed", "Logged", "Output", "Persist", "Send"]
 
@@ -21,7 +21,7 @@ class Send:
     """Send ``message`` to ``peer``."""
 
     peer: str
-    message: Message
+    message: StoreMessage
 
 
 @dataclass(slots=True)

@@ -28,8 +28,8 @@ from vmqpy.metadata.errors import InvalidKeyError
 from vmqpy.metadata.exchange import Exchange, plan_reply
 from vmqpy.metadata.messages import (
     Key,
-    Message,
     Push,
+    StoreMessage,
     SyncObject,
     SyncReject,
     SyncReply,
@@ -276,7 +276,7 @@ class Replica(ReplicaState):
             self._writebacks.drop(fk)
         return changed
 
-    def receive(self, sender: str, message: Message, now: float, wall: float | None = None) -> list[Output]:
+    def receive(self, sender: str, message: StoreMessage, now: float, wall: float | None = None) -> list[Output]:
         """Handle a message from ``sender``."""
         self._clock_in(now, wall)
         out: list[Output] = []

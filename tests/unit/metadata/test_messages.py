@@ -21,7 +21,7 @@ WM = Watermark.new(["a", "b"]).update_cell("a", "b", 3)
 CLOCK = NodeClock({"a": (5, 0b101), "b": (2, 0), "c": (0, 1 << 70)})
 OBJ = CausalContainer({("a", 4): {"qos": 1}, ("b", 2): [1, "x", b"y"]}, {"a": 4, "c": 9})
 
-SAMPLES: list[messages.Message] = [
+SAMPLES: list[messages.StoreMessage] = [
     Push("subs", ("tenant", "a/+/b", 3, b"\x00"), ("a", 7), {"hlc": [1, 2, "a"], "qos": 1}, {"a": 6, "b": 2}),
     Push("subs", (), ("a", 8), None, {"a": 8}),
     SyncRequest(1, 500, CLOCK, WM),
@@ -41,7 +41,7 @@ SAMPLES: list[messages.Message] = [
 
 
 @pytest.mark.parametrize("message", SAMPLES, ids=lambda m: type(m).__name__)
-def test_round_trip(message: messages.Message) -> None:
+def test_round_trip(message: messages.StoreMessage) -> None:
     data = encode(message)
     back = decode(data)
     assert back == message
