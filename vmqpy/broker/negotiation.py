@@ -75,6 +75,8 @@ def negotiate(connect: Connect, config: Config, auth: CredentialCheck, policy: S
         client_id = assigned = new_client_id()
     if len(client_id) > config.max_client_id_size:
         return Refused(rc.CLIENT_IDENTIFIER_NOT_VALID, "client id too long")
+    if connect.will is not None and ("+" in connect.will.topic or "#" in connect.will.topic):
+        return Refused(rc.TOPIC_NAME_INVALID, "the will topic contains a wildcard")
     if props.authentication_method is not None:
         return Refused(rc.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported")
     refusal = auth.check(connect.username, connect.password)

@@ -227,7 +227,10 @@ class ConnectionState:
     will: Message | None = None
     will_delay: float = 0.0
     receive_maximum: int = 65535  # QoS 1/2 PUBLISHes the client may have unacknowledged (announced)
-    unacked_qos1: int = 0  # the client's QoS 1 PUBLISHes not yet acknowledged (QoS 2: session.awaiting_release)
+    unacked_qos1: int = 0  # the client's QoS 1 PUBLISHes on this connection not yet acknowledged
+    # its QoS 2 PUBLISHes on this connection before their PUBCOMP (Receive Maximum counts per connection, MQTT 5.0
+    # 4.9: ids still awaiting PUBREL from an earlier connection of the session do not count)
+    unreleased_qos2: set[int] = field(default_factory=set)
     aliases_in: dict[int, str] = field(default_factory=dict)
     aliases_in_maximum: int = 0
     aliases_out: OutboundAliases | None = None
@@ -329,7 +332,7 @@ class ConnectionMachine:
                     Pubrec(packet_id, rc.IMPLEMENTATION_SPECIFIC_ERROR)
                 return (Reply(refusal, note="publish refused: the cluster is not ready"),)
             return (Unanswered("publish refused: the cluster is not ready"),)
-        if qos and state.unacked_qos1 + len(session.awaiting_release) >= state.receive_maximum:
+        if qos and state.unacked_qos1 + len(state.unreleased_qos2) >= state.receive_maximum:
             raise RemoteProtocolError("more unacknowledged QoS 1/2 PUBLISHes than Receive Maximum",
                                       rc.RECEIVE_MAXIMUM_EXCEEDED)
         return Message.from_publish(packet, state.client_id, now)
@@ -352,6 +355,7 @@ class ConnectionMachine:
         session = state.session
         assert session is not None
         session.awaiting_release.add(packet_id)
+        state.unreleased_qos2.add(packet_id)
         session.journal.save_incoming(session, packet_id, True)
         return (Reply(Pubrec(packet_id), result.durable or session.persistent, result.remote_ack), *throttle)
 
@@ -381,6 +385,7 @@ class ConnectionMachine:
         assert isinstance(packet, Pubrel) and self.state.session is not None
         session = self.state.session
         packet_id = packet.packet_id
+        self.state.unreleased_qos2.discard(packet_id)
         if packet_id in session.awaiting_release:
             session.awaiting_release.discard(packet_id)
             session.journal.save_incoming(session, packet_id, False)

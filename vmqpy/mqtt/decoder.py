@@ -248,6 +248,9 @@ class Decoder:
                     raise RemoteProtocolError("PUBLISH with Topic Alias 0", rc.TOPIC_ALIAS_INVALID)
                 if self._server and props.subscription_identifiers:
                     raise ProtocolViolation("a client may not send a Subscription Identifier in PUBLISH")
+                response_topic = props.response_topic
+                if response_topic is not None and ("+" in response_topic or "#" in response_topic):
+                    raise ProtocolViolation("a Response Topic may not contain wildcards [MQTT-3.3.2-14]")
         else:
             props = Properties()
         if "\x00" in topic:

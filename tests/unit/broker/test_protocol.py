@@ -177,6 +177,8 @@ def test_session_expiry_on_disconnect() -> None:
     (Connect("c"), rc.BAD_USER_NAME_OR_PASSWORD, (), rc.BAD_USER_NAME_OR_PASSWORD),
     (Connect("c"), rc.NOT_AUTHORIZED, (), rc.NOT_AUTHORIZED),
     (Connect("c"), None, ("register",), rc.SERVER_UNAVAILABLE),
+    (Connect("c", protocol_level=5, will=Will("w/+/x", b"")), None, (), rc.TOPIC_NAME_INVALID),
+    (Connect("c", protocol_level=4, will=Will("w/#", b"")), None, (), rc.TOPIC_NAME_INVALID),
 ])
 def test_every_refusal(connect: Connect, auth: int | None, policy: tuple[str, ...], code: int) -> None:
     config = replace(CONFIG, max_client_id_size=23)
@@ -368,3 +370,22 @@ def test_the_publish_fast_path_decides_as_receive_does() -> None:
     refused = machine(policy=Policy("publish"))
     assert refused.publish(Publish("t", b"x", 1, packet_id=4), NOW) == (
         Reply(Puback(4, rc.IMPLEMENTATION_SPECIFIC_ERROR), note="publish refused: the cluster is not ready"),)
+
+
+def test_receive_maximum_counts_this_connection_only() -> None:
+    """MQTT 5.0 4.9: the quota starts afresh on each connection; QoS 2 ids still waiting for PUBREL from an
+    earlier connection of the session do not count against it (they did: a client within its quota got 0x93)."""
+    m = machine()  # announced 4
+    session = m.state.session
+    assert session is not None
+    session.awaiting_release.update({101, 102, 103, 104})  # left by the previous connection
+    for packet_id in range(1, 5):
+        routed(m, Publish("t", b"x", 2, packet_id=packet_id))
+    with pytest.raises(RemoteProtocolError) as caught:
+        m.receive(Publish("t", b"x", 1, packet_id=9), NOW)
+    assert caught.value.reason_code == rc.RECEIVE_MAXIMUM_EXCEEDED
+    assert list(m.receive(Pubrel(101), NOW)) == [Reply(Pubcomp(101))]  # an old one released: no room made
+    with pytest.raises(RemoteProtocolError):
+        m.receive(Publish("t", b"x", 1, packet_id=10), NOW)
+    m.receive(Pubrel(1), NOW)  # one of this connection's: room for one
+    assert list(m.receive(Publish("t", b"x", 1, packet_id=11), NOW))

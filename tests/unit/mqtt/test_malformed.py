@@ -21,7 +21,7 @@ from vmqpy.mqtt.errors import (
     RemoteProtocolError,
     UnsupportedProtocolVersion,
 )
-from vmqpy.mqtt.packets import Connect, Publish
+from vmqpy.mqtt.packets import Connect, Properties, Publish
 
 
 def h(text: str) -> bytes:
@@ -387,3 +387,13 @@ def test_mutated_valid_packets(data: st.DataObject, level: int, to_server: bool)
         else:
             wire[at:at] = data.draw(st.binary(min_size=1, max_size=3))
     _drain(server(level) if to_server else client(level), bytes(wire))
+
+
+@pytest.mark.parametrize("response_topic", ["a/+/b", "a/#", "#"])
+def test_a_response_topic_with_wildcards_is_a_protocol_error(response_topic: str) -> None:
+    """[MQTT-3.3.2-14]: a Response Topic is a topic name; a wildcard in it is refused (DISCONNECT 0x82)."""
+    wire = encode(Publish("t", b"x", 1, packet_id=1, properties=Properties(response_topic=response_topic)), 5)
+    with pytest.raises(ProtocolViolation, match="Response Topic"):
+        decode_one(server(5), wire)
+    ok = encode(Publish("t", b"x", 1, packet_id=1, properties=Properties(response_topic="reply/to/me")), 5)
+    assert isinstance(decode_one(server(5), ok), Publish)
