@@ -251,3 +251,19 @@ def test_topic_aliases_to_a_client_that_allows_them_v5(broker, clients):
     for other in (plain, old):
         assert [(p.topic, p.props.get("topic_alias")) for p in other.recv_publishes(len(topics))] == [
             (t, None) for t in topics]
+
+
+@pytest.mark.vmqpy_only("mosquitto 2.0.11 sends no topic aliases to clients")
+def test_maximum_packet_size_counts_the_topic_alias_v5(broker, clients):
+    """A client with Topic Alias Maximum and Maximum Packet Size 100: the first PUBLISH of a topic carries the
+    topic and the alias, so the node keeps room for the alias (4 bytes): 7 + 10 + 79 = 96 bytes without the
+    alias is sent (99 with it), 97 is not."""
+    topic = unique("mpa")[:10].ljust(10, "z")
+    sub = clients.raw(broker, 5, props={"maximum_packet_size": 100, "topic_alias_maximum": 4})
+    sub.subscribe((topic, 1))
+    pub = clients.raw(broker, 5)
+    pub.publish(topic, b"x" * 80, qos=1)  # 97 bytes without the alias: not sent
+    pub.publish(topic, b"x" * 79, qos=1)
+    [got] = sub.recv_publishes(1)
+    assert len(got.payload) == 79 and len(got.raw) <= 100 and got.props.get("topic_alias") == 1, got
+    sub.assert_silent(0.3)

@@ -53,6 +53,7 @@ log = structlog.get_logger("vmqpy.connection")
 CONNECT_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 5.0
 WRITE_HIGH_WATER = 256 * 1024
+ALIAS_PROPERTY_BYTES = 4  # Topic Alias: identifier byte and two value bytes, and one more byte of property length
 
 
 class MQTTConnection(asyncio.Protocol):
@@ -458,7 +459,12 @@ class MQTTConnection(asyncio.Protocol):
         self.machine.connected(session)
         self.write_packet(Connack(present, rc.SUCCESS, accepted.connack))
         self._aliases_out = self.machine.state.aliases_out
-        self.broker.attach(session, self, accepted.send_window, accepted.max_packet_out, now)
+        max_packet = accepted.max_packet_out
+        if max_packet and self._aliases_out is not None:
+            # The first PUBLISH of a topic to this client carries the topic and its alias (the session measures
+            # packets without it): keep room for the property and a longer property length.
+            max_packet = max(1, max_packet - ALIAS_PROPERTY_BYTES)
+        self.broker.attach(session, self, accepted.send_window, max_packet, now)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

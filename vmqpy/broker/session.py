@@ -127,6 +127,7 @@ class Session:
         self.max_offline = max_offline
         self.max_packet_size = 0  # the client's Maximum Packet Size; 0 = no limit
         self.journal: Journal = journal or NullJournal()
+        self._held: deque[int] = deque()  # in-flight packet ids to resend once the window has room (attach)
         self.disconnected_at: float | None = None
         self.dropped = 0
         self.moving_to: str | None = None  # the node this session is being handed over to
@@ -224,6 +225,12 @@ class Session:
         sink = self.sink
         if sink is None:
             return
+        held, inflight = self._held, self.inflight
+        while held and sink.can_write() and len(inflight) - len(held) < self.window:  # resends first, in order
+            packet_id = held.popleft()
+            out = inflight.get(packet_id)
+            if out is not None and out.state == OutState.PUBLISHED:
+                sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now, dup=True)
         queue = self.queue
         while queue and sink.can_write():
             head = queue[0]
@@ -282,20 +289,31 @@ class Session:
     # ------------------------------------------------------------------------------------------ connections
 
     def attach(self, sink: Sink, window: int, max_packet_size: int, now: float) -> None:
-        """A connection takes this session: resend what is in flight with its original ids, then the queue."""
+        """A connection takes this session: resend what is in flight with its original ids, then the queue.
+        At most `window` PUBLISHes are resent at once (the new connection's Receive Maximum may be smaller than
+        the old one's): the rest wait, in order, for acknowledgements to make room (`pump`); one larger than the
+        new connection's Maximum Packet Size is dropped and counted."""
         self.sink = sink
         self.window = max(1, min(window, self.max_inflight))
         self.max_packet_size = max_packet_size
         self.disconnected_at = None
+        self._held.clear()
+        resent = 0
         for packet_id, out in list(self.inflight.items()):
             if out.state == OutState.RELEASED:
                 sink.write_packet(Pubrel(packet_id))
                 continue
-            if out.message.expired(now) and out.qos == 1:
+            if (out.message.expired(now) and out.qos == 1) or (max_packet_size and self._too_large(out, now)):
                 del self.inflight[packet_id]
                 self.journal.delete_message(self, out)
+                if not out.message.expired(now):
+                    self.dropped += 1
                 continue
-            sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now, dup=True)
+            if resent < self.window:
+                sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now, dup=True)
+                resent += 1
+            else:
+                self._held.append(packet_id)
         self.pump(now)
 
     def detach(self, now: float) -> None:

@@ -151,3 +151,38 @@ def test_packet_ids_skip_those_in_flight() -> None:
     s.on_puback(2, 0.0)
     s.deliver(msg(9), 1, False, [], 0.0)
     assert sorted(s.inflight) == [1, 3, 4]
+
+
+def test_resume_resends_no_more_than_the_new_receive_maximum() -> None:
+    """MQTT 5.0 4.9 / [MQTT-3.3.4-9]: a client that comes back with a smaller Receive Maximum gets at most that
+    many PUBLISHes resent at once, with their original ids, the rest as acknowledgements make room."""
+    s = session(max_inflight=4, max_online=10)
+    first = RecordingSink()
+    s.attach(first, 4, 0, 0.0)
+    for n in range(4):
+        s.deliver(msg(n), 1, False, [], 0.0)
+    ids = [p.packet_id or 0 for p in first.publishes()]
+    s.detach(1.0)
+    again = RecordingSink()
+    s.attach(again, 2, 0, 2.0)  # Receive Maximum 2 now
+    assert [(p.packet_id, p.dup) for p in again.publishes()] == [(ids[0], True), (ids[1], True)]
+    s.on_puback(ids[0], 3.0)
+    assert [p.packet_id for p in again.publishes()] == ids[:3]
+    s.on_puback(ids[1], 3.0)
+    s.on_puback(ids[2], 3.0)
+    assert [(p.packet_id, p.dup) for p in again.publishes()][3:] == [(ids[3], True)]
+
+
+def test_resume_drops_what_the_new_maximum_packet_size_does_not_allow() -> None:
+    """[MQTT-3.1.2-24]: a message in flight that is larger than the new connection's Maximum Packet Size is not
+    resent; it is dropped and counted, and the rest go on."""
+    s = session(max_inflight=4, max_online=10)
+    first = RecordingSink()
+    s.attach(first, 4, 0, 0.0)
+    s.deliver(Message("t/big", b"x" * 200, 1), 1, False, [], 0.0)
+    s.deliver(msg(1), 1, False, [], 0.0)
+    s.detach(1.0)
+    again = RecordingSink()
+    s.attach(again, 4, 100, 2.0)
+    assert [p.topic for p in again.publishes()] == ["t/1"]
+    assert s.dropped == 1 and len(s.inflight) == 1
