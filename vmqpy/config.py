@@ -150,7 +150,9 @@ SCHEMA: Mapping[str, Key] = {
         parse_duration_or_never, None, "how long an offline 3.1.1 persistent session is kept (never, 1h, 1d, ...)"
     ),
     "max_message_size": Key(parse_int(0), 0, "largest packet accepted, bytes; 0 is unlimited"),
-    "max_client_id_size": Key(parse_int(1, 65535), 65535, "longest client id accepted"),
+    "max_client_id_size": Key(
+        parse_int(23, 65535), 65535, "longest client id accepted (at least 23: every server must accept those)"
+    ),
     "max_keepalive": Key(parse_int(0, 65535), 0, "largest keepalive granted, seconds; 0 is no limit"),
     "allow_register_during_netsplit": Key(parse_bool, False, "accept CONNECT while the cluster is not ready"),
     "allow_publish_during_netsplit": Key(parse_bool, False, "accept PUBLISH while the cluster is not ready"),

@@ -69,6 +69,7 @@ def test_environment_beats_file_and_flags_beat_environment(tmp_path: Path) -> No
         ("nodename = nohost\n", ":1: bad value for nodename: expected NAME@HOST"),
         ("# fine\njust words\n", ":2: expected 'key = value'"),
         ("log.console = xml\n", ":1: bad value for log.console: expected one of console, json, off"),
+        ("max_client_id_size = 8\n", ":1: bad value for max_client_id_size: expected a number between 23"),
     ],
 )
 def test_refusals_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:
