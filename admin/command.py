@@ -58,7 +58,9 @@ class Command:
         return " ".join(self.path)
 
     def param(self, name: str) -> Param | None:
-        return self._by_name.get(name)
+        """The parameter called `name`; VerneMQ's spelling with underscores (`client_id`, `kill_sessions`) names
+        the same parameter as ours with hyphens (`client-id`, `kill-sessions`)."""
+        return self._by_name.get(name) or self._by_name.get(name.replace("_", "-"))
 
     def short(self, letter: str) -> Param | None:
         return self._by_short.get(letter)

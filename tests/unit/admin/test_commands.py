@@ -57,6 +57,13 @@ from tests.unit.admin.fakes import FakeNode
             ("cluster", "leave"),
             {"node": "b@h", "kill-sessions": False, "interval": 3.0, "timeout": 60.0},
         ),
+        (  # VerneMQ's spelling (underscores) names the same parameters
+            "cluster leave --node=b@h --kill_sessions --timeout=30",
+            ("cluster", "leave"),
+            {"node": "b@h", "kill-sessions": True, "interval": 5.0, "timeout": 30.0},
+        ),
+        ("session show --client_id=x", ("session", "show"), {"client-id": "x", "limit": 100}),
+        ("session show client_id=x", ("session", "show"), {"client-id": "x", "limit": 100}),
         ("session show", ("session", "show"), {"client-id": None, "limit": 100}),
         ("session show client-id=a=b limit=5", ("session", "show"), {"client-id": "a=b", "limit": 5}),
         ("subscription show client-id=x", ("subscription", "show"), {"client-id": "x", "limit": 100}),
