@@ -194,7 +194,7 @@ def split_options(argv: Sequence[str]) -> Options:
             setattr(opts, name[2:].replace("-", "_"), value)
         elif word in ("--help", "-h"):
             opts.help = True
-        elif word == "--json":
+        elif word in ("--json", "--format=json"):  # --format=json: VerneMQ's spelling
             opts.json = True
         else:
             opts.words.append(word)

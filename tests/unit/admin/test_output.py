@@ -48,6 +48,8 @@ def test_split_options_anywhere() -> None:
     )
     assert (opts.url, opts.api_key, opts.data_dir, opts.json, opts.help) == ("http://h:1", "K", "/d", True, False)
     assert opts.words == ["cluster", "leave", "node=a@h", "-k"]
+    vernemq = cli.split_options(["session", "show", "--format=json", "--client_id=x"])  # VerneMQ's spelling
+    assert vernemq.json and vernemq.words == ["session", "show", "--client_id=x"]
 
 
 def test_global_options_do_not_collide_with_command_options() -> None:
