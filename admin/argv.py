@@ -8,7 +8,7 @@ Parameters are written as VerneMQ writes them:
 
 * `name=value` words, for every parameter;
 * `--name`, `--name=value`, `--name value` and, where declared, `-x`, `-x=value`, `-x value`; a boolean option
-  written alone means true;
+  written alone means true, a column (`session show --client_id`) written alone means "show this column";
 * bare words (`show KEY ...`) and free `KEY=VALUE` pairs (`set KEY=VALUE ...`) for the settings commands.
 
 The HTTP API turns the query string into the same list of words (`?node=vmq2@127.0.0.1&--kill-sessions`), so both
@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote
 
 from admin.command import Command
 from admin.errors import CommandError
-from admin.params import BOOL, Args, Param
+from admin.params import BOOL, COLUMN, SHOW_COLUMN, Args, Param
 
 _SETTING_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -59,6 +59,12 @@ def parse_args(cmd: Command, words: Sequence[str]) -> Args:
             param = cmd.param(name) if long else cmd.short(name)
             if param is None:
                 raise CommandError(f"unknown option '{word.partition('=')[0]}' for '{cmd.name}'{_options_hint(cmd)}")
+            if not eq and param.type is COLUMN:
+                if param.name in raw:
+                    raise CommandError(f"parameter '{param.name}' given twice for '{cmd.name}'")
+                values[param.name] = SHOW_COLUMN
+                raw[param.name] = SHOW_COLUMN
+                continue
             if not eq:
                 if param.type is BOOL:
                     text = "true"
@@ -96,7 +102,11 @@ def parse_args(cmd: Command, words: Sequence[str]) -> Args:
 
 def canonical_words(cmd: Command, args: Args) -> list[str]:
     """The parameters that were given, as `name=value` words (then the free names or pairs): what a client sends."""
-    words = [f"{p.name}={args.raw[p.name]}" for p in cmd.params if p.name in args.raw]
+    words = [
+        f"--{p.name}" if p.type is COLUMN and args.raw[p.name] == SHOW_COLUMN else f"{p.name}={args.raw[p.name]}"
+        for p in cmd.params
+        if p.name in args.raw
+    ]
     words += list(args.names)
     words += [f"{key}={value}" for key, value in args.pairs]
     return words

@@ -46,8 +46,26 @@ class AdminNode(Protocol):
         not (or what is fine) in a few words."""
         ...
 
-    def session_show(self, client_id: str | None, limit: int) -> list[Row]:
-        """Sessions (all, or the one of `client_id`), at most `limit` rows."""
+    async def session_show(
+        self, filters: dict[str, str], per_subscription: bool, limit: int
+    ) -> tuple[list[Row], str | None]:
+        """The sessions of every member, as full rows of `admin.session_table` (filtered with its `select`, at
+        most `limit` per node), and a note naming the members that did not answer (None when all did)."""
+        ...
+
+    async def session_disconnect(self, client_id: str, cleanup: bool) -> str:
+        """Disconnect `client_id` wherever it is connected (with `cleanup`, end its session too); a line for the
+        operator. No such client anywhere -> CommandError 404."""
+        ...
+
+    async def status(self) -> tuple[list[Row], str | None]:
+        """One row per member that answered (node, ready, reason, version, connections, sessions online and
+        offline, subscriptions, retained, queued, publishes received and dropped, the members it counts), and a
+        note naming the members that did not answer (None when all did). Served as /status.json."""
+        ...
+
+    def retain_delete(self, topic: str) -> str:
+        """Delete the retained message of `topic` cluster-wide; a line for the operator. None -> CommandError 404."""
         ...
 
     def subscription_show(self, client_id: str | None, limit: int) -> list[Row]:

@@ -4,6 +4,10 @@
     POST /api/v1/cluster/join?discovery-node=b@host  -> {"type": "text", "text": "..."}
     any error                                        -> 4xx/5xx {"type": "error", "error": "..."}
     GET  /health (no key)                            -> 200 {"status": "ok"} | 503 {"status": "unavailable", ...}
+    GET  /health/ping (no key)                       -> 200 {"status": "ok"} while the process serves HTTP
+    GET  /status.json                                -> {"nodes": [one row per member], "note": "..." if some did
+                                                        not answer}
+    GET  /api/v1/sessions, /api/v1/cluster           -> VerneMQ's short paths of session show, cluster show
 
 Commands that only read answer GET (and HEAD), commands that change something answer POST only; another method
 -> 405 with an `Allow` header. Parameters travel in the query string, as the words `vmq-admin` takes
@@ -31,6 +35,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from admin.commands import (
+    BY_PATH,
     COMMANDS,
     Command,
     Context,
@@ -45,6 +50,10 @@ from admin.facade import AdminNode
 from admin.keys import KeyStore
 
 API_PREFIX = "/api/v1"
+#: the short paths VerneMQ's HTTP API documents, for the commands they name
+HTTP_ALIASES: dict[str, tuple[str, ...]] = {"sessions": ("session", "show"), "cluster": ("cluster", "show")}
+#: paths outside /api/ that need the key too (they list clients and counts)
+KEYED_PATHS = frozenset({"/status.json"})
 CONTEXT = web.AppKey("admin_context", Context)
 _COMMAND_NAME = web.RequestKey("admin_command", str)
 
@@ -90,7 +99,7 @@ async def _errors_and_log(request: web.Request, handler: Handler) -> web.StreamR
         "ms": round((time.perf_counter() - started) * 1000, 1),
         "peer": request.remote,
     }
-    if request.path == "/health":
+    if request.path.startswith("/health"):
         log.debug("admin_request", **fields)
     else:
         log.info("admin_request", **fields)
@@ -119,7 +128,7 @@ def _presented_key(request: web.Request) -> str | None:
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path == "/api" or request.path.startswith("/api/"):
+    if request.path == "/api" or request.path.startswith("/api/") or request.path in KEYED_PATHS:
         key = _presented_key(request)
         challenge = {"WWW-Authenticate": 'Basic realm="vmq-admin"'}
         if not key:
@@ -159,6 +168,18 @@ async def _unknown(request: web.Request) -> web.StreamResponse:
     raise CommandError(f"no such API path: {request.path}; '{cmd.name}' is at {command_url_path(cmd)}", 404)
 
 
+async def _ping(request: web.Request) -> web.StreamResponse:
+    return _json(200, {"status": "ok"})
+
+
+async def _status_json(request: web.Request) -> web.StreamResponse:
+    rows, note = await request.app[CONTEXT].facade.status()
+    doc: dict[str, Any] = {"nodes": rows}
+    if note:
+        doc["note"] = note
+    return _json(200, doc)
+
+
 async def _health(request: web.Request) -> web.StreamResponse:
     try:
         ready, reason = request.app[CONTEXT].facade.health()
@@ -176,7 +197,11 @@ def build_app(facade: AdminNode, keys: KeyStore) -> web.Application:
     for cmd in COMMANDS:
         for path in (cmd.path, *cmd.aliases):
             app.router.add_route("*", command_url_path(cmd, path), _command_handler(cmd))
+    for alias, path in HTTP_ALIASES.items():
+        app.router.add_route("*", f"{API_PREFIX}/{alias}", _command_handler(BY_PATH[path]))
     app.router.add_route("GET", "/health", _health)
+    app.router.add_route("GET", "/health/ping", _ping)
+    app.router.add_route("GET", "/status.json", _status_json)
     app.router.add_route("*", API_PREFIX + "/{tail:.*}", _unknown)
     return app
 

@@ -123,6 +123,11 @@ COUNT = ParamType("N", _parse_count)
 SECONDS = ParamType("SECONDS", _parse_seconds)
 BOOL = ParamType("on|off", _parse_bool)
 TOPIC_FILTER = ParamType("FILTER", _parse_topic_filter)
+#: a column of a table, as VerneMQ's `session show` takes it: `--client_id` alone shows the column,
+#: `--client_id=X` (or `client_id=X`) also keeps only the rows whose value is X
+COLUMN = ParamType("VALUE", _parse_text)
+#: what a COLUMN parameter holds when it was written alone: show the column, keep every row
+SHOW_COLUMN = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +145,8 @@ class Param:
     secret: bool = False
 
     def usage(self) -> str:
+        if self.type is COLUMN:
+            return f"[--{self.name}[=VALUE]]"
         if self.flag:
             long = f"--{self.name}" if self.type is BOOL else f"--{self.name}={self.type.metavar}"
             text = f"-{self.short}|{long}" if self.short else long

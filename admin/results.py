@@ -10,7 +10,10 @@ Row = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Table:
+    """Rows; `note`: a line for the operator beside the table (e.g. a cluster-wide answer that lacks a node)."""
+
     rows: list[Row]
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +27,10 @@ Result = Table | Text
 def result_to_json(result: Result) -> dict[str, Any]:
     """VerneMQ's shape: {"type": "table", "table": [rows]} or {"type": "text", "text": "..."}."""
     if isinstance(result, Table):
-        return {"type": "table", "table": result.rows}
+        doc: dict[str, Any] = {"type": "table", "table": result.rows}
+        if result.note:
+            doc["note"] = result.note
+        return doc
     return {"type": "text", "text": result.text}
 
 
@@ -33,8 +39,9 @@ def result_from_json(doc: Any) -> Result:
     if isinstance(doc, dict):
         if doc.get("type") == "table" and isinstance(doc.get("table"), list):
             rows = doc["table"]
+            note = doc.get("note")
             if all(isinstance(r, dict) for r in rows):
-                return Table(rows)
+                return Table(rows, note if isinstance(note, str) else None)
         if doc.get("type") == "text" and isinstance(doc.get("text"), str):
             return Text(doc["text"])
     raise ValueError("not a table or text answer")

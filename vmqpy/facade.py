@@ -8,18 +8,23 @@ except through their own methods.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sized
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, Protocol
 
+from admin import session_table
 from admin.errors import CommandError
+from vmqpy import __version__
 from vmqpy import config as config_module
 from vmqpy.broker import records
+from vmqpy.cluster.admin_calls import AdminCalls, Answers, Handler
 from vmqpy.cluster.errors import CommandRefused
 from vmqpy.cluster.policy import LEFT_REASON
-from vmqpy.mqtt.topics import validate_topic_filter
+from vmqpy.mqtt.topics import validate_topic_filter, validate_topic_name
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
+    from vmqpy.broker.session import Session
     from vmqpy.cluster.departure import Departure
     from vmqpy.cluster.policy import Policy
     from vmqpy.cluster.registration import RegistrationService
@@ -42,6 +47,21 @@ RUNTIME_SETTINGS = (
 )
 
 
+SESSIONS = "sessions"  # the admin questions every member answers (vmqpy.cluster.admin_calls)
+DISCONNECT = "disconnect"
+STATUS = "status"
+
+
+class ClientConnection(Protocol):
+    """What `session show` reads of a live MQTT connection."""
+
+    @property
+    def peer(self) -> tuple[str, int] | None: ...
+
+    @property
+    def username(self) -> str | None: ...
+
+
 def _text(payload: bytes) -> str:
     try:
         return payload.decode("utf-8")
@@ -61,7 +81,7 @@ class NodeFacade:
         metadata: MetadataService,
         storage: Storage,
         policy: Policy,
-        connections: Sized,
+        connections: Collection[ClientConnection],
         cluster: ClusterService | None = None,
         registration: RegistrationService | None = None,
         departure: Departure | None = None,
@@ -79,6 +99,13 @@ class NodeFacade:
         self._cluster = cluster
         self._registration = registration
         self._departure = departure
+        self._handlers: dict[str, Handler] = {
+            SESSIONS: self._local_sessions, DISCONNECT: self._local_disconnect, STATUS: self._local_status,
+        }
+        self._calls: AdminCalls | None = None
+        if cluster is not None:
+            self._calls = AdminCalls(cluster, self._handlers)
+            cluster.control_handlers.append(self._calls.on_control)
 
     def node_name(self) -> str:
         return self._config().nodename
@@ -130,20 +157,79 @@ class NodeFacade:
 
     # ---------------------------------------------------------------------------------------------- broker
 
-    def session_show(self, client_id: str | None, limit: int) -> list[Row]:
+    async def session_show(
+        self, filters: dict[str, str], per_subscription: bool, limit: int
+    ) -> tuple[list[Row], str | None]:
+        args = {"filters": filters, "per_subscription": per_subscription, "limit": limit}
+        answers = await self._ask_all(SESSIONS, args)
+        rows = [row for node_rows in answers.results.values() for row in node_rows]
+        return rows, answers.note()
+
+    async def session_disconnect(self, client_id: str, cleanup: bool) -> str:
+        answers = await self._ask_all(DISCONNECT, {"client_id": client_id, "cleanup": cleanup})
+        done = sorted((node, what) for node, what in answers.results.items() if what is not None)
+        note = answers.note()
+        if not done:
+            unsure = f" ({note})" if note else ""
+            raise CommandError(f"no session of client id {client_id!r} in the cluster{unsure}", 404)
+        lines = [f"{client_id} on {node}: {what}" for node, what in done]
+        return "\n".join(lines + ([f"note: {note}"] if note else []))
+
+    def retain_delete(self, topic: str) -> str:
+        if not validate_topic_name(topic):
+            raise CommandError(f"not a topic name: {topic!r} (wildcards delete nothing)", 400)
+        if not self._policy.may("publish"):
+            raise CommandError(f"the node does not take writes now: {self._policy.reason()}", 503)
+        if not self._broker.delete_retained(topic):
+            raise CommandError(f"no retained message on {topic!r}", 404)
+        return f"deleted the retained message of {topic}"
+
+    async def _ask_all(self, what: str, args: dict[str, Any]) -> Answers:
+        calls = self._calls
+        if calls is None:
+            return Answers(results={self.node_name(): self._handlers[what](args)})
+        return await calls.ask_all(what, args)
+
+    def _local_sessions(self, args: dict[str, Any]) -> list[Row]:
+        """This node's sessions as full rows (admin.session_table), filtered, at most `limit`."""
+        filters = {str(k): str(v) for k, v in dict(args.get("filters") or {}).items()}
+        by_sink = {id(conn): conn for conn in self._connections}
+        rows = (self._session_row(session, by_sink) for _, session in sorted(self._broker.sessions.items()))
+        return session_table.select(rows, filters, bool(args.get("per_subscription")), int(args.get("limit", 100)))
+
+    def _session_row(self, session: Session, by_sink: dict[int, ClientConnection]) -> Row:
+        conn = by_sink.get(id(session.sink)) if session.sink is not None else None
+        peer = conn.peer if conn is not None else None
+        return {
+            "client_id": session.client_id, "is_online": session.online, "node": self.node_name(),
+            "peer_host": peer[0] if peer else None, "peer_port": peer[1] if peer else None,
+            "user": conn.username if conn is not None else None, "protocol": session.protocol_level,
+            "mountpoint": "", "clean_session": not session.persistent, "waiting_acks": len(session.inflight),
+            "queued": len(session.queue), "dropped": session.dropped,
+            "subscriptions": [[f, entry.options.qos] for f, entry in sorted(session.subscriptions.items())],
+        }
+
+    async def status(self) -> tuple[list[Row], str | None]:
+        answers = await self._ask_all(STATUS, {})
+        return [answers.results[node] for node in sorted(answers.results)], answers.note()
+
+    def _local_status(self, args: dict[str, Any]) -> Row:
         broker = self._broker
-        sessions = [broker.sessions[client_id]] if client_id in broker.sessions else []
-        if client_id is None:
-            sessions = sorted(broker.sessions.values(), key=lambda s: s.client_id)
-        rows = []
-        for session in sessions[:limit]:
-            d = session.describe()
-            rows.append({
-                "Client": d["client_id"], "Online": d["online"], "Protocol": d["protocol"],
-                "Persistent": session.persistent, "Subscriptions": d["subscriptions"], "Inflight": d["inflight"],
-                "Queued": d["queued"], "Dropped": d["dropped"],
-            })
-        return rows
+        ready, reason = self.health()
+        online = sum(1 for s in broker.sessions.values() if s.online)
+        return {
+            "node": self.node_name(), "ready": ready, "reason": reason, "version": __version__,
+            "connections": len(self._connections), "sessions_online": online,
+            "sessions_offline": len(broker.sessions) - online,
+            "subscriptions": sum(len(s.subscriptions) for s in broker.sessions.values()),
+            "retained": len(broker.retained), "queued": broker.queued(),
+            "publish_received": broker.metrics["publish_received"],
+            "publish_dropped": broker.metrics["publish_dropped"],
+            "members": self._cluster.member_names() if self._cluster is not None else [self.node_name()],
+        }
+
+    def _local_disconnect(self, args: dict[str, Any]) -> str | None:
+        return self._broker.disconnect_by_operator(str(args["client_id"]), time.time(), bool(args.get("cleanup")))
 
     def subscription_show(self, client_id: str | None, limit: int) -> list[Row]:
         rows = []

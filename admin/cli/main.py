@@ -318,6 +318,8 @@ def run(argv: Sequence[str], env: Mapping[str, str], out: TextIO, err: TextIO) -
     except ValueError:
         return fail(EXIT_NODE_ERROR, f"{base} answered something that is not a vmq-admin answer: {body[:200]!r}")
     print(render(result, opts.json), file=out)
+    if isinstance(result, Table) and result.note:
+        print(f"note: {result.note}", file=err)
     note = NOTES.get(cmd.path)
     if note and not opts.json:
         print(note, file=err)

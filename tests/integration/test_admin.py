@@ -47,8 +47,9 @@ def test_commands_answer_with_the_node_state(node, clients) -> None:  # type: ig
     assert show.returncode == 0, show.stderr
     (row,) = json.loads(show.stdout)
     assert (row["Running"], row["Reachable"], row["Ready"]) == (True, True, True)
-    sessions = json.loads(admin(url, broker.data_dir, "session", "show", "--json").stdout)
-    assert any(r["Client"] == "admin-sub" and r["Persistent"] for r in sessions)
+    columns = ("--client_id", "--clean_session", "--json")
+    sessions = json.loads(admin(url, broker.data_dir, "session", "show", *columns).stdout)
+    assert {"client_id": "admin-sub", "clean_session": False} in sessions
     subs = admin(url, broker.data_dir, "subscription", "show", "client-id=admin-sub")
     assert subs.returncode == 0 and "admin/#" in subs.stdout
     retained = json.loads(admin(url, broker.data_dir, "retain", "show", "topic=admin/#", "--json").stdout)

@@ -257,6 +257,38 @@ class Broker:
             self.metadata.delete(records.SESSION, records.session_key(client_id))  # not when it moved elsewhere
         session.release_waiters()
 
+    def disconnect_by_operator(self, client_id: str, now: float, cleanup: bool) -> str | None:
+        """`vmq-admin session disconnect`: close the client's connection here (5.0: DISCONNECT 0x98
+        Administrative action; its will is published as for any disconnect without DISCONNECT) and, with
+        `cleanup`, end its session (subscriptions, queue, owner record). What was done, or None when the client
+        has no session on this node."""
+        session = self.sessions.get(client_id)
+        if session is None:
+            return None
+        sink = session.sink
+        done = "disconnected" if sink is not None else "not connected"
+        if sink is not None:
+            will, delay = sink.take_over(rc.ADMINISTRATIVE_ACTION)
+            self.metrics["session_disconnected_by_operator"] += 1
+            self.close_session(session, sink, now, will, 0.0 if cleanup else delay)
+        if cleanup and self.sessions.get(client_id) is session:
+            pending = self._wills.pop(client_id, None)
+            if pending is not None:
+                self.publish_will(pending.message, now)  # the session ends now: its will is due
+            self.discard(session)
+            done += ", session removed"
+        elif cleanup:
+            done += ", session removed"
+        return done
+
+    def delete_retained(self, topic: str) -> bool:
+        """`vmq-admin retain delete`: remove the retained message of `topic` cluster-wide (replicated like a
+        retained PUBLISH with an empty payload). False when there is none."""
+        if topic not in self.retained:
+            return False
+        self.metadata.delete(records.RETAIN, records.retain_key(topic))
+        return True
+
     def disconnect_for_move(self, session: Session, now: float, clean: bool, reason: str) -> None:
         """Disconnect a live connection of `session`, which goes to another node; its will as for a takeover."""
         if session.sink is not None:

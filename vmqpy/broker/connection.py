@@ -72,6 +72,8 @@ class MQTTConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.session: Session | None = None
         self.client_id = ""
+        self.peer: tuple[str, int] | None = None  # the client's address (host, port)
+        self.username: str | None = None
         self.log: Any = log
         self.keep_alive = 0
         self.last_received = 0.0
@@ -105,6 +107,7 @@ class MQTTConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
         peer = transport.get_extra_info("peername")
+        self.peer = (str(peer[0]), int(peer[1])) if peer else None
         self.log = log.bind(peer=f"{peer[0]}:{peer[1]}" if peer else "?", listener=self.listener)
         self.last_received = self.loop.time()
         self._timer = self.loop.call_later(CONNECT_TIMEOUT, self._on_timer)
@@ -189,10 +192,10 @@ class MQTTConnection(asyncio.Protocol):
     def can_write(self) -> bool:
         return self._writable and not self.closing
 
-    def take_over(self) -> tuple[Message | None, float]:
-        self.log.info("session taken over")
+    def take_over(self, reason_code: int = rc.SESSION_TAKEN_OVER) -> tuple[Message | None, float]:
+        self.log.info("session taken over" if reason_code == rc.SESSION_TAKEN_OVER else "disconnected by an operator")
         if self.level == 5:
-            self.write_packet(Disconnect(rc.SESSION_TAKEN_OVER))
+            self.write_packet(Disconnect(reason_code))
         will, delay = self.will, self.will_delay
         self.machine.state.will = None
         self.session = None
@@ -399,6 +402,7 @@ class MQTTConnection(asyncio.Protocol):
 
     def _start_registration(self, accepted: Accepted) -> None:
         self.client_id = accepted.client_id
+        self.username = accepted.username
         self.log = self.log.bind(client_id=accepted.client_id)
         self.keep_alive = accepted.keep_alive
         registrar = self.broker.registrar

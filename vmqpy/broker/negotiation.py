@@ -54,6 +54,7 @@ class Accepted:
     max_packet_out: int  # the client's Maximum Packet Size; 0: no limit
     aliases_out: int  # topic aliases the node may use towards the client
     connack: Properties  # CONNACK properties (besides session present and the reason code)
+    username: str | None = None  # as the CONNECT gave it (what `vmq-admin session show` lists as user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,7 @@ def negotiate(connect: Connect, config: Config, auth: CredentialCheck, policy: S
         max_packet_out = props.maximum_packet_size or 0
         aliases_out = min(props.topic_alias_maximum or 0, config.topic_alias_max_broker)
     return Accepted(client_id, level, connect.clean_start, expiry, requested, keep_alive, will, will_delay,
-                    send_window, max_packet_out, aliases_out, connack)
+                    send_window, max_packet_out, aliases_out, connack, connect.username)
 
 
 # ---------------------------------------------------------------------------------------------- keep alive

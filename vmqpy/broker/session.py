@@ -17,6 +17,7 @@ from typing import Protocol
 from vmqpy.broker.message import Message
 from vmqpy.mqtt.codec import encode
 from vmqpy.mqtt.packets import Packet, Pubrel, SubOptions
+from vmqpy.mqtt.reason_codes import SESSION_TAKEN_OVER
 
 
 class Sink(Protocol):
@@ -33,8 +34,9 @@ class Sink(Protocol):
 
     def can_write(self) -> bool: ...
 
-    def take_over(self) -> tuple[Message | None, float]:
-        """Close the connection for a newer one of the same client id (5.0: DISCONNECT 0x8E).
+    def take_over(self, reason_code: int = SESSION_TAKEN_OVER) -> tuple[Message | None, float]:
+        """Close the connection for a newer one of the same client id (5.0: DISCONNECT with `reason_code`,
+        0x8E; 0x98 Administrative action for `vmq-admin session disconnect`).
 
         Returns the connection's will and will delay, which the broker then owns."""
         ...

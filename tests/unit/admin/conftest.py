@@ -31,8 +31,10 @@ def keys(data_dir: Path, node_key: str) -> KeyStore:
 def fake() -> FakeNode:
     node = FakeNode()
     node.sessions = [
-        {"client_id": "sensor-1", "user": None, "peer_host": "127.0.0.1", "peer_port": 50001, "online": True},
-        {"client_id": "sensor-2", "user": "bob", "peer_host": "127.0.0.1", "peer_port": 50002, "online": False},
+        {"client_id": "sensor-1", "is_online": True, "node": "vmq1@127.0.0.1", "peer_host": "127.0.0.1",
+         "peer_port": 50001, "user": None, "subscriptions": [["cmd/sensor-1/#", 1]]},
+        {"client_id": "sensor-2", "is_online": False, "node": "vmq1@127.0.0.1", "peer_host": "127.0.0.1",
+         "peer_port": 50002, "user": "bob", "subscriptions": [["cmd/+/all", 0], ["cmd/sensor-2", 2]]},
     ]
     node.subscriptions = [
         {"client_id": "sensor-1", "topic": "cmd/sensor-1/#", "qos": 1},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from admin import session_table
 from admin.errors import CommandError
 
 Row = dict[str, Any]
@@ -29,6 +30,7 @@ class FakeNode:
         self.name = name
         self.members: list[Row] = [{"Node": name, "Running": True, "Reachable": True, "Ready": True}]
         self.sessions: list[Row] = []
+        self.session_note: str | None = None
         self.subscriptions: list[Row] = []
         self.retained: list[Row] = []
         self.metric_values: dict[str, int | float] = {}
@@ -69,10 +71,33 @@ class FakeNode:
     def health(self) -> tuple[bool, str]:
         return self.ready
 
-    def session_show(self, client_id: str | None, limit: int) -> list[Row]:
-        self.calls.append(("session_show", client_id, limit))
-        rows = [r for r in self.sessions if client_id is None or r["client_id"] == client_id]
-        return rows[:limit]
+    async def session_show(
+        self, filters: dict[str, str], per_subscription: bool, limit: int
+    ) -> tuple[list[Row], str | None]:
+        self.calls.append(("session_show", filters, per_subscription, limit))
+        return session_table.select(self.sessions, filters, per_subscription, limit), self.session_note
+
+    async def session_disconnect(self, client_id: str, cleanup: bool) -> str:
+        self.calls.append(("session_disconnect", client_id, cleanup))
+        if not any(r["client_id"] == client_id for r in self.sessions):
+            raise CommandError(f"no session of client id {client_id!r} in the cluster", 404)
+        if cleanup:
+            self.sessions = [r for r in self.sessions if r["client_id"] != client_id]
+        return f"{client_id}: disconnected" + (", session removed" if cleanup else "")
+
+    async def status(self) -> tuple[list[Row], str | None]:
+        self.calls.append(("status",))
+        ready, reason = self.ready
+        up = [r["Node"] for r in self.members if r["Node"] not in self.unreachable]
+        rows = [{"node": node, "ready": ready, "reason": reason} for node in up]
+        return rows, self.session_note
+
+    def retain_delete(self, topic: str) -> str:
+        self.calls.append(("retain_delete", topic))
+        if not any(r["topic"] == topic for r in self.retained):
+            raise CommandError(f"no retained message on {topic!r}", 404)
+        self.retained = [r for r in self.retained if r["topic"] != topic]
+        return f"deleted the retained message of {topic}"
 
     def subscription_show(self, client_id: str | None, limit: int) -> list[Row]:
         self.calls.append(("subscription_show", client_id, limit))

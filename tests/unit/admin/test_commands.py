@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,10 @@ from admin.commands import (
 )
 from admin.errors import CommandError
 from admin.keys import KeyStore
+from admin.session_table import COLUMNS, DEFAULT_COLUMNS
 from tests.unit.admin.fakes import FakeNode
+
+NO_COLUMNS: dict[str, Any] = {column.replace("_", "-"): None for column in COLUMNS}
 
 
 @pytest.mark.parametrize(
@@ -62,10 +66,18 @@ from tests.unit.admin.fakes import FakeNode
             ("cluster", "leave"),
             {"node": "b@h", "kill-sessions": True, "interval": 5.0, "timeout": 30.0},
         ),
-        ("session show --client_id=x", ("session", "show"), {"client-id": "x", "limit": 100}),
-        ("session show client_id=x", ("session", "show"), {"client-id": "x", "limit": 100}),
-        ("session show", ("session", "show"), {"client-id": None, "limit": 100}),
-        ("session show client-id=a=b limit=5", ("session", "show"), {"client-id": "a=b", "limit": 5}),
+        ("session show --client_id=x", ("session", "show"), {**NO_COLUMNS, "client-id": "x", "limit": 100}),
+        ("session show client_id=x", ("session", "show"), {**NO_COLUMNS, "client-id": "x", "limit": 100}),
+        ("session show", ("session", "show"), {**NO_COLUMNS, "limit": 100}),
+        ("session show client-id=a=b limit=5", ("session", "show"), {**NO_COLUMNS, "client-id": "a=b", "limit": 5}),
+        (  # VerneMQ's column flags: alone, a column to show; with a value, also a filter
+            "session show --client_id --is_online=false --peer_host",
+            ("session", "show"),
+            {**NO_COLUMNS, "client-id": "", "is-online": "false", "peer-host": "", "limit": 100},
+        ),
+        ("session disconnect client-id=x", ("session", "disconnect"), {"client-id": "x", "cleanup": False}),
+        ("session disconnect --client_id=x -c", ("session", "disconnect"), {"client-id": "x", "cleanup": True}),
+        ("retain delete topic=a/b", ("retain", "delete"), {"topic": "a/b"}),
         ("subscription show client-id=x", ("subscription", "show"), {"client-id": "x", "limit": 100}),
         ("retain show topic=a/+/c/#", ("retain", "show"), {"topic": "a/+/c/#", "limit": 100}),
         ("metrics show", ("metrics", "show"), {}),
@@ -114,7 +126,7 @@ def test_settings_words() -> None:
         ("cluster leave node=b@h -k=maybe", "expected on/off"),
         ("session show limit=0", "bad value '0' for 'limit' of 'session show': expected a whole number of at least 1"),
         ("session show limit=ten", "bad value 'ten' for 'limit'"),
-        ("session show client=x", "unknown parameter 'client' for 'session show'; usage: session show [client-id"),
+        ("session show client=x", "unknown parameter 'client' for 'session show'; usage: session show [--client-id["),
         ("session show client-id=", "bad value '' for 'client-id'"),
         ("retain show topic=a/#/b", "'#' must be a whole level and the last one"),
         ("retain show topic=a/b+", "'+' must be a whole level"),
@@ -155,7 +167,10 @@ def test_node_type_keeps_text() -> None:
 def test_table_shape() -> None:
     """Reads are GET, changes are POST; every path and alias is unique; flags have distinct short letters."""
     posts = {c.name for c in COMMANDS if c.method == "POST"}
-    assert posts == {"cluster join", "cluster leave", "set", "log level", "api-key create", "api-key delete"}
+    assert posts == {
+        "cluster join", "cluster leave", "set", "log level", "api-key create", "api-key delete", "session disconnect",
+        "retain delete",
+    }
     assert {c.method for c in COMMANDS} == {"GET", "POST"}
     assert BY_PATH[("cluster", "status")] is BY_PATH[("cluster", "show")]
     for cmd in COMMANDS:
@@ -226,7 +241,7 @@ async def test_handlers(ctx: Context, fake: FakeNode) -> None:
     assert await run(ctx, "cluster leave node=vmq2@127.0.0.1 -k -t 9") == Text("vmq2@127.0.0.1 left the cluster")
     assert fake.last_call() == ("cluster_leave", "vmq2@127.0.0.1", True, 5.0, 9.0)
     assert (await run(ctx, "session show client-id=sensor-2")).rows[0]["user"] == "bob"
-    assert fake.last_call() == ("session_show", "sensor-2", 100)
+    assert fake.last_call() == ("session_show", {"client_id": "sensor-2"}, False, 100)
     assert len((await run(ctx, "subscription show limit=1")).rows) == 1
     assert (await run(ctx, "retain show topic=sensors/+/temp")).rows == [{"topic": "sensors/a/temp", "payload": "21.5"}]
     assert (await run(ctx, "metrics show")).rows == [
@@ -239,6 +254,57 @@ async def test_handlers(ctx: Context, fake: FakeNode) -> None:
     assert await run(ctx, "node status") == Table(
         [{"Node": "vmq1@127.0.0.1", "Ready": False, "Reason": "cluster not ready: vmq2 unreachable"}]
     )
+
+
+async def test_session_show_columns_and_filters(ctx: Context, fake: FakeNode) -> None:
+    default = (await run(ctx, "session show")).rows
+    assert list(default[0]) == ["client_id", "is_online", "node", "peer_host", "peer_port", "user"]
+    assert [r["client_id"] for r in default] == ["sensor-1", "sensor-2"]
+    asked = await run(ctx, "session show --client_id --is_online=off --user")
+    assert asked.rows == [{"client_id": "sensor-2", "is_online": False, "user": "bob"}]
+    assert fake.last_call() == ("session_show", {"is_online": "false"}, False, 100)
+    per_subscription = await run(ctx, "session show --client_id --topic --qos")
+    assert per_subscription.rows == [
+        {"client_id": "sensor-1", "topic": "cmd/sensor-1/#", "qos": 1},
+        {"client_id": "sensor-2", "topic": "cmd/+/all", "qos": 0},
+        {"client_id": "sensor-2", "topic": "cmd/sensor-2", "qos": 2},
+    ]
+    assert (await run(ctx, "session show --qos=2 --client_id --topic")).rows == [
+        {"client_id": "sensor-2", "topic": "cmd/sensor-2", "qos": 2}
+    ]
+    assert list((await run(ctx, "session show --client_id=sensor-2")).rows[0]) == list(DEFAULT_COLUMNS)
+    assert len((await run(ctx, "session show --topic limit=2")).rows) == 2
+    fake.session_note = "no answer from vmq2@127.0.0.1"
+    assert (await run(ctx, "session show")).note == "no answer from vmq2@127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ("session show --is_online=maybe", "bad value for '--is_online' of 'session show': is_online is true or false"),
+        ("session show --peer_port=http", "peer_port is a whole number, not 'http'"),
+        ("session show --client_id --client_id", "parameter 'client-id' given twice"),
+        ("session disconnect", "missing parameter 'client-id' for 'session disconnect'"),
+        ("retain delete", "missing parameter 'topic' for 'retain delete'"),
+    ],
+)
+async def test_session_and_retain_argument_errors(ctx: Context, argv: str, message: str) -> None:
+    with pytest.raises(CommandError, match=re.escape(message)):
+        await run(ctx, argv)
+
+
+async def test_session_disconnect_and_retain_delete(ctx: Context, fake: FakeNode) -> None:
+    assert await run(ctx, "session disconnect client-id=sensor-1") == Text("sensor-1: disconnected")
+    assert fake.last_call() == ("session_disconnect", "sensor-1", False)
+    assert await run(ctx, "session disconnect --client_id=sensor-1 --cleanup") == Text(
+        "sensor-1: disconnected, session removed"
+    )
+    with pytest.raises(CommandError, match="no session of client id 'sensor-1'") as err:
+        await run(ctx, "session disconnect client-id=sensor-1")
+    assert err.value.status == 404
+    deleted = await run(ctx, "retain delete topic=sensors/a/temp")
+    assert deleted == Text("deleted the retained message of sensors/a/temp")
+    assert [r["topic"] for r in fake.retained] == ["sensors/b/hum"]
 
 
 async def test_facade_errors_pass_through(ctx: Context, fake: FakeNode) -> None:

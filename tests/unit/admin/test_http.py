@@ -28,6 +28,8 @@ ENDPOINTS: list[tuple[str, str]] = [
     ("POST", "/api/v1/cluster/leave?node=vmq1@127.0.0.1&--kill-sessions"),
     ("GET", "/api/v1/node/status"),
     ("GET", "/api/v1/session/show"),
+    ("POST", "/api/v1/session/disconnect?client-id=sensor-1"),
+    ("POST", "/api/v1/retain/delete?topic=sensors/a/temp"),
     ("GET", "/api/v1/subscription/show"),
     ("GET", "/api/v1/retain/show"),
     ("GET", "/api/v1/metrics/show"),
@@ -212,7 +214,7 @@ async def test_error_bodies(
 async def test_unexpected_exception_is_500_json(
     client: aiohttp.ClientSession, api: ApiServer, fake: FakeNode, node_key: str
 ) -> None:
-    def broken(client_id: str | None, limit: int) -> list[dict[str, Any]]:
+    async def broken(filters: dict[str, str], per_subscription: bool, limit: int) -> tuple[list[dict[str, Any]], None]:
         raise RuntimeError("session table is gone")
 
     fake.session_show = broken  # type: ignore[method-assign]

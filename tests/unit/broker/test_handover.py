@@ -35,7 +35,7 @@ class FakeSink:
     def can_write(self) -> bool:
         return True
 
-    def take_over(self) -> tuple[Message | None, float]:
+    def take_over(self, reason_code: int = 0x8E) -> tuple[Message | None, float]:
         return None, 0.0
 
 

@@ -69,7 +69,7 @@ class TakenOverSink(RecordingSink):
 
     taken_over = False
 
-    def take_over(self) -> tuple[Message | None, float]:
+    def take_over(self, reason_code: int = 0x8E) -> tuple[Message | None, float]:
         self.taken_over = True
         return super().take_over()
 

@@ -28,7 +28,7 @@ class RecordingSink:
     def can_write(self) -> bool:
         return self.writable
 
-    def take_over(self) -> tuple[Message | None, float]:
+    def take_over(self, reason_code: int = 0x8E) -> tuple[Message | None, float]:
         return None, 0.0
 
     def publishes(self) -> list[Publish]:
