@@ -2,8 +2,17 @@
 
 Each node reports the set of members it currently reaches. An edge a-b stands when both a and b report each
 other (a link that only one side sees is not trusted). The groups are the connected components of that
-graph; a node is ready when every member is reachable from it (VerneMQ's rule), and in a majority when its
-group holds a strict majority of the members. Pure: reports in, a `View` out.
+graph; a node is ready when every member is reachable from it (VerneMQ's rule).
+
+The *majority* (for `cluster.readiness = majority`) is one set of members that all reach each other (a clique
+of the graph) holding a strict majority of the members; when several exist, the largest, then the first in
+name order. A node is in the majority only when it belongs to that one set. A connected group is not enough:
+under a bridge partition (n1 and n2 cut apart, n3 reaching both) the group {n1, n2, n3} is connected, and each
+of n1 and n2 reaches a majority on its own ({n1, n3}, {n2, n3}); counting either would let both sides accept
+writes that only reach each other later through n3, and a clear acknowledged on one side could be undone by
+a put acknowledged on the other (docs/chaos.md, finding 7). Every node of the bridge computes the same graph
+from the same reports, so they pick the same clique ({n1, n3}): n2 refuses, and every write of the serving
+side goes between nodes that replicate to each other directly. Pure: reports in, a `View` out.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ class View:
     members: tuple[str, ...]
     reachable: frozenset[str]  # members this node has a working link to (itself included)
     groups: tuple[tuple[str, ...], ...]  # connected components, largest first, each sorted
+    majority: tuple[str, ...] = ()  # the serving majority: a clique of a strict majority (module doc), sorted
 
     @property
     def ready(self) -> bool:
@@ -36,7 +46,7 @@ class View:
 
     @property
     def in_majority(self) -> bool:
-        return 2 * len(self.own_group) > len(self.members)
+        return self.node in self.majority
 
     @property
     def partitioned(self) -> bool:
@@ -50,6 +60,7 @@ class View:
             "groups": [list(g) for g in self.groups],
             "ready": self.ready,
             "majority": self.in_majority,
+            "majority_members": list(self.majority),
         }
 
 
@@ -70,4 +81,10 @@ def compute(node: str, members: Iterable[str], reports: Mapping[str, Iterable[st
         if b != node:
             graph.add_edge(node, b)
     groups = sorted((tuple(sorted(c)) for c in nx.connected_components(graph)), key=lambda g: (-len(g), g))
-    return View(node, member_list, frozenset(own | {node}), tuple(groups))
+    return View(node, member_list, frozenset(own | {node}), tuple(groups), _majority(graph, len(member_list)))
+
+
+def _majority(graph: nx.Graph[str], members: int) -> tuple[str, ...]:
+    """The largest set of mutually reachable members holding a strict majority, first in name order; ()."""
+    cliques = [tuple(sorted(c)) for c in nx.find_cliques(graph) if 2 * len(c) > members]
+    return min(cliques, key=lambda c: (-len(c), c)) if cliques else ()

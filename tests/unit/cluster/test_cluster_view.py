@@ -32,12 +32,34 @@ def test_two_two_split_has_no_majority() -> None:
     assert not view.in_majority
 
 
-def test_bridge_node_joins_both_halves_into_one_group() -> None:
+def test_bridge_node_joins_both_halves_into_one_group_but_only_one_half_is_the_majority() -> None:
     reports = {A: {B, E}, B: {A, E}, C: {D, E}, D: {C, E}, E: {A, B, C, D}}
-    view = compute(A, [A, B, C, D, E], reports)
-    assert view.groups == ((A, B, C, D, E),)
-    assert not view.ready  # a cannot reach c and d itself
-    assert view.in_majority
+    views = {n: compute(n, [A, B, C, D, E], reports) for n in (A, B, C, D, E)}
+    assert views[A].groups == ((A, B, C, D, E),)
+    assert not views[A].ready  # a cannot reach c and d itself
+    # {a, b, e} and {c, d, e} are both cliques of a strict majority: every node picks the same one
+    assert {n: v.majority for n, v in views.items()} == dict.fromkeys(views, (A, B, E))
+    assert [n for n, v in views.items() if v.in_majority] == [A, B, E]
+
+
+def test_three_node_bridge_lets_one_side_serve() -> None:
+    """docs/chaos.md finding 7: a and b cut apart, c reaching both. Reports of a and b about each other are stale
+    (from before the cut) on the nodes that no longer hear them directly; the outcome must not depend on that."""
+    stale = {A: {B, C}, B: {A, C}}
+    now = {A: {C}, B: {C}, C: {A, B}}
+    a = compute(A, [A, B, C], {**stale, A: now[A], C: now[C]})
+    b = compute(B, [A, B, C], {**stale, B: now[B], C: now[C]})
+    c = compute(C, [A, B, C], now)
+    assert a.majority == b.majority == c.majority == (A, C)
+    assert a.in_majority and c.in_majority and not b.in_majority
+
+
+def test_a_connected_majority_that_is_no_clique_does_not_serve() -> None:
+    """A chain a-b-c of a 5-member cluster (d, e cut off): connected, but no three of them reach each other."""
+    reports = {A: {B}, B: {A, C}, C: {B}, D: {E}, E: {D}}
+    view = compute(B, [A, B, C, D, E], reports)
+    assert view.groups[0] == (A, B, C)
+    assert view.majority == () and not view.in_majority
 
 
 def test_one_sided_link_is_not_trusted_between_others() -> None:
