@@ -14,6 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# The machine the suite runs on is shared and noisy: a property's examples are counted, never timed.
+settings.register_profile("shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("shared-machine")
 
 REPO = Path(__file__).resolve().parents[1]
 #: Node addresses of the experiment: away from the 127.0.0.11+ range of the cluster tests (override with

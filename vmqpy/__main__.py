@@ -44,12 +44,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         cfg = config.load(args.config, flags=args.overrides)
-        if cfg.password_file is not None:
-            auth.parse_password_file(cfg.password_file)
+        password_file = config.password_file_in_force(cfg)
+        if password_file is not None:
+            auth.parse_password_file(password_file)
     except (config.ConfigError, auth.PasswordFileError) as exc:
         print(f"vmqpy: config error: {exc}", file=sys.stderr)
         return 2
-    logconfig.configure(cfg.log_format, cfg.log_level, node=cfg.nodename)
+    try:
+        logconfig.configure(cfg.log_format, cfg.log_level, node=cfg.nodename, file=cfg.log_file)
+    except OSError as exc:
+        where = cfg.sources.get("log.console.file", "log.console.file")
+        print(f"vmqpy: config error: {where}: cannot open the log file {cfg.log_file}: {exc.strerror}",
+              file=sys.stderr)
+        return 2
     from vmqpy.node import serve
 
     try:

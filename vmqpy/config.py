@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vmqpy import vernemq_conf
+
 ENV_PREFIX = "VMQPY_"
 
 
@@ -67,6 +69,15 @@ def parse_duration(text: str) -> float:
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
+def parse_milliseconds(text: str) -> int:
+    """A bare number of milliseconds (VerneMQ's `systree_interval = 20000`), or a duration with its unit
+    (`20s`, `250ms`) -> whole milliseconds."""
+    stripped = text.strip().lower()
+    if stripped.isdigit():
+        return int(stripped)
+    return round(parse_duration(stripped) * 1000)
+
+
 def parse_address(text: str) -> tuple[str, int]:
     """`127.0.0.1:1883` -> ("127.0.0.1", 1883). IPv4 or [IPv6]:port."""
     stripped = text.strip()
@@ -112,6 +123,13 @@ def parse_path(text: str) -> Path:
     return Path(text.strip())
 
 
+def parse_connection_limit(text: str) -> int | None:
+    """`infinity` -> None (no limit); otherwise a whole number of connections, at least 1."""
+    if text.strip().lower() == "infinity":
+        return None
+    return parse_int(1)(text)
+
+
 @dataclass(frozen=True, slots=True)
 class Key:
     """One configuration key: how to parse it, its default (already parsed) and a line of documentation."""
@@ -129,6 +147,11 @@ SCHEMA: Mapping[str, Key] = {
     "listener.vmq.clustering": Key(parse_address, None, "cluster listener address (a single node when unset)"),
     "allow_anonymous": Key(parse_bool, True, "accept clients without user name and password"),
     "password_file": Key(parse_path, None, "user:hash lines checked at CONNECT (create with vmqpy passwd)"),
+    "plugins.vmq_passwd": Key(
+        parse_bool, True, "on: password_file (vmq_passwd.password_file) is checked; off: only allow_anonymous decides"
+    ),
+    "plugins.vmq_acl": Key(parse_bool, False, "on: vmq_acl.acl_file is enforced (not yet: the node refuses to start)"),
+    "vmq_acl.acl_file": Key(parse_path, None, "the ACL file of plugins.vmq_acl"),
     "max_inflight_messages": Key(parse_int(1, 65535), 20, "QoS 1/2 messages in flight per client"),
     "receive_max_broker": Key(
         parse_int(1, 65535), None,
@@ -154,6 +177,21 @@ SCHEMA: Mapping[str, Key] = {
         parse_int(23, 65535), 65535, "longest client id accepted (at least 23: every server must accept those)"
     ),
     "max_keepalive": Key(parse_int(0, 65535), 0, "largest keepalive granted, seconds; 0 is no limit"),
+    "max_message_rate": Key(
+        parse_int(0), 0, "PUBLISHes per second a client may send; above it, its socket is not read for a while; 0: any"
+    ),
+    "max_subscriptions_per_client": Key(
+        parse_int(0), 0, "subscriptions a client may hold; more are refused (0x97, 3.1.1: 0x80); 0 is no limit"
+    ),
+    "upgrade_outgoing_qos": Key(
+        parse_bool, False, "on: a message goes out at the subscription's QoS even when published at a lower one"
+    ),
+    "retry_interval": Key(
+        parse_duration, 20.0, "3.1.1: an unacknowledged QoS 1/2 PUBLISH or PUBREL is resent after this long; 0: never"
+    ),
+    "listener.max_connections": Key(
+        parse_connection_limit, None, "connections each MQTT listener holds at once; more are closed at once"
+    ),
     "allow_register_during_netsplit": Key(parse_bool, False, "accept CONNECT while the cluster is not ready"),
     "allow_publish_during_netsplit": Key(parse_bool, False, "accept PUBLISH while the cluster is not ready"),
     "allow_subscribe_during_netsplit": Key(parse_bool, False, "accept SUBSCRIBE while the cluster is not ready"),
@@ -173,14 +211,44 @@ SCHEMA: Mapping[str, Key] = {
     "incoming_clustering_buffer_size": Key(parse_int(1024), 64 * 1024 * 1024, "largest cluster frame accepted, bytes"),
     "metadata.sync_interval": Key(parse_duration, 1.0, "anti-entropy period of the metadata store (with jitter)"),
     "metadata.replication_log": Key(parse_path, None, "replication log file (default: DATA_DIR/replication.log)"),
-    "log.console": Key(parse_choice("console", "json", "off"), "console", "log format on stderr"),
+    "systree_enabled": Key(parse_bool, True, "publish the node's metrics as retained messages under $SYS/NODENAME/"),
+    "systree_interval": Key(
+        parse_milliseconds, 20000, "$SYS publication period, milliseconds as in VerneMQ (or 20s, 500ms); 0: none"
+    ),
+    "log.console": Key(
+        parse_choice("console", "json", "file", "both", "off"), "console",
+        "where log lines go: console (text on stderr), json (on stderr), file (log.console.file), both, off",
+    ),
+    "log.console.file": Key(
+        parse_path, None, "the log file of log.console = file or both (default: DATA_DIR/console.log)"
+    ),
     "log.console.level": Key(
         parse_choice("debug", "info", "warning", "error"), "info", "lowest level logged"
     ),
 }
 
 _INLINE_COMMENT = re.compile(r"\s+#.*$")  # `key = value  # note`; a '#' inside a value needs no space before it
-_LISTENER_TCP = re.compile(r"^listener\.tcp\.([A-Za-z0-9_]+)$")
+_LISTENER_TCP = re.compile(r"^listener\.tcp\.([A-Za-z0-9_]+)(?:\.([A-Za-z0-9_]+))?$")  # NAME, and OPTION
+_LISTENER_ADDRESS = Key(parse_address, ("127.0.0.1", 1883), "MQTT listener")
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerOption:
+    """A key `listener.tcp.NAME.OPTION` of one MQTT listener. Unset, the listener has the value of the node-wide
+    key `node_wide` when there is one, else `default`."""
+
+    parse: Callable[[str], Any]
+    doc: str
+    node_wide: str | None = None
+    default: Any = None
+
+
+LISTENER_OPTIONS: Mapping[str, ListenerOption] = {
+    "max_connections": ListenerOption(
+        parse_connection_limit, "connections this listener holds at once (infinity: no limit)",
+        node_wide="listener.max_connections",
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,8 +286,22 @@ class Config:
     incoming_clustering_buffer_size: int = 64 * 1024 * 1024
     metadata_sync_interval: float = 1.0
     replication_log: Path | None = None
+    systree_enabled: bool = True
+    systree_interval: int = 20000  # milliseconds
     log_format: str = "console"
     log_level: str = "info"
+    log_file: Path = Path("./data/console.log")  # log.console.file (default: DATA_DIR/console.log)
+    passwd_enabled: bool = True  # plugins.vmq_passwd
+    acl_enabled: bool = False  # plugins.vmq_acl
+    acl_file: Path | None = None  # vmq_acl.acl_file
+    max_message_rate: int = 0
+    max_subscriptions_per_client: int = 0
+    upgrade_outgoing_qos: bool = False
+    retry_interval: float = 20.0
+    max_connections: int | None = None  # listener.max_connections; None: no limit
+    # listener name -> option -> value, the listener options set in the configuration (`listener_option`)
+    listener_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()  # the keys with no meaning here, each with where it was set
     sources: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -277,27 +359,38 @@ def build(settings: Sequence[_Setting]) -> Config:
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     listeners: dict[str, tuple[str, int]] = {}
+    options: dict[str, dict[str, Any]] = {}
+    ignored: list[str] = []
     for setting in settings:
-        listener = _LISTENER_TCP.match(setting.key)
-        spec = SCHEMA.get(setting.key)
-        if spec is None and listener is None:
-            raise ConfigError(f"{setting.where}: unknown key {setting.key!r}")
+        key = vernemq_conf.ALIASES.get(setting.key, setting.key)
+        spec: Key | ListenerOption | None = SCHEMA.get(key)
+        listener = None
+        if spec is None and _accept_foreign(setting, ignored):
+            continue
+        if spec is None:
+            listener = _listener_key(key)
+            if listener is None:
+                raise _unknown_key(setting)
+            spec = _LISTENER_ADDRESS if listener[1] is None else LISTENER_OPTIONS[listener[1]]
         try:
-            parsed = parse_address(setting.raw) if spec is None else spec.parse(setting.raw)
+            parsed = spec.parse(setting.raw)
         except ValueError as exc:
             raise ConfigError(f"{setting.where}: bad value for {setting.key}: {exc}") from None
-        if listener is not None:
-            listeners[listener.group(1)] = parsed
+        if listener is None:
+            values[key] = parsed
+        elif listener[1] is None:
+            listeners[listener[0]] = parsed
         else:
-            values[setting.key] = parsed
-        sources[setting.key] = setting.where
+            options.setdefault(listener[0], {})[listener[1]] = parsed
+        sources[key] = setting.where
 
     def get(key: str) -> Any:
         return values.get(key, SCHEMA[key].default)
 
     if not listeners:
         listeners["default"] = ("127.0.0.1", 1883)
-    return Config(
+    _check_listener_options(listeners, options, sources)
+    config = Config(
         nodename=get("nodename"),
         data_dir=get("platform_data_dir"),
         distributed_cookie=get("distributed_cookie"),
@@ -329,10 +422,102 @@ def build(settings: Sequence[_Setting]) -> Config:
         incoming_clustering_buffer_size=get("incoming_clustering_buffer_size"),
         metadata_sync_interval=get("metadata.sync_interval"),
         replication_log=get("metadata.replication_log"),
+        systree_enabled=get("systree_enabled"),
+        systree_interval=get("systree_interval"),
         log_format=get("log.console"),
         log_level=get("log.console.level"),
+        log_file=get("log.console.file") or get("platform_data_dir") / "console.log",
+        passwd_enabled=get("plugins.vmq_passwd"),
+        acl_enabled=get("plugins.vmq_acl"),
+        acl_file=get("vmq_acl.acl_file"),
+        max_message_rate=get("max_message_rate"),
+        max_subscriptions_per_client=get("max_subscriptions_per_client"),
+        upgrade_outgoing_qos=get("upgrade_outgoing_qos"),
+        retry_interval=get("retry_interval"),
+        max_connections=get("listener.max_connections"),
+        listener_options=options,
+        ignored=tuple(ignored),
         sources=sources,
     )
+    refuse_unenforced_acl(config)
+    return config
+
+
+def refuse_unenforced_acl(config: Config) -> None:
+    """A node asked to enforce an ACL file does not start: vmqpy cannot enforce one yet, and serving without the
+    ACL it was given would let every client read and write every topic."""
+    if config.acl_enabled and config.acl_file is not None:
+        where = config.sources.get("vmq_acl.acl_file", "vmq_acl.acl_file")
+        raise ConfigError(f"{where}: vmq_acl.acl_file with plugins.vmq_acl = on: ACL files are not enforced yet "
+                          "(set plugins.vmq_acl = off to start without the ACL)")
+
+
+def _accept_foreign(setting: _Setting, ignored: list[str]) -> bool:
+    """Whether `setting` is a VerneMQ key vmqpy takes without having it (vmqpy.vernemq_conf): a key with no
+    meaning here (added to `ignored`, with where it was set) or a key at the one value that is vmqpy's behaviour
+    (any other value is refused). A near miss of a known key is not taken, however like an ignored one it is."""
+    key = setting.key
+    if key in vernemq_conf.ONLY_VALUE:
+        refusal = vernemq_conf.only_value_refusal(key, setting.raw)
+        if refusal is not None:
+            raise ConfigError(f"{setting.where}: bad value for {key}: {refusal}")
+        return True
+    if vernemq_conf.ignored_because(key) is None or vernemq_conf.near_miss(key, _known_keys(key)) is not None:
+        return False
+    ignored.append(f"{key} ({setting.where})")
+    return True
+
+
+def _listener_key(key: str) -> tuple[str, str | None] | None:
+    """`listener.tcp.NAME` -> (NAME, None); `listener.tcp.NAME.OPTION` -> (NAME, OPTION) for an option of
+    LISTENER_OPTIONS; None for anything else (an option's name is no listener's name)."""
+    match = _LISTENER_TCP.match(key)
+    if match is None:
+        return None
+    name, option = match.group(1), match.group(2)
+    if (option is None and name in LISTENER_OPTIONS) or (option is not None and option not in LISTENER_OPTIONS):
+        return None
+    return name, option
+
+
+def _known_keys(key: str) -> list[str]:
+    """Every key a misspelled `key` may have meant: SCHEMA's, the VerneMQ ones taken, and the listener keys."""
+    known = [*SCHEMA, *vernemq_conf.ALIASES, *vernemq_conf.ONLY_VALUE, "listener.tcp.default"]
+    parts = key.split(".")
+    name = parts[2] if len(parts) >= 4 and parts[:2] == ["listener", "tcp"] else "NAME"
+    known += [f"listener.tcp.{name}.{option}" for option in LISTENER_OPTIONS]
+    return known
+
+
+def _unknown_key(setting: _Setting) -> ConfigError:
+    """The refusal of an unknown key, naming the known key nearest to it."""
+    near = vernemq_conf.suggestion(setting.key, _known_keys(setting.key))
+    hint = f" (did you mean {near!r}?)" if near is not None else ""
+    return ConfigError(f"{setting.where}: unknown key {setting.key!r}{hint}")
+
+
+def _check_listener_options(
+    listeners: Mapping[str, tuple[str, int]], options: Mapping[str, Mapping[str, Any]], sources: Mapping[str, str]
+) -> None:
+    """Every `listener.tcp.NAME.OPTION` belongs to a listener `listener.tcp.NAME` (or to the default one)."""
+    for name, set_options in options.items():
+        if name not in listeners:
+            key = f"listener.tcp.{name}.{next(iter(set_options))}"
+            raise ConfigError(f"{sources[key]}: {key} is set, but there is no listener.tcp.{name}")
+
+
+def listener_option(config: Config, listener: str, option: str) -> Any:
+    """The value in force of `listener.tcp.LISTENER.OPTION`: the listener's own, else the node-wide key's."""
+    own = config.listener_options.get(listener, {})
+    if option in own:
+        return own[option]
+    spec = LISTENER_OPTIONS[option]
+    return spec.default if spec.node_wide is None else getattr(config, field_of(spec.node_wide))
+
+
+def password_file_in_force(config: Config) -> Path | None:
+    """The password file CONNECTs are checked against: none when plugins.vmq_passwd is off."""
+    return config.password_file if config.passwd_enabled else None
 
 
 def load(path: Path | None, environ: Mapping[str, str] | None = None, flags: Sequence[str] = ()) -> Config:
@@ -350,7 +535,9 @@ _FIELD_OF = {
     "listener.vmq.clustering": "cluster_listener", "cluster.detect_timeout": "detect_timeout",
     "cluster.readiness": "readiness",
     "metadata.sync_interval": "metadata_sync_interval", "metadata.replication_log": "replication_log",
-    "log.console": "log_format", "log.console.level": "log_level",
+    "log.console": "log_format", "log.console.level": "log_level", "log.console.file": "log_file",
+    "plugins.vmq_passwd": "passwd_enabled", "plugins.vmq_acl": "acl_enabled", "vmq_acl.acl_file": "acl_file",
+    "listener.max_connections": "max_connections",
 }
 
 
@@ -375,8 +562,13 @@ def value_of(config: Config, key: str) -> Any:
 def reference() -> str:
     """A markdown table of every key, for docs and `vmqpy config-reference`."""
     lines = ["| key | default | meaning |", "|---|---|---|", "| listener.tcp.NAME | 127.0.0.1:1883 | MQTT listener |"]
+    for option, listener_spec in LISTENER_OPTIONS.items():
+        default = listener_spec.node_wide or listener_spec.default
+        lines.append(f"| listener.tcp.NAME.{option} | {'' if default is None else default} | {listener_spec.doc} |")
     for key, spec in SCHEMA.items():
         default = "never" if spec.default is None and "expiration" in key else spec.default
+        if default is None and spec.parse is parse_connection_limit:
+            default = "infinity"
         if isinstance(default, bool):
             default = "on" if default else "off"
         if isinstance(default, tuple):

@@ -1,4 +1,4 @@
-"""The only structlog.configure call of the node: JSON lines or console text on stderr.
+"""The only structlog.configure call of the node: console text or JSON lines on stderr, or text in a file, or both.
 
 The level can change while the node runs (`vmq-admin set log.console.level=debug`, `vmq-admin log level`).
 Module loggers are cached on first use, so the level is not baked into them: every logger asks the one
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+import threading
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
 
 import structlog
 
@@ -74,8 +76,54 @@ def level() -> str:
     return next((name for name, number in _LEVELS.items() if number == _Threshold.value), "critical")
 
 
-def configure(fmt: str = "console", level: str = "info", node: str | None = None) -> None:
-    """Configure structlog once. `fmt` is console, json or off; context vars (node, client_id, peer) merge in."""
+class LineWriter:
+    """The end of the chain: writes each rendered line to every one of `streams` (stderr, a log file), whole
+    lines even when several threads log."""
+
+    def __init__(self, streams: Sequence[TextIO]) -> None:
+        self.streams = tuple(streams)
+        self._lock = threading.Lock()
+
+    def msg(self, message: str) -> None:
+        line = message + "\n"
+        with self._lock:
+            for stream in self.streams:
+                stream.write(line)
+                stream.flush()
+
+    log = debug = info = warn = warning = error = exception = critical = fatal = msg
+
+
+class _LogFile:
+    """The log file the node writes now (closed when `configure` is called again)."""
+
+    stream: TextIO | None = None
+
+
+def _open_log_file(path: Path) -> TextIO:
+    """Open `path` for appending (its directory made if missing); OSError when that cannot be done."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _LogFile.stream = open(path, "a", encoding="utf-8")  # kept open while the node runs
+    return _LogFile.stream
+
+
+def _streams(fmt: str, file: Path | None) -> list[TextIO]:
+    """Where the lines of `fmt` go: stderr for console and json, the file for file, both for both (the file of
+    an earlier configuration is closed)."""
+    if _LogFile.stream is not None:
+        _LogFile.stream.close()
+        _LogFile.stream = None
+    if fmt in ("file", "both"):
+        if file is None:
+            raise ValueError(f"log.console = {fmt} needs a log file")
+        log_file = _open_log_file(file)
+        return [log_file] if fmt == "file" else [sys.stderr, log_file]
+    return [sys.stderr]
+
+
+def configure(fmt: str = "console", level: str = "info", node: str | None = None, file: Path | None = None) -> None:
+    """Configure structlog once. `fmt` is console, json, file (text lines in `file`), both (on stderr and in
+    `file`) or off; context vars (node, client_id, peer) merge in. OSError when `file` cannot be opened."""
     set_level(level)
     processors: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -88,10 +136,11 @@ def configure(fmt: str = "console", level: str = "info", node: str | None = None
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
         processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    writer = LineWriter(_streams(fmt, file))
     structlog.configure(
         processors=processors,
         wrapper_class=LevelLogger,
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=lambda *_args: writer,
         cache_logger_on_first_use=True,
     )
     if node is not None:

@@ -18,11 +18,13 @@ from admin.http import start_api
 from admin.keys import KeyStore, ensure_node_key
 from vmqpy import config as config_module
 from vmqpy import logconfig
-from vmqpy.broker import records
+from vmqpy.broker import records, systree
 from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
+from vmqpy.broker.listener_limit import ConnectionLimit, RefusedConnection
 from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.systree import SysTreePublisher
 from vmqpy.cluster.departure import Departure
 from vmqpy.cluster.membership import (
     LeftState,
@@ -63,13 +65,14 @@ class Node:
         self.departure: Departure | None = None
         self.policy = Policy(netsplit_settings(config))
         self.servers: list[asyncio.Server] = []
-        self._listener_factory: Callable[[str], Callable[[], MQTTConnection]] | None = None
+        self._listener_factory: Callable[[str], Callable[[], asyncio.Protocol]] | None = None
         self._reopening: asyncio.Task[None] | None = None
         self.connections: set[MQTTConnection] = set()
         self.started_at = 0.0
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Node]:
+        warn_ignored_keys(self.config)
         async with AsyncExitStack() as stack:
             storage = await stack.enter_async_context(self._storage())
             incarnation = load_incarnation(self.config.data_dir)
@@ -83,7 +86,9 @@ class Node:
             if network is not None:
                 await stack.enter_async_context(self._cluster(network, metadata, broker, incarnation, incarnations))
             await stack.enter_async_context(self._ticker(broker))
-            await stack.enter_async_context(self._admin_api(self._facade(broker, metadata, storage)))
+            facade = self._facade(broker, metadata, storage)
+            await stack.enter_async_context(self._systree(broker, facade))
+            await stack.enter_async_context(self._admin_api(facade))
             await stack.enter_async_context(self._listeners(broker, storage))
             self.started_at = time.time()
             log.info("node started", listeners=[f"{h}:{p}" for _n, h, p in self.config.tcp_listeners])
@@ -289,19 +294,48 @@ class Node:
                 await task
 
     @contextlib.asynccontextmanager
+    async def _systree(self, broker: Broker, facade: NodeFacade) -> AsyncIterator[None]:
+        """The `$SYS` tree (vmqpy.broker.systree): a round every `systree_interval` milliseconds, unless
+        `systree_enabled` is off or the interval is 0."""
+        interval = systree.period(self.config.systree_enabled, self.config.systree_interval)
+        if interval is None:
+            yield
+            return
+        publisher = SysTreePublisher(
+            self.config.nodename, metrics=facade.metrics, publish=broker.publish_system,
+            retained=lambda prefix: [(t, m.payload) for t, m in broker.retained.match(prefix + "/#")],
+        )
+        task = asyncio.get_running_loop().create_task(
+            systree.run(publisher, interval, time.time, time.monotonic))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @contextlib.asynccontextmanager
     async def _listeners(self, broker: Broker, storage: Storage) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
-        path = self.config.password_file
+        path = config_module.password_file_in_force(self.config)
         auth = Authenticator(self.config.allow_anonymous, parse_password_file(path) if path else {})
+        limits = {name: ConnectionLimit(name, config_module.listener_option(self.config, name, "max_connections"),
+                                        broker.metrics)
+                  for name, _host, _port in self.config.tcp_listeners}
 
-        def factory(name: str) -> Callable[[], MQTTConnection]:
-            def make() -> MQTTConnection:
+        def factory(name: str) -> Callable[[], asyncio.Protocol]:
+            limit = limits[name]
+
+            def make() -> asyncio.Protocol:
+                if not limit.admit(loop.time()):
+                    return RefusedConnection()
                 conn = MQTTConnection(broker, self.config, storage, auth, name)
                 self.connections.add(conn)
                 conn_lost = conn.connection_lost
 
                 def lost(exc: Exception | None) -> None:
                     self.connections.discard(conn)
+                    limit.release()
                     conn_lost(exc)
 
                 conn.connection_lost = lost  # type: ignore[method-assign]
@@ -354,6 +388,13 @@ class Node:
                 host, port = sock.getsockname()[:2]
                 ports.append((host, port))
         return ports
+
+
+def warn_ignored_keys(config: Config) -> None:
+    """One warning line naming the configuration keys that mean nothing here (VerneMQ's, vmqpy.vernemq_conf)."""
+    if config.ignored:
+        log.warning("configuration keys ignored: they have no meaning in vmqpy (docs/configuration.md, "
+                    "'Starting from a vernemq.conf')", keys=list(config.ignored))
 
 
 def netsplit_settings(config: Config) -> NetsplitSettings:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
-from vmqpy import config
+from vmqpy import config, vernemq_conf
 from vmqpy.config import ConfigError
+from vmqpy.node import warn_ignored_keys
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -68,7 +70,7 @@ def test_environment_beats_file_and_flags_beat_environment(tmp_path: Path) -> No
         ("persistent_client_expiration = soon\n", ":1: bad value for persistent_client_expiration"),
         ("nodename = nohost\n", ":1: bad value for nodename: expected NAME@HOST"),
         ("# fine\njust words\n", ":2: expected 'key = value'"),
-        ("log.console = xml\n", ":1: bad value for log.console: expected one of console, json, off"),
+        ("log.console = xml\n", ":1: bad value for log.console: expected one of console, json, file, both, off"),
         ("max_client_id_size = 8\n", ":1: bad value for max_client_id_size: expected a number between 23"),
     ],
 )
@@ -141,3 +143,209 @@ def _parses(spec: config.Key, text: str) -> bool:
     except (ConfigError, ValueError):
         return False
     return True
+
+
+# ---------------------------------------------------------------------------------------------- vernemq.conf
+
+
+def load_text(tmp_path: Path, text: str) -> tuple[config.Config, Path]:
+    path = write(tmp_path, text)
+    return config.load(path, environ={}), path
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "expected"),
+    [
+        ("vmq_passwd.password_file = /etc/vernemq/vmq.passwd\n", "password_file", Path("/etc/vernemq/vmq.passwd")),
+        ("plugins.vmq_passwd = off\n", "passwd_enabled", False),
+        ("", "passwd_enabled", True),
+        ("plugins.vmq_acl = on\n", "acl_enabled", True),
+        ("", "acl_enabled", False),
+        ("plugins.vmq_acl = off\nvmq_acl.acl_file = /etc/vernemq/vmq.acl\n", "acl_file", Path("/etc/vernemq/vmq.acl")),
+        ("max_message_rate = 5\n", "max_message_rate", 5),
+        ("max_subscriptions_per_client = 3\n", "max_subscriptions_per_client", 3),
+        ("upgrade_outgoing_qos = on\n", "upgrade_outgoing_qos", True),
+        ("", "retry_interval", 20.0),
+        ("retry_interval = 5\n", "retry_interval", 5.0),
+        ("retry_interval = 2m\n", "retry_interval", 120.0),
+        ("listener.max_connections = 10000\n", "max_connections", 10000),
+        ("listener.max_connections = infinity\n", "max_connections", None),
+        ("log.console = both\n", "log_format", "both"),
+        ("platform_data_dir = /var/lib/x\n", "log_file", Path("/var/lib/x/console.log")),
+        ("log.console.file = /var/log/vmqpy/console.log\n", "log_file", Path("/var/log/vmqpy/console.log")),
+    ],
+)
+def test_vernemq_keys(tmp_path: Path, text: str, field: str, expected: object) -> None:
+    cfg, _path = load_text(tmp_path, text)
+    assert getattr(cfg, field) == expected
+
+
+def test_an_alias_is_read_as_our_key_with_its_line(tmp_path: Path) -> None:
+    cfg, path = load_text(tmp_path, "nodename = VerneMQ@127.0.0.1\nvmq_passwd.password_file = /p\n")
+    assert cfg.sources["password_file"] == f"{path}:2"
+    assert config.value_of(cfg, "password_file") == Path("/p")
+
+
+@pytest.mark.parametrize(("text", "in_force"), [
+    ("vmq_passwd.password_file = /p\n", Path("/p")),
+    ("vmq_passwd.password_file = /p\nplugins.vmq_passwd = on\n", Path("/p")),
+    ("vmq_passwd.password_file = /p\nplugins.vmq_passwd = off\n", None),
+    ("plugins.vmq_passwd = on\n", None),
+])
+def test_the_password_file_is_consulted_only_with_vmq_passwd_on(tmp_path: Path, text: str, in_force: Path) -> None:
+    cfg, _path = load_text(tmp_path, text)
+    assert config.password_file_in_force(cfg) == in_force
+
+
+@pytest.mark.parametrize("key", [
+    "erlang.async_threads", "erlang.max_ports", "leveldb.maximum_memory.percent", "metadata_plugin",
+    "listener.nr_of_acceptors", "listener.tcp.nr_of_acceptors", "listener.tcp.default.nr_of_acceptors",
+    "listener.vmq.clustering.nr_of_acceptors", "plugins.vmq_diversity", "plugins.vmq_webhooks", "plugins.vmq_bridge",
+    "plugins.myplugin.path", "plugins.myplugin.priority", "plugins.vmq_passwd.priority",
+    "vmq_acl.acl_reload_interval", "vmq_passwd.password_reload_interval", "vmq_diversity.auth_postgres.enabled",
+    "vmq_bcrypt.pool_size", "vmq_webhooks.webhook1.hook", "log.syslog", "log.syslog.facility", "log.crash",
+    "log.crash.file", "log.crash.maximum_message_size", "log.crash.rotation.keep", "log.error.file", "log.error",
+    "log.sasl", "graphite_host", "graphite_interval",
+])
+def test_keys_without_meaning_here_are_ignored_and_listed_with_their_line(tmp_path: Path, key: str) -> None:
+    cfg, path = load_text(tmp_path, f"nodename = VerneMQ@127.0.0.1\n{key} = 10\n")
+    assert cfg.ignored == (f"{key} ({path}:2)",)
+    assert vernemq_conf.ignored_because(key)
+
+
+def test_ignored_keys_are_listed_in_order_from_every_source(tmp_path: Path) -> None:
+    path = write(tmp_path, "erlang.async_threads = 64\nallow_anonymous = on\nlog.syslog = off\n")
+    cfg = config.load(path, environ={"VMQPY_LEVELDB__MAXIMUM_MEMORY__PERCENT": "70"}, flags=["metadata_plugin=x"])
+    assert cfg.ignored == (
+        f"erlang.async_threads ({path}:1)", f"log.syslog ({path}:3)",
+        "leveldb.maximum_memory.percent (environment variable VMQPY_LEVELDB__MAXIMUM_MEMORY__PERCENT)",
+        "metadata_plugin (--set metadata_plugin)",
+    )
+
+
+def test_real_keys_are_not_ignored(tmp_path: Path) -> None:
+    cfg, _path = load_text(tmp_path, "nodename = VerneMQ@127.0.0.1\ndistributed_cookie = vmq\n"
+                                     "plugins.vmq_passwd = off\nplugins.vmq_acl = off\nvmq_acl.acl_file = /a\n")
+    assert cfg.ignored == ()
+    assert (cfg.nodename, cfg.distributed_cookie) == ("VerneMQ@127.0.0.1", "vmq")
+
+
+@pytest.mark.parametrize(("line", "accepted"), [
+    ("allow_multiple_sessions = off", True),
+    ("allow_multiple_sessions = on", False),
+    ("coordinate_registrations = on", True),
+    ("coordinate_registrations = off", False),
+    ("listener.mountpoint = off", True),
+    ("listener.mountpoint = tenant1/", False),
+    ("graphite_enabled = off", True),
+    ("graphite_enabled = on", False),
+])
+def test_keys_accepted_at_the_value_that_is_vmqpys_behaviour(tmp_path: Path, line: str, accepted: bool) -> None:
+    path = write(tmp_path, f"# x\n{line}\n")
+    if accepted:
+        assert config.load(path, environ={}).ignored == ()
+        return
+    with pytest.raises(ConfigError, match=rf"^{path}:2: bad value for {line.split()[0]}: vmqpy supports only"):
+        config.load(path, environ={})
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("max_inflight = 3", "unknown key 'max_inflight' (did you mean 'max_inflight_messages'?)"),
+    ("alow_anonymous = on", "unknown key 'alow_anonymous' (did you mean 'allow_anonymous'?)"),
+    ("plugins.vmq_paswd = off", "unknown key 'plugins.vmq_paswd' (did you mean 'plugins.vmq_passwd'?)"),
+    ("vmq_acl.acl_files = /a", "unknown key 'vmq_acl.acl_files' (did you mean 'vmq_acl.acl_file'?)"),
+    ("vmq_passwd.pasword_file = /p",
+     "unknown key 'vmq_passwd.pasword_file' (did you mean 'vmq_passwd.password_file'?)"),
+    ("listener.tcp.default.max_conections = 3",
+     "unknown key 'listener.tcp.default.max_conections' (did you mean 'listener.tcp.default.max_connections'?)"),
+    ("listener.max_conections = 3", "unknown key 'listener.max_conections' (did you mean 'listener.max_connections'?)"),
+    ("retry_intervall = 3", "unknown key 'retry_intervall' (did you mean 'retry_interval'?)"),
+    ("log.console.fil = /x", "unknown key 'log.console.fil' (did you mean 'log.console.file'?)"),
+])
+def test_a_misspelling_stops_the_start_with_its_line_and_the_nearest_key(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    path = write(tmp_path, f"nodename = VerneMQ@127.0.0.1\n\n{line}\n")
+    with pytest.raises(ConfigError) as err:
+        config.load(path, environ={})
+    assert str(err.value) == f"{path}:3: {message}"
+
+
+def test_an_unknown_key_far_from_every_known_one_has_no_suggestion(tmp_path: Path) -> None:
+    path = write(tmp_path, "zzz_qqq = 1\n")
+    with pytest.raises(ConfigError) as err:
+        config.load(path, environ={})
+    assert str(err.value) == f"{path}:1: unknown key 'zzz_qqq'"
+
+
+@pytest.mark.parametrize(("text", "limits"), [
+    ("", {"default": None}),
+    ("listener.max_connections = 100\n", {"default": 100}),
+    ("listener.tcp.default.max_connections = 2\n", {"default": 2}),
+    ("listener.tcp.a = 127.0.0.1:1\nlistener.tcp.b = 127.0.0.1:2\nlistener.max_connections = 100\n"
+     "listener.tcp.b.max_connections = 2\n", {"a": 100, "b": 2}),
+    ("listener.tcp.b.max_connections = 2\nlistener.tcp.b = 127.0.0.1:2\n", {"b": 2}),  # in any order
+    ("listener.max_connections = 5\nlistener.tcp.default.max_connections = infinity\n", {"default": None}),
+])
+def test_max_connections_per_listener(tmp_path: Path, text: str, limits: dict[str, int | None]) -> None:
+    cfg, _path = load_text(tmp_path, text)
+    assert {name: config.listener_option(cfg, name, "max_connections") for name, _h, _p in cfg.tcp_listeners} == limits
+
+
+def test_max_connections_of_a_listener_from_the_environment() -> None:
+    env = {"VMQPY_LISTENER__TCP__DEFAULT__MAX_CONNECTIONS": "7"}
+    assert config.listener_option(config.load(None, environ=env), "default", "max_connections") == 7
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("listener.tcp.a = 127.0.0.1:1\nlistener.tcp.b.max_connections = 2\n",
+     ":2: listener.tcp.b.max_connections is set, but there is no listener.tcp.b"),
+    ("listener.tcp.default.max_connections = 0\n", ":1: bad value for listener.tcp.default.max_connections"),
+    ("listener.max_connections = lots\n", ":1: bad value for listener.max_connections: expected a whole number"),
+    ("listener.tcp.max_connections = 5\n", ":1: unknown key 'listener.tcp.max_connections' (did you mean"),
+])
+def test_listener_option_refusals(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        config.load(path, environ={})
+    assert str(err.value).startswith(f"{path}:")
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "refused"), [
+    ("plugins.vmq_acl = on\nvmq_acl.acl_file = /etc/vernemq/vmq.acl\n", True),
+    ("vmq_acl.acl_file = /etc/vernemq/vmq.acl\nplugins.vmq_acl = on\n", True),
+    ("plugins.vmq_acl = off\nvmq_acl.acl_file = /etc/vernemq/vmq.acl\n", False),
+    ("vmq_acl.acl_file = /etc/vernemq/vmq.acl\n", False),  # plugins.vmq_acl is off unless set
+    ("plugins.vmq_acl = on\n", False),  # no file to enforce
+])
+def test_an_acl_file_to_enforce_refuses_the_start(tmp_path: Path, text: str, refused: bool) -> None:
+    path = write(tmp_path, "nodename = VerneMQ@127.0.0.1\n" + text)
+    if not refused:
+        config.load(path, environ={})
+        return
+    acl_line = 1 + text.splitlines().index("vmq_acl.acl_file = /etc/vernemq/vmq.acl") + 1
+    with pytest.raises(ConfigError) as err:
+        config.load(path, environ={})
+    assert str(err.value).startswith(f"{path}:{acl_line}: vmq_acl.acl_file")
+    assert "ACL files are not enforced yet" in str(err.value)
+
+
+def test_configuration_doc_explains_every_vernemq_key() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    section = doc.partition("## Starting from a vernemq.conf")[2]
+    assert section, "docs/configuration.md lacks the section 'Starting from a vernemq.conf'"
+    names = [*vernemq_conf.ALIASES, *vernemq_conf.ONLY_VALUE, *(rule.pattern for rule in vernemq_conf.IGNORED)]
+    missing = [name for name in names if f"`{name}`" not in section]
+    assert not missing, f"the section 'Starting from a vernemq.conf' of docs/configuration.md lacks {missing}"
+
+
+@pytest.mark.parametrize(("text", "lines"), [("erlang.max_ports = 1\nlog.crash = on\n", 1), ("nodename = a@b\n", 0)])
+def test_the_node_names_the_ignored_keys_in_one_warning_line(tmp_path: Path, text: str, lines: int) -> None:
+    cfg, path = load_text(tmp_path, text)
+    with capture_logs() as logs:
+        warn_ignored_keys(cfg)
+    assert len(logs) == lines
+    if lines:
+        assert logs[0]["log_level"] == "warning"
+        assert logs[0]["keys"] == [f"erlang.max_ports ({path}:1)", f"log.crash ({path}:2)"]

@@ -25,8 +25,9 @@ from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Registrar, ServePolicy
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.retained import RetainedStore
-from vmqpy.broker.router import Router, RouteResult
+from vmqpy.broker.router import Router, RouteResult, outgoing_qos
 from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
+from vmqpy.broker.systree import is_system_topic
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation
@@ -62,6 +63,7 @@ class Broker:
         self.policy: ServePolicy = policy or AlwaysServe()
         self.sessions: dict[str, Session] = {}
         self.router = Router(self.sessions, rng)
+        self.router.upgrade_qos = config.upgrade_outgoing_qos
         self.retained: RetainedStore[Message] = RetainedStore()
         self.metrics: Counter[str] = Counter()
         self._wills: dict[str, PendingWill] = {}
@@ -319,8 +321,21 @@ class Broker:
                 self.discard(session)
 
     def publish(self, message: Message, now: float) -> RouteResult:
-        """Route a message; a retained one replaces (or with an empty payload deletes) the topic's retained."""
+        """Route a client's message (or its will); a retained one replaces (or with an empty payload deletes)
+        the topic's retained. `$SYS` and the topics below it are the node's own (vmqpy.broker.systree): a
+        client's message there is dropped (its QoS 1/2 acknowledged all the same), as Mosquitto refuses it."""
         self.metrics["publish_received"] += 1
+        if message.topic[:4] == "$SYS" and is_system_topic(message.topic):
+            self.metrics["publish_sys_dropped"] += 1
+            return RouteResult()
+        return self._route_publish(message, now)
+
+    def publish_system(self, message: Message, now: float) -> RouteResult:
+        """Route a message the node itself publishes in its `$SYS` tree (vmqpy.broker.systree). Not counted as
+        received, and not held to the netsplit policy: each node writes only the topics under its own name."""
+        return self._route_publish(message, now)
+
+    def _route_publish(self, message: Message, now: float) -> RouteResult:
         durable = False
         if message.retain:
             key = records.retain_key(message.topic)
@@ -434,7 +449,8 @@ class Broker:
             for _topic, message in self.retained.match(entry.match_filter):
                 if message.expired(now):
                     continue
-                session.deliver(message, min(message.qos, entry.options.qos), True, ids, now)
+                qos = outgoing_qos(message.qos, entry.options.qos, self.router.upgrade_qos)
+                session.deliver(message, qos, True, ids, now)
 
     def unsubscribe(self, session: Session, topic_filters: list[str]) -> list[int]:
         codes = []

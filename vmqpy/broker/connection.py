@@ -1,4 +1,6 @@
-"""The connection driver: moves bytes between one TCP socket and the broker, arms the keepalive timer.
+"""The connection driver: moves bytes between one TCP socket and the broker, arms the keepalive timer and the
+timer of resends to 3.1.1 clients (`retry_interval`, decided by the machine), and stops reading a client over
+its `max_message_rate` (vmqpy/broker/rate_limit.py) as it does one whose subscribers are congested.
 
 The MQTT rules of the connection are in the sans-I/O machine (vmqpy/broker/protocol.py): this file decodes
 bytes into packets, hands them to the machine and carries out its decisions (registering with the cluster,
@@ -38,14 +40,27 @@ from vmqpy.broker.protocol import (
     Throttle,
     Unanswered,
     UnsubscribeFrom,
+    suback_codes,
 )
+from vmqpy.broker.rate_limit import TokenBucket
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.errors import RemoteProtocolError, UnsupportedProtocolVersion
-from vmqpy.mqtt.packets import Connack, Disconnect, Packet, Properties, Puback, Publish, Suback, Subscribe, Unsuback
+from vmqpy.mqtt.packets import (
+    Connack,
+    Disconnect,
+    Packet,
+    Properties,
+    Puback,
+    Publish,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Unsuback,
+)
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.connection")
@@ -84,7 +99,11 @@ class MQTTConnection(asyncio.Protocol):
         self._flush_scheduled = False
         self._reading_paused = False
         self._blocked_on = 0
+        self._rate = TokenBucket(config.max_message_rate, self.loop.time()) if config.max_message_rate else None
+        self._rate_held = False  # over max_message_rate: nothing read until the rate allows the next PUBLISH
         self._timer: asyncio.TimerHandle | None = None
+        self._retries = False  # resends of what the client leaves unacknowledged (3.1.1 with retry_interval)
+        self._retry_timer: asyncio.TimerHandle | None = None
         self._aliases_out: OutboundAliases | None = None
         self.acks = AckQueue(self.loop, storage, self._ack_failed)  # acknowledgements, durable and in order
         self._registering = False
@@ -121,7 +140,7 @@ class MQTTConnection(asyncio.Protocol):
         """Dispatch every complete packet received (until a CONNECT starts registering)."""
         decoder = self.decoder
         try:
-            while not self.closing and not self._registering:
+            while not self.closing and not self._registering and not self._rate_held:
                 packet = decoder.next_packet()
                 if packet is NEED_DATA:
                     break
@@ -142,6 +161,9 @@ class MQTTConnection(asyncio.Protocol):
         self.acks.active = False
         if self._timer is not None:
             self._timer.cancel()
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+            self._retry_timer = None
         session = self.session
         self.session = None
         if session is not None:
@@ -162,6 +184,8 @@ class MQTTConnection(asyncio.Protocol):
 
     def write_packet(self, packet: Packet) -> None:
         self._write_bytes(encode(packet, self.level))
+        if self._retries and self._retry_timer is None and type(packet) is Pubrel:
+            self._arm_retry()
 
     def write_publish(
         self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
@@ -179,6 +203,8 @@ class MQTTConnection(asyncio.Protocol):
                 frame = frames[key] = encode(message.to_publish(0, retain, None, now), self.level)
             self._write_bytes(frame)
             return
+        if self._retries and self._retry_timer is None and packet_id is not None:
+            self._arm_retry()
         publish = message.to_publish(qos, retain, packet_id, now, subscription_ids)
         publish.dup = dup
         if aliases is not None:
@@ -238,6 +264,9 @@ class MQTTConnection(asyncio.Protocol):
         self._flush()
         self.closing = True
         self.acks.active = False
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+            self._retry_timer = None
         transport = self.transport
         if transport is not None:
             transport.close()
@@ -291,23 +320,67 @@ class MQTTConnection(asyncio.Protocol):
         for node in result.congested_nodes:
             self._blocked_on += 1
             self.broker.wait_for_node(node, self._unblock)
-        if self._blocked_on and not self._reading_paused:
-            self._reading_paused = True
-            transport.pause_reading()
+        self._set_reading()
 
     def _unblock(self) -> None:
         self._blocked_on -= 1
-        if self._blocked_on <= 0 and self._reading_paused:
+        if self._blocked_on <= 0:
             self._blocked_on = 0
-            self._reading_paused = False
-            if self.transport is not None and not self.closing:
-                self.transport.resume_reading()
+            self._set_reading()
+
+    def _spend_rate(self, rate: TokenBucket) -> None:
+        """`max_message_rate`: a PUBLISH over the client's rate stops the reading of its socket, and of what was
+        read already, until the rate allows the next one (the client is slowed down, nothing is dropped)."""
+        wait = rate.take(self.loop.time())
+        if wait > 0.0 and not self._rate_held:
+            self._rate_held = True
+            self._set_reading()
+            self.loop.call_later(wait, self._release_rate)
+
+    def _release_rate(self) -> None:
+        self._rate_held = False
+        if self.closing:
+            return
+        self._set_reading()
+        self._process()  # the packets read before the hold
+
+    def _set_reading(self) -> None:
+        """Read the socket unless congested subscribers (`_blocked_on`) or the publish rate (`_rate_held`) hold
+        it."""
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        paused = self._blocked_on > 0 or self._rate_held
+        if paused != self._reading_paused:
+            self._reading_paused = paused
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    # ------------------------------------------------------------------------------------------ resends
+
+    def _arm_retry(self) -> None:
+        """Come back when the oldest PUBLISH or PUBREL the client has not acknowledged is due for a resend."""
+        deadline = self.machine.retry_deadline()
+        if deadline is not None and not self.closing:
+            self._retry_timer = self.loop.call_later(max(0.0, deadline - time.time()), self._on_retry)
+
+    def _on_retry(self) -> None:
+        self._retry_timer = None
+        if self.closing or self.session is None:
+            return
+        deadline = self.machine.handle_retry(time.time())
+        if deadline is not None:
+            self._retry_timer = self.loop.call_later(max(0.0, deadline - time.time()), self._on_retry)
 
     # ------------------------------------------------------------------------------------------ decisions
 
     def _dispatch(self, packet: Packet) -> None:
         now = time.time()
         machine = self.machine
+        if self._rate is not None and type(packet) is Publish:
+            self._spend_rate(self._rate)
         if type(packet) is Publish and machine.connected_now:  # the hot path, without a Route (same decisions)
             decided = machine.publish(packet, now)
             if type(decided) is Message:
@@ -355,7 +428,7 @@ class MQTTConnection(asyncio.Protocol):
             self._block(decision.result)
         elif kind is SubscribeTo:
             assert isinstance(decision, SubscribeTo)
-            self._subscribe(decision.packet)
+            self._subscribe(decision.packet, decision.refused)
         elif kind is UnsubscribeFrom:
             assert isinstance(decision, UnsubscribeFrom)
             session = self.session
@@ -385,11 +458,17 @@ class MQTTConnection(asyncio.Protocol):
         self.machine.reply_sent(packet)
         self.write_packet(packet)
 
-    def _subscribe(self, packet: Subscribe) -> None:
+    def _subscribe(self, packet: Subscribe, refused: dict[int, int]) -> None:
+        """Add the subscriptions but the `refused` ones (over max_subscriptions_per_client); SUBACK once durable."""
         session = self.session
         assert session is not None
         ids = packet.properties.subscription_identifiers
-        codes, added = self.broker.subscribe(session, packet.subscriptions, ids[0] if ids else None)
+        subscriptions = packet.subscriptions
+        if refused:
+            subscriptions = [sub for index, sub in enumerate(subscriptions) if index not in refused]
+        codes, added = self.broker.subscribe(session, subscriptions, ids[0] if ids else None)
+        if refused:
+            codes = suback_codes(len(packet.subscriptions), refused, codes)
         reply = Suback(packet.packet_id, codes)
 
         def answer() -> None:
@@ -461,6 +540,7 @@ class MQTTConnection(asyncio.Protocol):
             return
         self.session = session
         self.machine.connected(session)
+        self._retries = self.machine.resends
         self.write_packet(Connack(present, rc.SUCCESS, accepted.connack))
         self._aliases_out = self.machine.state.aliases_out
         max_packet = accepted.max_packet_out

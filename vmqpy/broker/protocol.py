@@ -9,6 +9,8 @@ returns decisions (`Register`, `Route`, `Subscribe`, `Unsubscribe`, `Reply`, `Se
 that the driver (vmqpy/broker/connection.py) carries out, and the driver reports back what the broker did
 (`routed`, `connected`). The session (vmqpy/broker/session.py, itself sans-I/O) is handed to the machine once
 the connection owns it; acknowledgements of the client's own PUBACK/PUBREC/PUBCOMP go straight to it.
+Resending to a 3.1.1 client what it has not acknowledged (`retry_interval`) is `retry_deadline` and
+`handle_retry(now)`: the driver arms one timer for the deadline and calls back.
 
 A protocol violation raises `RemoteProtocolError` (vmqpy.mqtt.errors) with the reason code the specification
 prescribes, as the decoder does; the driver closes the connection (5.0: DISCONNECT with that code first).
@@ -20,7 +22,7 @@ alive the node grants and the CONNACK properties (docs/broker.md has the table).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
@@ -59,8 +61,10 @@ from vmqpy.mqtt.packets import (
     Unsuback,
     Unsubscribe,
 )
+from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
 
 NO_PACKET_ID = 0
+RETRY_RECHECK = 1.0  # seconds: the soonest a resend is looked at again (a connection that cannot take more)
 
 
 # ---------------------------------------------------------------------------------------------- decisions
@@ -121,9 +125,11 @@ class Route:
 
 @dataclass(slots=True)
 class SubscribeTo:
-    """Add the subscriptions through the broker; SUBACK once durable, then the retained messages."""
+    """Add the subscriptions through the broker; SUBACK once durable, then the retained messages. `refused`:
+    the positions of filters not to add, with their reason code (`suback_codes` puts them in the SUBACK)."""
 
     packet: Subscribe
+    refused: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -152,6 +158,13 @@ class Throttle:
 Decision = (Send | Reply | Close | RefuseConnect | Register | Route | SubscribeTo | UnsubscribeFrom | Unanswered
             | Throttle)
 Decisions = tuple[Decision, ...]
+
+
+def suback_codes(count: int, refused: Mapping[int, int], granted: list[int]) -> list[int]:
+    """The reason codes of the SUBACK of `count` filters: the `refused` ones at their positions, the others those
+    the broker `granted`, in order."""
+    rest = iter(granted)
+    return [refused[index] if index in refused else next(rest) for index in range(count)]
 
 
 # ---------------------------------------------------------------------------------------------- topic aliases
@@ -397,7 +410,31 @@ class ConnectionMachine:
         if not self.policy.may("subscribe"):
             failure = rc.IMPLEMENTATION_SPECIFIC_ERROR if self.state.level == 5 else rc.V311_SUBACK_FAILURE
             return (Reply(Suback(packet.packet_id, [failure] * len(packet.subscriptions))),)
-        return (SubscribeTo(packet),)
+        refused = self._over_quota(packet)
+        if len(refused) == len(packet.subscriptions):
+            return (Reply(Suback(packet.packet_id, suback_codes(len(refused), refused, []))),)
+        return (SubscribeTo(packet, refused),)
+
+    def _over_quota(self, packet: Subscribe) -> dict[int, int]:
+        """The positions of the filters of `packet` that would take the client past
+        `max_subscriptions_per_client`, with their reason code (5.0: Quota exceeded; 3.1.1: failure). A filter
+        the client holds already, or names twice, counts once; an invalid one (refused anyway) not at all."""
+        limit = self.config.max_subscriptions_per_client
+        session = self.state.session
+        if not limit or session is None:
+            return {}
+        held = set(session.subscriptions)
+        code = rc.QUOTA_EXCEEDED if self.state.level == 5 else rc.V311_SUBACK_FAILURE
+        refused: dict[int, int] = {}
+        for index, subscription in enumerate(packet.subscriptions):
+            topic_filter = subscription.topic_filter
+            if topic_filter in held:
+                continue
+            if len(held) >= limit:
+                refused[index] = code
+            elif _valid_filter(topic_filter):
+                held.add(topic_filter)
+        return refused
 
     def _unsubscribe(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Unsubscribe)
@@ -426,6 +463,41 @@ class ConnectionMachine:
 
     def _second_connect(self, packet: Packet, now: float) -> Decisions:
         raise ProtocolViolation("second CONNECT")
+
+    # ------------------------------------------------------------------------------------------ resending
+
+    @property
+    def resends(self) -> bool:
+        """Whether what the client leaves unacknowledged is resent on this connection after `retry_interval`:
+        3.1.1 (and 3.1) only, since MQTT 5.0 allows a resend only on a new connection (4.4), which the session
+        does when it attaches."""
+        return self.config.retry_interval > 0 and self.state.level < 5
+
+    def retry_deadline(self) -> float | None:
+        """When an outgoing QoS 1/2 PUBLISH or PUBREL the client has not acknowledged is next due for a resend;
+        None: nothing is (or nothing is ever resent, `resends`)."""
+        session = self.state.session
+        if session is None or not self.connected_now or not self.resends:
+            return None
+        return session.next_resend(self.config.retry_interval)
+
+    def handle_retry(self, now: float) -> float | None:
+        """Resend, with DUP, what is due at `now`; the next deadline (at least RETRY_RECHECK away), or None."""
+        deadline = self.retry_deadline()
+        if deadline is not None and deadline <= now:
+            assert self.state.session is not None
+            self.state.session.resend_overdue(now, self.config.retry_interval)
+            deadline = self.retry_deadline()
+        return None if deadline is None else max(deadline, now + RETRY_RECHECK)
+
+
+def _valid_filter(topic_filter: str) -> bool:
+    """Whether the broker would add a subscription to `topic_filter` (shared or not)."""
+    try:
+        _group, match_filter = parse_shared(topic_filter)
+    except ValueError:
+        return False
+    return validate_topic_filter(match_filter)
 
 
 def _refusal_text(phase: Phase, packet: Packet) -> str:

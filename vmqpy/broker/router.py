@@ -68,6 +68,12 @@ def pick_member(
 REMOTE_ROUTES_CACHED = 4096  # topics whose routes to other nodes are remembered
 
 
+def outgoing_qos(message_qos: int, subscription_qos: int, upgrade: bool) -> int:
+    """The QoS a message goes out with to a subscription: the lower of the two, or with `upgrade`
+    (`upgrade_outgoing_qos`, VerneMQ's non-standard option) the subscription's even when the message's is lower."""
+    return subscription_qos if upgrade else min(message_qos, subscription_qos)
+
+
 @dataclass(slots=True)
 class RouteResult:
     """What one publish did: how many sessions got it, which are congested, whether disk writes are pending,
@@ -103,6 +109,7 @@ class Router:
         self._remote_routes: dict[str, tuple[tuple[str, ...], dict[Group, list[str]]]] = {}
         self._shared_policy = PREFER_LOCAL
         self.shared_policy = shared_policy
+        self.upgrade_qos = False  # `upgrade_outgoing_qos`: deliver at the subscription's QoS (`outgoing_qos`)
 
     @property
     def shared_policy(self) -> str:
@@ -232,7 +239,7 @@ class Router:
         session = self._sessions.get(client_id)
         if session is None:
             return
-        qos = min(message.qos, sub_qos)
+        qos = sub_qos if self.upgrade_qos else min(message.qos, sub_qos)  # outgoing_qos, inline: the hot path
         outcome = session.deliver(message, qos, message.retain and retain_as_published, subscription_ids, now)
         if outcome is Delivery.DROPPED:
             result.dropped += 1

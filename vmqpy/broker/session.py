@@ -136,6 +136,9 @@ class Session:
         self._next_packet_id = 1
         self._next_seq = 1
         self._drain_waiters: list[Callable[[], None]] = []
+        # packet id -> when its PUBLISH (or PUBREL) last went out on the live connection: what `resend_overdue`
+        # resends (`retry_interval`); emptied when the connection goes
+        self.sent_at: dict[int, float] = {}
 
     # ------------------------------------------------------------------------------------------ properties
 
@@ -205,6 +208,7 @@ class Session:
         out.state = OutState.PUBLISHED
         self.inflight[packet_id] = out
         self.journal.save_message(self, out)
+        self.sent_at[packet_id] = now  # before the write: the sink may look at it (its resend timer)
         sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now)
         return True
 
@@ -232,6 +236,7 @@ class Session:
             packet_id = held.popleft()
             out = inflight.get(packet_id)
             if out is not None and out.state == OutState.PUBLISHED:
+                self.sent_at[packet_id] = now
                 sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now, dup=True)
         queue = self.queue
         while queue and sink.can_write():
@@ -261,6 +266,7 @@ class Session:
         if out is None or out.qos != 1:
             return False
         del self.inflight[packet_id]
+        self.sent_at.pop(packet_id, None)
         self.journal.delete_message(self, out)
         self.pump(now)
         return True
@@ -272,11 +278,13 @@ class Session:
             return Pubrel(packet_id, 0x92) if self.protocol_level == 5 else Pubrel(packet_id)
         if reason_code >= 0x80:
             del self.inflight[packet_id]
+            self.sent_at.pop(packet_id, None)
             self.journal.delete_message(self, out)
             self.pump(now)
             return None
         out.state = OutState.RELEASED
         self.journal.save_message(self, out)
+        self.sent_at[packet_id] = now  # the PUBREL the caller sends now
         return Pubrel(packet_id)
 
     def on_pubcomp(self, packet_id: int, now: float) -> bool:
@@ -284,9 +292,38 @@ class Session:
         if out is None or out.state != OutState.RELEASED:
             return False
         del self.inflight[packet_id]
+        self.sent_at.pop(packet_id, None)
         self.journal.delete_message(self, out)
         self.pump(now)
         return True
+
+    def resend_overdue(self, now: float, interval: float) -> int:
+        """Resend what the client has not acknowledged for `interval` seconds: a PUBLISH with DUP, or the PUBREL
+        (MQTT 3.1.1 allows it on the same connection; the connection's rules say when). How many were resent;
+        none while the connection cannot take more."""
+        sink = self.sink
+        if sink is None:
+            return 0
+        due = [packet_id for packet_id, sent in self.sent_at.items() if now - sent >= interval]
+        resent = 0
+        for packet_id in due:
+            out = self.inflight.get(packet_id)
+            if out is None:
+                del self.sent_at[packet_id]
+                continue
+            if not sink.can_write():
+                break
+            self.sent_at[packet_id] = now
+            if out.state == OutState.RELEASED:
+                sink.write_packet(Pubrel(packet_id))
+            else:
+                sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now, dup=True)
+            resent += 1
+        return resent
+
+    def next_resend(self, interval: float) -> float | None:
+        """When the oldest unacknowledged PUBLISH or PUBREL is due for a resend after `interval`; None: nothing."""
+        return min(self.sent_at.values()) + interval if self.sent_at else None
 
     # ------------------------------------------------------------------------------------------ connections
 
@@ -300,9 +337,11 @@ class Session:
         self.max_packet_size = max_packet_size
         self.disconnected_at = None
         self._held.clear()
+        self.sent_at.clear()
         resent = 0
         for packet_id, out in list(self.inflight.items()):
             if out.state == OutState.RELEASED:
+                self.sent_at[packet_id] = now
                 sink.write_packet(Pubrel(packet_id))
                 continue
             if (out.message.expired(now) and out.qos == 1) or (max_packet_size and self._too_large(out, now)):
@@ -312,6 +351,7 @@ class Session:
                     self.dropped += 1
                 continue
             if resent < self.window:
+                self.sent_at[packet_id] = now
                 sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now, dup=True)
                 resent += 1
             else:
@@ -322,6 +362,7 @@ class Session:
         """The connection is gone. QoS 0 messages waiting for it are dropped; QoS 1/2 stay queued."""
         self.sink = None
         self.disconnected_at = now
+        self.sent_at.clear()
         kept = deque(out for out in self.queue if out.qos > 0)
         self.dropped += len(self.queue) - len(kept)
         self.queue = kept
@@ -367,6 +408,7 @@ class Session:
         gone = [pid for pid, o in self.inflight.items() if o.seq <= seq]
         for pid in gone:
             self.journal.delete_message(self, self.inflight.pop(pid))
+            self.sent_at.pop(pid, None)
         kept: deque[Outgoing] = deque()
         removed = len(gone)
         for out in self.queue:

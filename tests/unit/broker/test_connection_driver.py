@@ -1,0 +1,136 @@
+"""The asyncio driver (vmqpy/broker/connection.py) over a fake transport, for what only it does with VerneMQ's
+options: it stops reading a client over `max_message_rate` and reads again when the rate allows, it answers a
+SUBSCRIBE with the machine's refusals in place, and it arms the resend timer of a 3.1.1 client."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.broker.test_migration import MemoryMetadata
+from vmqpy.broker.auth import Authenticator
+from vmqpy.broker.broker import Broker
+from vmqpy.broker.connection import MQTTConnection
+from vmqpy.broker.message import Message
+from vmqpy.broker.persistence import SessionStore
+from vmqpy.config import Config
+from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
+from vmqpy.mqtt.packets import Connack, Connect, Packet, Publish, Suback, SubOptions, Subscribe, Subscription
+from vmqpy.storage import Storage
+
+
+class FakeTransport(asyncio.Transport):
+    """Records what is written and whether reading is paused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.paused = False
+        self.closed = False
+
+    def write(self, data: Any) -> None:
+        self.written += data
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 5555) if name == "peername" else default
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[Storage]:
+    store = Storage(tmp_path / "b.db")
+    store.open()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def connection(storage: Storage, config: Config, level: int = 5) -> tuple[MQTTConnection, FakeTransport, Broker]:
+    broker = Broker(config, SessionStore(storage), MemoryMetadata())
+    conn = MQTTConnection(broker, config, None, Authenticator(True, {}), "default")
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    conn.data_received(encode(Connect("c1", protocol_level=level), level))
+    return conn, transport, broker
+
+
+async def received(transport: FakeTransport, level: int) -> list[Packet]:
+    """Every packet the driver wrote so far (after the event loop flushed them)."""
+    await asyncio.sleep(0)
+    decoder = Decoder(server=False, protocol_level=level)
+    decoder.receive_data(bytes(transport.written))
+    packets = []
+    while (packet := decoder.next_packet()) is not NEED_DATA:
+        packets.append(packet)
+    return packets  # type: ignore[return-value]
+
+
+async def test_a_client_over_max_message_rate_is_not_read_until_the_rate_allows(storage: Storage) -> None:
+    conn, transport, broker = connection(storage, Config(nodename="b", max_message_rate=20))
+    burst = b"".join(encode(Publish("t", b"%d" % i), 5) for i in range(25))
+    conn.data_received(burst)
+    assert broker.metrics["publish_received"] == 21  # a second's worth, and the one that found the bucket empty
+    assert transport.paused
+    await asyncio.sleep(0.6)  # 1/20 s per publish from now on: the other 4 within 0.2 s, and their debt paid
+    assert broker.metrics["publish_received"] == 25
+    assert not transport.paused
+    conn.connection_lost(None)
+
+
+async def test_no_rate_no_pause(storage: Storage) -> None:
+    conn, transport, broker = connection(storage, Config(nodename="b"))
+    conn.data_received(b"".join(encode(Publish("t", b"x"), 5) for _ in range(500)))
+    assert broker.metrics["publish_received"] == 500 and not transport.paused
+    conn.connection_lost(None)
+
+
+@pytest.mark.parametrize(("level", "refusal"), [(5, 0x97), (4, 0x80)])
+async def test_a_subscribe_over_the_limit_gets_its_refusals_in_place(
+    storage: Storage, level: int, refusal: int
+) -> None:
+    conn, transport, _broker = connection(storage, Config(nodename="b", max_subscriptions_per_client=2), level)
+    subscriptions = [Subscription(f, SubOptions(1)) for f in ("a", "b", "a", "c")]
+    conn.data_received(encode(Subscribe(1, subscriptions), level))
+    conn.data_received(encode(Subscribe(2, [Subscription("b", SubOptions(0)), Subscription("d")]), level))
+    packets = await received(transport, level)
+    assert isinstance(packets[0], Connack)
+    assert packets[1:] == [Suback(1, [1, 1, 1, refusal]), Suback(2, [0, refusal])]
+    assert conn.session is not None and sorted(conn.session.subscriptions) == ["a", "b"]
+    conn.connection_lost(None)
+
+
+@pytest.mark.parametrize(("level", "armed"), [(4, True), (5, False)])
+async def test_a_qos1_delivery_arms_the_resend_timer_of_a_311_client(
+    storage: Storage, level: int, armed: bool
+) -> None:
+    conn, _transport, broker = connection(storage, Config(nodename="b", retry_interval=20.0), level)
+    conn.data_received(encode(Subscribe(1, [Subscription("t", SubOptions(1))]), level))
+    await asyncio.sleep(0)
+    assert conn._retry_timer is None
+    broker.publish(Message("t", b"x", 1), time.time())
+    assert (conn._retry_timer is not None) == armed
+    conn.connection_lost(None)
+    assert conn._retry_timer is None
