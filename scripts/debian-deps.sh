@@ -3,7 +3,8 @@
 # mosquitto (the reference broker of the benchmarks and of the test suite's cross-checks), its command-line
 # clients, iptables (partitions in the cluster tests and the chaos experiments), a Java runtime (PySpark),
 # libfaketime (the chaos clock-skew nemesis) and nss_wrapper (the chaos fault proxy, which gives each node its own
-# name resolution).
+# name resolution), HAProxy (the load-balancer tests) and Chromium with its driver (the status page's browser
+# test).
 set -euo pipefail
 need=()
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
@@ -12,6 +13,9 @@ command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need+=(iptab
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)  # PySpark (the analytics tests) needs a JVM
 ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || need+=(libfaketime)
 ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1 || need+=(libnss-wrapper)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)  # the load-balancer tests
+command -v chromium >/dev/null 2>&1 || need+=(chromium)  # the status page's browser test
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)  # Selenium drives the system Chromium
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
