@@ -42,6 +42,8 @@ listener.tcp.default = $h:$MQTT_PORT
 listener.http.default = $h:$HTTP_PORT
 listener.vmq.clustering = $h:$CLUSTER_PORT
 distributed_cookie = vmqpy-demo
+# the demo's clients (mosquitto_pub/sub, the chaos workload) connect without a user name
+allow_anonymous = on
 CONF
   "$VMQPY" start --config "$DIR/n$i/vmqpy.conf" 2>>"$DIR/n$i/node.log" &
   PIDS[$i]=$!
@@ -67,6 +69,7 @@ mkdir -p "$DIR"
 
 echo "== starting three nodes (logs: $DIR/n*/node.log)"
 for i in "${NODES[@]}"; do start_node "$i"; echo "   $(name "$i"): MQTT $(host "$i"):$MQTT_PORT, admin http://$(host "$i"):$HTTP_PORT, pid ${PIDS[$i]}"; done
+echo "   status page: http://$(host 1):$HTTP_PORT/status"
 
 echo "== vmq-admin cluster join on n2 and n3 (discovery node n1)"
 admin 2 cluster join "discovery-node=$(name 1):$CLUSTER_PORT"
@@ -130,9 +133,11 @@ fi
 echo "== Spark convergence report of the experiment's logs: python -m spark_analytics report"
 .venv/bin/python -m spark_analytics report --logs "$DIR/chaos" --history "$DIR/chaos/history.jsonl" \
   --out "$DIR/report" --master 'local[2]'
-echo "   open $DIR/report/report.html in a browser (figures also in $DIR/report/summary.json)"
 stop_all
 echo "== done: every node stopped cleanly"
+echo "   the report:      $DIR/report/report.html (open it in a browser; figures in $DIR/report/summary.json,"
+echo "                    Spark's own log in $DIR/report/spark.log)"
+echo "   the status page: http://$(host 1):$HTTP_PORT/status (on every node's admin listener while it runs)"
 if [ "$CHAOS_RC" != 0 ]; then
   echo "!! the netsplit experiment found a safety violation: see $DIR/chaos/verdict.json" >&2
   exit "$CHAOS_RC"

@@ -5,5 +5,6 @@ cluster converged, and, given a chaos history, whether anything was lost, duplic
 summary.json and report.html; docs/analytics.md explains every figure. The package reads files only: it never
 imports vmqpy. Each figure is a `DataFrame -> DataFrame` transform in its own module: `events` (lines to
 tables), `phases` (partitions and heals), `visibility` (PBS), `convergence`, `staleness`, `siblings`,
-`exchanges` (anti-entropy), `safety` (history checks); `report` runs them all, `html` draws the page.
+`exchanges` (anti-entropy), `safety` (history checks); `windows` (pure) says which partitions count and reads
+the nemesis's fault windows; `report` runs them all, `html` draws the page, `progress` shows the stages.
 """

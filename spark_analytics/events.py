@@ -123,9 +123,13 @@ def _of(events: DataFrame, event: str) -> DataFrame:
 
 
 def writes(events: DataFrame) -> DataFrame:
-    """md_write lines: node (the writer), ts, pkey, dot, hlc, delete (the write deletes the key), writeback."""
+    """md_write lines: node (the writer), ts, pkey, dot, hlc, delete (the write deletes the key), writeback, and
+    `dot_name`: the dot's replica id as written (`dot_node` is a hash of it in for_report's table), which orders
+    two versions with equal hlc stamps."""
+    name = F.col(DOT_NAME) if DOT_NAME in events.columns else F.col("dot_node").alias(DOT_NAME)
     return _of(events, "md_write").select(
-        "node", "ts", "pkey", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "hlc_node", "delete", "writeback"
+        "node", "ts", "pkey", "dot_node", "dot_counter", "hlc_wall", "hlc_logical", "hlc_node", "delete", "writeback",
+        name,
     )
 
 
@@ -173,9 +177,10 @@ def views(events: DataFrame) -> DataFrame:
 # What the report keeps of every line: the columns of md_write and md_apply lines (nearly all lines) as they are,
 # the fields of the few other lines packed into one struct column, EXTRA. An in-memory cached column records
 # each null with 4 bytes, so sixteen columns that are null on nearly every line would cost more than the data.
+DOT_NAME = "dot_name"
 KEY_COLUMNS = (
     "ts", "node", "event", "status", "pkey", "hlc_wall", "hlc_logical", "hlc_node", "dot_node", "dot_counter",
-    "delete", "writeback", "via", "siblings",
+    "delete", "writeback", "via", "siblings", DOT_NAME,
 )
 EXTRA = "extra"
 EXTRA_COLUMNS = (
@@ -199,10 +204,12 @@ def for_report(raw: DataFrame, partitions: int | None = None) -> DataFrame:
     partitioning on part of its keys, session.DEFAULT_CONF). The lines without a key go to one partition."""
     ev = normalize(raw, hashed_keys=True)
     rare = F.col("event").isin("md_exchange", "md_gc", "cluster_view")
-    write_only = ("hlc_wall", "hlc_logical", "hlc_node")  # only md_write lines are ordered by their hlc
+    # Only md_write lines are ordered, by their hlc and then by their dot as written (not by its hash).
+    write_only = ("hlc_wall", "hlc_logical", "hlc_node")
     out = ev.select(
-        *[c for c in KEY_COLUMNS if c not in ("dot_node", *write_only)],
+        *[c for c in KEY_COLUMNS if c not in ("dot_node", DOT_NAME, *write_only)],
         *[F.when(F.col("event") == "md_write", F.col(c)).alias(c) for c in write_only],
+        F.when(F.col("event") == "md_write", F.col("dot_node")).alias(DOT_NAME),
         F.when(F.col("dot_node").isNotNull(), F.xxhash64("dot_node")).alias("dot_node"),
         F.when(rare, F.struct(*EXTRA_COLUMNS)).alias(EXTRA),
     ).select(*REPORT_COLUMNS)

@@ -178,12 +178,54 @@ def _safety(s: dict[str, Any]) -> str:
             f"<details{' open' if rows else ''}><summary>details</summary>{detail}</details>")
 
 
+def _partitions(conv: dict[str, Any], faults: dict[str, Any]) -> str:
+    """The partitions counted, those the views showed but that are not faults (and why), and the cross-check
+    with the nemesis's own record when there is one."""
+    counted = conv.get("partitions", [])
+    out = [_table(["partition", "start", "end", "seconds"],
+                  [[p["partition"], p["start"], p["end"], p["duration_s"]] for p in counted])]
+    dropped = conv.get("partitions_not_counted", [])
+    if dropped:
+        out.append(f'<p class="note">{len(dropped)} split view(s) not counted as partitions:</p>')
+        out.append(_table(["start", "end", "why not"], [[d["start"], d["end"], d["reason"]] for d in dropped]))
+    if faults.get("recorded"):
+        found = len(faults.get("windows", []))
+        same = "the same number" if found == len(counted) else "a different number: read the two tables"
+        out.append(f'<p class="note" id="fault-windows">The nemesis recorded {found} fault window(s); the views '
+                   f"show {len(counted)} partition(s), {same}. The views see a fault about a detection time "
+                   f"({_fmt(conv.get('detect_timeout_s'))} s) after the nemesis made it.</p>")
+        out.append(_table(["window", "start", "end", "seconds", "steps"],
+                          [[w["window"], w["start"], w["end"], w["duration_s"], "; ".join(w["steps"])]
+                           for w in faults.get("windows", [])]))
+    return "".join(out)
+
+
+def _by_faults(faults: dict[str, Any]) -> str:
+    if not faults.get("recorded"):
+        return ""
+    lag_rows = [[phase, v["pairs"], v["visible_fraction"], v.get("p50_ms"), v.get("p99_ms"), v.get("p99_9_ms"),
+                 v["max_ms"]] for phase, v in sorted(faults["lag"].items())]
+    heal_rows = [[h["window"], h.get("heal"), h["keys"], h["divergent_at_heal"], h["unconverged"],
+                  h["seconds_to_converge"]] for h in faults["heals"]]
+    return "".join([
+        "<h2>By the nemesis's fault times</h2>",
+        '<p class="note">The same figures with the phases taken from the fault windows the nemesis recorded '
+        "instead of the nodes' views.</p>",
+        _table(["phase", "pairs", "visible", "p50 ms", "p99 ms", "p99.9 ms", "max ms"], lag_rows),
+        _table(["window", "heal", "keys written before", "divergent at heal", "never converged",
+                "seconds to converge"], heal_rows),
+    ])
+
+
 def render(summary: dict[str, Any]) -> str:
     """The HTML page of a summary (report.analyze)."""
     run, vis, conv = summary["run"], summary["visibility"], summary["convergence"]
     sib, stale, ae = summary["siblings"], summary["staleness"], summary["anti_entropy"]
+    missing = run.get("missing_nodes") or []
     meta = [
-        ("nodes", ", ".join(run["nodes"])), ("start", run["start"]), ("end", run["end"]),
+        ("nodes", ", ".join(run["nodes"])),
+        *([("MISSING: nodes in the views without a log line (their visibility is not measured)",
+            ", ".join(missing))] if missing else []), ("start", run["start"]), ("end", run["end"]),
         ("duration (s)", run["duration_s"]), ("events", run["events"]), ("malformed lines", run["malformed_lines"]),
         ("applies without a logged write", run["applies_without_write"]),
     ] + [(k, run[k]) for k in ("experiment", "mode", "seed") if k in run]
@@ -217,11 +259,13 @@ def render(summary: dict[str, Any]) -> str:
         _table(["phase", "pairs", "visible", "p50 ms", "p99 ms", "p99.9 ms", "max ms"], lag_rows),
         "<h2>Convergence</h2>",
         timeline_chart(conv),
+        _partitions(conv, summary.get("faults", {})),
         _table(["partition", "heal", "keys written before", "divergent at heal", "never converged",
                 "seconds to converge"], heal_rows),
         _table(["", ""], [("writes never visible everywhere", conv["writes_never_converged"]),
                           ("keys divergent at the end", conv["keys_divergent_at_end"]),
                           ("max divergent keys in a second", conv["max_divergent_keys"])]),
+        _by_faults(summary.get("faults", {})),
         "<h2>Siblings</h2>",
         _table(["", ""], [("keys with siblings", sib["keys_with_siblings"]), ("episodes", sib["episodes"]),
                           ("unresolved", sib["unresolved"]), ("p50 ms", sib["p50_ms"]), ("p99 ms", sib["p99_ms"]),

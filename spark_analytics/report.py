@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,16 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from spark_analytics import convergence, events, exchanges, phases, safety, siblings, staleness, visibility
-from spark_analytics.readers import InputError, find_log_files, read_history, read_logs, read_run_metadata
+from spark_analytics import convergence, events, exchanges, phases, safety, siblings, staleness, visibility, windows
+from spark_analytics.readers import (
+    InputError,
+    Sources,
+    find_log_files,
+    read_history,
+    read_logs,
+    read_run_metadata,
+    sources_of,
+)
 
 SUMMARY_VERSION = 1
 
@@ -56,29 +64,36 @@ class _Cache:
 
 def analyze(
     spark: SparkSession,
-    logs: Path,
+    logs: Sources,
     history: Path | None = None,
     after_heal_s: float = phases.DEFAULT_AFTER_HEAL_S,
     parquet_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    detect_s: float = phases.DEFAULT_DETECT_S,
 ) -> dict[str, Any]:
-    """Every figure of the report as a dict. Raises InputError when there is nothing to analyse."""
+    """Every figure of the report as a dict. Raises InputError when there is nothing to analyse. `progress` is
+    told the name of each stage (progress.STAGES) as it begins."""
     files = find_log_files(logs, exclude=(history,) if history is not None else ())
     cache = _Cache()
     try:
-        return _analyze(spark, logs, files, history, after_heal_s, parquet_dir, cache)
+        return _analyze(spark, logs, files, history, after_heal_s, parquet_dir, cache, progress or _silent,
+                        int(detect_s * 1e9))
     finally:
         cache.release()
 
 
 def _analyze(
     spark: SparkSession,
-    logs: Path,
+    logs: Sources,
     files: list[Path],
     history: Path | None,
     after_heal_s: float,
     parquet_dir: Path | None,
     cache: _Cache,
+    stage: Callable[[str], None],
+    detect_ns: int,
 ) -> dict[str, Any]:
+    stage("reading logs")
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     ev = cache(events.for_report(read_logs(spark, files), partitions))
     stats = events.line_stats(ev).collect()
@@ -92,7 +107,7 @@ def _analyze(
             first, last, n = span.get(r["node"], (r["first_ts"], r["last_ts"], 0))
             span[r["node"]] = (min(first, r["first_ts"]), max(last, r["last_ts"]), n + r["lines"])
     if not span:
-        raise InputError(f"--logs {logs}: no valid replication-log line in {len(files)} file(s)")
+        raise InputError(f"--logs {' '.join(sources_of(logs))}: no valid replication-log line in {len(files)} file(s)")
     nodes = sorted(span)
     start_ts = min(s[0] for s in span.values())
     end_ts = max(s[1] for s in span.values())
@@ -100,15 +115,29 @@ def _analyze(
         [(n, *span[n]) for n in nodes], "node string, first_ts long, last_ts long, events long"
     )
 
+    stage("partitions")
     # The lines of the other events are few: one scan of the cached lines, then their own small cache.
     others = cache(events.other_events(ev))
-    parts_df = cache(phases.partitions(events.views(others)))
-    part_rows = sorted(parts_df.collect(), key=lambda r: r["start_ts"])
-    intervals = [(r["start_ts"], r["end_ts"]) for r in part_rows]
+    view_df = events.views(others)
+    raw_parts = [
+        windows.Partition(r["start_ts"], r["end_ts"], r["start_node"], windows.split_off(r["start_node"],
+                                                                                           r["start_groups"]))
+        for r in phases.partitions(view_df).collect()
+    ]
+    joined = {r["node"]: r["joined_ts"] for r in phases.first_joined(view_df).collect()}
+    # A node the views name but whose log gave no line (not given, cut, unreadable): missing, said on the page.
+    named = {r["n"] for r in view_df.select(F.explode(F.flatten("groups")).alias("n")).distinct().collect()}
+    missing = sorted(named - set(nodes))
+    kept, not_counted = windows.sort_out(raw_parts, joined, {n: span[n][1] for n in nodes}, end_ts, detect_ns)
+    part_rows = [(i, p.start_ts, p.end_ts) for i, p in enumerate(kept, start=1)]
+    parts_df = spark.createDataFrame(part_rows, "partition int, start_ts long, end_ts long")
+    intervals = [(start, end) for _, start, end in part_rows]
+    faults = _fault_windows(spark, history) if history is not None else None
 
     def phased(df: DataFrame) -> DataFrame:
         return phases.with_phase(df, intervals, after_heal_s)
 
+    stage("visibility")
     writes = events.writes(ev)
     applies = events.applies(ev)
     ranked = cache(visibility.rank_writes(writes))
@@ -120,6 +149,7 @@ def _analyze(
 
     lag_figures = visibility.lag_figures(vis)
     write_rows = visibility.write_figures(conv).collect()
+    stage("convergence")
     # The end of the logs counts as one more "heal" (partition 0): its unconverged keys are the keys divergent at
     # the end, in the same query as the real heals.
     end_row = spark.createDataFrame([(0, end_ts, end_ts + 1)], "partition int, start_ts long, end_ts long")
@@ -129,29 +159,38 @@ def _analyze(
     heal_rows = [r for r in heal_rows if r["partition"] != 0]
     timeline_df = convergence.divergent_timeline(spark, conv, start_ts, end_ts)
     timeline = [r["divergent_keys"] for r in timeline_df.orderBy("second").collect()]
+    by_faults = (_by_faults(spark, faults, versions, conv, nodes, after_heal_s) if faults is not None
+                 else {"recorded": False})
 
+    stage("staleness")
     stale_df = staleness.staleness(applied, ranked)
     stale_rows = staleness.staleness_counts(stale_df).collect()
     stale = staleness.summarize((r["via"], r["versions_behind"], r["applies"]) for r in stale_rows)
     matched_applies = sum(r["applies"] for r in stale_rows)
 
+    stage("siblings")
     episodes = siblings.episodes_of(cache(siblings.sibling_events(applies, writes)))
     sib = siblings.sibling_summary(episodes).first()
 
+    stage("anti-entropy")
     ex = events.exchanges(others)
     ex_df = exchanges.exchange_efficiency(ex, spans)
     ex_rows = ex_df.collect()
     result_rows = exchanges.exchange_results(ex).collect()
     gc_rows = exchanges.gc_totals(events.gcs(others)).collect()
 
+    if history is not None:
+        stage("safety")
+    safety_figures = _safety(spark, history, cache) if history is not None else {"checked": False}
     phase_writes = {r["phase"]: r["writes"] for r in write_rows}
     summary: dict[str, Any] = {
         "summary_version": SUMMARY_VERSION,
         "generated_at": dt.datetime.now(tz=dt.UTC).isoformat(timespec="seconds"),
         "run": {
-            "logs": str(logs),
+            "logs": " ".join(sources_of(logs)),
             "files": [str(p) for p in files],
             "nodes": nodes,
+            "missing_nodes": missing,
             "first_ts": start_ts,
             "last_ts": end_ts,
             "start": _iso(start_ts),
@@ -182,10 +221,15 @@ def _analyze(
         },
         "convergence": {
             "partitions": [
-                {"partition": r["partition"], "start": _iso(r["start_ts"]), "end": _iso(r["end_ts"]),
-                 "start_ts": r["start_ts"], "end_ts": r["end_ts"],
-                 "duration_s": None if r["end_ts"] is None else _num((r["end_ts"] - r["start_ts"]) / 1e9)}
-                for r in part_rows
+                {"partition": i, "start": _iso(start), "end": _iso(end), "start_ts": start, "end_ts": end,
+                 "duration_s": None if end is None else _num((end - start) / 1e9)}
+                for i, start, end in part_rows
+            ],
+            "detect_timeout_s": detect_ns / 1e9,
+            "partitions_not_counted": [
+                {"start": _iso(d.partition.start_ts), "end": _iso(d.partition.end_ts),
+                 "start_ts": d.partition.start_ts, "end_ts": d.partition.end_ts, "reason": d.reason}
+                for d in not_counted
             ],
             "heals": [
                 {**_row(r), "heal": _iso(r["heal_ts"]), "last_converged": _iso(r["last_converged_ts"])}
@@ -197,6 +241,7 @@ def _analyze(
             "timeline": {"start_s": -(-start_ts // 1_000_000_000), "step_s": 1, "divergent_keys": timeline},
             "max_divergent_keys": max(timeline, default=0),
         },
+        "faults": by_faults,
         "siblings": {**_row(sib), "writebacks": sum(r["writebacks"] for r in write_rows)},
         "staleness": {
             "by_via": {k: {n: _num(v) for n, v in d.items()} for k, d in stale["by_via"].items()},
@@ -207,7 +252,7 @@ def _analyze(
             "results": {r["result"]: r["exchanges"] for r in sorted(result_rows, key=lambda r: r["result"])},
             "gc": {r["node"]: _row(r, drop=("node",)) for r in sorted(gc_rows, key=lambda r: r["node"])},
         },
-        "safety": _safety(spark, history, cache) if history is not None else {"checked": False},
+        "safety": safety_figures,
     }
     if parquet_dir is not None:
         tables = {
@@ -228,6 +273,65 @@ def _analyze(
             df.write.mode("overwrite").parquet(str(parquet_dir / name))
         summary["run"]["parquet"] = str(parquet_dir)
     return summary
+
+
+def _silent(_stage: str) -> None:
+    pass
+
+
+def _fault_windows(spark: SparkSession, history: Path) -> list[windows.FaultWindow]:
+    """The nemesis's fault windows from the history's `nemesis` lines (few: collected)."""
+    rows = (
+        read_history(spark, history)
+        .where((F.col("process") == "nemesis") & (F.col("f") == "nemesis"))
+        .select("type", "time", "value", "seq")
+        .orderBy("seq")
+        .collect()
+    )
+    lines: list[tuple[str, int, str]] = []
+    for r in rows:
+        try:
+            step = json.loads(r["value"])["step"]
+        except (TypeError, ValueError, KeyError):
+            continue
+        if isinstance(step, str) and r["type"] is not None and r["time"] is not None:
+            lines.append((r["type"], r["time"], step))
+    return windows.fault_windows(windows.pair_steps(lines))
+
+
+def _by_faults(
+    spark: SparkSession,
+    faults: list[windows.FaultWindow],
+    versions: DataFrame,
+    conv: DataFrame,
+    nodes: list[str],
+    after_heal_s: float,
+) -> dict[str, Any]:
+    """Phases, lags and convergence after each heal taken from the nemesis's fault windows instead of the views
+    (the views see a fault about a detection time late)."""
+    intervals = [(w.start_ts, w.end_ts) for w in faults]
+    phase = phases.phase_column(F.col("write_ts"), intervals, after_heal_s)
+    lag = visibility.lag_figures(visibility.pairs(versions.withColumn("phase", phase), nodes))
+    write_rows = visibility.write_figures(conv.withColumn("phase", phase)).collect()
+    rows = [(i, w.start_ts, w.end_ts) for i, w in enumerate(faults, start=1)]
+    fault_df = spark.createDataFrame(rows, "partition int, start_ts long, end_ts long")
+    heals = sorted(convergence.heal_convergence(conv, fault_df).collect(), key=lambda r: r["heal_ts"])
+    return {
+        "recorded": True,
+        "windows": [
+            {"window": i, "start": _iso(w.start_ts), "end": _iso(w.end_ts), "start_ts": w.start_ts,
+             "end_ts": w.end_ts, "duration_s": None if w.end_ts is None else _num((w.end_ts - w.start_ts) / 1e9),
+             "steps": list(w.steps)}
+            for i, w in enumerate(faults, start=1)
+        ],
+        "writes_by_phase": dict(sorted((r["phase"], r["writes"]) for r in write_rows)),
+        "lag": {ph: {k: _num(v) for k, v in f.items() if k != "fractions"} for ph, f in sorted(lag.items())},
+        "heals": [
+            {**_row(r, drop=("partition",)), "window": r["partition"], "heal": _iso(r["heal_ts"]),
+             "last_converged": _iso(r["last_converged_ts"])}
+            for r in heals
+        ],
+    }
 
 
 EXAMPLES = 10

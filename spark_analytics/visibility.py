@@ -30,8 +30,12 @@ def rank_writes(writes: DataFrame) -> DataFrame:
     """Every distinct write (by dot) with `version`: 1 for the oldest write of its key, by hlc then dot, and
     `newer_ts`: the earliest `ts` of a newer version of the key (null for the newest). Columns: node (the writer),
     ts, pkey, dot_node, dot_counter, delete, writeback, version, newer_ts; (pkey, version) identifies the write
-    from here on."""
-    order = Window.partitionBy("pkey").orderBy("hlc_wall", "hlc_logical", "hlc_node", *_DOT, "ts")
+    from here on. Two writes with equal hlc stamps are ordered by their dot (`dot_name` when `writes` has it: the
+    replica id as written), then its counter."""
+    # Equal hlc stamps: the dot decides, by its replica id as written (`dot_name`; a hash would order them
+    # arbitrarily), then its counter.
+    name = "dot_name" if "dot_name" in writes.columns else "dot_node"
+    order = Window.partitionBy("pkey").orderBy("hlc_wall", "hlc_logical", "hlc_node", name, "dot_counter", "ts")
     same_dot = (F.lag("dot_node").over(order) == F.col("dot_node")) & (
         F.lag("dot_counter").over(order) == F.col("dot_counter")
     )
@@ -82,7 +86,9 @@ def version_visibility(held: DataFrame, nodes: Sequence[str]) -> DataFrame:
 
     A node that never logged the key (no md_write, no md_apply of it) holds a delete of it from the delete's
     write on: it has nothing of the key, which is what the delete leaves, and it logs nothing when the delete
-    reaches it (docs/replication-log.md: an md_apply is logged when the key's versions change).
+    reaches it (docs/replication-log.md: an md_apply is logged when the key's versions change). For the same
+    reason a node whose newest held version (before a delete) is itself a delete holds the later delete from
+    the later of the delete's write and its own earlier delete (and, through it, every version in between).
 
     One row per version with a column per node (a hash aggregation), then one running minimum per node over the
     versions from the newest down: one sort of the versions of each key. Every write is in `held` through the
@@ -103,9 +109,23 @@ def version_visibility(held: DataFrame, nodes: Sequence[str]) -> DataFrame:
     newest_first = Window.partitionBy("pkey").orderBy(F.col("version").desc())
     whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     versions = versions.select(
-        "pkey", "version", "_writer", "write_ts", "writeback",
+        "pkey", "version", "_writer", "write_ts", "writeback", "_delete",
         *[F.when(F.col("_delete") & F.max(F.col(f"_h{i}").isNotNull().cast("int")).over(whole_key).eqNullSafe(0),
                  F.col("write_ts")).otherwise(F.col(f"_h{i}")).alias(f"_h{i}") for i in range(len(nodes))],
+    )
+    # A delete that reaches a node whose newest version of the key is a delete changes nothing there and is not
+    # logged: the node holds it from its write on, or from its own earlier delete when that came later.
+    older = newest_first.rowsBetween(1, Window.unboundedFollowing)
+
+    def after_a_delete(i: int) -> Column:
+        held = F.col(f"_h{i}")
+        previous = F.first(F.when(held.isNotNull(), F.struct(F.col("_delete").alias("d"), held.alias("h"))),
+                           ignorenulls=True).over(older)
+        chained = F.when(F.col("_delete") & previous["d"], F.greatest(F.col("write_ts"), previous["h"]))
+        return F.least(held, chained).alias(f"_h{i}")  # least() skips nulls
+
+    versions = versions.select(
+        "pkey", "version", "_writer", "write_ts", "writeback", *[after_a_delete(i) for i in range(len(nodes))],
     )
     names = F.array(*[F.lit(n) for n in nodes])
     # For each version: the earliest hold on each node of any version at least as new.

@@ -97,6 +97,7 @@ def check_registration(ops: Sequence[Operation], heals: Sequence[int] = (), boun
     if connects:
         check.safe = unresolved == 0
     res = check.figures["resolved_after_heal_s"]["max"]
+    resolved = "none live across a heal" if res is None else f"resolved after heal within {res} s"
     check.summary = (f"{accepted}/{connects} connects accepted, {moments} moments with 2 live sessions, "
-                     f"resolved after heal within {res} s, unresolved {unresolved}")
+                     f"{resolved}, unresolved {unresolved}")
     return check

@@ -77,8 +77,8 @@ def check_subscriptions(
     if reads:
         check.safe = lost == 0 and unexpected == 0 and (consistency_traded or resurrected == 0)
     lat = check.figures["stable_latency_ms"]
-    check.summary = (f"{acked} acked, lost {lost}, unexpected {unexpected}, undone {resurrected}; "
-                     f"stable p50/max {lat['p50']}/{lat['max']} ms")
+    stable = ("no change measured" if lat["max"] is None else f"stable p50/max {lat['p50']}/{lat['max']} ms")
+    check.summary = f"{acked} acked, lost {lost}, unexpected {unexpected}, undone {resurrected}; {stable}"
     return check
 
 

@@ -15,7 +15,7 @@ from spark_analytics import cli
 from spark_analytics.readers import InputError
 from spark_analytics.report import analyze
 from tests.spark.history import History
-from tests.spark.logs import T0_MS, apply, exchange, gc, view, write, write_logs
+from tests.spark.logs import T0_MS, apply, exchange, gc, ts, view, write, write_logs
 
 NODES = ("n1", "n2", "n3")
 ALL = [list(NODES)]
@@ -196,3 +196,63 @@ def test_spark_submit_entry_runs_as_a_script(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert f"error: --logs {tmp_path / 'none'}: no such directory" in done.stderr
     assert done.stdout.strip() == "html.escape"
+
+
+def test_join_blips_and_the_stop_are_not_partitions_and_the_fault_windows_are_reported(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Issue 17: a 2 ms join blip and the views of the stop at the end are not partitions (and the writes after
+    the blip are not after a heal); with the nemesis's record the phases also come from the real fault times."""
+    lines = generated_run()
+    lines += [view("n2", 100, [["n2"], ["n1", "n3"]]), view("n2", 102, ALL),  # n2's join blip
+              view("n1", 7100, [["n1"], ["n2", "n3"]]), view("n2", 7900, [["n2", "n3"], ["n1"]])]  # the stop of n1
+    logs = write_logs(tmp_path / "logs", lines)
+    history = clean_history(tmp_path / "h.jsonl")
+    nemesis = [("invoke", 2000, "halves: n1-x-n3, n2-x-n3"), ("ok", 2001, "halves: n1-x-n3, n2-x-n3"),
+               ("invoke", 4500, "heal"), ("ok", 4502, "heal")]
+    with history.open("a", encoding="utf-8") as f:
+        for kind, at, step in nemesis:
+            f.write(json.dumps({"type": kind, "process": "nemesis", "f": "nemesis", "value": {"step": step},
+                                "node": "", "time": ts(at)}) + "\n")
+    out = tmp_path / "out"
+    args = cli.parser().parse_args(["report", "--logs", str(logs), "--history", str(history), "--out", str(out)])
+    summary = cli.run(args, spark)
+    conv = summary["convergence"]
+    assert [(p["start_ts"], p["end_ts"]) for p in conv["partitions"]] == [(ts(3000), ts(5002))]
+    reasons = [d["reason"] for d in conv["partitions_not_counted"]]
+    assert len(reasons) == 2, reasons
+    assert reasons[0].startswith("the join of") and "n2" in reasons[0]
+    assert reasons[1].startswith("the stop of") and "n1" in reasons[1]
+    assert summary["visibility"]["writes_by_phase"] == {"after_heal": 10, "normal": 29, "partition": 11}
+    faults = summary["faults"]
+    assert [(w["start_ts"], w["end_ts"]) for w in faults["windows"]] == [(ts(2000), ts(4500))]
+    # by the fault times: 10 normal writes and 8 partition writes (7 of n1, q) from 2 s to 4.5 s, 13 after
+    assert faults["writes_by_phase"] == {"after_heal": 13, "normal": 19, "partition": 18}
+    assert [(h["window"], h["unconverged"]) for h in faults["heals"]] == [(1, 0)]
+    page = (out / "report.html").read_text()
+    assert 'id="fault-windows"' in page and "the join of" in page and "the stop of" in page
+    assert "The nemesis recorded 1 fault window(s); the views show 1 partition(s), the same number" in page
+
+
+def test_a_node_in_the_views_without_a_log_is_marked_missing(spark: SparkSession, tmp_path: Path) -> None:
+    """Issue 17: a node whose log was not read (here: not there at all) is never silently left out."""
+    lines = [line for line in generated_run() if not (isinstance(line, dict) and line.get("node") == "n3")]
+    logs = write_logs(tmp_path / "logs", lines)
+    out = tmp_path / "out"
+    summary = cli.run(cli.parser().parse_args(["report", "--logs", str(logs), "--out", str(out)]), spark)
+    assert summary["run"]["nodes"] == ["n1", "n2"]
+    assert summary["run"]["missing_nodes"] == ["n3"]
+    assert "MISSING: nodes in the views without a log line" in (out / "report.html").read_text()
+
+
+def test_progress_line_names_each_stage(tmp_path: Path) -> None:
+    from spark_analytics.progress import STAGES, Progress
+
+    with (tmp_path / "progress.txt").open("w+") as f:  # not a terminal: one line per stage
+        with Progress(f) as progress:
+            for stage in STAGES:
+                progress.stage(stage)
+        f.seek(0)
+        lines = f.read().splitlines()
+    assert len(lines) == len(STAGES)
+    assert lines[0].endswith("report 1/9: reading logs") and lines[-1].endswith("report 9/9: writing")

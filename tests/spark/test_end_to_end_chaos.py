@@ -35,6 +35,8 @@ def chaos_report(short_chaos_run: Path, tmp_path_factory: pytest.TempPathFactory
     return {
         "dir": run,
         "out": out,
+        "stdout": done.stdout,
+        "stderr": done.stderr,
         "summary": json.loads((out / "summary.json").read_text()),
         "run": json.loads((run / "run.json").read_text()),
         "verdict": json.loads((run / "verdict.json").read_text()),
@@ -138,3 +140,43 @@ def test_report_html_is_one_self_contained_page(chaos_report: dict[str, Any]) ->
     for c in CHECKS:
         box = "ok" if safety[c] == 0 else "bad"
         assert f'<div class="box {box}" id="safety-{c}"><div class="n">{safety[c]}</div>' in page
+
+
+def test_the_command_is_quiet_and_keeps_sparks_log_next_to_the_report(chaos_report: dict[str, Any]) -> None:
+    """Issue 17: a person reads the progress line and the result, not Spark's stage bars and JVM warnings."""
+    out, stderr = chaos_report["out"], chaos_report["stderr"]
+    assert "report 9/9: writing" in stderr  # the progress line reached its last stage
+    for noise in ("WARN", "Stage ", "log4j", "WARNING", "NativeCodeLoader"):
+        assert noise not in stderr and noise not in chaos_report["stdout"], noise
+    log = out / "spark.log"
+    assert f"Spark's log: {log}" in chaos_report["stdout"]
+    assert log.is_file() and log.stat().st_size > 0  # what Spark said went there
+
+
+def test_partition_windows_match_the_nemesis_record(chaos_report: dict[str, Any]) -> None:
+    """Issue 17: the report counts the partition windows that happened: as many as the nemesis's own record (the
+    history's nemesis lines, and the run's verdict), each seen in the views after the fault and healed after it."""
+    summary, verdict = chaos_report["summary"], chaos_report["verdict"]
+    faults, conv = summary["faults"], summary["convergence"]
+    assert faults["recorded"]
+    windows = faults["windows"]
+    assert len(windows) == len(verdict["faults_ns"]) == 1
+    window = windows[0]
+    assert abs(window["start_ts"] - verdict["faults_ns"][0]) < NS  # the invoke line, just before the fault
+    assert window["end_ts"] is not None and abs(window["end_ts"] - verdict["heals_ns"][0]) < NS
+    for dropped in conv["partitions_not_counted"]:
+        assert dropped["reason"], dropped
+    seen = any(window["start_ts"] <= t <= window["end_ts"] + HEAL_SEEN_WITHIN_S * NS
+               for t in _split_views(chaos_report["dir"]))
+    if not seen:  # the nodes never saw the partition (see test_convergence_found_the_heal)
+        assert conv["partitions"] == [], conv["partitions"]
+        return
+    assert len(conv["partitions"]) == len(windows), (conv["partitions"], conv["partitions_not_counted"], windows)
+    partition = conv["partitions"][0]
+    # the views see the fault a detection time late, and the heal late too
+    assert window["start_ts"] <= partition["start_ts"] <= window["end_ts"]
+    assert partition["end_ts"] is not None and partition["end_ts"] >= window["end_ts"]
+    assert [h["window"] for h in faults["heals"]] == [1]
+    assert faults["heals"][0]["unconverged"] == 0
+    page = (chaos_report["out"] / "report.html").read_text()
+    assert "The nemesis recorded 1 fault window(s); the views show 1 partition(s), the same number" in page

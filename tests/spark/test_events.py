@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def test_event_tables_have_typed_columns(spark: SparkSession) -> None:
     assertDataFrameEqual(
         events.writes(ev),
         [Row(node="n1", ts=ts(0), pkey=pkey("a"), dot_node=rid("n1"), dot_counter=1, hlc_wall=1_795_330_000_000,
-             hlc_logical=2, hlc_node=rid("n1"), delete=False, writeback=False)],
+             hlc_logical=2, hlc_node=rid("n1"), delete=False, writeback=False, dot_name=rid("n1"))],
     )
     assertDataFrameEqual(
         events.applies(ev),
@@ -160,3 +161,73 @@ def test_for_report_hashes_keys_and_dots_consistently(spark: SparkSession, tmp_p
     assert applied[pkey("a")]["dot_node"] == writes[pkey("a")]["dot_node"]
     assert applied[pkey("b", prefix=sub)]["dot_node"] == writes[pkey("b", prefix=sub)]["dot_node"]
     assert writes[pkey("a")]["dot_node"] != writes[pkey("b", prefix=sub)]["dot_node"]
+
+
+def _line_statuses(spark: SparkSession, lines: list[str]) -> dict[str, int]:
+    stats: dict[str, int] = {}
+    for r in events.line_stats(events_of(spark, lines)).collect():
+        stats[r["status"]] = stats.get(r["status"], 0) + r["lines"]
+    return stats
+
+
+ONE = json.dumps(gc("n1", 20, 4))
+TWO = json.dumps(gc("n2", 30, 1))
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    (ONE + TWO, "two objects on one line"),
+    (ONE + " " + TWO, "two objects and a blank"),
+    (ONE + "," + TWO, "two objects and a comma"),
+    (f"[{ONE},{TWO}]", "an array of two objects"),
+    (ONE + " trailing garbage", "trailing text"),
+    (ONE + "}", "a closing brace too many"),
+    (ONE + "]", "a closing bracket too many"),
+    (ONE + ',{"schema":1}]', "a comma, an object and a bracket"),
+    (ONE[:-1], "cut short"),
+])
+def test_a_line_that_is_not_exactly_one_object_is_one_malformed_line(
+    spark: SparkSession, line: str, why: str
+) -> None:
+    """Issue 17: every such line counts once as malformed, and nothing of it is read as an event."""
+    assert _line_statuses(spark, [ONE, line, TWO]) == {"ok": 2, "corrupt": 1}, why
+
+
+def test_blanks_around_an_object_and_braces_in_strings_are_fine(spark: SparkSession) -> None:
+    odd = write("n1", 0, 'a}{"b', 1)  # braces and quotes inside a string of the key
+    lines = ["  " + ONE + "  \t", json.dumps(odd), "", "   ", json.dumps(odd, indent=None, separators=(", ", " : "))]
+    assert _line_statuses(spark, lines) == {"ok": 3}
+
+
+def test_rotated_and_compressed_logs_and_globs(spark: SparkSession, tmp_path: Path) -> None:
+    """A node's log rotated (`replication.log.1`) and compressed (`replication.log.2.gz`): every line is read; a
+    node whose only log is compressed is not left out; `--logs` takes glob patterns."""
+    run = tmp_path / "run"
+    for node, name, line in [("n1", "replication.log", ONE), ("n1", "replication.log.1", TWO),
+                             ("n1", "replication.log.2.gz", json.dumps(gc("n1", 5, 1))),
+                             ("n2", "replication.log.1.gz", json.dumps(gc("n2", 6, 1)))]:
+        path = run / node / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = (line + "\n").encode()
+        path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    (run / "n1" / "node.log").write_text("not a replication log\n")
+    files = find_log_files(run)
+    assert [p.relative_to(run).as_posix() for p in files] == [
+        "n1/replication.log", "n1/replication.log.1", "n1/replication.log.2.gz", "n2/replication.log.1.gz"]
+    assert read_logs(spark, files).where("_corrupt_record IS NULL").count() == 4
+    assert find_log_files([str(run / "*" / "replication.log*.gz")]) == [files[2], files[3]]
+    assert find_log_files([str(run / "n2"), str(run / "n1" / "replication.log")]) == [files[0], files[3]]
+    assert find_log_files(str(run / "**" / "n2"))  == [files[3]]
+    with pytest.raises(InputError, match="matches nothing"):
+        find_log_files([str(run / "n9*")])
+
+
+def test_a_log_that_cannot_be_read_fails_loudly(tmp_path: Path) -> None:
+    (tmp_path / "n1").mkdir()
+    (tmp_path / "n1" / "replication.log").write_text(ONE + "\n")
+    (tmp_path / "n2").mkdir()
+    (tmp_path / "n2" / "replication.log.1.gz").write_bytes(gzip.compress((ONE + "\n").encode())[:-12])  # cut short
+    with pytest.raises(InputError, match=r"replication\.log\.1\.gz: cannot be read"):
+        find_log_files(tmp_path)
+    (tmp_path / "n2" / "replication.log.1.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match="cannot be read"):
+        find_log_files(tmp_path)

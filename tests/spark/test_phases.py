@@ -38,9 +38,17 @@ def test_split_counts(spark: SparkSession) -> None:
 def test_partitions(spark: SparkSession) -> None:
     assertDataFrameEqual(
         phases.partitions(events.views(events_of(spark, VIEWS))),
-        [Row(partition=1, start_ts=ts(1000), end_ts=ts(3050)), Row(partition=2, start_ts=ts(5000), end_ts=ts(6000)),
-         Row(partition=3, start_ts=ts(8000), end_ts=None)],
+        [Row(partition=1, start_ts=ts(1000), end_ts=ts(3050), start_node="n3", start_groups=[["n3"], ["n1", "n2"]]),
+         Row(partition=2, start_ts=ts(5000), end_ts=ts(6000), start_node="n2", start_groups=SPLIT),
+         Row(partition=3, start_ts=ts(8000), end_ts=None, start_node="n1", start_groups=SPLIT)],
     )
+
+
+def test_first_joined_is_the_first_view_with_other_members(spark: SparkSession) -> None:
+    lines = [view("n1", 0, [["n1"]]), view("n2", 10, [["n2"]]), view("n2", 500, [["n2"], ["n1"]]),
+             view("n2", 502, [["n1", "n2"]]), view("n1", 503, [["n1", "n2"]]), view("n3", 900, [["n3"]])]
+    assertDataFrameEqual(phases.first_joined(events.views(events_of(spark, lines))),
+                         [Row(node="n1", joined_ts=ts(503)), Row(node="n2", joined_ts=ts(500))])
 
 
 def test_no_partition_without_a_split_view(spark: SparkSession) -> None:

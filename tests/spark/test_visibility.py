@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from spark_analytics import events, visibility
+from spark_analytics.readers import find_log_files, read_logs
 from tests.spark.conftest import events_of
-from tests.spark.logs import apply, pkey, rid, ts, write
+from tests.spark.logs import apply, pkey, rid, ts, write, write_logs
 
 LINES = [
     # key a: n1 writes version 1 at 0; n2 applies it at 10; n3 never applies it but writes version 2 at 50;
@@ -74,6 +77,28 @@ def test_rank_writes_orders_by_hlc_and_drops_repeated_dots(spark: SparkSession) 
     )
 
 
+def test_equal_hlc_stamps_are_ordered_by_the_dot_not_its_hash(spark: SparkSession, tmp_path: Path) -> None:
+    """docs/analytics.md: versions are ordered by hlc stamp, then dot. The report hashes replica ids; the order of
+    two writes with the same stamp must still be the order of their dots as written."""
+    names = [f"n1@127.0.0.11#{i}" for i in range(1, 40)]
+    hashes = {r["name"]: r["h"] for r in spark.createDataFrame([(n,) for n in names], "name string")
+              .select("name", F.xxhash64("name").alias("h")).collect()}
+    # two replica ids whose hashes are in the opposite order of the ids: a hash order would swap the versions
+    low, high = next((a, b) for a in names for b in names if a < b and hashes[a] > hashes[b])
+    lines = []
+    for dot_node in (high, low):  # the same stamp (a node restarted with a new incarnation, same clock reading)
+        line = write("n1", 10, "k", 1, hlc_ms=5)
+        line["dot"], line["hlc"][2] = [dot_node, 1], "n1@127.0.0.11"
+        lines.append(line)
+    raw = read_logs(spark, find_log_files(write_logs(tmp_path, lines)))
+    for ev in (events.for_report(raw), raw.transform(events.normalize)):
+        ranked = visibility.rank_writes(events.writes(ev)).orderBy("version").collect()
+        assert [r["version"] for r in ranked] == [1, 2]
+        by_version = [r["dot_node"] for r in ranked]
+        expected = [low, high] if "extra" not in ev.columns else [hashes[low], hashes[high]]
+        assert by_version == expected
+
+
 def test_visibility_pairs(tables: dict[str, DataFrame]) -> None:
     assertDataFrameEqual(
         tables["vis"],
@@ -83,6 +108,38 @@ def test_visibility_pairs(tables: dict[str, DataFrame]) -> None:
             for k, v, at, t, seen in EXPECTED
         ],
     )
+
+
+# Issue 17: a delete that reaches a node whose newest version is already a delete is not logged there.
+DELETES = [
+    # key g: n1 puts (n2 at 910, n3 at 905) and deletes at 1000 (n2 1005, n3 1003); n2 deletes again at 1100:
+    # n1 and n3 had deleted g already and log nothing
+    write("n1", 900, "g", 1), apply("n2", 910, "g", "n1", 1), apply("n3", 905, "g", "n1", 1),
+    write("n1", 1000, "g", 2, op="delete"), apply("n2", 1005, "g", "n1", 2), apply("n3", 1003, "g", "n1", 2),
+    write("n2", 1100, "g", 1, op="delete"),
+    # key h: the same, but n3 gets n1's delete only at 1500, after n2's second delete (1400)
+    write("n1", 1200, "h", 3), apply("n2", 1205, "h", "n1", 3), apply("n3", 1206, "h", "n1", 3),
+    write("n1", 1300, "h", 4, op="delete"), apply("n2", 1305, "h", "n1", 4), apply("n3", 1500, "h", "n1", 4),
+    write("n2", 1400, "h", 2, op="delete"),
+    # key i: n3 held a put after its delete: a later delete reaching it changes something and would be logged
+    write("n1", 1600, "i", 5), apply("n3", 1601, "i", "n1", 5), write("n1", 1700, "i", 6, op="delete"),
+    apply("n3", 1701, "i", "n1", 6), write("n2", 1800, "i", 3), apply("n3", 1801, "i", "n2", 3),
+    write("n1", 1900, "i", 7, op="delete"), apply("n2", 1800, "i", "n1", 5),
+]
+
+
+def test_a_delete_after_a_delete_is_held_without_a_log_line(spark: SparkSession) -> None:
+    ev = events_of(spark, DELETES)
+    ranked = visibility.rank_writes(events.writes(ev))
+    applied = visibility.applied_versions(events.applies(ev), ranked)
+    versions = visibility.version_visibility(visibility.holdings(ranked, applied), NODES)
+    got = {(r["pkey"], r["version"]): [None if v is None else (v - ts(0)) / 1e6 for v in r["visible_ts"]]
+           for r in versions.collect()}
+    assert got[pkey("g"), 3] == [1100, 1100, 1100]  # n1 and n3 hold n2's delete from its write
+    assert got[pkey("h"), 3] == [1400, 1400, 1500]  # n3 from its own (late) delete
+    assert got[pkey("h"), 2] == [1300, 1305, 1500]
+    # i: n3's newest before n1's last delete is n2's put (1801): that delete never reached n3
+    assert got[pkey("i"), 4] == [1900, None, None]
 
 
 def test_unmatched_applies(spark: SparkSession, tables: dict[str, DataFrame]) -> None:
