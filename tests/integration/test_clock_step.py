@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster import FAKETIME_LIBS
+from chaos.cluster import FAKETIME_LIBS, faketime_env
 from tests.integration.clients import RawClient, unique
 from tests.integration.cluster import ClusterNode, cluster_ready, join_all
 from tests.integration.conftest import wait_until
@@ -33,8 +33,7 @@ def skewable(tmp_path: Path) -> Iterator[list[ClusterNode]]:
     for node in nodes[:2]:
         clock = node.workdir / "faketime.rc"
         clock.write_text("+0\n")
-        node.env = {"LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": str(clock), "FAKETIME_CACHE_DURATION": "1",
-                    "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        node.env = {"LD_PRELOAD": FAKETIME, **faketime_env(clock)}
     try:
         for node in nodes:
             node.start()
