@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote
 
 from admin.command import Command
 from admin.errors import CommandError
-from admin.params import BOOL, COLUMN, SHOW_COLUMN, Args, Param
+from admin.params import BOOL, SHOW_COLUMN, Args, Param
 
 _SETTING_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -59,7 +59,7 @@ def parse_args(cmd: Command, words: Sequence[str]) -> Args:
             param = cmd.param(name) if long else cmd.short(name)
             if param is None:
                 raise CommandError(f"unknown option '{word.partition('=')[0]}' for '{cmd.name}'{_options_hint(cmd)}")
-            if not eq and param.type is COLUMN:
+            if not eq and param.type.column:
                 if param.name in raw:
                     raise CommandError(f"parameter '{param.name}' given twice for '{cmd.name}'")
                 values[param.name] = SHOW_COLUMN
@@ -103,7 +103,7 @@ def parse_args(cmd: Command, words: Sequence[str]) -> Args:
 def canonical_words(cmd: Command, args: Args) -> list[str]:
     """The parameters that were given, as `name=value` words (then the free names or pairs): what a client sends."""
     words = [
-        f"--{p.name}" if p.type is COLUMN and args.raw[p.name] == SHOW_COLUMN else f"{p.name}={args.raw[p.name]}"
+        f"--{p.name}" if p.type.column and args.raw[p.name] == SHOW_COLUMN else f"{p.name}={args.raw[p.name]}"
         for p in cmd.params
         if p.name in args.raw
     ]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from admin.params import Args, Param
-from admin.results import Result, Table, Text
+from admin.results import Lines, Result, Table, Text
 
 if TYPE_CHECKING:
     from admin.facade import AdminNode
@@ -83,9 +83,9 @@ class CommandGroup(Protocol):
 
 async def execute(cmd: Command, args: Args, ctx: Context) -> Result:
     """Run a parsed command. CommandError from the facade passes through; a handler that answers something else
-    than a Table or Text is a bug (TypeError)."""
+    than a Table, Text or Lines is a bug (TypeError)."""
     result = await cmd.handler(ctx, args)
-    if not isinstance(result, Table | Text):
+    if not isinstance(result, Table | Text | Lines):
         raise TypeError(f"handler of '{cmd.name}' answered {type(result).__name__}")
     if isinstance(result, Table) and not (
         isinstance(result.rows, list) and all(isinstance(r, dict) for r in result.rows)

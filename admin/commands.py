@@ -16,7 +16,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from admin.argv import canonical_words, parse_args, query_to_words, words_to_query
-from admin.cli import api_key, cluster, log, metadata, metrics, node, retain, session, settings, subscription
+from admin.cli import (
+    acl,
+    api_key,
+    cluster,
+    listener,
+    log,
+    metadata,
+    metrics,
+    node,
+    retain,
+    session,
+    settings,
+    subscription,
+    trace,
+)
 from admin.command import Command, CommandGroup, Context, Handler, Method, execute
 from admin.errors import CommandError
 from admin.params import BOOL, COUNT, NODE, SECONDS, TEXT, TOPIC_FILTER, Args, Param, ParamType
@@ -56,8 +70,8 @@ __all__ = [
 ]
 
 #: the command groups, in the order `vmq-admin --help` lists their commands
-GROUPS: tuple[CommandGroup, ...] = (cluster, node, session, subscription, retain, metrics, metadata, settings, log,
-                                  api_key)  # fmt: skip
+GROUPS: tuple[CommandGroup, ...] = (cluster, node, listener, session, subscription, retain, acl, metrics, metadata,
+                                  settings, log, trace, api_key)  # fmt: skip
 
 COMMANDS: tuple[Command, ...] = tuple(cmd for group in GROUPS for cmd in group.COMMANDS)
 

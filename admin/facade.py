@@ -14,6 +14,7 @@ order in the CLI's table follows the order of the keys in the first row where th
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, Protocol, runtime_checkable
 
 Row = dict[str, Any]
@@ -41,6 +42,17 @@ class AdminNode(Protocol):
         seconds to wait in total before giving up (raise CommandError 503 or 409 naming what is left)."""
         ...
 
+    async def node_drain(self, rate: float, timeout: float) -> str:
+        """Drain this node: refuse new MQTT connections, answer 503 on /health, disconnect the clients at most
+        `rate` per second; return a line naming how many were disconnected once none is left. Clients left after
+        `timeout` seconds -> CommandError 503 naming the counts; bad rate or timeout -> 400."""
+        ...
+
+    def node_stop(self) -> str:
+        """Stop this node as SIGTERM does, after the answer is sent; a line for the operator. A node that cannot
+        be stopped this way -> CommandError 409."""
+        ...
+
     def health(self) -> tuple[bool, str]:
         """(ready, reason): whether the node serves clients and takes part in the cluster; the reason says why
         not (or what is fine) in a few words."""
@@ -58,10 +70,41 @@ class AdminNode(Protocol):
         operator. No such client anywhere -> CommandError 404."""
         ...
 
+    def listener_show(self) -> list[Row]:
+        """Every MQTT listener of this node, running or stopped (type, status, ip, port, mountpoint, max_conns,
+        name, active_conns)."""
+        ...
+
+    def listener_stop(self, address: str, port: int, kill_sessions: bool) -> str:
+        """Stop the listener at address:port (404: none there); with `kill_sessions` close its connections."""
+        ...
+
+    async def listener_start(self, address: str, port: int) -> str:
+        """Listen again on a stopped listener (404: none there; 409: the node drains or left)."""
+        ...
+
+    async def session_reauthorize(self, client_id: str, username: str) -> str:
+        """Check the subscriptions of `client_id`'s session, wherever it is, against the ACL for `username` and
+        remove those it does not allow; "Unchanged" or "Done" first, then a line per node. No such client
+        anywhere -> CommandError 404."""
+        ...
+
     async def status(self) -> tuple[list[Row], str | None]:
         """One row per member that answered (node, ready, reason, version, connections, sessions online and
         offline, subscriptions, retained, queued, publishes received and dropped, the members it counts), and a
         note naming the members that did not answer (None when all did). Served as /status.json."""
+        ...
+
+    def acl_reload(self) -> str:
+        """Read this node's ACL and password files again now; a line per file for the operator. A file that
+        cannot be used (the rules in force stay) -> CommandError 400 naming the file and line."""
+        ...
+
+    def overview(self) -> Row:
+        """This node's own view for the status page: node (its name), time (unix seconds), members (rows as
+        `cluster_show`), groups (the groups of members it sees reach each other, one group when not split),
+        policy (readiness, the allow_* flags, trade_consistency, serving, reason) and events (the recent
+        cluster events, oldest first: at, kind, detail)."""
         ...
 
     def retain_delete(self, topic: str) -> str:
@@ -74,6 +117,13 @@ class AdminNode(Protocol):
 
     def retain_show(self, topic_filter: str | None, limit: int) -> list[Row]:
         """Retained messages (all, or those whose topic matches the MQTT `topic_filter`), at most `limit`."""
+        ...
+
+    def trace_client(
+        self, client_id: str, *, rate_max: int, rate_interval: float, payload_limit: int, stop_after: float
+    ) -> AsyncIterator[str]:
+        """`trace client`: the lines of a trace of `client_id`'s packets on this node, as they come, until the
+        trace ends; closing the iterator stops the trace."""
         ...
 
     def metrics(self) -> dict[str, int | float]:

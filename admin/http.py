@@ -5,9 +5,15 @@
     any error                                        -> 4xx/5xx {"type": "error", "error": "..."}
     GET  /health (no key)                            -> 200 {"status": "ok"} | 503 {"status": "unavailable", ...}
     GET  /health/ping (no key)                       -> 200 {"status": "ok"} while the process serves HTTP
+    GET  /health/listeners (no key)                  -> 200 while every MQTT listener listens, else 503 naming them
     GET  /status.json                                -> {"nodes": [one row per member], "note": "..." if some did
                                                         not answer}
     GET  /api/v1/sessions, /api/v1/cluster           -> VerneMQ's short paths of session show, cluster show
+    GET  /metrics                                    -> the Prometheus text format (admin.prometheus); the key
+                                                        is needed unless `metrics.public = on`
+    GET  /status (no key)                            -> the status page (admin.status_page): HTML only, its data
+                                                        comes from /status.json, which needs the key unless
+                                                        `status.public = on`
 
 Commands that only read answer GET (and HEAD), commands that change something answer POST only; another method
 -> 405 with an `Allow` header. Parameters travel in the query string, as the words `vmq-admin` takes
@@ -26,6 +32,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import ssl
 import time
 from contextlib import AsyncExitStack
 from typing import Any
@@ -33,7 +40,9 @@ from typing import Any
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from admin import prometheus, status_page
 from admin.commands import (
     BY_PATH,
     COMMANDS,
@@ -48,12 +57,19 @@ from admin.commands import (
 from admin.errors import CommandError
 from admin.facade import AdminNode
 from admin.keys import KeyStore
+from admin.results import STREAM_CONTENT_TYPE, Lines
 
 API_PREFIX = "/api/v1"
 #: the short paths VerneMQ's HTTP API documents, for the commands they name
-HTTP_ALIASES: dict[str, tuple[str, ...]] = {"sessions": ("session", "show"), "cluster": ("cluster", "show")}
+HTTP_ALIASES: dict[str, tuple[str, ...]] = {
+    "sessions": ("session", "show"), "cluster": ("cluster", "show"), "listeners": ("listener", "show"),
+}
 #: paths outside /api/ that need the key too (they list clients and counts)
-KEYED_PATHS = frozenset({"/status.json"})
+KEYED_PATHS = frozenset({"/status.json", "/metrics"})
+#: keyed paths that a setting opens to anyone (`metrics.public = on`, `status.public = on`)
+PUBLIC_WHEN: dict[str, str] = {"/metrics": "metrics.public", "/status.json": "status.public"}
+PROMETHEUS = web.AppKey("prometheus_registry", CollectorRegistry)
+MEMBER_ROWS = web.AppKey("status_member_rows", status_page.MemberRows)
 CONTEXT = web.AppKey("admin_context", Context)
 _COMMAND_NAME = web.RequestKey("admin_command", str)
 
@@ -128,9 +144,13 @@ def _presented_key(request: web.Request) -> str | None:
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    opened_by = PUBLIC_WHEN.get(request.path)
+    if opened_by is not None and _setting_on(request.app[CONTEXT].facade, opened_by):
+        return await handler(request)
     if request.path == "/api" or request.path.startswith("/api/") or request.path in KEYED_PATHS:
         key = _presented_key(request)
-        challenge = {"WWW-Authenticate": 'Basic realm="vmq-admin"'}
+        # Not for the status page's data: a browser would answer a challenge to its fetch() with a login dialog.
+        challenge = {} if request.path == "/status.json" else {"WWW-Authenticate": 'Basic realm="vmq-admin"'}
         if not key:
             return _error(
                 401,
@@ -140,6 +160,14 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not request.app[CONTEXT].keys.verify(key):
             return _error(401, "invalid API key", challenge)
     return await handler(request)
+
+
+def _setting_on(facade: AdminNode, key: str) -> bool:
+    """Whether the on/off setting `key` is on now (read at each request: `vmq-admin set` may change it)."""
+    try:
+        return facade.get_setting(key) == "on"
+    except CommandError:
+        return False
 
 
 # -- handlers ----------------------------------------------------------------------------------------------------
@@ -157,9 +185,31 @@ def _command_handler(cmd: Command) -> Handler:
             )
         args = parse_args(cmd, query_to_words(request.rel_url.raw_query_string))
         result = await execute(cmd, args, request.app[CONTEXT])
+        if isinstance(result, Lines):
+            return await _stream(request, result)
         return _json(200, result_to_json(result))
 
     return handle
+
+
+async def _stream(request: web.Request, result: Lines) -> web.StreamResponse:
+    """Send each line as it comes (chunked, one JSON object per line), then an end object. A client that goes
+    away ends the iterator (its cleanup stops what produced the lines)."""
+    response = web.StreamResponse(status=200, headers={"Content-Type": STREAM_CONTENT_TYPE})
+    await response.prepare(request)
+    lines = result.lines
+    try:
+        async for line in lines:
+            await response.write((_dumps({"type": "line", "line": line}) + "\n").encode())
+        await response.write((_dumps({"type": "end"}) + "\n").encode())
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the operator's terminal went away
+    finally:
+        aclose = getattr(lines, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return response
 
 
 async def _unknown(request: web.Request) -> web.StreamResponse:
@@ -168,13 +218,42 @@ async def _unknown(request: web.Request) -> web.StreamResponse:
     raise CommandError(f"no such API path: {request.path}; '{cmd.name}' is at {command_url_path(cmd)}", 404)
 
 
+async def _listeners_health(request: web.Request) -> web.StreamResponse:
+    """VerneMQ's /health/listeners: 200 while every MQTT listener of the node listens, else 503 naming the
+    stopped ones (`vmq-admin listener stop`, a drain, a node that left)."""
+    rows = request.app[CONTEXT].facade.listener_show()
+    stopped = [f"{r['name']} ({r['ip']}:{r['port']})" for r in rows if r.get("status") != "running"]
+    if stopped:
+        return _json(503, {"status": "unavailable", "reason": "listeners not running: " + ", ".join(stopped)})
+    return _json(200, {"status": "ok", "listeners": len(rows)})
+
+
 async def _ping(request: web.Request) -> web.StreamResponse:
     return _json(200, {"status": "ok"})
 
 
+async def _metrics(request: web.Request) -> web.StreamResponse:
+    body = generate_latest(request.app[PROMETHEUS])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _status_page(request: web.Request) -> web.StreamResponse:
+    facade = request.app[CONTEXT].facade
+    page = status_page.render(facade.node_name(), public=_setting_on(facade, "status.public"))
+    return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store"})
+
+
 async def _status_json(request: web.Request) -> web.StreamResponse:
-    rows, note = await request.app[CONTEXT].facade.status()
-    doc: dict[str, Any] = {"nodes": rows}
+    facade = request.app[CONTEXT].facade
+    rows, note = await request.app[MEMBER_ROWS].get()
+    overview = facade.overview()
+    # A row kept from an earlier answer must not show a member this node no longer reaches as if it were live.
+    unreachable = {str(m["Node"]) for m in overview.get("members", []) if m.get("Reachable") is False}
+    if unreachable & {str(r.get("node")) for r in rows}:
+        rows = [r for r in rows if str(r.get("node")) not in unreachable]
+        gone = "not reachable from this node: " + ", ".join(sorted(unreachable))
+        note = f"{note}; {gone}" if note else gone
+    doc: dict[str, Any] = {**overview, "nodes": rows}
     if note:
         doc["note"] = note
     return _json(200, doc)
@@ -194,6 +273,8 @@ def build_app(facade: AdminNode, keys: KeyStore) -> web.Application:
     """The aiohttp application: one route per command path and alias, /health, JSON errors, API-key auth."""
     app = web.Application(middlewares=[_errors_and_log, _auth])
     app[CONTEXT] = Context(facade, keys)
+    app[PROMETHEUS] = prometheus.registry(facade.node_name, facade.metrics)
+    app[MEMBER_ROWS] = status_page.MemberRows(facade.status)
     for cmd in COMMANDS:
         for path in (cmd.path, *cmd.aliases):
             app.router.add_route("*", command_url_path(cmd, path), _command_handler(cmd))
@@ -201,7 +282,10 @@ def build_app(facade: AdminNode, keys: KeyStore) -> web.Application:
         app.router.add_route("*", f"{API_PREFIX}/{alias}", _command_handler(BY_PATH[path]))
     app.router.add_route("GET", "/health", _health)
     app.router.add_route("GET", "/health/ping", _ping)
+    app.router.add_route("GET", "/health/listeners", _listeners_health)
     app.router.add_route("GET", "/status.json", _status_json)
+    app.router.add_route("GET", "/status", _status_page)
+    app.router.add_route("GET", "/metrics", _metrics)
     app.router.add_route("*", API_PREFIX + "/{tail:.*}", _unknown)
     return app
 
@@ -231,19 +315,21 @@ async def start_api(
     port: int = 8888,
     *,
     shutdown_timeout: float = 5.0,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> ApiServer:
     """Serve the API on the running event loop at host:port (0: a free port, see `ApiServer.port`).
 
     Each step that succeeds registers its undoing on an exit stack; when a later step fails (the port is taken),
     the earlier ones are undone in reverse before the error propagates. `shutdown_timeout`: how long `stop()`
-    lets requests in progress finish. An address that cannot be bound raises OSError naming it.
+    lets requests in progress finish. `ssl_context`: serve HTTPS with it. An address that cannot be bound raises
+    OSError naming it.
     """
     stack = AsyncExitStack()
     try:
         runner = web.AppRunner(build_app(facade, keys), access_log=None, shutdown_timeout=shutdown_timeout)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)  # stops the sites too
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)  # HTTPS with a context
         try:
             await site.start()
         except OSError as exc:

@@ -17,6 +17,7 @@ class ParamType:
 
     metavar: str
     parse: Callable[[str], object]
+    column: bool = False  # a column of a table (`COLUMN`): written alone it shows the column, with =VALUE it filters
 
 
 def _parse_text(text: str) -> str:
@@ -125,7 +126,9 @@ BOOL = ParamType("on|off", _parse_bool)
 TOPIC_FILTER = ParamType("FILTER", _parse_topic_filter)
 #: a column of a table, as VerneMQ's `session show` takes it: `--client_id` alone shows the column,
 #: `--client_id=X` (or `client_id=X`) also keeps only the rows whose value is X
-COLUMN = ParamType("VALUE", _parse_text)
+COLUMN = ParamType("VALUE", _parse_text, column=True)
+#: a column holding topics: `--topic` alone shows it, `--topic=FILTER` keeps the topics an MQTT filter matches
+FILTER_COLUMN = ParamType("FILTER", _parse_topic_filter, column=True)
 #: what a COLUMN parameter holds when it was written alone: show the column, keep every row
 SHOW_COLUMN = ""
 
@@ -145,8 +148,8 @@ class Param:
     secret: bool = False
 
     def usage(self) -> str:
-        if self.type is COLUMN:
-            return f"[--{self.name}[=VALUE]]"
+        if self.type.column:
+            return f"[--{self.name}[={self.type.metavar}]]"
         if self.flag:
             long = f"--{self.name}" if self.type is BOOL else f"--{self.name}={self.type.metavar}"
             text = f"-{self.short}|{long}" if self.short else long
@@ -157,6 +160,10 @@ class Param:
 
 #: the row limit of the commands that list sessions, subscriptions and retained messages
 LIMIT = Param("limit", COUNT, default=100, help="at most this many rows")
+#: VerneMQ's per-row time limit of its listing commands: accepted so that its command lines run as written; a
+#: vmqpy node answers within the admin call deadline instead (docs/admin.md)
+ROWTIMEOUT = Param("rowtimeout", COUNT, default=100, flag=True,
+                   help="accepted for VerneMQ's command lines (milliseconds); vmqpy answers within its deadline")
 
 
 class Args:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +22,25 @@ class Text:
     text: str
 
 
-Result = Table | Text
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """Lines written while the command runs (`trace client`): the HTTP API streams them as they come, one JSON
+    object per line (`{"type": "line", "line": "..."}`, then `{"type": "end"}`), and `vmq-admin` prints each at
+    once. The iterator's cleanup runs when the client goes away."""
+
+    lines: AsyncIterator[str]
+
+
+Result = Table | Text | Lines
+Answer = Table | Text  # a result that has a JSON document
+STREAM_CONTENT_TYPE = "application/x-ndjson"
 
 
 def result_to_json(result: Result) -> dict[str, Any]:
-    """VerneMQ's shape: {"type": "table", "table": [rows]} or {"type": "text", "text": "..."}."""
+    """VerneMQ's shape: {"type": "table", "table": [rows]} or {"type": "text", "text": "..."}. Lines have no
+    JSON document of their own: they are streamed (`admin.http`)."""
+    if isinstance(result, Lines):
+        raise TypeError("streamed lines have no single JSON answer")
     if isinstance(result, Table):
         doc: dict[str, Any] = {"type": "table", "table": result.rows}
         if result.note:
@@ -34,7 +49,7 @@ def result_to_json(result: Result) -> dict[str, Any]:
     return {"type": "text", "text": result.text}
 
 
-def result_from_json(doc: Any) -> Result:
+def result_from_json(doc: Any) -> Answer:
     """The inverse of `result_to_json`; ValueError when `doc` is not of that shape."""
     if isinstance(doc, dict):
         if doc.get("type") == "table" and isinstance(doc.get("table"), list):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from vmqpy import __version__, config, logconfig
-from vmqpy.broker import auth
+from vmqpy.broker import acl, auth, tls
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         password_file = config.password_file_in_force(cfg)
         if password_file is not None:
             auth.parse_password_file(password_file)
-    except (config.ConfigError, auth.PasswordFileError) as exc:
+        acl_file = config.acl_file_in_force(cfg)
+        if acl_file is not None:
+            acl.load_acl(acl_file)  # a bad line stops the start, naming file:line
+        tls.ListenerContexts(tls.settings_of(cfg))  # a certificate, key or CA file that cannot be used
+        tls.https_context(cfg)
+    except (config.ConfigError, auth.PasswordFileError, acl.AclError) as exc:
         print(f"vmqpy: config error: {exc}", file=sys.stderr)
         return 2
     try:

@@ -144,14 +144,32 @@ SCHEMA: Mapping[str, Key] = {
     "platform_data_dir": Key(parse_path, Path("./data"), "the node's data directory (SQLite files, logs)"),
     "distributed_cookie": Key(parse_text, "vmqpy", "shared secret of the cluster's node links"),
     "listener.http.default": Key(parse_address, None, "HTTP admin API address (no API when unset)"),
+    "listener.https.default": Key(
+        parse_address, None, "HTTPS admin API address (with listener.https.certfile and keyfile; docs/security.md)"
+    ),
+    "listener.https.certfile": Key(parse_path, None, "certificate chain (PEM) of the HTTPS admin API"),
+    "listener.https.keyfile": Key(parse_path, None, "private key (PEM) of listener.https.certfile"),
     "listener.vmq.clustering": Key(parse_address, None, "cluster listener address (a single node when unset)"),
-    "allow_anonymous": Key(parse_bool, True, "accept clients without user name and password"),
+    "allow_anonymous": Key(
+        parse_bool, False, "accept clients without a user name (off: CONNACK 0x87 / 5, as VerneMQ's default)"
+    ),
     "password_file": Key(parse_path, None, "user:hash lines checked at CONNECT (create with vmqpy passwd)"),
     "plugins.vmq_passwd": Key(
         parse_bool, True, "on: password_file (vmq_passwd.password_file) is checked; off: only allow_anonymous decides"
     ),
-    "plugins.vmq_acl": Key(parse_bool, False, "on: vmq_acl.acl_file is enforced (not yet: the node refuses to start)"),
-    "vmq_acl.acl_file": Key(parse_path, None, "the ACL file of plugins.vmq_acl"),
+    "vmq_passwd.password_reload_interval": Key(
+        parse_duration, 10.0, "seconds between looks at password_file for changes (reloaded when it changed); 0: never"
+    ),
+    "plugins.vmq_acl": Key(parse_bool, True, "on: acl_file (vmq_acl.acl_file) is enforced; off: it is not read"),
+    "acl_file": Key(
+        parse_path, None, "the ACL file: who may publish and subscribe to what (docs/security.md); unset: anything"
+    ),
+    "vmq_acl.acl_reload_interval": Key(
+        parse_duration, 10.0, "seconds between looks at acl_file for changes (reloaded when it changed); 0: never"
+    ),
+    "auth.failed_login_delay": Key(
+        parse_duration, 1.0, "wait before the CONNACK refusing bad credentials or an anonymous client (slows guessing)"
+    ),
     "max_inflight_messages": Key(parse_int(1, 65535), 20, "QoS 1/2 messages in flight per client"),
     "receive_max_broker": Key(
         parse_int(1, 65535), None,
@@ -212,6 +230,8 @@ SCHEMA: Mapping[str, Key] = {
     "metadata.sync_interval": Key(parse_duration, 1.0, "anti-entropy period of the metadata store (with jitter)"),
     "metadata.replication_log": Key(parse_path, None, "replication log file (default: DATA_DIR/replication.log)"),
     "systree_enabled": Key(parse_bool, True, "publish the node's metrics as retained messages under $SYS/NODENAME/"),
+    "metrics.public": Key(parse_bool, False, "serve GET /metrics (Prometheus) on the admin listener without a key"),
+    "status.public": Key(parse_bool, False, "serve the status page's data (/status.json) without an API key"),
     "systree_interval": Key(
         parse_milliseconds, 20000, "$SYS publication period, milliseconds as in VerneMQ (or 20s, 500ms); 0: none"
     ),
@@ -228,25 +248,56 @@ SCHEMA: Mapping[str, Key] = {
 }
 
 _INLINE_COMMENT = re.compile(r"\s+#.*$")  # `key = value  # note`; a '#' inside a value needs no space before it
-_LISTENER_TCP = re.compile(r"^listener\.tcp\.([A-Za-z0-9_]+)(?:\.([A-Za-z0-9_]+))?$")  # NAME, and OPTION
+# MQTT listeners: plain TCP, TLS (ssl), WebSocket (ws) and WebSocket over TLS (wss), as VerneMQ names them
+LISTENER_KINDS = ("tcp", "ssl", "ws", "wss")
+TLS_KINDS = ("ssl", "wss")
+_LISTENER = re.compile(r"^listener\.(tcp|ssl|ws|wss)\.([A-Za-z0-9_]+)(?:\.([A-Za-z0-9_]+))?$")  # KIND, NAME, OPTION
 _LISTENER_ADDRESS = Key(parse_address, ("127.0.0.1", 1883), "MQTT listener")
 
 
 @dataclass(frozen=True, slots=True)
 class ListenerOption:
-    """A key `listener.tcp.NAME.OPTION` of one MQTT listener. Unset, the listener has the value of the node-wide
-    key `node_wide` when there is one, else `default`."""
+    """A key `listener.KIND.NAME.OPTION` of one MQTT listener of a kind in `kinds`. Unset, the listener has the
+    value of `listener.KIND.OPTION` when the option is `kind_wide` and that key is set, else of the node-wide key
+    `node_wide` when there is one, else `default`."""
 
     parse: Callable[[str], Any]
     doc: str
     node_wide: str | None = None
     default: Any = None
+    kinds: tuple[str, ...] = LISTENER_KINDS
+    kind_wide: bool = False
 
 
 LISTENER_OPTIONS: Mapping[str, ListenerOption] = {
     "max_connections": ListenerOption(
         parse_connection_limit, "connections this listener holds at once (infinity: no limit)",
         node_wide="listener.max_connections",
+    ),
+    "proxy_protocol": ListenerOption(
+        parse_bool, "on: every connection starts with a PROXY protocol v1/v2 header (docs/load-balancing.md)",
+        default=False, kinds=("tcp",), kind_wide=True,
+    ),
+    "cafile": ListenerOption(
+        parse_path, "CA certificates (PEM) that client certificates are verified against", kinds=TLS_KINDS,
+        kind_wide=True,
+    ),
+    "certfile": ListenerOption(
+        parse_path, "the listener's certificate chain (PEM), required", kinds=TLS_KINDS, kind_wide=True
+    ),
+    "keyfile": ListenerOption(parse_path, "the private key of certfile (PEM), required", kinds=TLS_KINDS,
+                              kind_wide=True),
+    "require_certificate": ListenerOption(
+        parse_bool, "on: a client without a certificate signed by cafile is refused (mutual TLS)", default=False,
+        kinds=TLS_KINDS, kind_wide=True,
+    ),
+    "use_identity_as_username": ListenerOption(
+        parse_bool, "on: the CN of the client certificate is the user name (the certificate authenticates)",
+        default=False, kinds=TLS_KINDS, kind_wide=True,
+    ),
+    "tls_version": ListenerOption(
+        parse_choice("tlsv1.2", "tlsv1.3"), "the lowest TLS version accepted", default="tlsv1.2",
+        kinds=TLS_KINDS, kind_wide=True,
     ),
 }
 
@@ -259,9 +310,15 @@ class Config:
     data_dir: Path = Path("./data")
     distributed_cookie: str = "vmqpy"
     tcp_listeners: tuple[tuple[str, str, int], ...] = (("default", "127.0.0.1", 1883),)
+    ssl_listeners: tuple[tuple[str, str, int], ...] = ()  # listener.ssl.NAME: MQTT over TLS
+    ws_listeners: tuple[tuple[str, str, int], ...] = ()  # listener.ws.NAME: MQTT over WebSocket
+    wss_listeners: tuple[tuple[str, str, int], ...] = ()  # listener.wss.NAME: MQTT over WebSocket over TLS
     http_listener: tuple[str, int] | None = None
+    https_listener: tuple[str, int] | None = None  # listener.https.default
+    https_certfile: Path | None = None
+    https_keyfile: Path | None = None
     cluster_listener: tuple[str, int] | None = None
-    allow_anonymous: bool = True
+    allow_anonymous: bool = False
     password_file: Path | None = None
     max_inflight_messages: int = 20
     receive_max_broker: int | None = None
@@ -287,20 +344,27 @@ class Config:
     metadata_sync_interval: float = 1.0
     replication_log: Path | None = None
     systree_enabled: bool = True
+    metrics_public: bool = False  # metrics.public
+    status_public: bool = False  # status.public
     systree_interval: int = 20000  # milliseconds
     log_format: str = "console"
     log_level: str = "info"
     log_file: Path = Path("./data/console.log")  # log.console.file (default: DATA_DIR/console.log)
     passwd_enabled: bool = True  # plugins.vmq_passwd
-    acl_enabled: bool = False  # plugins.vmq_acl
-    acl_file: Path | None = None  # vmq_acl.acl_file
+    acl_enabled: bool = True  # plugins.vmq_acl
+    acl_file: Path | None = None  # acl_file, alias vmq_acl.acl_file
+    acl_reload_interval: float = 10.0  # vmq_acl.acl_reload_interval; 0: never
+    password_reload_interval: float = 10.0  # vmq_passwd.password_reload_interval; 0: never
+    failed_login_delay: float = 1.0  # auth.failed_login_delay
     max_message_rate: int = 0
     max_subscriptions_per_client: int = 0
     upgrade_outgoing_qos: bool = False
     retry_interval: float = 20.0
     max_connections: int | None = None  # listener.max_connections; None: no limit
-    # listener name -> option -> value, the listener options set in the configuration (`listener_option`)
-    listener_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # (kind, listener name) -> option -> value, the listener options set in the configuration (`listener_option`)
+    listener_options: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    # kind -> option -> value, the `listener.KIND.OPTION` keys set (options of every listener of that kind)
+    kind_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     ignored: tuple[str, ...] = ()  # the keys with no meaning here, each with where it was set
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -358,8 +422,9 @@ def build(settings: Sequence[_Setting]) -> Config:
     """Parse and validate settings in order (later ones win) into a Config."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    listeners: dict[str, tuple[str, int]] = {}
-    options: dict[str, dict[str, Any]] = {}
+    listeners: dict[tuple[str, str], tuple[str, int]] = {}
+    options: dict[tuple[str, str], dict[str, Any]] = {}
+    kind_options: dict[str, dict[str, Any]] = {}
     ignored: list[str] = []
     for setting in settings:
         key = vernemq_conf.ALIASES.get(setting.key, setting.key)
@@ -371,7 +436,7 @@ def build(settings: Sequence[_Setting]) -> Config:
             listener = _listener_key(key)
             if listener is None:
                 raise _unknown_key(setting)
-            spec = _LISTENER_ADDRESS if listener[1] is None else LISTENER_OPTIONS[listener[1]]
+            spec = _LISTENER_ADDRESS if listener[2] is None else LISTENER_OPTIONS[listener[2]]
         try:
             parsed = spec.parse(setting.raw)
         except ValueError as exc:
@@ -379,23 +444,40 @@ def build(settings: Sequence[_Setting]) -> Config:
         if listener is None:
             values[key] = parsed
         elif listener[1] is None:
-            listeners[listener[0]] = parsed
+            kind_options.setdefault(listener[0], {})[str(listener[2])] = parsed
+        elif listener[2] is None:
+            listeners[(listener[0], listener[1])] = parsed
         else:
-            options.setdefault(listener[0], {})[listener[1]] = parsed
+            options.setdefault((listener[0], listener[1]), {})[listener[2]] = parsed
         sources[key] = setting.where
 
     def get(key: str) -> Any:
         return values.get(key, SCHEMA[key].default)
 
     if not listeners:
-        listeners["default"] = ("127.0.0.1", 1883)
+        listeners[("tcp", "default")] = ("127.0.0.1", 1883)
     _check_listener_options(listeners, options, sources)
+    _check_tls_listeners(listeners, options, kind_options)
+    if values.get("listener.https.default") is not None:
+        for key in ("listener.https.certfile", "listener.https.keyfile"):
+            if values.get(key) is None:
+                raise ConfigError(f"{sources['listener.https.default']}: listener.https.default needs {key}")
+
+    def of_kind(kind: str) -> tuple[tuple[str, str, int], ...]:
+        return tuple((name, host, port) for (k, name), (host, port) in sorted(listeners.items()) if k == kind)
+
     config = Config(
         nodename=get("nodename"),
         data_dir=get("platform_data_dir"),
         distributed_cookie=get("distributed_cookie"),
-        tcp_listeners=tuple((name, host, port) for name, (host, port) in sorted(listeners.items())),
+        tcp_listeners=of_kind("tcp"),
+        ssl_listeners=of_kind("ssl"),
+        ws_listeners=of_kind("ws"),
+        wss_listeners=of_kind("wss"),
         http_listener=get("listener.http.default"),
+        https_listener=get("listener.https.default"),
+        https_certfile=get("listener.https.certfile"),
+        https_keyfile=get("listener.https.keyfile"),
         cluster_listener=get("listener.vmq.clustering"),
         allow_anonymous=get("allow_anonymous"),
         password_file=get("password_file"),
@@ -423,33 +505,29 @@ def build(settings: Sequence[_Setting]) -> Config:
         metadata_sync_interval=get("metadata.sync_interval"),
         replication_log=get("metadata.replication_log"),
         systree_enabled=get("systree_enabled"),
+        metrics_public=get("metrics.public"),
+        status_public=get("status.public"),
         systree_interval=get("systree_interval"),
         log_format=get("log.console"),
         log_level=get("log.console.level"),
         log_file=get("log.console.file") or get("platform_data_dir") / "console.log",
         passwd_enabled=get("plugins.vmq_passwd"),
         acl_enabled=get("plugins.vmq_acl"),
-        acl_file=get("vmq_acl.acl_file"),
+        acl_file=get("acl_file"),
+        acl_reload_interval=get("vmq_acl.acl_reload_interval"),
+        password_reload_interval=get("vmq_passwd.password_reload_interval"),
+        failed_login_delay=get("auth.failed_login_delay"),
         max_message_rate=get("max_message_rate"),
         max_subscriptions_per_client=get("max_subscriptions_per_client"),
         upgrade_outgoing_qos=get("upgrade_outgoing_qos"),
         retry_interval=get("retry_interval"),
         max_connections=get("listener.max_connections"),
         listener_options=options,
+        kind_options=kind_options,
         ignored=tuple(ignored),
         sources=sources,
     )
-    refuse_unenforced_acl(config)
     return config
-
-
-def refuse_unenforced_acl(config: Config) -> None:
-    """A node asked to enforce an ACL file does not start: vmqpy cannot enforce one yet, and serving without the
-    ACL it was given would let every client read and write every topic."""
-    if config.acl_enabled and config.acl_file is not None:
-        where = config.sources.get("vmq_acl.acl_file", "vmq_acl.acl_file")
-        raise ConfigError(f"{where}: vmq_acl.acl_file with plugins.vmq_acl = on: ACL files are not enforced yet "
-                          "(set plugins.vmq_acl = off to start without the ACL)")
 
 
 def _accept_foreign(setting: _Setting, ignored: list[str]) -> bool:
@@ -468,24 +546,31 @@ def _accept_foreign(setting: _Setting, ignored: list[str]) -> bool:
     return True
 
 
-def _listener_key(key: str) -> tuple[str, str | None] | None:
-    """`listener.tcp.NAME` -> (NAME, None); `listener.tcp.NAME.OPTION` -> (NAME, OPTION) for an option of
-    LISTENER_OPTIONS; None for anything else (an option's name is no listener's name)."""
-    match = _LISTENER_TCP.match(key)
+def _listener_key(key: str) -> tuple[str, str | None, str | None] | None:
+    """`listener.KIND.NAME` -> (KIND, NAME, None); `listener.KIND.NAME.OPTION` -> (KIND, NAME, OPTION) for an
+    option of LISTENER_OPTIONS that listeners of KIND have; `listener.KIND.OPTION` -> (KIND, None, OPTION) for a
+    `kind_wide` one; None for anything else (an option's name is no listener's name)."""
+    match = _LISTENER.match(key)
     if match is None:
         return None
-    name, option = match.group(1), match.group(2)
-    if (option is None and name in LISTENER_OPTIONS) or (option is not None and option not in LISTENER_OPTIONS):
+    kind, name, option = match.group(1), match.group(2), match.group(3)
+    if option is None and name in LISTENER_OPTIONS:
+        spec = LISTENER_OPTIONS[name]
+        return (kind, None, name) if spec.kind_wide and kind in spec.kinds else None
+    if option is not None and (option not in LISTENER_OPTIONS or kind not in LISTENER_OPTIONS[option].kinds):
         return None
-    return name, option
+    return kind, name, option
 
 
 def _known_keys(key: str) -> list[str]:
     """Every key a misspelled `key` may have meant: SCHEMA's, the VerneMQ ones taken, and the listener keys."""
     known = [*SCHEMA, *vernemq_conf.ALIASES, *vernemq_conf.ONLY_VALUE, "listener.tcp.default"]
     parts = key.split(".")
-    name = parts[2] if len(parts) >= 4 and parts[:2] == ["listener", "tcp"] else "NAME"
-    known += [f"listener.tcp.{name}.{option}" for option in LISTENER_OPTIONS]
+    kind = parts[1] if len(parts) >= 3 and parts[0] == "listener" and parts[1] in LISTENER_KINDS else "tcp"
+    name = parts[2] if len(parts) >= 4 else "NAME"
+    known += [f"listener.{kind}.{name}.{option}" for option, spec in LISTENER_OPTIONS.items() if kind in spec.kinds]
+    known += [f"listener.{kind}.{option}" for option, spec in LISTENER_OPTIONS.items()
+              if spec.kind_wide and kind in spec.kinds]
     return known
 
 
@@ -497,27 +582,58 @@ def _unknown_key(setting: _Setting) -> ConfigError:
 
 
 def _check_listener_options(
-    listeners: Mapping[str, tuple[str, int]], options: Mapping[str, Mapping[str, Any]], sources: Mapping[str, str]
+    listeners: Mapping[tuple[str, str], tuple[str, int]], options: Mapping[tuple[str, str], Mapping[str, Any]],
+    sources: Mapping[str, str],
 ) -> None:
-    """Every `listener.tcp.NAME.OPTION` belongs to a listener `listener.tcp.NAME` (or to the default one)."""
-    for name, set_options in options.items():
-        if name not in listeners:
-            key = f"listener.tcp.{name}.{next(iter(set_options))}"
-            raise ConfigError(f"{sources[key]}: {key} is set, but there is no listener.tcp.{name}")
+    """Every `listener.KIND.NAME.OPTION` belongs to a listener `listener.KIND.NAME` (or to the default one)."""
+    for (kind, name), set_options in options.items():
+        if (kind, name) not in listeners:
+            key = f"listener.{kind}.{name}.{next(iter(set_options))}"
+            raise ConfigError(f"{sources[key]}: {key} is set, but there is no listener.{kind}.{name}")
 
 
-def listener_option(config: Config, listener: str, option: str) -> Any:
-    """The value in force of `listener.tcp.LISTENER.OPTION`: the listener's own, else the node-wide key's."""
-    own = config.listener_options.get(listener, {})
+def _check_tls_listeners(
+    listeners: Mapping[tuple[str, str], tuple[str, int]], options: Mapping[tuple[str, str], Mapping[str, Any]],
+    kind_options: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """A TLS listener (ssl, wss) has a certificate and its key: its own, or its kind's."""
+    for kind, name in sorted(listeners):
+        if kind not in TLS_KINDS:
+            continue
+        for option in ("certfile", "keyfile"):
+            if option not in options.get((kind, name), {}) and option not in kind_options.get(kind, {}):
+                raise ConfigError(f"listener.{kind}.{name} needs listener.{kind}.{option} "
+                                  f"(or listener.{kind}.{name}.{option})")
+
+
+def listener_option(config: Config, listener: str, option: str, kind: str = "tcp") -> Any:
+    """The value in force of `listener.KIND.LISTENER.OPTION`: the listener's own, else its kind's
+    (`listener.KIND.OPTION`), else the node-wide key's, else the option's default."""
+    own = config.listener_options.get((kind, listener), {})
     if option in own:
         return own[option]
     spec = LISTENER_OPTIONS[option]
+    of_kind = config.kind_options.get(kind, {})
+    if spec.kind_wide and option in of_kind:
+        return of_kind[option]
     return spec.default if spec.node_wide is None else getattr(config, field_of(spec.node_wide))
+
+
+def mqtt_listeners(config: Config) -> list[tuple[str, str, str, int]]:
+    """Every MQTT listener as (kind, name, host, port), kinds in LISTENER_KINDS order."""
+    by_kind = {"tcp": config.tcp_listeners, "ssl": config.ssl_listeners, "ws": config.ws_listeners,
+               "wss": config.wss_listeners}
+    return [(kind, name, host, port) for kind in LISTENER_KINDS for name, host, port in by_kind[kind]]
 
 
 def password_file_in_force(config: Config) -> Path | None:
     """The password file CONNECTs are checked against: none when plugins.vmq_passwd is off."""
     return config.password_file if config.passwd_enabled else None
+
+
+def acl_file_in_force(config: Config) -> Path | None:
+    """The ACL file enforced: none when plugins.vmq_acl is off (or no acl_file is set)."""
+    return config.acl_file if config.acl_enabled else None
 
 
 def load(path: Path | None, environ: Mapping[str, str] | None = None, flags: Sequence[str] = ()) -> Config:
@@ -532,11 +648,16 @@ def load(path: Path | None, environ: Mapping[str, str] | None = None, flags: Seq
 
 _FIELD_OF = {
     "platform_data_dir": "data_dir", "listener.http.default": "http_listener",
+    "listener.https.default": "https_listener", "listener.https.certfile": "https_certfile",
+    "listener.https.keyfile": "https_keyfile",
     "listener.vmq.clustering": "cluster_listener", "cluster.detect_timeout": "detect_timeout",
     "cluster.readiness": "readiness",
     "metadata.sync_interval": "metadata_sync_interval", "metadata.replication_log": "replication_log",
+    "metrics.public": "metrics_public", "status.public": "status_public",
     "log.console": "log_format", "log.console.level": "log_level", "log.console.file": "log_file",
-    "plugins.vmq_passwd": "passwd_enabled", "plugins.vmq_acl": "acl_enabled", "vmq_acl.acl_file": "acl_file",
+    "plugins.vmq_passwd": "passwd_enabled", "plugins.vmq_acl": "acl_enabled",
+    "vmq_acl.acl_reload_interval": "acl_reload_interval",
+    "vmq_passwd.password_reload_interval": "password_reload_interval", "auth.failed_login_delay": "failed_login_delay",
     "listener.max_connections": "max_connections",
 }
 
@@ -561,10 +682,20 @@ def value_of(config: Config, key: str) -> Any:
 
 def reference() -> str:
     """A markdown table of every key, for docs and `vmqpy config-reference`."""
-    lines = ["| key | default | meaning |", "|---|---|---|", "| listener.tcp.NAME | 127.0.0.1:1883 | MQTT listener |"]
+    lines = ["| key | default | meaning |", "|---|---|---|", "| listener.tcp.NAME | 127.0.0.1:1883 | MQTT listener |",
+             "| listener.ssl.NAME |  | MQTT over TLS listener (docs/security.md) |",
+             "| listener.ws.NAME |  | MQTT over WebSocket listener, path /mqtt (docs/security.md) |",
+             "| listener.wss.NAME |  | MQTT over WebSocket over TLS listener, path /mqtt |"]
     for option, listener_spec in LISTENER_OPTIONS.items():
         default = listener_spec.node_wide or listener_spec.default
-        lines.append(f"| listener.tcp.NAME.{option} | {'' if default is None else default} | {listener_spec.doc} |")
+        if isinstance(default, bool):
+            default = "on" if default else "off"
+        kinds = listener_spec.kinds[0] if len(listener_spec.kinds) == 1 else "{" + ",".join(listener_spec.kinds) + "}"
+        kinds = "KIND" if listener_spec.kinds == LISTENER_KINDS else kinds
+        key = f"listener.{kinds}.NAME.{option}"
+        if listener_spec.kind_wide:
+            key = f"listener.{kinds}.{option}, {key}"
+        lines.append(f"| {key} | {'' if default is None else default} | {listener_spec.doc} |")
     for key, spec in SCHEMA.items():
         default = "never" if spec.default is None and "expiration" in key else spec.default
         if default is None and spec.parse is parse_connection_limit:

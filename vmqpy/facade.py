@@ -7,9 +7,10 @@ except through their own methods.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
-from collections.abc import Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
 from admin import session_table
@@ -17,19 +18,22 @@ from admin.errors import CommandError
 from vmqpy import __version__
 from vmqpy import config as config_module
 from vmqpy.broker import records
+from vmqpy.broker.trace import Trace, TraceOptions
 from vmqpy.cluster.admin_calls import AdminCalls, Answers, Handler
 from vmqpy.cluster.errors import CommandRefused
-from vmqpy.cluster.policy import LEFT_REASON
+from vmqpy.cluster.policy import LEFT_REASON, OPERATIONS
 from vmqpy.mqtt.topics import validate_topic_filter, validate_topic_name
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
     from vmqpy.broker.session import Session
     from vmqpy.cluster.departure import Departure
+    from vmqpy.cluster.events import ClusterEvents
     from vmqpy.cluster.policy import Policy
     from vmqpy.cluster.registration import RegistrationService
     from vmqpy.cluster.service import ClusterService
     from vmqpy.config import Config
+    from vmqpy.drain import Outcome
     from vmqpy.metadata.replica import Replica
     from vmqpy.metadata.service import MetadataService
     from vmqpy.storage import Storage
@@ -47,9 +51,27 @@ RUNTIME_SETTINGS = (
 )
 
 
+TRACE_POLL = 0.1  # seconds between two hand-outs of a trace's lines
 SESSIONS = "sessions"  # the admin questions every member answers (vmqpy.cluster.admin_calls)
 DISCONNECT = "disconnect"
+REAUTHORIZE = "reauthorize"
 STATUS = "status"
+
+
+class Lifecycle(Protocol):
+    """What `vmq-admin node drain` and `node stop` ask of the node (vmqpy.node.Node)."""
+
+    def drain_reason(self) -> str | None: ...
+
+    async def drain_clients(self, rate: float, timeout: float) -> tuple[Outcome, int, int]: ...
+
+    def request_stop(self) -> bool: ...
+
+    def listener_rows(self) -> list[Row]: ...
+
+    def stop_listener(self, address: str, port: int, kill_sessions: bool) -> str: ...
+
+    async def start_listener(self, address: str, port: int) -> str: ...
 
 
 class ClientConnection(Protocol):
@@ -60,6 +82,11 @@ class ClientConnection(Protocol):
 
     @property
     def username(self) -> str | None: ...
+
+    @property
+    def client_id(self) -> str: ...
+
+    def follow(self, *traces: Trace) -> None: ...
 
 
 def _text(payload: bytes) -> str:
@@ -85,6 +112,8 @@ class NodeFacade:
         cluster: ClusterService | None = None,
         registration: RegistrationService | None = None,
         departure: Departure | None = None,
+        lifecycle: Lifecycle | None = None,
+        events: ClusterEvents | None = None,
     ) -> None:
         """`config` gives the configuration in force and `apply_setting` changes it (`vmq-admin set`);
         `connections` holds the live MQTT connections; `cluster`, `registration` and `departure` are there when
@@ -99,8 +128,12 @@ class NodeFacade:
         self._cluster = cluster
         self._registration = registration
         self._departure = departure
+        self._lifecycle = lifecycle
+        self._events = events
+        self._exchanges_seen: tuple[int, float | None] = (0, None)  # (exchanges completed, when seen moving)
         self._handlers: dict[str, Handler] = {
-            SESSIONS: self._local_sessions, DISCONNECT: self._local_disconnect, STATUS: self._local_status,
+            SESSIONS: self._local_sessions, DISCONNECT: self._local_disconnect,
+            REAUTHORIZE: self._local_reauthorize, STATUS: self._local_status,
         }
         self._calls: AdminCalls | None = None
         if cluster is not None:
@@ -144,6 +177,9 @@ class NodeFacade:
         return answer
 
     def health(self) -> tuple[bool, str]:
+        draining = self._lifecycle.drain_reason() if self._lifecycle is not None else None
+        if draining is not None:
+            return False, draining
         cluster = self._cluster
         if cluster is None:
             return True, "single node"
@@ -154,6 +190,54 @@ class NodeFacade:
             return False, policy.reason()
         ready: tuple[bool, str] = cluster.health()
         return True, ready[1]
+
+    # ---------------------------------------------------------------------------------------------- node
+
+    async def node_drain(self, rate: float, timeout: float) -> str:
+        lifecycle = self._lifecycle
+        if lifecycle is None:
+            raise CommandError("this node cannot drain", 409)
+        try:
+            outcome, disconnected, left = await lifecycle.drain_clients(rate, timeout)
+        except ValueError as exc:
+            raise CommandError(str(exc), 400) from None
+        done = f"disconnected {disconnected} clients; {left} connections left"
+        if left:
+            raise CommandError(f"{outcome.value} after {timeout:g}s: {done}", 503)
+        return f"{self.node_name()} drained: {done}"
+
+    def node_stop(self) -> str:
+        if self._lifecycle is None or not self._lifecycle.request_stop():
+            raise CommandError("this node cannot be stopped through the API (it was not started by vmqpy start)",
+                               409)
+        return f"{self.node_name()} is stopping"
+
+    # ---------------------------------------------------------------------------------------------- listeners
+
+    def listener_show(self) -> list[Row]:
+        return [] if self._lifecycle is None else self._lifecycle.listener_rows()
+
+    def listener_stop(self, address: str, port: int, kill_sessions: bool) -> str:
+        lifecycle = self._lifecycle
+        if lifecycle is None:
+            raise CommandError("this node has no listeners to stop", 409)
+        try:
+            return lifecycle.stop_listener(address, port, kill_sessions)
+        except LookupError as exc:
+            raise CommandError(str(exc.args[0]), 404) from None
+
+    async def listener_start(self, address: str, port: int) -> str:
+        lifecycle = self._lifecycle
+        if lifecycle is None:
+            raise CommandError("this node has no listeners to start", 409)
+        try:
+            return await lifecycle.start_listener(address, port)
+        except LookupError as exc:
+            raise CommandError(str(exc.args[0]), 404) from None
+        except RuntimeError as exc:
+            raise CommandError(str(exc), 409) from None
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {address}:{port}: {exc.strerror or exc}", 503) from None
 
     # ---------------------------------------------------------------------------------------------- broker
 
@@ -174,6 +258,13 @@ class NodeFacade:
             raise CommandError(f"no session of client id {client_id!r} in the cluster{unsure}", 404)
         lines = [f"{client_id} on {node}: {what}" for node, what in done]
         return "\n".join(lines + ([f"note: {note}"] if note else []))
+
+    def acl_reload(self) -> str:
+        answers = self._broker.reload_access(force=True)
+        text = "\n".join(answer.describe() for answer in answers)
+        if any(answer.error is not None for answer in answers):
+            raise CommandError(text, 400)
+        return text
 
     def retain_delete(self, topic: str) -> str:
         if not validate_topic_name(topic):
@@ -226,10 +317,97 @@ class NodeFacade:
             "publish_received": broker.metrics["publish_received"],
             "publish_dropped": broker.metrics["publish_dropped"],
             "members": self._cluster.member_names() if self._cluster is not None else [self.node_name()],
+            **self._status_page_fields(),
         }
+
+    def _status_page_fields(self) -> Row:
+        """What the status page adds to a member's status row: messages sent, the store's keys and last
+        exchange, and the groups this member sees (its view of a split)."""
+        broker = self._broker
+        replica = self._metadata.replica
+        stats = replica.stats() if replica is not None else {}
+        completed = int(stats.get("exchanges_completed", 0))
+        count, seen_at = self._exchanges_seen
+        if completed != count:  # seen moving now: the page polls every second, so this is within one poll
+            self._exchanges_seen = (completed, time.time() if count or seen_at is not None else None)
+        view = self._policy.view
+        name = self.node_name()
+        return {
+            "publish_sent": broker.metrics["mqtt_publish_sent"],
+            "metadata_keys": int(stats.get("keys", 0)),
+            "exchanges_completed": completed,
+            "last_exchange_at": self._exchanges_seen[1],
+            "groups": [list(g) for g in view.groups] if view is not None else [[name]],
+        }
+
+    def overview(self) -> Row:
+        """This node's view for the status page: members (as `cluster show`), the groups it sees, the netsplit
+        policy in force and the recent cluster events."""
+        settings = self._policy.settings
+        view = self._policy.view
+        name = self.node_name()
+        return {
+            "node": name,
+            "time": time.time(),
+            "members": self.cluster_show(),
+            "groups": [list(g) for g in view.groups] if view is not None else [[name]],
+            "policy": {
+                "readiness": settings.readiness,
+                "allow_register": settings.allow_register,
+                "allow_publish": settings.allow_publish,
+                "allow_subscribe": settings.allow_subscribe,
+                "allow_unsubscribe": settings.allow_unsubscribe,
+                "trade_consistency": all(settings.allows(op) for op in OPERATIONS),
+                "serving": self._policy.ready,
+                "reason": self._policy.reason(),
+            },
+            "events": self._events.recent() if self._events is not None else [],
+        }
+
+    async def session_reauthorize(self, client_id: str, username: str) -> str:
+        answers = await self._ask_all(REAUTHORIZE, {"client_id": client_id, "username": username})
+        done = sorted((node, tuple(kept_removed)) for node, kept_removed in answers.results.items()
+                      if kept_removed is not None)
+        note = answers.note()
+        if not done:
+            unsure = f" ({note})" if note else ""
+            raise CommandError(f"no session of client id {client_id!r} in the cluster{unsure}", 404)
+        removed = sum(r for _node, (_kept, r) in done)
+        lines = ["Unchanged" if removed == 0 else "Done"]
+        lines += [f"{client_id} on {node}: {kept} subscriptions kept, {r} removed" for node, (kept, r) in done]
+        return "\n".join(lines + ([f"note: {note}"] if note else []))
+
+    def _local_reauthorize(self, args: dict[str, Any]) -> list[int] | None:
+        found = self._broker.reauthorize(str(args["client_id"]), str(args["username"]))
+        return None if found is None else list(found)
 
     def _local_disconnect(self, args: dict[str, Any]) -> str | None:
         return self._broker.disconnect_by_operator(str(args["client_id"]), time.time(), bool(args.get("cleanup")))
+
+    async def trace_client(
+        self, client_id: str, *, rate_max: int, rate_interval: float, payload_limit: int, stop_after: float
+    ) -> AsyncIterator[str]:
+        """A trace of `client_id`'s connections on this node (vmqpy.broker.trace): those there now and those
+        that connect while it runs. Lines are handed out every TRACE_POLL seconds; closing the iterator (the
+        operator's terminal went away) stops the trace."""
+        tracers = self._broker.tracers
+        options = TraceOptions(client_id, rate_max, rate_interval, payload_limit, stop_after)
+        trace = tracers.start(options, time.monotonic())
+        try:
+            live = [conn for conn in list(self._connections) if conn.client_id == client_id]
+            for conn in live:
+                conn.follow(trace)
+            trace.note(f"tracing client {client_id!r} on {self.node_name()}: {len(live)} connection(s) now, "
+                       "and those that connect", time.time())
+            while True:
+                trace.tick(time.monotonic(), time.time())
+                for line in trace.take():
+                    yield line
+                if trace.done:
+                    return
+                await asyncio.sleep(TRACE_POLL)
+        finally:
+            tracers.stop(trace, time.time())
 
     def subscription_show(self, client_id: str | None, limit: int) -> list[Row]:
         rows = []
@@ -247,7 +425,7 @@ class NodeFacade:
         if not validate_topic_filter(pattern):
             raise CommandError(f"not a topic filter: {pattern!r}", 400)
         rows = [
-            {"Topic": topic, "Payload": _text(message.payload), "QoS": message.qos}
+            {"topic": topic, "payload": _text(message.payload), "qos": message.qos, "mountpoint": ""}
             for topic, message in sorted(broker.retained.match(pattern), key=lambda tm: tm[0])
         ]
         return rows[:limit]
@@ -261,6 +439,14 @@ class NodeFacade:
         out["broker.queue_dropped"] = sum(s.dropped for s in broker.sessions.values())
         out["broker.retained"] = len(broker.retained)
         out["broker.connections"] = len(self._connections)
+        out["broker.subscriptions"] = sum(len(s.subscriptions) for s in broker.sessions.values())
+        replication_log = self._metadata.replication_log
+        if replication_log is not None:
+            out["replication_log.lines"] = replication_log.lines_written
+            try:
+                out["replication_log.file_bytes"] = replication_log.path.stat().st_size
+            except OSError:
+                pass  # not created yet, or moved away by an operator: the gauge is left out, not faked
         out.update({f"storage.{k}": v for k, v in self._storage.stats.items()})
         replica = self._metadata.replica
         if replica is not None:

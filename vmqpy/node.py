@@ -8,6 +8,7 @@ import dataclasses
 import gc
 import signal
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -22,10 +23,14 @@ from vmqpy.broker import records, systree
 from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
-from vmqpy.broker.listener_limit import ConnectionLimit, RefusedConnection
+from vmqpy.broker.listeners import Listeners, label
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.systree import SysTreePublisher
+from vmqpy.broker.tls import ListenerContexts, https_context
+from vmqpy.broker.tls import settings_of as tls_settings_of
 from vmqpy.cluster.departure import Departure
+from vmqpy.cluster.events import ClusterEvents
+from vmqpy.cluster.membership import MEMBERSHIP as MEMBERSHIP_PREFIX
 from vmqpy.cluster.membership import (
     LeftState,
     load_incarnation,
@@ -40,10 +45,13 @@ from vmqpy.cluster.service import ClusterService
 from vmqpy.cluster.tcp import ClusterNetwork
 from vmqpy.cluster.view import View
 from vmqpy.config import Config
+from vmqpy.drain import Drain, Outcome
 from vmqpy.facade import NodeFacade
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
+from vmqpy.mqtt import reason_codes as rc
+from vmqpy.mqtt.packets import Disconnect
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.node")
@@ -64,11 +72,17 @@ class Node:
         self.registration: RegistrationService | None = None
         self.departure: Departure | None = None
         self.policy = Policy(netsplit_settings(config))
+        self.events = ClusterEvents()  # recent joins, leaves, netsplits, takeovers (the status page)
         self.servers: list[asyncio.Server] = []
-        self._listener_factory: Callable[[str], Callable[[], asyncio.Protocol]] | None = None
+        self._listener_set: Listeners | None = None
+        self._server_of: dict[tuple[str, str], asyncio.Server] = {}  # (kind, name) -> its server while it listens
+        self.stopped_listeners: set[tuple[str, str]] = set()  # `vmq-admin listener stop`, until `listener start`
         self._reopening: asyncio.Task[None] | None = None
         self.connections: set[MQTTConnection] = set()
         self.started_at = 0.0
+        self.drain: Drain | None = None  # set by `vmq-admin node drain`; the node stays drained until it stops
+        self._draining: asyncio.Lock | None = None
+        self.on_stop_request: Callable[[], None] | None = None  # `serve` sets it: `vmq-admin node stop`
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Node]:
@@ -88,10 +102,12 @@ class Node:
             await stack.enter_async_context(self._ticker(broker))
             facade = self._facade(broker, metadata, storage)
             await stack.enter_async_context(self._systree(broker, facade))
+            await stack.enter_async_context(self._access_reload(broker))
             await stack.enter_async_context(self._admin_api(facade))
             await stack.enter_async_context(self._listeners(broker, storage))
             self.started_at = time.time()
-            log.info("node started", listeners=[f"{h}:{p}" for _n, h, p in self.config.tcp_listeners])
+            log.info("node started", listeners=[f"{k}:{h}:{p}" if k != "tcp" else f"{h}:{p}"
+                                                for k, _n, h, p in config_module.mqtt_listeners(self.config)])
             yield self
             log.info("node stopping")
 
@@ -165,6 +181,8 @@ class Node:
         broker.on_moving = registration.on_moving
         broker.nodes = cluster.member_names
         metadata.on_change(records.SESSION, registration.on_session_record)
+        metadata.on_change(records.SESSION, self.events.on_session)
+        metadata.on_change(MEMBERSHIP_PREFIX, self.events.on_membership)
         registration.start()
         try:
             yield
@@ -176,6 +194,7 @@ class Node:
             await cluster.stop()
 
     def _on_view(self, view: View) -> None:
+        self.events.on_view(self.policy.view, view)
         self.policy.view = view
         log.info("cluster view", ready=view.ready, majority=view.in_majority, groups=[list(g) for g in view.groups],
                  serving=self.policy.ready)
@@ -245,22 +264,30 @@ class Node:
         return NodeFacade(
             config=lambda: self.config, apply_setting=self.apply_setting, broker=broker, metadata=metadata,
             storage=storage, policy=self.policy, connections=self.connections, cluster=self.cluster,
-            registration=self.registration, departure=self.departure,
+            registration=self.registration, departure=self.departure, lifecycle=self,
+            events=self.events,
         )
 
     @contextlib.asynccontextmanager
     async def _admin_api(self, facade: NodeFacade) -> AsyncIterator[None]:
         """The HTTP admin API on `listener.http.default`, with the node's API key created at first start."""
         address = self.config.http_listener
-        if address is None:
+        secure = self.config.https_listener  # listener.https.default: the same API over TLS
+        if address is None and secure is None:
             yield
             return
         ensure_node_key(self.config.data_dir)
-        api = await start_api(facade, KeyStore(self.config.data_dir), address[0], address[1])
+        apis = []
         try:
+            if address is not None:
+                apis.append(await start_api(facade, KeyStore(self.config.data_dir), address[0], address[1]))
+            if secure is not None:
+                apis.append(await start_api(facade, KeyStore(self.config.data_dir), secure[0], secure[1],
+                                            ssl_context=https_context(self.config)))
             yield
         finally:
-            await api.stop()
+            for api in reversed(apis):
+                await api.stop()
 
     def apply_setting(self, key: str, value: object) -> None:
         """A run-time change made through `vmq-admin set` (only keys in vmqpy.facade.RUNTIME_SETTINGS)."""
@@ -294,6 +321,35 @@ class Node:
                 await task
 
     @contextlib.asynccontextmanager
+    async def _access_reload(self, broker: Broker) -> AsyncIterator[None]:
+        """The ACL and password files in force (vmqpy.broker.access), loaded before any client is served (a file
+        that cannot be used stops the start), then looked at every `vmq_acl.acl_reload_interval` and
+        `vmq_passwd.password_reload_interval` seconds (0: never) and reloaded when they changed."""
+        broker.access.load(config_module.acl_file_in_force(self.config),
+                           config_module.password_file_in_force(self.config))
+
+        async def watch(interval: float, acl: bool) -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    broker.reload_access(acl=acl, passwords=not acl)
+                except Exception:
+                    log.exception("access file reload failed")
+
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(watch(interval, acl))
+                 for interval, acl in ((self.config.acl_reload_interval, True),
+                                       (self.config.password_reload_interval, False)) if interval > 0]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    @contextlib.asynccontextmanager
     async def _systree(self, broker: Broker, facade: NodeFacade) -> AsyncIterator[None]:
         """The `$SYS` tree (vmqpy.broker.systree): a round every `systree_interval` milliseconds, unless
         `systree_enabled` is off or the interval is 0."""
@@ -303,7 +359,7 @@ class Node:
             return
         publisher = SysTreePublisher(
             self.config.nodename, metrics=facade.metrics, publish=broker.publish_system,
-            retained=lambda prefix: [(t, m.payload) for t, m in broker.retained.match(prefix + "/#")],
+            retained=lambda prefix: [(t, m.payload) for t, m in broker.system_retained.match(prefix + "/#")],
         )
         task = asyncio.get_running_loop().create_task(
             systree.run(publisher, interval, time.time, time.monotonic))
@@ -319,35 +375,17 @@ class Node:
         loop = asyncio.get_running_loop()
         path = config_module.password_file_in_force(self.config)
         auth = Authenticator(self.config.allow_anonymous, parse_password_file(path) if path else {})
-        limits = {name: ConnectionLimit(name, config_module.listener_option(self.config, name, "max_connections"),
-                                        broker.metrics)
-                  for name, _host, _port in self.config.tcp_listeners}
-
-        def factory(name: str) -> Callable[[], asyncio.Protocol]:
-            limit = limits[name]
-
-            def make() -> asyncio.Protocol:
-                if not limit.admit(loop.time()):
-                    return RefusedConnection()
-                conn = MQTTConnection(broker, self.config, storage, auth, name)
-                self.connections.add(conn)
-                conn_lost = conn.connection_lost
-
-                def lost(exc: Exception | None) -> None:
-                    self.connections.discard(conn)
-                    limit.release()
-                    conn_lost(exc)
-
-                conn.connection_lost = lost  # type: ignore[method-assign]
-                return conn
-
-            return make
-
-        self._listener_factory = factory
+        tls = ListenerContexts(tls_settings_of(self.config))  # ConfigError: checked by `vmqpy start` already
+        listener_set = self._listener_set = Listeners(self.config, broker, storage, auth, self.connections, tls)
+        if tls.settings:
+            loop.add_signal_handler(signal.SIGHUP, self._reload_certificates, tls)
         try:
+            await listener_set.start()
             await self._open_listeners()
             yield
         finally:
+            if tls.settings:
+                loop.remove_signal_handler(signal.SIGHUP)
             for server in self.servers:
                 server.close()
             for conn in list(self.connections):
@@ -356,21 +394,156 @@ class Node:
             deadline = loop.time() + 2.0
             while self.connections and loop.time() < deadline:
                 await asyncio.sleep(0.01)
+            await listener_set.close()
             await storage.sync()
 
     async def _open_listeners(self) -> None:
         """Open the MQTT listeners, or open them again when a `leave -k` closed them (a node that left answers
         every CONNECT with server unavailable, and serves again once it joins)."""
-        if self._listener_factory is None or (self.servers and all(s.is_serving() for s in self.servers)):
+        listener_set = self._listener_set
+        if listener_set is None or (self.servers and all(s.is_serving() for s in self.servers)):
             return
         for server in self.servers:
             server.close()
         self.servers = []
-        loop = asyncio.get_running_loop()
-        for name, host, port in self.config.tcp_listeners:
-            server = await loop.create_server(self._listener_factory(name), host, port, reuse_address=True,
-                                              backlog=1024)
+        self._server_of = {}
+        for kind, name, host, port in config_module.mqtt_listeners(self.config):
+            if (kind, name) in self.stopped_listeners:
+                continue
+            server = await listener_set.open(kind, name, host, port)
             self.servers.append(server)
+            self._server_of[(kind, name)] = server
+
+    # ------------------------------------------------------------------------- listeners (admin.cli.listener)
+
+    def listener_rows(self) -> list[dict[str, Any]]:
+        """`vmq-admin listener show`: every MQTT listener of the configuration, running or stopped, with VerneMQ's
+        columns (type, status, ip, port, mountpoint, max_conns) and ours (name, active_conns)."""
+        active = Counter(conn.listener for conn in self.connections)
+        rows = []
+        for kind, name, host, port in config_module.mqtt_listeners(self.config):
+            server = self._server_of.get((kind, name))
+            running = server is not None and server.is_serving()
+            if running:
+                assert server is not None
+                port = int(server.sockets[0].getsockname()[1]) if server.sockets else port
+            limit = config_module.listener_option(self.config, name, "max_connections", kind)
+            rows.append({
+                "type": LISTENER_TYPES[kind], "status": "running" if running else "stopped", "ip": host,
+                "port": port, "mountpoint": "", "max_conns": "infinity" if limit is None else limit,
+                "name": label(kind, name), "active_conns": active.get(label(kind, name), 0),
+            })
+        return rows
+
+    def _listener_at(self, address: str, port: int) -> tuple[str, str]:
+        """The (kind, name) of the listener at address:port (its configured or its bound port); LookupError."""
+        for row, (kind, name, _host, configured) in zip(
+                self.listener_rows(), config_module.mqtt_listeners(self.config), strict=True):
+            if row["ip"] == address and port in (row["port"], configured):
+                return kind, name
+        raise LookupError(f"no MQTT listener at {address}:{port} (vmq-admin listener show lists them)")
+
+    def stop_listener(self, address: str, port: int, kill_sessions: bool) -> str:
+        """`vmq-admin listener stop`: the listener at address:port refuses new connections until `listener start`
+        (its live connections stay, unless `kill_sessions`: then they are disconnected, 5.0 with DISCONNECT
+        0x98 Administrative action). LookupError: no such listener."""
+        kind, name = self._listener_at(address, port)
+        self.stopped_listeners.add((kind, name))
+        server = self._server_of.pop((kind, name), None)
+        if server is not None:
+            server.close()
+            self.servers = [s for s in self.servers if s is not server]
+        killed = 0
+        if kill_sessions:
+            for conn in [c for c in self.connections if c.listener == label(kind, name) and not c.closing]:
+                _disconnect_by_operator(conn)
+                killed += 1
+        log.info("listener stopped", listener=label(kind, name), address=f"{address}:{port}", disconnected=killed)
+        return f"listener {label(kind, name)} at {address}:{port} stopped" + (
+            f"; {killed} connections closed" if kill_sessions else "")
+
+    async def start_listener(self, address: str, port: int) -> str:
+        """`vmq-admin listener start|restart`: listen again on a listener that `listener stop` stopped.
+        LookupError: no such listener; RuntimeError: the node drains or left (its listeners stay closed);
+        OSError: the address cannot be bound."""
+        kind, name = self._listener_at(address, port)
+        if self.drain is not None:
+            raise RuntimeError("the node drains: its listeners stay closed until it stops")
+        if (kind, name) in self._server_of and self._server_of[(kind, name)].is_serving():
+            return f"listener {label(kind, name)} at {address}:{port} is running already"
+        listener_set = self._listener_set
+        if listener_set is None or (self.cluster is not None and self.cluster.removed):
+            raise RuntimeError("the node serves no client now (it left the cluster, or has not started)")
+        self.stopped_listeners.discard((kind, name))
+        configured = next(p for k, n, _h, p in config_module.mqtt_listeners(self.config) if (k, n) == (kind, name))
+        server = await listener_set.open(kind, name, address, configured or port)
+        self.servers.append(server)
+        self._server_of[(kind, name)] = server
+        log.info("listener started", listener=label(kind, name), address=f"{address}:{port}")
+        return f"listener {label(kind, name)} at {address}:{port} started"
+
+    def _reload_certificates(self, tls: ListenerContexts) -> None:
+        """SIGHUP: the TLS listeners read their certificate, key and CA files again. New connections get the new
+        ones; live connections keep theirs. Files that cannot be used leave every listener as it was."""
+        try:
+            count = tls.reload()
+        except config_module.ConfigError as exc:
+            log.error("TLS certificates not reloaded: the listeners keep the previous ones", error=str(exc))
+            return
+        log.info("TLS certificates reloaded", listeners=count)
+
+    # ------------------------------------------------------------------------- drain and stop (admin.cli.node)
+
+    def drain_reason(self) -> str | None:
+        """What `/health` says while the node drains (it answers 503 from the first moment on); None when not."""
+        drain = self.drain
+        if drain is None:
+            return None
+        return f"draining ({drain.outcome.value}, {len(self.connections)} connections left)"
+
+    async def drain_clients(self, rate: float, timeout: float) -> tuple[Outcome, int, int]:
+        """`vmq-admin node drain`: stop accepting MQTT connections, fail the health check, then disconnect the
+        clients at most `rate` per second (vmqpy.drain) until none is left or `timeout` seconds pass. 5.0 clients
+        get DISCONNECT 0x8B (Server shutting down), 3.1.1 clients see the socket close; no will is published
+        (as when the node stops). Persistent sessions stay here, offline, and keep queueing until their
+        client connects to another node, which takes them over. The node stays drained (listeners closed, not
+        ready) until it stops; a timed-out drain leaves the remaining clients connected.
+        Returns (outcome, clients disconnected by this drain, connections left). ValueError: bad rate/timeout."""
+        loop = asyncio.get_running_loop()
+        drain = Drain(rate=rate, timeout=timeout, started=loop.time())
+        if self._draining is None:
+            self._draining = asyncio.Lock()
+        async with self._draining:  # a second drain waits for the first, then drains what is left
+            drain.started = loop.time()
+            self.drain = drain
+            log.info("draining", rate=rate, timeout=timeout, connections=len(self.connections))
+            for server in self.servers:
+                server.close()  # new TCP connections are refused from now on
+            told: set[MQTTConnection] = set()
+            while True:
+                waiting = sorted((c for c in self.connections if not c.closing and c not in told),
+                                 key=lambda c: (c.client_id, id(c)))
+                leaving = sum(1 for c in self.connections if c.closing or c in told)
+                step = drain.step(loop.time(), waiting, leaving)
+                for conn in step.disconnect:
+                    told.add(conn)
+                    _tell_to_go(conn)
+                if step.wake_at is None:
+                    break
+                await asyncio.sleep(max(0.0, step.wake_at - loop.time()))
+            log.info("drained", outcome=drain.outcome.value, disconnected=drain.disconnected,
+                     left=len(self.connections))
+            return drain.outcome, drain.disconnected, len(self.connections)
+
+    def request_stop(self) -> bool:
+        """`vmq-admin node stop`: stop the node as SIGTERM does, once the current answer is sent. False when
+        nothing can stop it this way (a node not run by `serve`)."""
+        stop = self.on_stop_request
+        if stop is None:
+            return False
+        log.info("stop requested through the admin API")
+        asyncio.get_running_loop().call_soon(stop)
+        return True
 
     def _reopen_listeners(self) -> None:
         async def reopen() -> None:
@@ -388,6 +561,28 @@ class Node:
                 host, port = sock.getsockname()[:2]
                 ports.append((host, port))
         return ports
+
+
+#: VerneMQ's names of the listener kinds in `listener show`
+LISTENER_TYPES = {"tcp": "mqtt", "ssl": "mqtts", "ws": "mqttws", "wss": "mqttwss"}
+
+
+def _disconnect_by_operator(conn: MQTTConnection) -> None:
+    """`listener stop -k`: 5.0 clients get DISCONNECT 0x98 (Administrative action), 3.1.1 ones see the socket
+    close; a will is published as for any disconnect without DISCONNECT."""
+    conn.log.info("disconnecting: its listener was stopped with --kill_sessions")
+    if conn.level == 5 and conn.session is not None:
+        conn.write_packet(Disconnect(rc.ADMINISTRATIVE_ACTION))
+    conn.close()
+
+
+def _tell_to_go(conn: MQTTConnection) -> None:
+    """A drain disconnects a client: 5.0 with DISCONNECT 0x8B (Server shutting down), 3.1.1 by closing."""
+    conn.log.info("disconnecting: the node drains")
+    if conn.level == 5 and conn.session is not None:
+        conn.write_packet(Disconnect(rc.SERVER_SHUTTING_DOWN))
+    conn.normal_close = True  # no will: the client is expected to reconnect to another node
+    conn.close()
 
 
 def warn_ignored_keys(config: Config) -> None:
@@ -414,6 +609,7 @@ async def serve(config: Config) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     node = Node(config)
+    node.on_stop_request = stop.set
     async with node.running():
         tune_garbage_collector()
         await stop.wait()

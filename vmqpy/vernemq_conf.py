@@ -22,6 +22,7 @@ from fnmatch import fnmatchcase
 
 ALIASES: Mapping[str, str] = {
     "vmq_passwd.password_file": "password_file",
+    "vmq_acl.acl_file": "acl_file",
 }
 
 _ON = frozenset({"on", "true", "yes", "1"})
@@ -67,8 +68,8 @@ IGNORED: tuple[Ignored, ...] = (
     Ignored("listener.*.nr_of_acceptors", _ACCEPTORS),
     Ignored("plugins.*", "VerneMQ plugins (vmq_diversity, vmq_webhooks, vmq_bridge, ...) and their path and "
                          "priority: vmqpy loads no plugins (plugins.vmq_passwd and plugins.vmq_acl are read)"),
-    Ignored("vmq_*", "settings of VerneMQ plugins vmqpy does not have, and the reload intervals of vmq_passwd and "
-                     "vmq_acl (vmqpy reads their files once, at start)"),
+    Ignored("vmq_*", "settings of VerneMQ plugins vmqpy does not have (the vmq_passwd and vmq_acl keys vmqpy has "
+                     "are read: a key of the schema is never ignored)"),
     Ignored("log.syslog", "syslog output: not implemented (log.console = file or both writes a file)"),
     Ignored("log.syslog.*", "syslog output: not implemented (log.console = file or both writes a file)"),
     Ignored("log.crash", _CRASH),

@@ -1,6 +1,6 @@
 """`vmq-admin`: runs one command of `admin.commands` through a node's HTTP administration API.
 
-    vmq-admin [--url URL] [--api-key KEY] [--data-dir DIR] [--json] COMMAND [PARAMETERS]
+    vmq-admin [--url URL] [--api-key KEY] [--data-dir DIR] [--cacert FILE] [--json] COMMAND [PARAMETERS]
 
 The command line is parsed here with the same table the node uses (an unknown command or a bad parameter is
 refused before anything is sent, exit 2), then sent as `GET|POST URL/api/v1/<path>?<parameters>`.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -27,7 +28,6 @@ from admin.commands import (
     COMMANDS,
     GROUPS,
     Command,
-    Result,
     Table,
     canonical_words,
     parse_command,
@@ -36,6 +36,7 @@ from admin.commands import (
     words_to_query,
 )
 from admin.errors import CommandError
+from admin.results import STREAM_CONTENT_TYPE, Answer
 
 PROG = "vmq-admin"
 DEFAULT_URL = "http://127.0.0.1:8888"
@@ -47,7 +48,7 @@ EXAMPLES: dict[tuple[str, ...], list[str]] = {k: v for g in GROUPS for k, v in g
 NOTES: dict[tuple[str, ...], str] = {k: v for g in GROUPS for k, v in g.NOTES.items()}
 
 # global options; none of them may collide with a command's option (checked by the tests)
-VALUE_OPTIONS = ("--url", "--api-key", "--data-dir")
+VALUE_OPTIONS = ("--url", "--api-key", "--data-dir", "--cacert")
 SWITCH_OPTIONS = ("--json", "--help", "-h")
 
 
@@ -89,7 +90,7 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join([line(columns, False), line(["-" * w for w in widths], False), *(line(c, True) for c in cells)])
 
 
-def render(result: Result, as_json: bool) -> str:
+def render(result: Answer, as_json: bool) -> str:
     if as_json:
         if isinstance(result, Table):
             return json.dumps(result.rows, indent=2, default=str)
@@ -107,7 +108,7 @@ def _aliases_of(cmd: Command) -> str:
 def general_help() -> str:
     width = max(len(c.name) for c in COMMANDS)
     lines = [
-        f"usage: {PROG} [--url URL] [--api-key KEY] [--data-dir DIR] [--json] COMMAND [PARAMETERS]",
+        f"usage: {PROG} [--url URL] [--api-key KEY] [--data-dir DIR] [--cacert FILE] [--json] COMMAND [PARAMETERS]",
         "",
         "commands:",
         *(f"  {c.name.ljust(width)}  {c.method.ljust(4)}  {c.summary}{_aliases_of(c)}" for c in COMMANDS),
@@ -116,6 +117,7 @@ def general_help() -> str:
         f"  --url URL        the node's HTTP API (env VMQ_ADMIN_URL, default {DEFAULT_URL})",
         "  --api-key KEY    API key (env VMQ_API_KEY); otherwise DIR/api.key is read",
         "  --data-dir DIR   the node's data directory (env VMQ_DATA_DIR, default ./data)",
+        "  --cacert FILE    CA certificates (PEM) for an https:// URL (env VMQ_ADMIN_CACERT; default: the system's)",
         "  --json           print tables as a JSON list of rows (text as a JSON string)",
         "  -h, --help       this help; after a command: the command's parameters",
         "",
@@ -172,6 +174,7 @@ class Options:
     url: str | None = None
     api_key: str | None = None
     data_dir: str | None = None
+    cacert: str | None = None  # CA certificates (PEM) that an https:// node's certificate is verified against
     json: bool = False
     help: bool = False
     words: list[str] = field(default_factory=list)
@@ -282,9 +285,17 @@ def run(argv: Sequence[str], env: Mapping[str, str], out: TextIO, err: TextIO) -
         request = urllib.request.Request(url, data=data, headers=headers, method=cmd.method)
     except ValueError as exc:
         return fail(EXIT_USAGE, f"bad URL {base!r}: {exc}")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to the node, never a proxy
+    cacert = opts.cacert or env.get("VMQ_ADMIN_CACERT")
+    try:
+        context = ssl.create_default_context(cafile=cacert) if cacert else ssl.create_default_context()
+    except (OSError, ssl.SSLError) as exc:
+        return fail(EXIT_USAGE, f"--cacert {cacert}: cannot use it: {getattr(exc, 'strerror', None) or exc}")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),  # straight to the node, never a proxy
+                                         urllib.request.HTTPSHandler(context=context))
     try:
         with opener.open(request, timeout=timeout) as response:
+            if response.headers.get("Content-Type", "").startswith(STREAM_CONTENT_TYPE):
+                return _print_lines(response, out, opts.json)
             body = response.read()
     except urllib.error.HTTPError as exc:
         with exc:
@@ -323,6 +334,22 @@ def run(argv: Sequence[str], env: Mapping[str, str], out: TextIO, err: TextIO) -
     note = NOTES.get(cmd.path)
     if note and not opts.json:
         print(note, file=err)
+    return EXIT_OK
+
+
+def _print_lines(response: Any, out: TextIO, as_json: bool) -> int:
+    """Print the lines of a streamed answer (`trace client`) as they come; Ctrl-C ends it quietly."""
+    try:
+        for raw in response:
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(doc, dict) or doc.get("type") != "line":
+                continue
+            print(json.dumps(doc["line"]) if as_json else doc["line"], file=out, flush=True)
+    except KeyboardInterrupt:
+        return EXIT_OK
     return EXIT_OK
 
 

@@ -1,15 +1,35 @@
 """`vmq-admin retain show` and `retain delete` (HTTP `/api/v1/retain/...`): the table entries, their handlers and
-the examples for the help."""
+the examples for the help.
+
+`retain show` takes VerneMQ's column flags: `--topic --payload` (the default columns), `--qos`, `--mountpoint`
+(always empty: vmqpy has no mountpoints); a flag written alone shows its column, with a value it also filters:
+`--topic=FILTER` (or `topic=FILTER`) keeps the topics the MQTT filter matches, `--payload=TEXT` the messages with
+that payload, `--qos=N` those of that QoS.
+"""
 
 from __future__ import annotations
 
 from admin.command import Command, Context
-from admin.params import LIMIT, TEXT, TOPIC_FILTER, Args, Param
+from admin.errors import CommandError
+from admin.params import COLUMN, FILTER_COLUMN, LIMIT, ROWTIMEOUT, TEXT, Args, Param
 from admin.results import Result, Table, Text
+
+COLUMNS = ("topic", "payload", "qos", "mountpoint")
+DEFAULT_COLUMNS = ("topic", "payload")  # VerneMQ's
 
 
 async def _show(ctx: Context, args: Args) -> Result:
-    return Table(ctx.facade.retain_show(args.opt_text("topic"), args.integer("limit")))
+    given = {column: args.values[column] for column in COLUMNS if args.values[column] is not None}
+    chosen = [column for column in COLUMNS if given.get(column) == ""]
+    columns = [c for c in COLUMNS if c in given] if chosen else list(DEFAULT_COLUMNS)
+    topic_filter = given.get("topic") or None
+    wanted = {column: str(given[column]) for column in ("payload", "qos", "mountpoint") if given.get(column)}
+    if "qos" in wanted and wanted["qos"] not in ("0", "1", "2"):
+        raise CommandError(f"bad value for '--qos' of 'retain show': a QoS is 0, 1 or 2, not {wanted['qos']!r}")
+    limit = args.integer("limit")
+    rows = ctx.facade.retain_show(str(topic_filter) if topic_filter else None, limit if not wanted else 1 << 30)
+    kept = [row for row in rows if all(str(row.get(column, "")) == text for column, text in wanted.items())]
+    return Table([{column: row.get(column) for column in columns} for row in kept[:limit]])
 
 
 async def _delete(ctx: Context, args: Args) -> Result:
@@ -18,13 +38,20 @@ async def _delete(ctx: Context, args: Args) -> Result:
 
 COMMANDS: tuple[Command, ...] = (
     Command(("retain", "show"), "GET", "retained messages", _show,
-            params=(Param("topic", TOPIC_FILTER, help="only the topics matching this MQTT filter"), LIMIT)),
+            params=(Param("topic", FILTER_COLUMN, help="the topic column; =FILTER: only the topics it matches"),
+                    Param("payload", COLUMN, help="the payload column (text, or base64:... when not UTF-8)"),
+                    Param("qos", COLUMN, help="the QoS column"),
+                    Param("mountpoint", COLUMN, help="always empty: vmqpy has no mountpoints"),
+                    LIMIT, ROWTIMEOUT)),
     Command(("retain", "delete"), "POST", "delete a retained message, cluster-wide", _delete,
             params=(Param("topic", TEXT, required=True, help="the topic (a topic name, not a filter)"),)),
 )  # fmt: skip
 
 EXAMPLES: dict[tuple[str, ...], list[str]] = {
-    ("retain", "show"): ["vmq-admin retain show", "vmq-admin retain show topic=sensors/+/temp limit=10"],
+    ("retain", "show"): [
+        "vmq-admin retain show",
+        "vmq-admin retain show --topic=sensors/+/temp --payload --qos limit=10",
+    ],
     ("retain", "delete"): ["vmq-admin retain delete topic=sensors/17/temp"],
 }
 

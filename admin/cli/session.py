@@ -1,12 +1,13 @@
-"""`vmq-admin session show` and `session disconnect` (HTTP `/api/v1/session/...`): the table entries, their
-handlers and the examples for the help. Both answer for the whole cluster from any node."""
+"""`vmq-admin session show`, `session disconnect` and `session reauthorize` (HTTP `/api/v1/session/...`): the
+table entries, their handlers and the examples for the help. All three answer for the whole cluster from any
+node."""
 
 from __future__ import annotations
 
 from admin import session_table
 from admin.command import Command, Context
 from admin.errors import CommandError
-from admin.params import BOOL, COLUMN, LIMIT, TEXT, Args, Param
+from admin.params import BOOL, COLUMN, LIMIT, ROWTIMEOUT, TEXT, Args, Param
 from admin.results import Result, Table, Text
 
 _COLUMN_HELP = {
@@ -50,13 +51,20 @@ async def _disconnect(ctx: Context, args: Args) -> Result:
     return Text(await ctx.facade.session_disconnect(args.text("client-id"), args.flag("cleanup")))
 
 
+async def _reauthorize(ctx: Context, args: Args) -> Result:
+    return Text(await ctx.facade.session_reauthorize(args.text("client-id"), args.text("username")))
+
+
 COMMANDS: tuple[Command, ...] = (
     Command(("session", "show"), "GET", "client sessions of the whole cluster", _show,
-            params=(*_COLUMN_PARAMS, LIMIT)),
+            params=(*_COLUMN_PARAMS, LIMIT, ROWTIMEOUT)),
     Command(("session", "disconnect"), "POST", "disconnect a client wherever it is connected", _disconnect,
             params=(Param("client-id", TEXT, required=True, help="the client to disconnect"),
                     Param("cleanup", BOOL, default=False, flag=True, short="c",
                           help="also end its session: subscriptions, queued messages and offline state"))),
+    Command(("session", "reauthorize"), "POST", "check a session's subscriptions against the ACL again", _reauthorize,
+            params=(Param("username", TEXT, required=True, help="the user name the ACL is read for"),
+                    Param("client-id", TEXT, required=True, help="the client whose subscriptions are checked"))),
 )  # fmt: skip
 
 EXAMPLES: dict[tuple[str, ...], list[str]] = {
@@ -70,6 +78,7 @@ EXAMPLES: dict[tuple[str, ...], list[str]] = {
         "vmq-admin session disconnect client-id=sensor-17",
         "vmq-admin session disconnect client-id=sensor-17 --cleanup",
     ],
+    ("session", "reauthorize"): ["vmq-admin session reauthorize username=alice client-id=sensor-17"],
 }
 
 NOTES: dict[tuple[str, ...], str] = {}

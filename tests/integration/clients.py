@@ -594,14 +594,15 @@ class PahoClient:
 
     def __init__(self, port: int, version: int = 5, client_id: str = "", clean: bool = True,
                  session_expiry: int | None = None, host: str = HOST, max_inflight: int | None = None,
-                 receive_maximum: int | None = None):
+                 receive_maximum: int | None = None, transport: str = "tcp"):
         self.port, self.host, self.version = port, host, version
         self.clean, self.session_expiry, self.receive_maximum = clean, session_expiry, receive_maximum
         kw: dict[str, Any] = {}
         if version != 5:
             kw["clean_session"] = clean
         self.client = paho.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id,
-                                  protocol=paho.MQTTv5 if version == 5 else paho.MQTTv311, **kw)
+                                  protocol=paho.MQTTv5 if version == 5 else paho.MQTTv311,
+                                  transport=transport, **kw)  # type: ignore[arg-type]
         if max_inflight is not None:
             self.client.max_inflight_messages = max_inflight
         self.messages: queue.Queue[paho.MQTTMessage] = queue.Queue()

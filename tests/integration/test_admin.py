@@ -53,7 +53,9 @@ def test_commands_answer_with_the_node_state(node, clients) -> None:  # type: ig
     subs = admin(url, broker.data_dir, "subscription", "show", "client-id=admin-sub")
     assert subs.returncode == 0 and "admin/#" in subs.stdout
     retained = json.loads(admin(url, broker.data_dir, "retain", "show", "topic=admin/#", "--json").stdout)
-    assert retained == [{"Topic": "admin/kept", "Payload": "retained value", "QoS": 1}]
+    assert retained == [{"topic": "admin/kept", "payload": "retained value"}], "VerneMQ's default columns"
+    chosen = admin(url, broker.data_dir, "retain", "show", "--topic=admin/#", "--qos", "--payload", "--json")
+    assert json.loads(chosen.stdout) == [{"topic": "admin/kept", "payload": "retained value", "qos": 1}]
     metrics = json.loads(admin(url, broker.data_dir, "metrics", "show", "--json").stdout)
     values = {r["Metric"]: r["Value"] for r in metrics} if isinstance(metrics, list) else metrics
     assert values["broker.retained"] == 1

@@ -245,8 +245,8 @@ def test_trade_consistency_duplicate_session_loses_its_queue_to_the_winner_after
             heal()
             got = newer.recv_publishes(5, timeout=15)
         assert sorted(p.payload.decode() for p in got) == [f"lone-{i}" for i in range(5)]
-        wait_until(lambda: sum(1 for n in nodes for r in json.loads(
-            n.admin("session", "show", f"client-id={client_id}", "--json").stdout)) == 1, 10,
+        wait_until(lambda: sum(1 for n in nodes for r in json.loads(n.admin(
+            "session", "show", f"client-id={client_id}", f"--node={n.name}", "--json").stdout)) == 1, 10,
             what="one session left")
         newer.disconnect()
     finally:

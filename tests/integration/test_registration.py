@@ -40,16 +40,21 @@ def admin_rows(node: ClusterNode, *args: str) -> list[dict[str, Any]]:
     return rows
 
 
+SESSION_COLUMNS = ("--is_online", "--queued", "--waiting_acks")
+
+
 def sessions(node: ClusterNode, client_id: str) -> list[dict[str, Any]]:
-    return admin_rows(node, "session", "show", f"client-id={client_id}")
+    """The sessions of `client_id` held by `node` (session show answers for the cluster: `--node` keeps one)."""
+    return admin_rows(node, "session", "show", f"--client_id={client_id}", f"--node={node.name}", *SESSION_COLUMNS)
 
 
 def sessions_all(node: ClusterNode) -> list[dict[str, Any]]:
-    return admin_rows(node, "session", "show", "limit=100000")
+    """Every session held by `node`."""
+    return admin_rows(node, "session", "show", "--client_id", f"--node={node.name}", *SESSION_COLUMNS, "limit=100000")
 
 
 def online_count(nodes: list[ClusterNode], client_id: str) -> int:
-    return sum(1 for n in nodes for row in sessions(n, client_id) if row["Online"])
+    return sum(1 for n in nodes for row in sessions(n, client_id) if row["is_online"])
 
 
 def session_count(nodes: list[ClusterNode], client_id: str) -> int:
@@ -186,13 +191,13 @@ def test_queue_moves_even_when_the_connect_that_moves_it_is_closed_at_once(clust
     persistent_subscriber(n1, client_id, topic)
     payloads = [f"m{i}" for i in range(20)]
     publish_from(n3, topic, payloads)
-    wait_until(lambda: any(r["Queued"] == 20 for r in sessions(n1, client_id)), 10, what="20 queued on n1")
+    wait_until(lambda: any(r["queued"] == 20 for r in sessions(n1, client_id)), 10, what="20 queued on n1")
     from tests.integration.clients import enc_connect
 
     quitter = raw(n2)
     quitter.send(enc_connect(client_id, 5, False, props=PERSISTENT))
     quitter.close()
-    wait_until(lambda: any(r["Queued"] + r["Inflight"] == 20 for r in sessions(n2, client_id)), 10,
+    wait_until(lambda: any(r["queued"] + r["waiting_acks"] == 20 for r in sessions(n2, client_id)), 10,
                what="the queue on n2")
     assert sessions(n1, client_id) == []
     client = raw(n3)
@@ -228,7 +233,7 @@ def test_takeover_of_a_live_session_on_another_node_moves_inflight_and_queue(clu
 
 
 def queued_total(nodes: list[ClusterNode]) -> int:
-    return sum(r["Queued"] + r["Inflight"] for node in nodes for r in sessions_all(node))
+    return sum(r["queued"] + r["waiting_acks"] for node in nodes for r in sessions_all(node))
 
 
 def test_leave_k_hands_100_queues_over_and_every_message_is_delivered(tmp_path: Path) -> None:
@@ -274,7 +279,7 @@ def test_a_dead_node_made_to_leave_gets_its_sessions_recreated(tmp_path: Path) -
         ids = [f"{prefix}{i}" for i in range(10)]
         for cid in ids:
             persistent_subscriber(n3, cid, f"{cid}/t")
-        wait_until(lambda: len([r for r in sessions_all(n1) if r["Client"] in ids]) == 0 and
+        wait_until(lambda: len([r for r in sessions_all(n1) if r["client_id"] in ids]) == 0 and
                    subscription_count(n1, prefix) == 10, 10, what="subscriptions replicated to n1")
         n3.kill9()
         wait_until(lambda: not any(r["Reachable"] for r in n1.show() if r["Node"] == n3.name), 10,
@@ -285,7 +290,7 @@ def test_a_dead_node_made_to_leave_gets_its_sessions_recreated(tmp_path: Path) -
         assert "cannot be recovered" in answer.stdout
         # Every subscription was replicated before the kill: none of n3's writes is unaccounted for.
         assert "; 0 of its metadata writes (dots) are unaccounted for" in answer.stdout, answer.stdout
-        wait_until(lambda: sum(1 for n in (n1, n2) for r in sessions_all(n) if r["Client"] in ids) == 10, 10,
+        wait_until(lambda: sum(1 for n in (n1, n2) for r in sessions_all(n) if r["client_id"] in ids) == 10, 10,
                    what="10 sessions recreated")
         pub = raw(n1)
         pub.connect(unique("pub-"))

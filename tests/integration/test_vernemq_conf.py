@@ -102,10 +102,26 @@ def test_a_misspelled_key_is_refused_with_a_suggestion(tmp_path):
     assert "vernemq.conf:17" in result.stderr and "plugins.vmq_passwd" in result.stderr, result.stderr
 
 
-def test_an_acl_file_it_cannot_enforce_stops_the_start(tmp_path):
+def test_the_acl_file_of_a_vernemq_conf_is_enforced(tmp_path, nodes):  # noqa: F811
+    """plugins.vmq_acl = on with vmq_acl.acl_file: the file is enforced (SUBACK 0x87 outside it)."""
     acl = tmp_path / "vmq.acl"
-    acl.write_text("topic read #\n")
+    acl.write_text("topic read open/#\ntopic write open/#\n")
+    port = free_port()
+    lines = [line for line in stock_lines(tmp_path, port) if line != "plugins.vmq_acl = off"]
+    node = Node(write_conf(tmp_path, [*lines, "plugins.vmq_acl = on", f"vmq_acl.acl_file = {acl}"], "vernemq.conf"))
+    nodes.append(node)
+    node.wait_listening(port)
+    client = RawClient(port, version=5)
+    client.connect(unique("vconf-acl-"))
+    ack = client.subscribe("open/x", "closed/x", qos=1, check=False)
+    assert ack.reason_codes == [1, 0x87], ack
+    client.close()
+
+
+def test_a_bad_acl_line_stops_the_start_naming_file_and_line(tmp_path):
+    acl = tmp_path / "vmq.acl"
+    acl.write_text("topic read open/#\n# a comment\ntopic raed closed/#\n")
     lines = [*stock_lines(tmp_path, free_port()), "plugins.vmq_acl = on", f"vmq_acl.acl_file = {acl}"]
     result = run_start(write_conf(tmp_path, lines, "vernemq.conf"))
     assert result.returncode == 2, result.stderr
-    assert "vmq_acl.acl_file" in result.stderr, result.stderr
+    assert f"{acl}:3:" in result.stderr and "raed" in result.stderr, result.stderr

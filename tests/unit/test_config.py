@@ -160,8 +160,19 @@ def load_text(tmp_path: Path, text: str) -> tuple[config.Config, Path]:
         ("plugins.vmq_passwd = off\n", "passwd_enabled", False),
         ("", "passwd_enabled", True),
         ("plugins.vmq_acl = on\n", "acl_enabled", True),
-        ("", "acl_enabled", False),
+        ("", "acl_enabled", True),  # VerneMQ's default
+        ("plugins.vmq_acl = off\n", "acl_enabled", False),
         ("plugins.vmq_acl = off\nvmq_acl.acl_file = /etc/vernemq/vmq.acl\n", "acl_file", Path("/etc/vernemq/vmq.acl")),
+        ("acl_file = /etc/vmq.acl\n", "acl_file", Path("/etc/vmq.acl")),
+        ("", "acl_reload_interval", 10.0),
+        ("vmq_acl.acl_reload_interval = 30\n", "acl_reload_interval", 30.0),
+        ("vmq_acl.acl_reload_interval = 0\n", "acl_reload_interval", 0.0),
+        ("", "password_reload_interval", 10.0),
+        ("vmq_passwd.password_reload_interval = 2m\n", "password_reload_interval", 120.0),
+        ("", "failed_login_delay", 1.0),
+        ("auth.failed_login_delay = 250ms\n", "failed_login_delay", 0.25),
+        ("", "allow_anonymous", False),  # VerneMQ's default
+        ("allow_anonymous = on\n", "allow_anonymous", True),
         ("max_message_rate = 5\n", "max_message_rate", 5),
         ("max_subscriptions_per_client = 3\n", "max_subscriptions_per_client", 3),
         ("upgrade_outgoing_qos = on\n", "upgrade_outgoing_qos", True),
@@ -202,7 +213,7 @@ def test_the_password_file_is_consulted_only_with_vmq_passwd_on(tmp_path: Path, 
     "listener.nr_of_acceptors", "listener.tcp.nr_of_acceptors", "listener.tcp.default.nr_of_acceptors",
     "listener.vmq.clustering.nr_of_acceptors", "plugins.vmq_diversity", "plugins.vmq_webhooks", "plugins.vmq_bridge",
     "plugins.myplugin.path", "plugins.myplugin.priority", "plugins.vmq_passwd.priority",
-    "vmq_acl.acl_reload_interval", "vmq_passwd.password_reload_interval", "vmq_diversity.auth_postgres.enabled",
+    "vmq_acl.acl_cache_size", "vmq_passwd.some_future_key", "vmq_diversity.auth_postgres.enabled",
     "vmq_bcrypt.pool_size", "vmq_webhooks.webhook1.hook", "log.syslog", "log.syslog.facility", "log.crash",
     "log.crash.file", "log.crash.maximum_message_size", "log.crash.rotation.keep", "log.error.file", "log.error",
     "log.sasl", "graphite_host", "graphite_interval",
@@ -225,7 +236,8 @@ def test_ignored_keys_are_listed_in_order_from_every_source(tmp_path: Path) -> N
 
 def test_real_keys_are_not_ignored(tmp_path: Path) -> None:
     cfg, _path = load_text(tmp_path, "nodename = VerneMQ@127.0.0.1\ndistributed_cookie = vmq\n"
-                                     "plugins.vmq_passwd = off\nplugins.vmq_acl = off\nvmq_acl.acl_file = /a\n")
+                                     "plugins.vmq_passwd = off\nplugins.vmq_acl = off\nvmq_acl.acl_file = /a\n"
+                                     "vmq_acl.acl_reload_interval = 10\nvmq_passwd.password_reload_interval = 10\n")
     assert cfg.ignored == ()
     assert (cfg.nodename, cfg.distributed_cookie) == ("VerneMQ@127.0.0.1", "vmq")
 
@@ -312,23 +324,19 @@ def test_listener_option_refusals(tmp_path: Path, text: str, message: str) -> No
     assert message in str(err.value)
 
 
-@pytest.mark.parametrize(("text", "refused"), [
-    ("plugins.vmq_acl = on\nvmq_acl.acl_file = /etc/vernemq/vmq.acl\n", True),
-    ("vmq_acl.acl_file = /etc/vernemq/vmq.acl\nplugins.vmq_acl = on\n", True),
-    ("plugins.vmq_acl = off\nvmq_acl.acl_file = /etc/vernemq/vmq.acl\n", False),
-    ("vmq_acl.acl_file = /etc/vernemq/vmq.acl\n", False),  # plugins.vmq_acl is off unless set
-    ("plugins.vmq_acl = on\n", False),  # no file to enforce
+@pytest.mark.parametrize(("text", "in_force"), [
+    ("plugins.vmq_acl = on\nvmq_acl.acl_file = /etc/vernemq/vmq.acl\n", Path("/etc/vernemq/vmq.acl")),
+    ("vmq_acl.acl_file = /etc/vernemq/vmq.acl\n", Path("/etc/vernemq/vmq.acl")),  # plugins.vmq_acl is on by default
+    ("acl_file = /etc/vmq.acl\n", Path("/etc/vmq.acl")),
+    ("vmq_acl.acl_file = /etc/vernemq/vmq.acl\nplugins.vmq_acl = off\n", None),
+    ("plugins.vmq_acl = on\n", None),  # no file to enforce: every topic allowed
 ])
-def test_an_acl_file_to_enforce_refuses_the_start(tmp_path: Path, text: str, refused: bool) -> None:
-    path = write(tmp_path, "nodename = VerneMQ@127.0.0.1\n" + text)
-    if not refused:
-        config.load(path, environ={})
-        return
-    acl_line = 1 + text.splitlines().index("vmq_acl.acl_file = /etc/vernemq/vmq.acl") + 1
-    with pytest.raises(ConfigError) as err:
-        config.load(path, environ={})
-    assert str(err.value).startswith(f"{path}:{acl_line}: vmq_acl.acl_file")
-    assert "ACL files are not enforced yet" in str(err.value)
+def test_an_acl_file_is_enforced_unless_vmq_acl_is_off(tmp_path: Path, text: str, in_force: Path | None) -> None:
+    cfg, path = load_text(tmp_path, "nodename = VerneMQ@127.0.0.1\n" + text)
+    assert config.acl_file_in_force(cfg) == in_force
+    if "acl_file" in text:
+        line = 1 + next(n for n, t in enumerate(text.splitlines(), start=1) if "acl_file" in t)
+        assert cfg.sources["acl_file"] == f"{path}:{line}"
 
 
 def test_configuration_doc_explains_every_vernemq_key() -> None:

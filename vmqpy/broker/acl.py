@@ -3,16 +3,26 @@
 The file, one directive a line (leading and trailing blanks ignored):
 
     # a comment: a line whose first non-blank character is '#' (none at the end of a line); blank lines ignored
-    topic [read|write] FILTER     before any `user` line: for every client, anonymous ones included
+    topic [ACCESS] FILTER         before any `user` line: for every client, anonymous ones included
     user NAME                     the `topic` lines after it, up to the next `user` line, are for clients
-    topic [read|write] FILTER     logged in as NAME
-    pattern [read|write] FILTER   anywhere: for every client, after substitution (below)
+    topic [ACCESS] FILTER         logged in as NAME
+    pattern [ACCESS] FILTER       anywhere: for every client, after substitution (below)
 
-No access word grants both read and write. One word after `topic` or `pattern` is the filter; with more, the
-first must be `read` or `write` and the filter is the rest of the line (so a filter may contain a space only
-after an access word). FILTER must be a valid MQTT topic filter; `user` takes the rest of the line as NAME.
+ACCESS is `read`, `write`, `readwrite` (Mosquitto's word) or `deny` (Mosquitto's); none grants both read and
+write. One word after `topic` or `pattern` is the filter; with more, the first must be an access word and the
+filter is the rest of the line (so a filter may contain a space only after an access word). FILTER must be a
+valid MQTT topic filter; `user` takes the rest of the line as NAME.
 
-Nothing denies: an empty ACL allows nothing, and a client may do what any line that applies to it allows.
+An empty ACL allows nothing; a client may do what a line that applies to it allows, unless a `deny` line that
+applies to it forbids it. Deny lines are checked first and forbid reading and writing alike:
+
+* PUBLISH to topic T is refused when a deny filter matches T.
+* SUBSCRIBE to filter S is refused when a deny filter *overlaps* S (some topic name is matched by both), so
+  that an allowed subscription never delivers a denied topic and no check is needed per delivered message:
+  with `topic read a/#` and `topic deny a/secret`, `a/+/x` and `a/public` may be subscribed, `a/#` and
+  `a/+` may not. (Mosquitto checks each delivered message instead; this is the cheaper, stricter rule.)
+* A deny pattern whose value is missing (`%u` of an anonymous client) or unsafe (below) denies the whole
+  level, as if the placeholder were '+': a deny never narrows because of a client's choice of name.
 
 Matching:
 
@@ -51,7 +61,7 @@ from typing import Final
 from vmqpy.broker.trie import SubscriptionTrie
 from vmqpy.mqtt.topics import SHARE_PREFIX, matches, parse_shared, validate_topic_filter, validate_topic_name
 
-__all__ = ["Access", "Acl", "AclEntry", "AclError", "covers", "load_acl", "parse_acl"]
+__all__ = ["Access", "Acl", "AclEntry", "AclError", "covers", "load_acl", "overlaps", "parse_acl"]
 
 
 class AclError(ValueError):
@@ -66,22 +76,50 @@ class Access(enum.Flag):
 
 @dataclass(frozen=True, slots=True)
 class AclEntry:
-    """One `topic` or `pattern` line. `user` is None for lines that apply to everyone."""
+    """One `topic` or `pattern` line. `user` is None for lines that apply to everyone. A `deny` line has
+    `deny` set and access BOTH (it forbids both)."""
 
     pattern: bool
     user: str | None
     access: Access
     topic_filter: str
     line: int
+    deny: bool = False
 
 
-_ACCESS_WORDS: Final = {"read": Access.READ, "write": Access.WRITE}
+_ACCESS_WORDS: Final = {"read": Access.READ, "write": Access.WRITE, "readwrite": Access.BOTH}
+_DENY: Final = "deny"
 _PLACEHOLDERS: Final = ("%c", "%u", "%m")
 
 
 def covers(acl_filter: str, topic_filter: str) -> bool:
     """Whether every topic name `topic_filter` matches is matched by `acl_filter` (both valid, unshared)."""
     return _covers(acl_filter.split("/"), topic_filter.split("/"))
+
+
+def overlaps(filter_a: str, filter_b: str) -> bool:
+    """Whether some topic name is matched by both valid, unshared filters."""
+    return _overlaps(filter_a.split("/"), filter_b.split("/"))
+
+
+def _overlaps(a: list[str], b: list[str]) -> bool:
+    if (a[0][:1] == "$" and b[0] in ("+", "#")) or (b[0][:1] == "$" and a[0] in ("+", "#")):
+        return False  # a filter starting with a wildcard matches no '$' topic
+    if a == [""] or b == [""]:
+        return False  # "" is no topic name (a pattern's placeholder may become an empty filter)
+    n_a, n_b = len(a), len(b)
+    for i in range(max(n_a, n_b)):
+        x = a[i] if i < n_a else None
+        y = b[i] if i < n_b else None
+        if x == "#" or y == "#":
+            # '#' matches the rest, and its parent level when the other filter ends there: unless that parent is
+            # the empty first level, whose topic would be "" (no topic name).
+            return not (i == 1 and (x is None or y is None) and "" in (a[0], b[0]))
+        if x is None or y is None:
+            return False
+        if x != "+" and y != "+" and x != y:
+            return False
+    return True
 
 
 def _covers(acl: list[str], sub: list[str]) -> bool:
@@ -131,6 +169,17 @@ class _Rules:
         sub = topic_filter.split("/")
         return any(_covers(acl, sub) for acl in self.wildcards)
 
+    def overlap_filter(self, topic_filter: str) -> bool:
+        """Whether one of the filters matches a topic that `topic_filter` matches too."""
+        if "+" not in topic_filter and "#" not in topic_filter:
+            return self.allow_topic(topic_filter)
+        sub = topic_filter.split("/")
+        return any(matches(topic_filter, literal) for literal in self.literals) or \
+            any(_overlaps(f, sub) for f in self.wildcards)
+
+    def __bool__(self) -> bool:
+        return bool(self.literals) or bool(self.wildcards)
+
 
 class _Pattern:
     """A `pattern` filter split into levels, with the positions of its placeholders."""
@@ -151,17 +200,27 @@ class _Pattern:
             levels[i] = value
         return "/".join(levels)
 
+    def substitute_deny(self, values: dict[str, str | None]) -> str:
+        """The deny filter for one client: a missing or unsafe value denies its whole level ('+')."""
+        levels = list(self.levels)
+        for i, placeholder in self.slots:
+            value = values[placeholder]
+            unsafe = value is None or "+" in value or "#" in value or "/" in value
+            levels[i] = "+" if unsafe or value is None else value
+        return "/".join(levels)
+
 
 @dataclass(frozen=True, slots=True)
 class _Audience:
     read: _Rules
     write: _Rules
+    deny: _Rules
 
 
 class Acl:
     """A parsed ACL file; `may_publish` and `may_subscribe` answer for one client. Immutable."""
 
-    __slots__ = ("_everyone", "_read_patterns", "_users", "_write_patterns", "entries")
+    __slots__ = ("_deny_patterns", "_everyone", "_read_patterns", "_users", "_write_patterns", "entries")
 
     def __init__(self, entries: Iterable[AclEntry]) -> None:
         self.entries = tuple(entries)
@@ -172,19 +231,52 @@ class Acl:
         self._everyone = _audience(e for e in plain if e.user is None)
         users = {e.user for e in plain if e.user is not None}
         self._users = {u: _audience(e for e in plain if e.user == u) for u in users}
-        self._read_patterns = tuple(_Pattern(e.topic_filter) for e in patterns if e.access & Access.READ)
-        self._write_patterns = tuple(_Pattern(e.topic_filter) for e in patterns if e.access & Access.WRITE)
+        allowing = [e for e in patterns if not e.deny]
+        self._read_patterns = tuple(_Pattern(e.topic_filter) for e in allowing if e.access & Access.READ)
+        self._write_patterns = tuple(_Pattern(e.topic_filter) for e in allowing if e.access & Access.WRITE)
+        self._deny_patterns = tuple(_Pattern(e.topic_filter) for e in patterns if e.deny)
 
     def may_publish(self, client_id: str, username: str | None, mountpoint: str, topic: str) -> bool:
         """Whether this client may PUBLISH to `topic` (False for an invalid topic name)."""
         if not validate_topic_name(topic):
             return False
+        user = self._users.get(username) if username is not None else None
+        if self._denied_topic(user, client_id, username, mountpoint, topic):
+            return False
         if self._everyone.write.allow_topic(topic):
             return True
-        user = self._users.get(username) if username is not None else None
         if user is not None and user.write.allow_topic(topic):
             return True
         return any(matches(f, topic) for f in _substituted(self._write_patterns, client_id, username, mountpoint))
+
+    def may_read(self, client_id: str, username: str | None, mountpoint: str, topic: str) -> bool:
+        """Whether this client may receive a message of topic name `topic` (a retained one, say)."""
+        return self.may_subscribe(client_id, username, mountpoint, topic)
+
+    def _denied_topic(
+        self, user: _Audience | None, client_id: str, username: str | None, mountpoint: str, topic: str
+    ) -> bool:
+        if self._everyone.deny and self._everyone.deny.allow_topic(topic):
+            return True
+        if user is not None and user.deny and user.deny.allow_topic(topic):
+            return True
+        if not self._deny_patterns:
+            return False
+        values = {"%c": client_id, "%u": username, "%m": mountpoint}
+        return any(matches(p.substitute_deny(values), topic) for p in self._deny_patterns)
+
+    def _denied_filter(
+        self, user: _Audience | None, client_id: str, username: str | None, mountpoint: str, topic_filter: str
+    ) -> bool:
+        if self._everyone.deny and self._everyone.deny.overlap_filter(topic_filter):
+            return True
+        if user is not None and user.deny and user.deny.overlap_filter(topic_filter):
+            return True
+        if not self._deny_patterns:
+            return False
+        values = {"%c": client_id, "%u": username, "%m": mountpoint}
+        sub = topic_filter.split("/")
+        return any(_overlaps(p.substitute_deny(values).split("/"), sub) for p in self._deny_patterns)
 
     def may_subscribe(self, client_id: str, username: str | None, mountpoint: str, topic_filter: str) -> bool:
         """Whether this client may SUBSCRIBE to `topic_filter` (False for an invalid filter)."""
@@ -194,9 +286,11 @@ class Acl:
             return False
         if not validate_topic_filter(topic_filter):
             return False
+        user = self._users.get(username) if username is not None else None
+        if self._denied_filter(user, client_id, username, mountpoint, topic_filter):
+            return False
         if self._everyone.read.allow_filter(topic_filter):
             return True
-        user = self._users.get(username) if username is not None else None
         if user is not None and user.read.allow_filter(topic_filter):
             return True
         sub = topic_filter.split("/")
@@ -219,9 +313,11 @@ def _substituted(
 
 def _audience(entries: Iterable[AclEntry]) -> _Audience:
     listed = list(entries)
+    allowing = [e for e in listed if not e.deny]
     return _Audience(
-        read=_Rules(e.topic_filter for e in listed if e.access & Access.READ),
-        write=_Rules(e.topic_filter for e in listed if e.access & Access.WRITE),
+        read=_Rules(e.topic_filter for e in allowing if e.access & Access.READ),
+        write=_Rules(e.topic_filter for e in allowing if e.access & Access.WRITE),
+        deny=_Rules(e.topic_filter for e in listed if e.deny),
     )
 
 
@@ -241,30 +337,33 @@ def parse_acl(text: str, source: str) -> Acl:
                 raise AclError(f"{where}: 'user' needs a user name")
             user = rest
         elif directive in ("topic", "pattern"):
-            access, topic_filter = _access_and_filter(rest, where, directive)
+            access, topic_filter, deny = _access_and_filter(rest, where, directive)
             pattern = directive == "pattern"
-            entries.append(AclEntry(pattern, None if pattern else user, access, topic_filter, number))
+            entries.append(AclEntry(pattern, None if pattern else user, access, topic_filter, number, deny))
         else:
             raise AclError(f"{where}: unknown directive {directive!r} (expected topic, user or pattern)")
     return Acl(entries)
 
 
-def _access_and_filter(rest: str, where: str, directive: str) -> tuple[Access, str]:
+def _access_and_filter(rest: str, where: str, directive: str) -> tuple[Access, str, bool]:
     words = rest.split(maxsplit=1)
     if not words:
         raise AclError(f"{where}: '{directive}' needs a topic filter")
+    deny = False
     if len(words) == 1:
         access, topic_filter = Access.BOTH, words[0]
+    elif words[0] == _DENY:
+        access, topic_filter, deny = Access.BOTH, words[1], True
     else:
         found = _ACCESS_WORDS.get(words[0])
         if found is None:
-            raise AclError(f"{where}: expected 'read' or 'write' before the filter, got {words[0]!r}")
+            raise AclError(f"{where}: expected read, write, readwrite or deny before the filter, got {words[0]!r}")
         access, topic_filter = found, words[1]
     if not validate_topic_filter(topic_filter):
         raise AclError(f"{where}: {topic_filter!r} is not a valid topic filter")
     if topic_filter.startswith(SHARE_PREFIX):
         raise AclError(f"{where}: {topic_filter!r}: shared subscriptions are judged on their filter, write that")
-    return access, topic_filter
+    return access, topic_filter, deny
 
 
 def load_acl(path: Path) -> Acl:

@@ -4,6 +4,12 @@ Called by the connection driver with plain values and `now` (wall-clock seconds,
 survive a restart); it never touches sockets. Timers are one `tick(now)` the node calls periodically. It is
 given its ports (vmqpy.broker.ports) by the node; the handover of sessions between nodes is
 vmqpy.broker.migration's, holding publishes back across nodes vmqpy.broker.holdback's.
+
+`access` (vmqpy.broker.access) is the ACL in force: a will to a topic the client may not write is not
+published, a retained message it may not read is not delivered on SUBSCRIBE, and when the ACL changes
+(`reload_access`) the subscriptions of the local sessions are judged again and those it no longer allows are
+removed (`enforce_acl`), so that no check is needed per delivered message. The user name the ACL judges is the
+one a session last connected with (`open_session`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 import structlog
 
 from vmqpy.broker import records
+from vmqpy.broker.access import AccessControl, Reloaded
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import Backpressure, MovedRoutes
 from vmqpy.broker.message import Message
@@ -28,6 +35,7 @@ from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.router import Router, RouteResult, outgoing_qos
 from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
 from vmqpy.broker.systree import is_system_topic
+from vmqpy.broker.trace import Tracers
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation
@@ -65,7 +73,16 @@ class Broker:
         self.router = Router(self.sessions, rng)
         self.router.upgrade_qos = config.upgrade_outgoing_qos
         self.retained: RetainedStore[Message] = RetainedStore()
+        # the node's own `$SYS` tree (vmqpy.broker.systree): retained here only, never replicated
+        self.system_retained: RetainedStore[Message] = RetainedStore()
+        self.tracers = Tracers()  # `vmq-admin trace client` (vmqpy.broker.trace)
+        # ids of the messages this node forwards (Message.forward_id): from a random start, so that the ids of
+        # one node's runs, and of different nodes, do not meet within the few seconds a duplicate can take
+        self._forward_ids = random.getrandbits(62)
         self.metrics: Counter[str] = Counter()
+        # The password check and the ACL in force (the node loads their files into it before serving).
+        self.access = AccessControl(config.allow_anonymous, self.metrics)
+        self._usernames: dict[str, str | None] = {}  # client id -> the user name it last connected with
         self._wills: dict[str, PendingWill] = {}
         # The cluster's hooks, set by the node: the member names, who starts handing a session over to its new
         # owner, and how a CONNECT is registered.
@@ -175,11 +192,12 @@ class Broker:
 
     def open_session(
         self, client_id: str, level: int, clean_start: bool, expiry: float | None, owner: Sink, now: float,
-        image: SessionImage | None = None,
+        image: SessionImage | None = None, username: str | None = None,
     ) -> tuple[Session, bool]:
         """Register a CONNECT: take over a live connection of the same id, resume or replace the session.
         `image` is the session handed over by its previous owner node (or rebuilt from the store when that
-        node is unreachable); its messages follow through `adopt_messages`."""
+        node is unreachable); its messages follow through `adopt_messages`. `username`: the authenticated
+        user; the subscriptions of a resumed session are judged again for it (`enforce_acl`)."""
         existing = self.sessions.get(client_id)
         if existing is not None and existing.moving_to is not None:
             # It was moving away, and the client id comes back here first: it stays. What was already handed
@@ -218,6 +236,9 @@ class Broker:
         if adopted:
             assert image is not None
             self._migration.adopt_image(session, image)
+        self._usernames[client_id] = username
+        if session.subscriptions and self.access.acl is not None:
+            self._revoke_forbidden(session, username)
         self.metrics["client_connected"] += 1
         return session, session_present
 
@@ -252,6 +273,7 @@ class Broker:
         session.subscriptions.clear()
         if self.sessions.get(client_id) is session:
             del self.sessions[client_id]
+            self._usernames.pop(client_id, None)
         if session.persistent or session.journal is self.store:
             self.store.delete_session(client_id)
         owner = self.metadata.get(records.SESSION, records.session_key(client_id))
@@ -328,14 +350,6 @@ class Broker:
         if message.topic[:4] == "$SYS" and is_system_topic(message.topic):
             self.metrics["publish_sys_dropped"] += 1
             return RouteResult()
-        return self._route_publish(message, now)
-
-    def publish_system(self, message: Message, now: float) -> RouteResult:
-        """Route a message the node itself publishes in its `$SYS` tree (vmqpy.broker.systree). Not counted as
-        received, and not held to the netsplit policy: each node writes only the topics under its own name."""
-        return self._route_publish(message, now)
-
-    def _route_publish(self, message: Message, now: float) -> RouteResult:
         durable = False
         if message.retain:
             key = records.retain_key(message.topic)
@@ -354,8 +368,29 @@ class Broker:
                 result.congested_nodes = [n for n in result.remote if n in self._congested_nodes]
         return result
 
+    def publish_system(self, message: Message, now: float) -> RouteResult:
+        """Deliver a message the node itself publishes in its `$SYS` tree (vmqpy.broker.systree) to this node's
+        subscribers, and keep it in `system_retained` when it is retained (an empty payload deletes). The tree
+        is the node's own, as a broker's `$SYS` is: not replicated, not forwarded to other nodes, not counted as
+        received, and not held to the netsplit policy."""
+        if message.retain:
+            if message.payload:
+                self.system_retained.set(message.topic, message)
+            else:
+                self.system_retained.delete(message.topic)
+        result = self.router.route(message, now)
+        result.remote = {}
+        return result
+
     def publish_will(self, message: Message, now: float) -> None:
-        """A will is published only where publishing is allowed (netsplit policy); otherwise it is dropped."""
+        """A will is published only where publishing is allowed (netsplit policy) and to a topic the ACL in force
+        lets its client write; otherwise it is dropped."""
+        client_id = message.publisher
+        if not self.access.may_publish(client_id, self._usernames.get(client_id), message.topic):
+            self.metrics["will_not_authorized"] += 1
+            log.warning("will not published: the ACL does not allow its client to publish there",
+                        client_id=client_id, topic=message.topic)
+            return
         if self.policy.may("publish"):
             self.publish(message, now)
         else:
@@ -366,6 +401,9 @@ class Broker:
         """Hand the publish to the other nodes. For QoS 1/2, `result.remote_ack` completes once every one of
         them acknowledged it (the publisher's acknowledgement waits for it)."""
         forwarder = self.forwarder
+        if message.forward_id is None:
+            self._forward_ids += 1
+            message.forward_id = self._forward_ids
         countdown = RemoteAck(len(result.remote)) if message.qos > 0 else None
         plain: tuple[list[Any], int] | None = None  # the forward without shared groups: the same for every node
         for node, groups in result.remote.items():
@@ -446,8 +484,15 @@ class Broker:
             if entry.group is not None or handling == 2 or (handling == 1 and not is_new):
                 continue
             ids = [] if entry.subscription_id is None else [entry.subscription_id]
-            for _topic, message in self.retained.match(entry.match_filter):
+            matches = self.retained.match(entry.match_filter)
+            if entry.match_filter[:4] == "$SYS":  # only a filter starting with $SYS matches the tree [MQTT-4.7.2-1]
+                matches += self.system_retained.match(entry.match_filter)
+            username = self._usernames.get(session.client_id)
+            for topic, message in matches:
                 if message.expired(now):
+                    continue
+                if not self.access.may_read(session.client_id, username, topic):
+                    self.metrics["retained_not_authorized"] += 1
                     continue
                 qos = outgoing_qos(message.qos, entry.options.qos, self.router.upgrade_qos)
                 session.deliver(message, qos, True, ids, now)
@@ -462,6 +507,59 @@ class Broker:
             session.subscriptions.pop(topic_filter, None)
             codes.append(rc.SUCCESS)
         return codes
+
+    def reload_access(self, force: bool = False, acl: bool = True, passwords: bool = True) -> list[Reloaded]:
+        """Take the ACL file (`acl`) and the password file (`passwords`) again when they changed (always when
+        `force`); after a new ACL, the subscriptions it no longer allows are removed. What each reload did (a
+        file that cannot be used keeps the previous rules in force, and is logged)."""
+        answers = []
+        if acl:
+            answer = self.access.reload_acl(force)
+            if answer.changed:
+                removed = self.enforce_acl()
+                log.info("ACL reloaded", path=str(answer.path), rules=answer.rules, subscriptions_removed=removed)
+            answers.append(answer)
+        if passwords:
+            answer = self.access.reload_passwords(force)
+            if answer.changed:
+                log.info("password file reloaded", path=str(answer.path), users=answer.rules)
+            answers.append(answer)
+        for answer in answers:
+            if answer.error is not None:
+                log.error("access file not reloaded: the previous rules stay in force", error=answer.error)
+        return answers
+
+    def enforce_acl(self) -> int:
+        """Remove the subscriptions of the local sessions that the ACL in force does not allow (for the user
+        name each last connected with; a session restored from disk is judged when its client connects again).
+        How many were removed."""
+        if self.access.acl is None:
+            return 0
+        removed = 0
+        for client_id, session in list(self.sessions.items()):
+            if session.subscriptions and client_id in self._usernames:
+                removed += self._revoke_forbidden(session, self._usernames[client_id])
+        return removed
+
+    def reauthorize(self, client_id: str, username: str | None) -> tuple[int, int] | None:
+        """`vmq-admin session reauthorize`: check the subscriptions of `client_id`'s session against the ACL
+        in force for `username`, and remove those it does not allow. (kept, removed), or None when the client
+        has no session on this node."""
+        session = self.sessions.get(client_id)
+        if session is None:
+            return None
+        removed = self._revoke_forbidden(session, username) if self.access.acl is not None else 0
+        return len(session.subscriptions), removed
+
+    def _revoke_forbidden(self, session: Session, username: str | None) -> int:
+        access = self.access
+        forbidden = [f for f in session.subscriptions if not access.may_subscribe(session.client_id, username, f)]
+        if forbidden:
+            self.unsubscribe(session, forbidden)
+            self.metrics["subscription_revoked"] += len(forbidden)
+            log.info("subscriptions removed: the ACL no longer allows them", client_id=session.client_id,
+                     filters=forbidden)
+        return len(forbidden)
 
     def queued(self) -> int:
         return sum(len(s.queue) + len(s.inflight) for s in self.sessions.values())

@@ -22,6 +22,7 @@ import structlog
 from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker, Registrar
+from vmqpy.broker.client_metrics import connack_label, observe_connect_latency
 from vmqpy.broker.handover import RegistrationRefused, Ticket
 from vmqpy.broker.message import Message
 from vmqpy.broker.negotiation import Accepted, keepalive_check_after, keepalive_expired
@@ -45,12 +46,15 @@ from vmqpy.broker.protocol import (
 from vmqpy.broker.rate_limit import TokenBucket
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
+from vmqpy.broker.tls import certificate_identity
+from vmqpy.broker.trace import RECEIVED, SENT, Trace
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.errors import RemoteProtocolError, UnsupportedProtocolVersion
 from vmqpy.mqtt.packets import (
     Connack,
+    Connect,
     Disconnect,
     Packet,
     Properties,
@@ -82,12 +86,17 @@ class MQTTConnection(asyncio.Protocol):
         self.storage = storage
         self.loop = asyncio.get_running_loop()
         self.listener = listener
-        self.machine = ConnectionMachine(config, auth, broker.policy)
+        # Credentials are checked against the broker's access rules once the node loaded their files (they are
+        # reloaded there); `auth` serves a broker without them (unit tests, benchmarks).
+        access = broker.access
+        self.machine = ConnectionMachine(config, access if access.loaded else auth, broker.policy, access=access)
         self.decoder = Decoder(server=True, max_packet_size=config.max_message_size or 268_435_460)
         self.transport: asyncio.Transport | None = None
         self.session: Session | None = None
         self.client_id = ""
+        self.traces: tuple[Trace, ...] = ()  # `vmq-admin trace client` of this client (vmqpy.broker.trace)
         self.peer: tuple[str, int] | None = None  # the client's address (host, port)
+        self.identity_as_username = False  # a TLS listener's use_identity_as_username (set before connection_made)
         self.username: str | None = None
         self.log: Any = log
         self.keep_alive = 0
@@ -107,6 +116,11 @@ class MQTTConnection(asyncio.Protocol):
         self._aliases_out: OutboundAliases | None = None
         self.acks = AckQueue(self.loop, storage, self._ack_failed)  # acknowledgements, durable and in order
         self._registering = False
+        self._refusing = False  # a refused login waits for its CONNACK (auth.failed_login_delay): nothing is read
+        self._connect_at = 0.0  # loop time the CONNECT was read (CONNECT-to-CONNACK latency)
+        self._asked_client_id = ""  # the client id the CONNECT asked for (logged when it is refused)
+        self._announced = False  # a "client connected" line was logged: log its disconnect too
+        broker.metrics["socket_open"] += 1
 
     @property
     def level(self) -> int:
@@ -125,9 +139,13 @@ class MQTTConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
-        peer = transport.get_extra_info("peername")
-        self.peer = (str(peer[0]), int(peer[1])) if peer else None
+        if self.peer is None:  # else a PROXY header gave the client's address (vmqpy.broker.preludes)
+            peer = transport.get_extra_info("peername")
+            self.peer = (str(peer[0]), int(peer[1])) if peer else None
+        peer = self.peer
         self.log = log.bind(peer=f"{peer[0]}:{peer[1]}" if peer else "?", listener=self.listener)
+        if self.identity_as_username:  # listener.ssl.use_identity_as_username: the certificate's CN is the user
+            self.machine.identity = certificate_identity(transport.get_extra_info("peercert"))
         self.last_received = self.loop.time()
         self._timer = self.loop.call_later(CONNECT_TIMEOUT, self._on_timer)
 
@@ -140,7 +158,7 @@ class MQTTConnection(asyncio.Protocol):
         """Dispatch every complete packet received (until a CONNECT starts registering)."""
         decoder = self.decoder
         try:
-            while not self.closing and not self._registering and not self._rate_held:
+            while not self.closing and not self._registering and not self._rate_held and not self._refusing:
                 packet = decoder.next_packet()
                 if packet is NEED_DATA:
                     break
@@ -164,13 +182,16 @@ class MQTTConnection(asyncio.Protocol):
         if self._retry_timer is not None:
             self._retry_timer.cancel()
             self._retry_timer = None
+        self.broker.metrics["socket_close"] += 1
         session = self.session
         self.session = None
         if session is not None:
             now = time.time()
             will = None if self.normal_close else self.will
             self.broker.close_session(session, self, now, will, self.will_delay)
-            self.log.debug("disconnected", normal=self.normal_close)
+        if self._announced:
+            self.log.info("client disconnected", user=self.username, protocol=self.level, normal=self.normal_close,
+                          reason=None if exc is None else str(exc) or type(exc).__name__, node=self.broker.node)
 
     def pause_writing(self) -> None:
         self._writable = False
@@ -183,6 +204,8 @@ class MQTTConnection(asyncio.Protocol):
     # ------------------------------------------------------------------------------------------ Sink
 
     def write_packet(self, packet: Packet) -> None:
+        if self.traces:
+            self._trace(SENT, packet, time.time())
         self._write_bytes(encode(packet, self.level))
         if self._retries and self._retry_timer is None and type(packet) is Pubrel:
             self._arm_retry()
@@ -191,6 +214,9 @@ class MQTTConnection(asyncio.Protocol):
         self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
         now: float, dup: bool = False,
     ) -> None:
+        self.broker.metrics["mqtt_publish_sent"] += 1
+        if self.traces:
+            self._trace(SENT, message.to_publish(qos, retain, packet_id, now, subscription_ids), now)
         aliases = self._aliases_out
         if aliases is None and qos == 0 and not subscription_ids and message.expires_at is None:
             # The same bytes serve every QoS 0 subscriber of this protocol level: encode once per message.
@@ -379,6 +405,8 @@ class MQTTConnection(asyncio.Protocol):
     def _dispatch(self, packet: Packet) -> None:
         now = time.time()
         machine = self.machine
+        if self.traces:
+            self._trace(RECEIVED, packet, now)
         if self._rate is not None and type(packet) is Publish:
             self._spend_rate(self._rate)
         if type(packet) is Publish and machine.connected_now:  # the hot path, without a Route (same decisions)
@@ -396,12 +424,35 @@ class MQTTConnection(asyncio.Protocol):
             assert isinstance(decided, tuple)
             decisions: Decisions = decided
         elif type(packet) is Puback and machine.connected_now and self.session is not None:
+            self.broker.metrics["mqtt_puback_received"] += 1
             self.session.on_puback(packet.packet_id, now)  # the table's (CONNECTED, PUBACK) row, without a call
             return
         else:
+            if type(packet) is Connect:
+                self.broker.metrics["mqtt_connect_received"] += 1
+                self._connect_at = self.loop.time()
+                self._asked_client_id = packet.client_id
+            if type(packet) is Connect and self.broker.tracers:
+                self.follow(*self.broker.tracers.of(packet.client_id))
+                if self.traces:
+                    self._trace(RECEIVED, packet, now)
             decisions = machine.receive(packet, now)
         for decision in decisions:
             self._carry_out(decision)
+
+    # ------------------------------------------------------------------------------------------ tracing
+
+    def follow(self, *traces: Trace) -> None:
+        """Report this connection's packets to `traces` too (`vmq-admin trace client`)."""
+        if traces:
+            self.traces = (*(t for t in self.traces if not t.done), *traces)
+
+    def _trace(self, direction: str, packet: Packet | object, now: float) -> None:
+        running = tuple(t for t in self.traces if not t.done)
+        self.traces = running
+        peer = f"{self.peer[0]}:{self.peer[1]}" if self.peer is not None else "-"
+        for trace in running:
+            trace.packet(direction, peer, packet, now)
 
     def _route(self, message: Message, qos: int, packet_id: int, now: float) -> None:
         result = self.broker.publish(message, now)
@@ -444,7 +495,10 @@ class MQTTConnection(asyncio.Protocol):
             self._start_registration(decision.accepted)
         elif kind is RefuseConnect:
             assert isinstance(decision, RefuseConnect)
-            self._refuse(decision.reason_code, decision.why)
+            if decision.failed_login:
+                self._refuse_login(decision)
+            else:
+                self._refuse(decision.reason_code, decision.why)
         elif kind is Close:
             assert isinstance(decision, Close)
             self.normal_close = decision.normal
@@ -455,6 +509,8 @@ class MQTTConnection(asyncio.Protocol):
         (self.log.warning if warn else self.log.info)(why, **fields)
 
     def _write_reply(self, packet: Packet) -> None:
+        if type(packet) is Puback:
+            self.broker.metrics["mqtt_puback_sent"] += 1
         self.machine.reply_sent(packet)
         self.write_packet(packet)
 
@@ -462,6 +518,7 @@ class MQTTConnection(asyncio.Protocol):
         """Add the subscriptions but the `refused` ones (over max_subscriptions_per_client); SUBACK once durable."""
         session = self.session
         assert session is not None
+        self.broker.metrics["mqtt_subscribe_received"] += 1
         ids = packet.properties.subscription_identifiers
         subscriptions = packet.subscriptions
         if refused:
@@ -531,7 +588,7 @@ class MQTTConnection(asyncio.Protocol):
         now = time.time()
         session, present = self.broker.open_session(accepted.client_id, accepted.level, accepted.clean_start,
                                                     accepted.expiry, self, now,
-                                                    None if ticket is None else ticket.image)
+                                                    None if ticket is None else ticket.image, accepted.username)
         if ticket is not None and self.broker.registrar is not None:
             self.broker.registrar.connected(ticket, self.broker.node)
         if self.closing:  # the client went away while it was registering: its session stays, offline
@@ -542,6 +599,12 @@ class MQTTConnection(asyncio.Protocol):
         self.machine.connected(session)
         self._retries = self.machine.resends
         self.write_packet(Connack(present, rc.SUCCESS, accepted.connack))
+        metrics = self.broker.metrics
+        metrics["mqtt_connack_success_sent"] += 1
+        observe_connect_latency(metrics, self.loop.time() - self._connect_at)
+        self._announced = True
+        self.log.info("client connected", user=accepted.username, protocol=accepted.level,
+                      clean_start=accepted.clean_start, session_present=present, node=self.broker.node)
         self._aliases_out = self.machine.state.aliases_out
         max_packet = accepted.max_packet_out
         if max_packet and self._aliases_out is not None:
@@ -556,10 +619,36 @@ class MQTTConnection(asyncio.Protocol):
         if first_check is not None:
             self.last_received = self.loop.time()
             self._timer = self.loop.call_later(first_check, self._on_timer)
-        self.log.debug("connected", clean_start=accepted.clean_start, session_present=present, level=self.level)
+
+    def _refuse_login(self, decision: RefuseConnect) -> None:
+        """Refused credentials: counted for the peer's address, and the CONNACK leaves after `decision.delay`
+        seconds, reading nothing meanwhile (the event loop and the other clients go on)."""
+        host = self.peer[0] if self.peer is not None else "?"
+        failures = self.broker.access.login_failed(host)
+        code = decision.reason_code
+        refused = "not_authorized" if code == rc.NOT_AUTHORIZED else "bad_credentials"
+        self.broker.metrics[f"mqtt_connack_{refused}_sent"] += 1
+        self.log.info("refused connect", reason=decision.why, reason_code=hex(code), failed_logins=failures,
+                      hint=decision.hint)
+        self._refusing = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.transport is not None:
+            self.transport.pause_reading()
+        self.loop.call_later(decision.delay, self._send_refusal, code, decision.why)
+
+    def _send_refusal(self, reason_code: int, why: str) -> None:
+        if self.closing:
+            return
+        props = Properties(reason_string=why) if self.level == 5 else Properties()
+        self.write_packet(Connack(False, rc.connack_code_for(self.level, reason_code), props))
+        self.close()
 
     def _refuse(self, reason_code: int, why: str) -> None:
-        self.log.info("refused connect", reason=why, reason_code=hex(reason_code))
+        self.broker.metrics[f"mqtt_connack_{connack_label(reason_code)}_sent"] += 1
+        self.log.info("refused connect", reason=why, reason_code=hex(reason_code), user=self.machine.state.username,
+                      client_id=self.client_id or self._asked_client_id, node=self.broker.node)
         # 5.0 clients are told why (a reason string is allowed on CONNACK whatever the client asked for).
         props = Properties(reason_string=why) if self.level == 5 else Properties()
         self.write_packet(Connack(False, rc.connack_code_for(self.level, reason_code), props))

@@ -35,6 +35,9 @@ class Message:
     correlation_data: bytes | None = None
     user_properties: list[tuple[str, str]] = field(default_factory=list)
     frames: dict[tuple[int, bool], bytes] | None = field(default=None, compare=False, repr=False)
+    # set by the node that forwards it to other nodes, the same on every copy: a node that gets it twice for
+    # one subscriber (directly, and passed on by the subscriber's old node) delivers it once (Session.deliver)
+    forward_id: int | None = field(default=None, compare=False)
 
     @classmethod
     def from_publish(cls, packet: Publish, publisher: str, now: float) -> Message:
@@ -86,18 +89,29 @@ class Message:
         return Publish(self.topic, self.payload, qos, retain, False, packet_id, props)
 
     def pack(self) -> list[object]:
+        """The message as a msgpack-ready list (forwards, the session store); the forward id last, when set."""
         if self.plain:  # the common case, the same record
-            return [self.topic, self.payload, self.qos, self.retain, self.publisher, None, _NOTHING_PASSED, ()]
-        return [
-            self.topic, self.payload, self.qos, self.retain, self.publisher, self.expires_at,
-            [getattr(self, name) for name in _PASS_THROUGH], self.user_properties,
-        ]
+            record = [self.topic, self.payload, self.qos, self.retain, self.publisher, None, _NOTHING_PASSED, ()]
+        else:
+            record = [
+                self.topic, self.payload, self.qos, self.retain, self.publisher, self.expires_at,
+                [getattr(self, name) for name in _PASS_THROUGH], self.user_properties,
+            ]
+        if self.forward_id is not None:
+            record.append(self.forward_id)
+        return record
 
     @classmethod
     def unpack(cls, data: Any) -> Message:
-        topic, payload, qos, retain, publisher, expires_at, passed, user = data
+        forward_id = None
+        if len(data) == 9:
+            topic, payload, qos, retain, publisher, expires_at, passed, user, forward_id = data
+        else:
+            topic, payload, qos, retain, publisher, expires_at, passed, user = data
         msg = cls(str(topic), bytes(payload), int(qos), bool(retain), str(publisher),
                   None if expires_at is None else float(expires_at))
+        if forward_id is not None:
+            msg.forward_id = int(forward_id)
         if passed != _NOTHING_PASSED:
             for name, value in zip(_PASS_THROUGH, passed, strict=True):
                 setattr(msg, name, value)

@@ -19,7 +19,8 @@ import structlog
 
 from vmqpy.broker import records
 from vmqpy.broker.handover import SessionImage
-from vmqpy.broker.session import Outgoing, Session
+from vmqpy.broker.holdback import MOVED_ROUTE_TTL
+from vmqpy.broker.session import FORWARD_MEMORY, Outgoing, Session
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
@@ -136,8 +137,11 @@ class SessionMigration:
         return session if session is not None and session.moving_to is not None else None
 
     def adopt_image(self, session: Session, image: SessionImage) -> None:
-        """Make the subscriptions of a handed-over session route here, and keep its incoming QoS 2 state."""
+        """Make the subscriptions of a handed-over session route here, and keep its incoming QoS 2 state. For a
+        while the session gets each forwarded message once, though the node it left passes some on here that
+        their publisher's node sends here too (`Session.watch_forwards`)."""
         broker = self._broker
+        session.watch_forwards(time.time() + MOVED_ROUTE_TTL + FORWARD_MEMORY)
         session.awaiting_release.update(image.awaiting_release)
         for packet_id in image.awaiting_release:
             session.journal.save_incoming(session, packet_id, True)

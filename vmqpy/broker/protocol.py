@@ -17,16 +17,23 @@ prescribes, as the decoder does; the driver closes the connection (5.0: DISCONNE
 
 `negotiate` is the whole of CONNECT: the checks and every refusal code, the session expiry, the will, the keep
 alive the node grants and the CONNACK properties (docs/broker.md has the table).
+
+Authorization (vmqpy/broker/access.py) is decided here too: a refused login is answered after
+`auth.failed_login_delay` (`RefuseConnect.delay`); a SUBSCRIBE to a filter the ACL does not let the client read
+gets 0x87 (3.1.1: 0x80) at that position; a PUBLISH to a topic it may not write is not routed: 5.0 QoS 1/2 get
+PUBACK/PUBREC 0x87, and 3.1.1 (which has no refusal code) gets its normal acknowledgement, so that the client does
+not resend it for ever. The decisions on PUBLISH topics are cached per connection for one ACL generation.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import NamedTuple
 
+from vmqpy.broker.access import AccessControl
 from vmqpy.broker.message import Message
 from vmqpy.broker.negotiation import (
     SESSION_EXPIRY_NEVER,
@@ -65,6 +72,8 @@ from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
 
 NO_PACKET_ID = 0
 RETRY_RECHECK = 1.0  # seconds: the soonest a resend is looked at again (a connection that cannot take more)
+WRITE_CACHE_SIZE = 256  # PUBLISH topics whose ACL decision a connection remembers (all forgotten when full)
+LOGIN_REFUSALS = (rc.BAD_USER_NAME_OR_PASSWORD, rc.NOT_AUTHORIZED)  # negotiate's refusals from the credentials
 
 
 # ---------------------------------------------------------------------------------------------- decisions
@@ -101,10 +110,15 @@ class Close:
 
 @dataclass(slots=True)
 class RefuseConnect:
-    """Answer the CONNECT with a refusal (CONNACK `reason_code` in the client's protocol level) and close."""
+    """Answer the CONNECT with a refusal (CONNACK `reason_code` in the client's protocol level) and close.
+    `failed_login`: the credentials were refused; the CONNACK then leaves after `delay` seconds, reading nothing
+    more meanwhile. `hint`: for the log only (how an operator would let such a client in)."""
 
     reason_code: int
     why: str
+    delay: float = 0.0
+    failed_login: bool = False
+    hint: str | None = None
 
 
 @dataclass(slots=True)
@@ -248,18 +262,36 @@ class ConnectionState:
     aliases_in_maximum: int = 0
     aliases_out: OutboundAliases | None = None
     session: Session | None = None
+    username: str | None = None  # the authenticated user name: the one the ACL judges
+    publishes_refused: int = 0  # PUBLISHes the ACL refused on this connection (the first one is logged)
 
 
 Handler = Callable[["ConnectionMachine", Packet, float], Decisions]
 
 
+class _Certified:
+    """The credential check of a CONNECT whose user is a verified client certificate's CN: nothing left to check."""
+
+    def check(self, username: str | None, password: bytes | None) -> int | None:
+        return None
+
+
+_CERTIFIED = _Certified()
+
+
 class ConnectionMachine:
     def __init__(self, config: Config, auth: CredentialCheck, policy: ServePolicy,
-                 new_client_id: Callable[[], str] = assigned_client_id) -> None:
+                 new_client_id: Callable[[], str] = assigned_client_id, access: AccessControl | None = None) -> None:
         self.config = config
         self.auth = auth
         self.policy = policy
         self.new_client_id = new_client_id
+        self.access = access  # the ACL in force; None: every topic is allowed
+        self._may_write: dict[str, bool] = {}  # topic -> the ACL's decision, for ACL generation `_generation`
+        self._generation = -1
+        # The CN of the client's verified TLS certificate on a listener with use_identity_as_username: the CONNECT's
+        # user name, and the certificate is its credential (the CONNECT's user name and password are not used).
+        self.identity: str | None = None
         self.state = ConnectionState()
         # The row of the dispatch table for the current phase (looked up once per phase, not per packet), and
         # whether PUBLISH may take the driver's fast path (`publish`).
@@ -289,9 +321,14 @@ class ConnectionMachine:
         assert isinstance(packet, Connect)
         state = self.state
         state.level = packet.protocol_level
-        answer = negotiate(packet, self.config, self.auth, self.policy, now, self.new_client_id)
+        auth: CredentialCheck = self.auth
+        if self.identity is not None:
+            packet, auth = replace(packet, username=self.identity, password=None), _CERTIFIED
+        answer = negotiate(packet, self.config, auth, self.policy, now, self.new_client_id)
         if isinstance(answer, Refused):
             self._enter(Phase.CLOSED)
+            if answer.reason_code in LOGIN_REFUSALS:
+                return (_login_refusal(answer.reason_code, packet.username is None, self.config),)
             return (RefuseConnect(answer.reason_code, answer.why),)
         self._enter(Phase.REGISTERING)
         state.client_id = answer.client_id
@@ -299,6 +336,7 @@ class ConnectionMachine:
         state.requested_expiry = answer.requested_expiry
         state.will = answer.will
         state.will_delay = answer.will_delay
+        state.username = answer.username
         if state.level == 5:
             state.receive_maximum = self.config.receive_max_broker or self.config.max_inflight_messages
             state.aliases_in_maximum = self.config.topic_alias_max_client
@@ -345,10 +383,48 @@ class ConnectionMachine:
                     Pubrec(packet_id, rc.IMPLEMENTATION_SPECIFIC_ERROR)
                 return (Reply(refusal, note="publish refused: the cluster is not ready"),)
             return (Unanswered("publish refused: the cluster is not ready"),)
+        if self.access is not None and self.access.acl is not None and not self._may_publish(packet.topic):
+            return self._publish_refused(qos, packet_id)
         if qos and state.unacked_qos1 + len(state.unreleased_qos2) >= state.receive_maximum:
             raise RemoteProtocolError("more unacknowledged QoS 1/2 PUBLISHes than Receive Maximum",
                                       rc.RECEIVE_MAXIMUM_EXCEEDED)
         return Message.from_publish(packet, state.client_id, now)
+
+    def _may_publish(self, topic: str) -> bool:
+        """The ACL's decision on a PUBLISH to `topic`, remembered until the ACL changes."""
+        access = self.access
+        assert access is not None
+        cache = self._may_write
+        if self._generation != access.generation:
+            cache.clear()
+            self._generation = access.generation
+        allowed = cache.get(topic)
+        if allowed is None:
+            if len(cache) >= WRITE_CACHE_SIZE:
+                cache.clear()
+            allowed = cache[topic] = access.may_publish(self.state.client_id, self.state.username, topic)
+        return allowed
+
+    def _publish_refused(self, qos: int, packet_id: int) -> Decisions:
+        """A PUBLISH the ACL forbids: not routed; 5.0 QoS 1/2 refused with 0x87, anything else acknowledged as
+        usual (3.1.1 has no refusal code, and a client that gets no acknowledgement resends for ever). Counted;
+        logged for the first one of the connection only (a client could send thousands a second)."""
+        state = self.state
+        assert self.access is not None
+        self.access.metrics["mqtt_publish_auth_error"] += 1
+        state.publishes_refused += 1
+        note = None
+        if state.publishes_refused == 1:
+            note = "publish not authorized by the ACL: not delivered (later refusals are only counted)"
+        if qos == 0:
+            return () if note is None else (Unanswered(note),)
+        if state.level == 5:
+            code = rc.NOT_AUTHORIZED
+            return (Reply(Puback(packet_id, code) if qos == 1 else Pubrec(packet_id, code), note=note),)
+        if qos == 1:
+            state.unacked_qos1 += 1  # its PUBACK ends it (reply_sent)
+            return (Reply(Puback(packet_id), note=note),)
+        return (Reply(Pubrec(packet_id), note=note),)  # the PUBREL that follows gets its PUBCOMP (3.1.1: 0)
 
     def routed(self, qos: int, packet_id: int, result: RouteResult) -> Decisions:
         """What to answer a client's PUBLISH (`qos`, `packet_id`) once the broker routed it."""
@@ -410,15 +486,33 @@ class ConnectionMachine:
         if not self.policy.may("subscribe"):
             failure = rc.IMPLEMENTATION_SPECIFIC_ERROR if self.state.level == 5 else rc.V311_SUBACK_FAILURE
             return (Reply(Suback(packet.packet_id, [failure] * len(packet.subscriptions))),)
-        refused = self._over_quota(packet)
+        refused = self._not_authorized(packet)
+        refused.update(self._over_quota(packet, refused))
         if len(refused) == len(packet.subscriptions):
             return (Reply(Suback(packet.packet_id, suback_codes(len(refused), refused, []))),)
         return (SubscribeTo(packet, refused),)
 
-    def _over_quota(self, packet: Subscribe) -> dict[int, int]:
+    def _not_authorized(self, packet: Subscribe) -> dict[int, int]:
+        """The positions of the valid filters of `packet` the ACL does not let the client read, with their reason
+        code (5.0: Not authorized; 3.1.1: failure). Invalid ones are left to the broker's 0x8F."""
+        access = self.access
+        if access is None or access.acl is None:
+            return {}
+        state = self.state
+        code = rc.NOT_AUTHORIZED if state.level == 5 else rc.V311_SUBACK_FAILURE
+        refused: dict[int, int] = {}
+        for index, subscription in enumerate(packet.subscriptions):
+            topic_filter = subscription.topic_filter
+            if _valid_filter(topic_filter) and not access.may_subscribe(state.client_id, state.username, topic_filter):
+                refused[index] = code
+                access.metrics["mqtt_subscribe_auth_error"] += 1
+        return refused
+
+    def _over_quota(self, packet: Subscribe, skip: Mapping[int, int] | None = None) -> dict[int, int]:
         """The positions of the filters of `packet` that would take the client past
         `max_subscriptions_per_client`, with their reason code (5.0: Quota exceeded; 3.1.1: failure). A filter
-        the client holds already, or names twice, counts once; an invalid one (refused anyway) not at all."""
+        the client holds already, or names twice, counts once; an invalid one (refused anyway) not at all, nor
+        one at a position in `skip` (refused already)."""
         limit = self.config.max_subscriptions_per_client
         session = self.state.session
         if not limit or session is None:
@@ -428,6 +522,8 @@ class ConnectionMachine:
         refused: dict[int, int] = {}
         for index, subscription in enumerate(packet.subscriptions):
             topic_filter = subscription.topic_filter
+            if skip and index in skip:
+                continue
             if topic_filter in held:
                 continue
             if len(held) >= limit:
@@ -489,6 +585,17 @@ class ConnectionMachine:
             self.state.session.resend_overdue(now, self.config.retry_interval)
             deadline = self.retry_deadline()
         return None if deadline is None else max(deadline, now + RETRY_RECHECK)
+
+
+def _login_refusal(reason_code: int, anonymous: bool, config: Config) -> RefuseConnect:
+    """The refusal of a CONNECT whose credentials were refused, after `auth.failed_login_delay`."""
+    if anonymous:
+        return RefuseConnect(reason_code, "not authorized: anonymous clients are not allowed",
+                             config.failed_login_delay, True,
+                             "give the client a user name and password from password_file (vmqpy passwd), "
+                             "or set allow_anonymous = on")
+    return RefuseConnect(reason_code, "bad user name or password", config.failed_login_delay, True,
+                         "check the user in password_file (vmqpy passwd FILE USER)")
 
 
 def _valid_filter(topic_filter: str) -> bool:

@@ -100,7 +100,7 @@ def forward_record(message: Message, groups: list[tuple[str, str]],
         record.append(list(clients))
         return record, len(encode_record(record))
     if message.plain and not groups:  # the common case: bounded without encoding it
-        size = len(message.payload) + 4 * (len(message.topic) + len(message.publisher)) + 48
+        size = len(message.payload) + 4 * (len(message.topic) + len(message.publisher)) + 57  # 9: the forward id
     else:
         size = len(encode_record(record))
     return record, size

@@ -244,6 +244,8 @@ class Router:
         if outcome is Delivery.DROPPED:
             result.dropped += 1
             return
+        if outcome is Delivery.DUPLICATE:
+            return
         result.matched += 1
         if qos > 0 and session.persistent:
             result.durable = True

@@ -99,6 +99,11 @@ class Delivery(IntEnum):
     SENT = 0
     QUEUED = 1
     DROPPED = 2
+    DUPLICATE = 3  # a forward this session already got (`watch_forwards`)
+
+
+FORWARD_MEMORY = 10.0  # seconds a forwarded message's id is remembered by a session that watches for duplicates
+FORWARD_MEMORY_IDS = 65536  # and at most this many ids
 
 
 class Session:
@@ -132,6 +137,9 @@ class Session:
         self._held: deque[int] = deque()  # in-flight packet ids to resend once the window has room (attach)
         self.disconnected_at: float | None = None
         self.dropped = 0
+        # forward id -> when it was delivered, while the session watches for duplicate forwards (None: it does not)
+        self.recent_forwards: dict[int, float] | None = None
+        self.watch_until = 0.0
         self.moving_to: str | None = None  # the node this session is being handed over to
         self._next_packet_id = 1
         self._next_seq = 1
@@ -166,7 +174,10 @@ class Session:
     # ------------------------------------------------------------------------------------------ delivery
 
     def deliver(self, message: Message, qos: int, retain: bool, subscription_ids: list[int], now: float) -> Delivery:
-        """Hand a routed message to this session: send it now, queue it, or drop it by policy (counted)."""
+        """Hand a routed message to this session: send it now, queue it, or drop it by policy (counted); a
+        forward it already got while it watches for duplicates is not delivered again."""
+        if self.recent_forwards is not None and message.forward_id is not None and self._seen(message.forward_id, now):
+            return Delivery.DUPLICATE
         out = Outgoing(self.next_seq(), message, qos, retain, subscription_ids)
         sink = self.sink
         if sink is None:
@@ -192,6 +203,33 @@ class Session:
         if qos > 0:
             self.journal.save_message(self, out)
         return Delivery.QUEUED
+
+    def watch_forwards(self, until: float) -> None:
+        """Until `until` (wall clock), deliver a forwarded message at most once, however many nodes forward it
+        here: the session's subscriptions just moved to this node, and the node they left passes on the
+        forwards still routed to it, some of which the publishing node also sends here directly (docs/netsplit.md,
+        "Duplicates after a move")."""
+        self.watch_until = max(self.watch_until, until)
+        if self.recent_forwards is None:
+            self.recent_forwards = {}
+
+    def _seen(self, forward_id: int, now: float) -> bool:
+        """Whether forward `forward_id` was delivered already (remembered FORWARD_MEMORY seconds)."""
+        recent = self.recent_forwards
+        assert recent is not None
+        if now > self.watch_until:
+            self.recent_forwards = None
+            return False
+        if forward_id in recent:
+            return True
+        horizon = now - FORWARD_MEMORY
+        while recent:
+            oldest = next(iter(recent))
+            if recent[oldest] > horizon and len(recent) < FORWARD_MEMORY_IDS:
+                break
+            del recent[oldest]
+        recent[forward_id] = now
+        return False
 
     def _send(self, out: Outgoing, sink: Sink, now: float) -> bool:
         """Send `out` now; False when it is larger than the client's Maximum Packet Size (dropped, counted)."""

@@ -11,9 +11,10 @@ The topics (docs/broker.md, "The $SYS tree"):
 Payloads are plain text: numbers in decimal (`12`, `0.25`), the version as `vmqpy 0.1.0`.
 
 A round publishes only what differs from what the broker retains under the node's prefix now, and deletes
-(an empty retained payload) what it retains there and the tree no longer has. Retained messages are replicated
-to every node through the metadata store, so a round writes only the changes: `uptime` and the counters that
-moved, not one record per metric per interval. Comparing with the retained store rather than with the last
+(an empty retained payload) what it retains there and the tree no longer has. The tree is the node's own
+(`Broker.publish_system` keeps it in a retained store of the node's, never replicated), and a round delivers only
+the changes to subscribers: `uptime` and the counters that moved. Comparing with the retained store rather than
+with the last
 round also repairs what another path changed (a restart, a store emptied by a rejoin).
 
 `tree` and `changes` are pure; `SysTreePublisher.publish_round(now, uptime)` takes the time as arguments, and

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 from admin import session_table
@@ -30,6 +31,9 @@ class FakeNode:
         self.name = name
         self.members: list[Row] = [{"Node": name, "Running": True, "Reachable": True, "Ready": True}]
         self.sessions: list[Row] = []
+        self.listeners: list[Row] = [{"type": "mqtt", "status": "running", "ip": "127.0.0.1", "port": 1883,
+                                      "mountpoint": "", "max_conns": "infinity", "name": "default",
+                                      "active_conns": 0}]
         self.session_note: str | None = None
         self.subscriptions: list[Row] = []
         self.retained: list[Row] = []
@@ -40,6 +44,7 @@ class FakeNode:
         self.unreachable: set[str] = set()
         self.join_delay = 0.0
         self.calls: list[tuple[Any, ...]] = []
+        self.acl_error: str | None = None  # what `acl_reload` refuses with (None: it succeeds)
 
     def last_call(self) -> tuple[Any, ...]:
         return self.calls[-1]
@@ -71,6 +76,15 @@ class FakeNode:
     def health(self) -> tuple[bool, str]:
         return self.ready
 
+    async def node_drain(self, rate: float, timeout: float) -> str:
+        self.calls.append(("node_drain", rate, timeout))
+        self.ready = (False, "draining")
+        return f"{self.name} drained: disconnected 0 clients; 0 connections left"
+
+    def node_stop(self) -> str:
+        self.calls.append(("node_stop",))
+        return f"{self.name} is stopping"
+
     async def session_show(
         self, filters: dict[str, str], per_subscription: bool, limit: int
     ) -> tuple[list[Row], str | None]:
@@ -92,6 +106,18 @@ class FakeNode:
         rows = [{"node": node, "ready": ready, "reason": reason} for node in up]
         return rows, self.session_note
 
+    def overview(self) -> Row:
+        self.calls.append(("overview",))
+        return {"node": self.node_name(), "time": 0.0, "members": self.cluster_show(),
+                "groups": [[r["Node"] for r in self.members]], "policy": {"readiness": "all", "serving": True},
+                "events": []}
+
+    def acl_reload(self) -> str:
+        self.calls.append(("acl_reload",))
+        if self.acl_error is not None:
+            raise CommandError(self.acl_error, 400)
+        return "ACL /etc/vmq.acl reloaded (3 rules)"
+
     def retain_delete(self, topic: str) -> str:
         self.calls.append(("retain_delete", topic))
         if not any(r["topic"] == topic for r in self.retained):
@@ -108,6 +134,37 @@ class FakeNode:
         self.calls.append(("retain_show", topic_filter, limit))
         rows = [r for r in self.retained if topic_filter is None or topic_matches(topic_filter, r["topic"])]
         return rows[:limit]
+
+    def listener_show(self) -> list[Row]:
+        return [dict(row) for row in self.listeners]
+
+    def listener_stop(self, address: str, port: int, kill_sessions: bool) -> str:
+        self.calls.append(("listener_stop", address, port, kill_sessions))
+        for row in self.listeners:
+            if (row["ip"], row["port"]) == (address, port):
+                row["status"] = "stopped"
+                return "stopped"
+        raise CommandError(f"no MQTT listener at {address}:{port}", 404)
+
+    async def listener_start(self, address: str, port: int) -> str:
+        self.calls.append(("listener_start", address, port))
+        for row in self.listeners:
+            if (row["ip"], row["port"]) == (address, port):
+                row["status"] = "running"
+                return "started"
+        raise CommandError(f"no MQTT listener at {address}:{port}", 404)
+
+    async def session_reauthorize(self, client_id: str, username: str) -> str:
+        self.calls.append(("session_reauthorize", client_id, username))
+        return "Unchanged"
+
+    async def trace_client(
+        self, client_id: str, *, rate_max: int, rate_interval: float, payload_limit: int, stop_after: float
+    ) -> AsyncIterator[str]:
+        self.calls.append(("trace_client", client_id, rate_max, rate_interval, payload_limit, stop_after))
+        for i in range(3):
+            yield f"line {i} of {client_id}"
+            await asyncio.sleep(0)
 
     def metrics(self) -> dict[str, int | float]:
         return dict(self.metric_values)

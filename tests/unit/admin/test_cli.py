@@ -163,3 +163,12 @@ def test_console_script_installed(workdir: Path) -> None:
     assert script, "vmq-admin is not installed next to the interpreter (pip install -e .)"
     done = subprocess.run([script, "--help"], cwd=workdir, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and "usage: vmq-admin" in done.stdout
+
+
+def test_a_trace_prints_its_lines(served: ApiServer, fake: FakeNode, node_key: str, workdir: Path) -> None:
+    env = {"VMQ_ADMIN_URL": served.url, "VMQ_API_KEY": node_key}
+    done = vmq_admin(workdir, "trace", "client", "client_id=c9", "--stop-after=1", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["line 0 of c9", "line 1 of c9", "line 2 of c9"]
+    bad = vmq_admin(workdir, "trace", "client", "client-id=c9", "--stop-after=0", env=env)
+    assert bad.returncode == 1 and "--stop-after must be more than 0" in bad.stderr

@@ -28,7 +28,7 @@ from admin.keys import KeyStore
 from admin.session_table import COLUMNS, DEFAULT_COLUMNS
 from tests.unit.admin.fakes import FakeNode
 
-NO_COLUMNS: dict[str, Any] = {column.replace("_", "-"): None for column in COLUMNS}
+NO_COLUMNS: dict[str, Any] = {**{column.replace("_", "-"): None for column in COLUMNS}, "rowtimeout": 100}
 
 
 @pytest.mark.parametrize(
@@ -79,11 +79,18 @@ NO_COLUMNS: dict[str, Any] = {column.replace("_", "-"): None for column in COLUM
         ("session disconnect --client_id=x -c", ("session", "disconnect"), {"client-id": "x", "cleanup": True}),
         ("retain delete topic=a/b", ("retain", "delete"), {"topic": "a/b"}),
         ("subscription show client-id=x", ("subscription", "show"), {"client-id": "x", "limit": 100}),
-        ("retain show topic=a/+/c/#", ("retain", "show"), {"topic": "a/+/c/#", "limit": 100}),
-        ("metrics show", ("metrics", "show"), {}),
+        ("retain show topic=a/+/c/#", ("retain", "show"),
+         {"topic": "a/+/c/#", "payload": None, "qos": None, "mountpoint": None, "limit": 100, "rowtimeout": 100}),
+        ("retain show --payload --topic=a/# --rowtimeout=50", ("retain", "show"),
+         {"topic": "a/#", "payload": "", "qos": None, "mountpoint": None, "limit": 100, "rowtimeout": 50}),
+        ("metrics show", ("metrics", "show"), {"format": "table"}),
+        ("metrics show --format=vernemq", ("metrics", "show"), {"format": "vernemq"}),
         ("metadata dump", ("metadata", "dump"), {"prefix": None}),
         ("metadata dump prefix=subs", ("metadata", "dump"), {"prefix": "subs"}),
         ("node status", ("node", "status"), {}),
+        ("node drain", ("node", "drain"), {"rate": 100, "timeout": 300.0}),
+        ("node drain --rate=20 -t 90s", ("node", "drain"), {"rate": 20, "timeout": 90.0}),
+        ("node stop", ("node", "stop"), {}),
         ("api-key create", ("api-key", "create"), {}),
         ("api-key show", ("api-key", "show"), {}),
         ("api-key delete key=abcdef0123", ("api-key", "delete"), {"key": "abcdef0123"}),
@@ -107,7 +114,7 @@ def test_settings_words() -> None:
     ("argv", "message"),
     [
         ("", "no command given"),
-        ("clustr show", "unknown command 'clustr show'; commands: api-key, cluster,"),
+        ("clustr show", "unknown command 'clustr show'; commands: acl, api-key, cluster,"),
         ("cluster shwo", "unknown command 'cluster shwo'; 'cluster' has: join, leave, show, status"),
         ("cluster", "unknown command 'cluster'; 'cluster' has:"),
         ("cluster show extra", "unexpected word 'extra' for 'cluster show'"),
@@ -169,7 +176,8 @@ def test_table_shape() -> None:
     posts = {c.name for c in COMMANDS if c.method == "POST"}
     assert posts == {
         "cluster join", "cluster leave", "set", "log level", "api-key create", "api-key delete", "session disconnect",
-        "retain delete",
+        "retain delete", "node drain", "node stop", "acl reload", "session reauthorize", "listener stop",
+        "listener start",
     }
     assert {c.method for c in COMMANDS} == {"GET", "POST"}
     assert BY_PATH[("cluster", "status")] is BY_PATH[("cluster", "show")]
@@ -250,6 +258,10 @@ async def test_handlers(ctx: Context, fake: FakeNode) -> None:
         {"Metric": "router_matches_local", "Value": 7},
     ]
     assert [r["key"] for r in (await run(ctx, "metadata dump prefix=ret")).rows] == ["sensors/a/temp"]
+    assert await run(ctx, "node drain -r 5 -t 10") == Text("vmq1@127.0.0.1 drained: disconnected 0 clients; "
+                                                         "0 connections left")
+    assert fake.last_call() == ("node_drain", 5.0, 10.0)
+    assert await run(ctx, "node stop") == Text("vmq1@127.0.0.1 is stopping")
     fake.ready = (False, "cluster not ready: vmq2 unreachable")
     assert await run(ctx, "node status") == Table(
         [{"Node": "vmq1@127.0.0.1", "Ready": False, "Reason": "cluster not ready: vmq2 unreachable"}]
@@ -352,3 +364,12 @@ async def test_execute_rejects_bad_handler_answers(ctx: Context) -> None:
     cmd = replace(BY_PATH[("node", "status")], handler=bad)
     with pytest.raises(TypeError, match="handler of 'node status' answered dict"):
         await execute(cmd, Args({}, {}), ctx)
+
+
+async def test_acl_reload(ctx: Context, fake: FakeNode) -> None:
+    assert await run(ctx, "acl reload") == Text("ACL /etc/vmq.acl reloaded (3 rules)")
+    assert fake.last_call() == ("acl_reload",)
+    fake.acl_error = "ACL /etc/vmq.acl not reloaded, the previous one stays in force: /etc/vmq.acl:2: ..."
+    with pytest.raises(CommandError, match=r"/etc/vmq\.acl:2:") as err:
+        await run(ctx, "acl reload")
+    assert err.value.status == 400

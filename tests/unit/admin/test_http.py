@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,13 +28,22 @@ ENDPOINTS: list[tuple[str, str]] = [
     ("POST", "/api/v1/cluster/join?discovery-node=vmq2@127.0.0.1"),
     ("POST", "/api/v1/cluster/leave?node=vmq1@127.0.0.1&--kill-sessions"),
     ("GET", "/api/v1/node/status"),
+    ("POST", "/api/v1/node/drain?--rate=10&--timeout=5"),
+    ("POST", "/api/v1/node/stop"),
     ("GET", "/api/v1/session/show"),
     ("POST", "/api/v1/session/disconnect?client-id=sensor-1"),
+    ("POST", "/api/v1/session/reauthorize?client-id=sensor-1&username=alice"),
+    ("GET", "/api/v1/listener/show"),
+    ("POST", "/api/v1/listener/stop?address=127.0.0.1&port=1883&--kill_sessions"),
+    ("POST", "/api/v1/listener/start?address=127.0.0.1&port=1883"),
+    ("POST", "/api/v1/listener/restart?address=127.0.0.1&port=1883"),
     ("POST", "/api/v1/retain/delete?topic=sensors/a/temp"),
+    ("POST", "/api/v1/acl/reload"),
     ("GET", "/api/v1/subscription/show"),
     ("GET", "/api/v1/retain/show"),
     ("GET", "/api/v1/metrics/show"),
     ("GET", "/api/v1/metadata/dump"),
+    ("GET", "/api/v1/trace/client?client-id=sensor-1&--stop-after=1"),
     ("GET", "/api/v1/show?max_inflight_messages"),
     ("POST", "/api/v1/set?max_inflight_messages=7"),
     ("POST", "/api/v1/log/level?level=info"),
@@ -298,3 +308,34 @@ async def test_failed_start_unwinds(fake: FakeNode, keys: KeyStore, monkeypatch:
     server = await start_api(fake, keys, "127.0.0.1", 0)  # and a later start works
     await server.stop()
     assert cleaned == ["app", "app"]
+
+
+async def test_a_trace_is_streamed_one_json_object_per_line(
+    client: aiohttp.ClientSession, api: ApiServer, fake: FakeNode, node_key: str
+) -> None:
+    url = f"{api.url}/api/v1/trace/client?client-id=c7&--rate-max=50&--stop-after=2"
+    async with client.get(url, headers={"x-api-key": node_key}) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("application/x-ndjson")
+        docs = [json.loads(line) async for line in response.content]
+    assert docs == [*({"type": "line", "line": f"line {i} of c7"} for i in range(3)), {"type": "end"}]
+    assert fake.last_call() == ("trace_client", "c7", 50, 0.1, 200, 2.0)
+
+
+async def test_listeners_health_follows_the_listeners(
+    client: aiohttp.ClientSession, api: ApiServer, fake: FakeNode, node_key: str
+) -> None:
+    status, body, _ = await call(client, api, "GET", "/health/listeners", {})
+    assert (status, body) == (200, {"status": "ok", "listeners": 1})
+    key = {"x-api-key": node_key}
+    status, body, _ = await call(client, api, "POST", "/api/v1/listener/stop?address=127.0.0.1&port=1883&-k", key)
+    assert status == 200 and fake.last_call() == ("listener_stop", "127.0.0.1", 1883, True)
+    status, body, _ = await call(client, api, "GET", "/health/listeners", {})
+    assert status == 503 and body["reason"] == "listeners not running: default (127.0.0.1:1883)"
+    status, body, _ = await call(client, api, "GET", "/api/v1/listeners", key)
+    assert status == 200 and body["table"][0]["status"] == "stopped"
+    status, body, _ = await call(client, api, "POST", "/api/v1/listener/start?address=127.0.0.1&port=1883&--ssl",
+                                 key)
+    assert status == 400 and "--ssl would make a new one" in body["error"]
+    status, body, _ = await call(client, api, "POST", "/api/v1/listener/restart?address=127.0.0.1&port=1883", key)
+    assert status == 200 and fake.last_call() == ("listener_start", "127.0.0.1", 1883)

@@ -176,9 +176,10 @@ def test_user_sections_for_the_same_name_add_up() -> None:
     ("text", "message"),
     [
         ("topic a\ntopik b\n", r"^bad\.acl:2: unknown directive 'topik'"),
-        ("# c\n\ntopic raed a/b\n", r"^bad\.acl:3: expected 'read' or 'write' before the filter, got 'raed'"),
-        ("topic readwrite a/b\n", r"^bad\.acl:1: expected 'read' or 'write'"),
-        ("topic READ a\n", r"^bad\.acl:1: expected 'read' or 'write'"),
+        ("# c\n\ntopic raed a/b\n",
+         r"^bad\.acl:3: expected read, write, readwrite or deny before the filter, got 'raed'"),
+        ("topic write-read a/b\n", r"^bad\.acl:1: expected read, write, readwrite or deny"),
+        ("topic READ a\n", r"^bad\.acl:1: expected read, write, readwrite or deny"),
         ("topic read a/#/b\n", r"^bad\.acl:1: 'a/#/b' is not a valid topic filter"),
         ("pattern write a/b+\n", r"^bad\.acl:1: 'a/b\+' is not a valid topic filter"),
         ("topic\n", r"^bad\.acl:1: 'topic' needs a topic filter"),

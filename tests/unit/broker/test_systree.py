@@ -176,7 +176,7 @@ def test_systree_defaults_are_vernemqs() -> None:
 
 
 def retained_under(broker: Broker) -> Callable[[str], list[tuple[str, bytes]]]:
-    return lambda prefix: [(t, m.payload) for t, m in broker.retained.match(prefix + "/#")]
+    return lambda prefix: [(t, m.payload) for t, m in broker.system_retained.match(prefix + "/#")]
 
 
 def publisher(broker: Broker, metrics: dict[str, int | float]) -> SysTreePublisher:
@@ -204,25 +204,39 @@ def retain_writes(metadata: MemoryMetadata) -> list[str]:
 
 
 def test_a_round_publishes_only_what_changed(node_b: Node) -> None:
-    broker, metadata = node_b
-    writes = retain_writes(metadata)
+    broker, _metadata = node_b
+    watcher = subscriber(broker, "watcher", "$SYS/#")
     metrics: dict[str, int | float] = {"broker.sessions": 1, "broker.sessions_online": 1, "storage.ops": 7}
     pub = publisher(broker, metrics)
 
     first = pub.publish_round(NOW, 3.0)
     assert [t for t, _ in first] == [t for t, _ in tree("b", metrics, 3.0, "v")]
-    assert sorted(writes) == sorted(t for t, _ in first), "the first round writes the whole tree"
-    assert broker.retained.get("$SYS/b/clients/connected") is not None
+    assert topics(watcher) == sorted(t for t, _ in first), "the first round delivers the whole tree"
+    assert broker.system_retained.get("$SYS/b/clients/connected") is not None
 
-    writes.clear()
+    before = len(watcher.publishes())
     assert pub.publish_round(NOW + 1, 3.2) == [], "same values: nothing published"
-    assert writes == [], "and nothing written to the metadata store"
+    assert len(watcher.publishes()) == before
 
     metrics["storage.ops"] = 8
     assert pub.publish_round(NOW + 2, 4.0) == [("$SYS/b/storage/ops", b"8"), ("$SYS/b/uptime", b"4")]
-    assert sorted(writes) == ["$SYS/b/storage/ops", "$SYS/b/uptime"]
-    message = broker.retained.get("$SYS/b/storage/ops")
+    assert sorted(p.topic for p in watcher.publishes()[before:]) == ["$SYS/b/storage/ops", "$SYS/b/uptime"]
+    message = broker.system_retained.get("$SYS/b/storage/ops")
     assert message is not None and (message.payload, message.qos, message.retain) == (b"8", 0, True)
+
+
+def test_the_tree_stays_on_its_node(node_b: Node) -> None:
+    """The tree is the node's own (docs/broker.md): nothing goes to the metadata store, nothing is forwarded
+    to another node, and the replicated retained messages and their count do not include it."""
+    broker, metadata = node_b
+    writes = retain_writes(metadata)
+    pub = publisher(broker, {"broker.sessions": 2, "storage.ops": 1})
+    published = pub.publish_round(NOW, 1.0)
+    assert published and writes == [], "no retained write to the replicated store"
+    assert len(broker.retained) == 0 and len(broker.system_retained) == len(published)
+    result = broker.publish_system(Message("$SYS/b/uptime", b"9", 0, retain=True), NOW)
+    assert result.remote == {}, "never forwarded"
+    assert writes == []
 
 
 def test_a_metric_that_is_gone_is_deleted_and_the_tree_is_repaired(node_b: Node) -> None:
@@ -232,8 +246,8 @@ def test_a_metric_that_is_gone_is_deleted_and_the_tree_is_repaired(node_b: Node)
     pub.publish_round(NOW, 0)
     del metrics["cluster.members"]
     assert pub.publish_round(NOW, 0) == [("$SYS/b/cluster/members", b"")]
-    assert "$SYS/b/cluster/members" not in broker.retained
-    broker.delete_retained("$SYS/b/storage/ops")  # e.g. an operator, or a store emptied by a rejoin
+    assert "$SYS/b/cluster/members" not in broker.system_retained
+    broker.system_retained.delete("$SYS/b/storage/ops")  # a tree changed by another path is repaired
     assert pub.publish_round(NOW, 0) == [("$SYS/b/storage/ops", b"1")], "rewritten though its value is the same"
 
 
@@ -274,8 +288,9 @@ def test_a_client_cannot_write_the_tree(node_b: Node, topic: str, retain: bool) 
         result = broker.publish(Message(topic, data, 1, retain=retain, publisher="intruder"), NOW)
         assert (result.matched, result.remote, result.refused) == (0, {}, False)
     assert len(watcher.publishes()) == before
-    uptime = broker.retained.get("$SYS/b/uptime")
+    uptime = broker.system_retained.get("$SYS/b/uptime")
     assert uptime is not None and uptime.payload == b"7"
+    assert "$SYS/b/new" not in broker.system_retained and "$SYS" not in broker.system_retained
     assert "$SYS/b/new" not in broker.retained and "$SYS" not in broker.retained
     assert broker.metrics["publish_sys_dropped"] == 2
 
@@ -352,7 +367,7 @@ async def test_the_node_service_starts_and_stops_with_the_node(
             if facade.calls >= 3:
                 break
     assert (facade.calls >= 3) is publishes
-    sessions = broker.retained.get("$SYS/b/broker/sessions")
+    sessions = broker.system_retained.get("$SYS/b/broker/sessions")
     assert (sessions is not None and sessions.payload == b"4") is publishes
     stopped_at = facade.calls
     await asyncio.sleep(0.03)

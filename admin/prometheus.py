@@ -1,0 +1,288 @@
+"""The node's metrics under their published names: Prometheus's `/metrics` and `vmq-admin metrics show
+--format=vernemq` (docs/operations.md, "Metrics").
+
+`families(raw)` is the one place that names the metrics: it turns the node's live counters (`AdminNode.metrics()`,
+dotted keys such as `broker.publish_received`, the same numbers the $SYS tree publishes) into metric families
+with VerneMQ's names where VerneMQ has the metric (`mqtt_connect_received`, `queue_message_drop`, ...) and
+`vmqpy_...` names for ours. Pure: a mapping in, a list of `Family` out; a key the node does not report (a
+counter that never moved, a node without a cluster listener) gives a family with no sample, which is not
+exported.
+
+`NodeCollector` is a prometheus-client Collector over a live node: every scrape reads `metrics()` again and
+labels every sample with `node`. `registry(...)` gives each HTTP app its own `CollectorRegistry` (never the
+global default one, so two nodes in one process do not mix). prometheus-client writes a counter `NAME` as the
+sample `NAME_total` (the OpenMetrics rule); `exposed_names(...)` lists the sample names a scrape can show, for
+the Grafana dashboard's test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = [
+    "SPECS",
+    "Family",
+    "NodeCollector",
+    "Spec",
+    "exposed_names",
+    "families",
+    "registry",
+    "vernemq_lines",
+]
+
+Kind = Literal["counter", "gauge", "histogram"]
+Labels = tuple[tuple[str, str], ...]
+Raw = Mapping[str, int | float]
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """One published metric made of node keys: `sources` are summed (all must be absent for no sample)."""
+
+    name: str
+    kind: Kind
+    help: str
+    sources: tuple[str, ...]
+    labels: Labels = ()
+
+
+@dataclass(slots=True)
+class Family:
+    """A named metric and its samples ((labels, value) pairs; for a histogram: `buckets` (upper bound,
+    cumulative count) with +Inf last, `count` and `sum`)."""
+
+    name: str
+    kind: Kind
+    help: str
+    samples: list[tuple[Labels, float]] = field(default_factory=list)
+    buckets: list[tuple[str, float]] = field(default_factory=list)
+    count: float = 0.0
+    sum: float = 0.0
+
+
+def _s(name: str, kind: Kind, help: str, *sources: str, labels: Labels = ()) -> Spec:
+    return Spec(name, kind, help, sources, labels)
+
+
+#: the fixed table: VerneMQ's names first, then ours (vmqpy_)
+SPECS: Final[tuple[Spec, ...]] = (
+    _s("mqtt_connect_received", "counter", "CONNECT packets received", "broker.mqtt_connect_received"),
+    _s("mqtt_publish_received", "counter", "PUBLISH packets received from clients", "broker.publish_received"),
+    _s("mqtt_publish_sent", "counter", "PUBLISH packets sent to clients", "broker.mqtt_publish_sent"),
+    _s("mqtt_puback_received", "counter", "PUBACK packets received", "broker.mqtt_puback_received"),
+    _s("mqtt_puback_sent", "counter", "PUBACK packets sent", "broker.mqtt_puback_sent"),
+    _s("mqtt_subscribe_received", "counter", "SUBSCRIBE packets received", "broker.mqtt_subscribe_received"),
+    _s("queue_message_drop", "gauge",
+       "messages dropped by the queues of the sessions this node holds now (queue full, too large, QoS 0 "
+       "of a client gone); a gauge: it falls when a session ends", "broker.queue_dropped"),
+    _s("socket_open", "counter", "MQTT connections accepted", "broker.socket_open"),
+    _s("socket_close", "counter", "MQTT connections closed", "broker.socket_close"),
+    _s("netsplit_detected", "counter", "times this node stopped reaching every member", "cluster.netsplit_detected"),
+    _s("netsplit_resolved", "counter", "times this node reached every member again", "cluster.netsplit_resolved"),
+    _s("cluster_bytes_sent", "counter", "bytes written to cluster links", "cluster.links.bytes_out"),
+    _s("cluster_bytes_received", "counter", "bytes read from cluster links", "cluster.links.bytes_in"),
+    _s("router_subscriptions", "gauge", "subscriptions of the sessions on this node", "broker.subscriptions"),
+    _s("retain_messages", "gauge", "retained messages", "broker.retained"),
+    _s("active_sessions", "gauge", "sessions with a connected client on this node", "broker.sessions_online"),
+    _s("queue_messages", "gauge", "messages waiting in the queues of this node's sessions", "broker.queued_messages"),
+    _s("vmqpy_publish_dropped", "counter", "published messages that reached no queue (no subscriber, refused)",
+       "broker.publish_dropped"),
+    _s("vmqpy_connections", "gauge", "open MQTT connections", "broker.connections"),
+    _s("vmqpy_cluster_members", "gauge", "members of the cluster this node knows", "cluster.members"),
+    _s("vmqpy_cluster_reachable", "gauge", "members this node reaches (itself included)", "cluster.reachable"),
+    _s("vmqpy_cluster_frames_dropped", "counter", "cluster frames refused because a peer's buffer was full",
+       "cluster.links.overflows"),
+    _s("vmqpy_metadata_puts", "counter", "writes to the metadata store on this node", "metadata.puts"),
+    _s("vmqpy_metadata_broadcasts", "counter", "writes pushed to peers at once (before any exchange)",
+       "metadata.pushes_sent"),
+    _s("vmqpy_metadata_exchanges", "counter", "anti-entropy exchanges started", "metadata.exchanges_started",
+       labels=(("outcome", "started"),)),
+    _s("vmqpy_metadata_exchanges", "counter", "anti-entropy exchanges completed", "metadata.exchanges_completed",
+       labels=(("outcome", "completed"),)),
+    _s("vmqpy_metadata_exchanges", "counter", "anti-entropy exchanges failed", "metadata.exchanges_failed",
+       labels=(("outcome", "failed"),)),
+    _s("vmqpy_metadata_exchange_objects", "counter", "keys sent to peers in exchanges", "metadata.objects_served",
+       labels=(("direction", "sent"),)),
+    _s("vmqpy_metadata_exchange_objects", "counter", "keys received from peers in exchanges",
+       "metadata.objects_received", labels=(("direction", "received"),)),
+    _s("vmqpy_metadata_siblings_resolved", "counter", "keys with concurrent values resolved and written back",
+       "metadata.writebacks"),
+    _s("vmqpy_metadata_siblings", "gauge", "keys holding concurrent values now", "metadata.siblings"),
+    _s("vmqpy_metadata_keys", "gauge", "keys in the metadata store", "metadata.keys"),
+    _s("vmqpy_metadata_gap_dots", "gauge", "writes of peers known to exist and not yet received (watermark lag)",
+       "metadata.gap_dots"),
+    _s("vmqpy_registrations", "counter", "registrations served through this node's leader",
+       "registration.registrations", labels=(("leader", "local"),)),
+    _s("vmqpy_registrations", "counter", "registrations asked of another node's leader",
+       "registration.registrations_remote_leader", labels=(("leader", "remote"),)),
+    _s("vmqpy_registrations", "counter", "registrations made without a reachable leader",
+       "registration.registrations_without_leader", labels=(("leader", "none"),)),
+    _s("vmqpy_registrations_refused", "counter", "registrations refused", "registration.registrations_refused"),
+    _s("vmqpy_takeovers", "counter", "sessions taken over on this node (same client id connected again)",
+       "broker.session_takeover", labels=(("side", "local"),)),
+    _s("vmqpy_takeovers", "counter", "sessions of this node taken over by another node",
+       "broker.session_taken_over_remote", labels=(("side", "remote"),)),
+    _s("vmqpy_handover_duplicates_ignored", "counter", "handed-over messages already held (duplicates resolved)",
+       "registration.handover_duplicates_ignored"),
+    _s("vmqpy_handovers_in_progress", "gauge", "session handovers in progress", "registration.handovers_in_progress"),
+    _s("vmqpy_forwards_unacknowledged", "gauge", "forwarded messages a peer has not acknowledged yet",
+       "cluster.forwards_unacknowledged"),
+    _s("vmqpy_forwarded", "counter", "messages forwarded to other nodes", "broker.forwarded"),
+    _s("vmqpy_forward_received", "counter", "messages forwarded here by other nodes", "broker.forward_received"),
+    _s("vmqpy_congestion_pauses", "counter", "times a client was paused because a peer was congested",
+       "broker.congestion_signalled"),
+    _s("vmqpy_replication_log_lines", "counter", "lines written to the replication log", "replication_log.lines"),
+    _s("vmqpy_replication_log_file_bytes", "gauge", "size of the replication log file",
+       "replication_log.file_bytes"),
+)
+
+#: the families whose samples come from a key pattern: (name, help, pattern, label) -> one sample per match
+PATTERNS: Final = (
+    ("mqtt_connack_sent", "CONNACK packets sent, by return code", re.compile(r"broker\.mqtt_connack_(\w+)_sent"),
+     "return_code"),
+    ("vmqpy_netsplit_refused", "operations refused by the netsplit policy, by operation",
+     re.compile(r"netsplit\.refused_(\w+)"), "operation"),
+)
+#: return codes under another spelling in older counters
+_RETURN_CODE_ALIASES: Final = {"bad_credentials": "bad_username_or_password"}
+
+LATENCY: Final = ("vmqpy_connect_latency_seconds", "time from a CONNECT read to its CONNACK written (accepted)")
+#: the node's bucket bounds, microseconds (vmqpy.broker.client_metrics keeps the same list: a unit test checks);
+#: every bound is exposed, with 0 for a bucket that never counted
+LATENCY_BOUNDS_US: Final = (1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+                            2_500_000, 5_000_000)
+_BUCKET = re.compile(r"broker\.connect_latency_le_(\d+|inf)")
+
+
+def _num(value: float) -> float:
+    return float(value)
+
+
+def families(raw: Raw) -> list[Family]:
+    """The published metric families of a node's counters `raw`; families without a sample are left out."""
+    out: dict[str, Family] = {}
+
+    def family(name: str, kind: Kind, help: str) -> Family:
+        if name not in out:
+            out[name] = Family(name, kind, help)
+        return out[name]
+
+    for spec in SPECS:
+        present = [raw[key] for key in spec.sources if key in raw]
+        if present:
+            family(spec.name, spec.kind, spec.help).samples.append((spec.labels, _num(sum(present))))
+    inactive = [raw[key] for key in ("broker.sessions", "broker.sessions_online") if key in raw]
+    if len(inactive) == 2:
+        family("inactive_sessions", "gauge", "sessions on this node without a connected client (offline)").samples \
+            .append(((), _num(inactive[0] - inactive[1])))
+    for name, help, pattern, label in PATTERNS:
+        for key in sorted(raw):
+            match = pattern.fullmatch(key)
+            if match is not None:
+                value = _RETURN_CODE_ALIASES.get(match.group(1), match.group(1))
+                family(name, "counter", help).samples.append((((label, value),), _num(raw[key])))
+    histogram = _latency(raw)
+    if histogram is not None:
+        out[histogram.name] = histogram
+    return [f for f in out.values() if f.samples or f.kind == "histogram"]
+
+
+def _latency(raw: Raw) -> Family | None:
+    if "broker.connect_latency_count" not in raw:
+        return None
+    counts = {us: 0.0 for us in LATENCY_BOUNDS_US}
+    for key, value in raw.items():
+        match = _BUCKET.fullmatch(key)
+        if match is not None and match.group(1) != "inf":
+            counts[int(match.group(1))] = counts.get(int(match.group(1)), 0.0) + _num(value)
+    bounds = sorted((us / 1_000_000, count) for us, count in counts.items())
+    buckets, running = [], 0.0
+    for bound, count in bounds:
+        running += count
+        buckets.append((repr(bound), running))
+    total = _num(raw["broker.connect_latency_count"])
+    buckets.append(("+Inf", total))
+    return Family(LATENCY[0], "histogram", LATENCY[1], buckets=buckets, count=total,
+                  sum=_num(raw.get("broker.connect_latency_sum_us", 0)) / 1_000_000)
+
+
+def _metric(fam: Family, node: str) -> Metric:
+    if fam.kind == "histogram":
+        histogram = HistogramMetricFamily(fam.name, fam.help, labels=["node"])
+        histogram.add_metric([node], fam.buckets, fam.sum)
+        return histogram
+    label_names = ["node", *(name for name, _ in fam.samples[0][0])]
+    metric: CounterMetricFamily | GaugeMetricFamily
+    if fam.kind == "counter":
+        metric = CounterMetricFamily(fam.name, fam.help, labels=label_names)
+    else:
+        metric = GaugeMetricFamily(fam.name, fam.help, labels=label_names)
+    for labels, value in fam.samples:
+        metric.add_metric([node, *(v for _, v in labels)], value)
+    return metric
+
+
+class NodeCollector(Collector):
+    """Reads the node's counters at every scrape (`metrics()`), labelled with `node()`."""
+
+    def __init__(self, node: Callable[[], str], metrics: Callable[[], Raw]) -> None:
+        self._node = node
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        node = self._node()
+        for fam in families(self._metrics()):
+            yield _metric(fam, node)
+
+
+def registry(node: Callable[[], str], metrics: Callable[[], Raw]) -> CollectorRegistry:
+    """A registry of its own (not prometheus-client's global one) holding one `NodeCollector`."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(NodeCollector(node, metrics))
+    return reg
+
+
+def exposed_names(raw: Raw) -> set[str]:
+    """The sample names a scrape of a node with counters `raw` shows (counters with `_total`, histograms with
+    `_bucket`, `_count`, `_sum`)."""
+    names: set[str] = set()
+    for fam in families(raw):
+        if fam.kind == "counter":
+            names.add(fam.name + "_total")
+        elif fam.kind == "histogram":
+            names.update({fam.name + "_bucket", fam.name + "_count", fam.name + "_sum"})
+        else:
+            names.add(fam.name)
+    return names
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def _labels(labels: Labels) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}" if labels else ""
+
+
+def vernemq_lines(fams: list[Family]) -> list[str]:
+    """`vmq-admin metrics show` in VerneMQ's form: `counter.mqtt_connect_received = 3`, `gauge.NAME = N`,
+    labelled samples as `counter.mqtt_connack_sent{return_code="success"} = 3`; a histogram as its
+    `_bucket{le=...}`, `_count` and `_sum` lines. Sorted by name."""
+    lines: list[str] = []
+    for fam in sorted(fams, key=lambda f: f.name):
+        if fam.kind == "histogram":
+            for bound, count in fam.buckets:
+                lines.append(f'histogram.{fam.name}_bucket{{le="{bound}"}} = {_number(count)}')
+            lines.append(f"histogram.{fam.name}_count = {_number(fam.count)}")
+            lines.append(f"histogram.{fam.name}_sum = {fam.sum:.6f}")
+            continue
+        for labels, value in fam.samples:
+            lines.append(f"{fam.kind}.{fam.name}{_labels(labels)} = {_number(value)}")
+    return lines

@@ -1,0 +1,174 @@
+"""The status page (GET /status) in a real browser: headless Chromium driven by Selenium (the system's chromium
+and chromedriver) against a real three-node cluster. The page loads without console errors, asks for the API key
+and then lists three ready members; its client counts follow real clients; when iptables cuts one node off, the
+split banner appears within 3 s, and it goes within 3 s of the heal. Screenshots are left in the test's tmp dir
+(the path is printed)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.cluster import ClusterNode, cut, heal, partition_chain, start_cluster
+from tests.integration.conftest import wait_until
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SPLIT_BOUND_S = 3.0  # the issue's bound for the banner to appear after the cut and to go after the heal
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.vmqpy_only("vmqpy's status page"),
+    pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
+                       reason="chromium and chromium-driver are installed by scripts/debian-deps.sh"),
+    pytest.mark.skipif(shutil.which("iptables") is None, reason="iptables is installed by make test"),
+]
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[list[ClusterNode]]:
+    nodes = start_cluster(tmp_path)
+    try:
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--window-size=1400,1000", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(20)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+# The page re-renders its tables every second: elements are read in one script, never held across a refresh.
+def texts(driver: Any, css: str) -> list[str]:
+    found = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), e => e.textContent.trim());", css)
+    return [str(text) for text in found]
+
+
+def cell(driver: Any, table: str, node: str, column: str) -> str | None:
+    found = texts(driver, f'#{table} tr[data-node="{node}"] td.{column}')
+    return found[0] if found else None
+
+
+def banner_shown(driver: Any) -> bool:
+    return bool(driver.execute_script("return document.getElementById('banner').classList.contains('shown')"))
+
+
+def within(bound: float, condition: Callable[[], Any], what: str) -> float:
+    """Poll `condition` until true, failing after `bound` seconds; the seconds it took."""
+    started = time.monotonic()
+    wait_until(condition, bound, interval=0.1, what=what)
+    return time.monotonic() - started
+
+
+def console_errors(driver: Any) -> list[str]:
+    return [str(entry["message"]) for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
+
+
+def test_status_page_follows_the_cluster(cluster: list[ClusterNode], browser: Any, tmp_path: Path) -> None:
+    n1, n2, n3 = cluster
+    browser.get(n1.url + "/status")
+    assert "vmqpy" in browser.title
+    # Nothing is shown before the key: the page asks for it.
+    assert browser.find_element(By.ID, "login").is_displayed()
+    assert not browser.find_element(By.ID, "content").is_displayed()
+    browser.find_element(By.ID, "key").send_keys(n1.api_key())
+    browser.find_element(By.ID, "login-button").click()
+
+    names = sorted(node.name for node in cluster)
+    wait_until(lambda: sorted(texts(browser, "#members tbody td.name")) == names
+               and texts(browser, "#members tbody td.ready") == ["yes"] * 3, 10, interval=0.1,
+               what="three ready members on the page")
+    for node in cluster:
+        address = cell(browser, "members", node.name, "address")
+        assert address is not None and address.startswith(node.host + ":")
+        incarnation = cell(browser, "members", node.name, "incarnation")
+        assert incarnation is not None and incarnation.isdigit()
+    policy = dict(zip(texts(browser, "#policy td:first-child"), texts(browser, "#policy td.value"), strict=True))
+    assert policy["readiness"] == "all" and policy["allow_publish"] == "off"
+
+    # Client counts follow real clients.
+    reader = n1.client(client_id="page-a")
+    writer = n1.client(client_id="page-b")
+    n2.client(client_id="page-c")
+    wait_until(lambda: (cell(browser, "nodes", n1.name, "clients-online"), cell(browser, "nodes", n2.name,
+               "clients-online"), cell(browser, "nodes", n3.name, "clients-online")) == ("2", "1", "0"),
+               10, interval=0.1, what="client counts 2/1/0 on the page")
+    assert not banner_shown(browser)
+    # Messages in and out show as rates and in the sparklines.
+    reader.subscribe("page/traffic", qos=1)
+    for i in range(20):
+        writer.publish("page/traffic", f"m{i}", qos=1)
+    assert len(reader.collect(20)) == 20
+    wait_until(lambda: any(float(rate) > 0 for rate in texts(browser, f'#nodes tr[data-node="{n1.name}"] td.rate-in')
+                           if rate != "-"), 10, interval=0.1, what="n1's incoming rate above 0 on the page")
+    assert texts(browser, f'#nodes tr[data-node="{n1.name}"] td.sparkline svg title')
+    browser.save_screenshot(str(tmp_path / "status-page.png"))
+
+    with partition_chain():
+        cut(n3, n1)
+        cut(n3, n2)
+        within(SPLIT_BOUND_S, lambda: banner_shown(browser), "the split banner after the cut")
+        banner = texts(browser, "#banner")[0]
+        assert n3.name in banner and n1.name in banner, banner
+        wait_until(lambda: "netsplit detected" in " ".join(texts(browser, "#events li")), 5, interval=0.1,
+                   what="the netsplit in the recent events")
+        # n1 no longer shows n3's counts as if they were live, and says why.
+        wait_until(lambda: cell(browser, "nodes", n3.name, "clients-online") is None, 5, interval=0.1,
+                   what="n3's row gone from n1's page")
+        assert n3.name in texts(browser, "#note")[0]
+        browser.save_screenshot(str(tmp_path / "status-page-split.png"))
+        heal()
+        within(SPLIT_BOUND_S, lambda: not banner_shown(browser), "the banner gone after the heal")
+    wait_until(lambda: texts(browser, "#members tbody td.ready") == ["yes"] * 3, 10, interval=0.1,
+               what="three ready members again")
+    wait_until(lambda: "netsplit resolved" in " ".join(texts(browser, "#events li")), 5, interval=0.1,
+               what="the heal in the recent events")
+    assert console_errors(browser) == []
+    print(f"\nstatus page screenshots: {tmp_path / 'status-page.png'}, {tmp_path / 'status-page-split.png'}")
+
+
+def test_a_wrong_key_is_refused_and_status_public_needs_none(tmp_path: Path, browser: Any) -> None:
+    closed = ClusterNode(1, tmp_path / "closed").start()
+    try:
+        browser.get(closed.url + "/status")
+        browser.find_element(By.ID, "key").send_keys("not-the-key")
+        browser.find_element(By.ID, "login-button").click()
+        wait_until(lambda: "refused" in browser.find_element(By.ID, "error").text, 10, interval=0.1,
+                   what="the page says the key was refused")
+        assert not browser.find_element(By.ID, "content").is_displayed()
+        # The browser reports the refused request itself, and nothing else.
+        assert [("401" in line and "/status.json" in line) for line in console_errors(browser)] == [True]
+    finally:
+        closed.stop()
+    opened = ClusterNode(2, tmp_path / "open", {"status.public": "on"}).start()
+    try:
+        browser.get(opened.url + "/status")
+        wait_until(lambda: texts(browser, "#members tbody td.name") == [opened.name], 10, interval=0.1,
+                   what="the member listed without a key")
+        assert not browser.find_element(By.ID, "login").is_displayed()
+        assert console_errors(browser) == []
+    finally:
+        opened.stop()

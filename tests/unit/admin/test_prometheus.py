@@ -1,0 +1,190 @@
+"""admin.prometheus (the published names of the node's counters) and vmqpy.broker.client_metrics (the counters
+the connection driver keeps for them)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from admin import prometheus
+from admin.prometheus import SPECS, Family, exposed_names, families, registry, vernemq_lines
+from vmqpy.broker import client_metrics
+from vmqpy.mqtt import reason_codes as rc
+
+RAW: dict[str, int | float] = {
+    "broker.mqtt_connect_received": 5,
+    "broker.publish_received": 12,
+    "broker.sessions": 4,
+    "broker.sessions_online": 3,
+    "broker.mqtt_connack_success_sent": 4,
+    "broker.mqtt_connack_server_unavailable_sent": 1,
+    "broker.mqtt_connack_bad_credentials_sent": 2,
+    "netsplit.refused_register": 1,
+    "netsplit.refused_publish": 7,
+    "cluster.links.bytes_out": 949,
+    "metadata.exchanges_completed": 3,
+    "metadata.exchanges_failed": 1,
+    "broker.connect_latency_le_1000": 2,
+    "broker.connect_latency_le_5000": 1,
+    "broker.connect_latency_le_inf": 1,
+    "broker.connect_latency_count": 4,
+    "broker.connect_latency_sum_us": 7_000_500,
+}
+
+
+def by_name(fams: list[Family]) -> dict[str, Family]:
+    return {f.name: f for f in fams}
+
+
+@pytest.mark.parametrize(("name", "samples"), [
+    ("mqtt_connect_received", [((), 5.0)]),
+    ("mqtt_publish_received", [((), 12.0)]),
+    ("active_sessions", [((), 3.0)]),
+    ("inactive_sessions", [((), 1.0)]),
+    ("cluster_bytes_sent", [((), 949.0)]),
+    ("mqtt_connack_sent", [((("return_code", "bad_username_or_password"),), 2.0),
+                           ((("return_code", "server_unavailable"),), 1.0),
+                           ((("return_code", "success"),), 4.0)]),
+    ("vmqpy_netsplit_refused", [((("operation", "publish"),), 7.0), ((("operation", "register"),), 1.0)]),
+    ("vmqpy_metadata_exchanges", [((("outcome", "completed"),), 3.0), ((("outcome", "failed"),), 1.0)]),
+])
+def test_names_and_values(name: str, samples: list[tuple[tuple[tuple[str, str], ...], float]]) -> None:
+    assert by_name(families(RAW))[name].samples == samples
+
+
+def test_a_counter_the_node_does_not_report_is_not_exported() -> None:
+    fams = by_name(families(RAW))
+    assert "mqtt_publish_sent" not in fams  # broker.mqtt_publish_sent never moved: not in the raw counters
+    assert "netsplit_detected" not in fams  # no cluster listener
+    assert families({}) == []
+
+
+def test_histogram_buckets_are_cumulative_and_end_with_the_count() -> None:
+    hist = by_name(families(RAW))["vmqpy_connect_latency_seconds"]
+    assert hist.kind == "histogram"
+    assert hist.buckets[0] == ("0.001", 2.0)
+    assert dict(hist.buckets)["0.005"] == 3.0
+    assert dict(hist.buckets)["5.0"] == 3.0  # the slow one is above every bound
+    assert hist.buckets[-1] == ("+Inf", 4.0)
+    assert len(hist.buckets) == len(prometheus.LATENCY_BOUNDS_US) + 1
+    assert hist.count == 4.0
+    assert hist.sum == pytest.approx(7.0005)
+
+
+def test_the_exporter_and_the_node_use_the_same_buckets() -> None:
+    assert prometheus.LATENCY_BOUNDS_US == client_metrics.LATENCY_BOUNDS_US
+
+
+def test_exposition_parses_with_the_node_label() -> None:
+    reg = registry(lambda: "n1@127.0.0.11", lambda: RAW)
+    parsed = {f.name: f for f in text_string_to_metric_families(generate_latest(reg).decode())}
+    [sample] = parsed["mqtt_connect_received"].samples
+    assert (sample.name, sample.labels, sample.value) == ("mqtt_connect_received_total", {"node": "n1@127.0.0.11"}, 5)
+    connacks = {s.labels["return_code"]: s.value for s in parsed["mqtt_connack_sent"].samples
+                if s.name.endswith("_total")}
+    assert connacks == {"success": 4, "server_unavailable": 1, "bad_username_or_password": 2}
+    inf = [s for s in parsed["vmqpy_connect_latency_seconds"].samples if s.labels.get("le") == "+Inf"]
+    assert [s.value for s in inf] == [4]
+    names = {s.name for f in parsed.values() for s in f.samples if not s.name.endswith("_created")}
+    assert names == exposed_names(RAW)
+
+
+def test_each_node_has_its_own_registry_and_the_global_one_is_untouched() -> None:
+    before = generate_latest(REGISTRY)
+    one = registry(lambda: "a@h", lambda: {"broker.publish_received": 1})
+    two = registry(lambda: "b@h", lambda: {"broker.publish_received": 2})
+    assert b'node="a@h"} 1.0' in generate_latest(one) and b"b@h" not in generate_latest(one)
+    assert b'node="b@h"} 2.0' in generate_latest(two)
+    assert b"mqtt_publish_received" not in generate_latest(REGISTRY)
+    assert generate_latest(REGISTRY).count(b"\n") == before.count(b"\n")
+
+
+def test_every_scrape_reads_the_counters_again() -> None:
+    live: dict[str, int | float] = {"broker.publish_received": 1}
+    reg = registry(lambda: "n@h", lambda: live)
+    assert b'mqtt_publish_received_total{node="n@h"} 1.0' in generate_latest(reg)
+    live["broker.publish_received"] = 9
+    assert b'mqtt_publish_received_total{node="n@h"} 9.0' in generate_latest(reg)
+
+
+def test_vernemq_lines() -> None:
+    lines = vernemq_lines(families(RAW))
+    assert "counter.mqtt_connect_received = 5" in lines
+    assert "gauge.active_sessions = 3" in lines
+    assert 'counter.mqtt_connack_sent{return_code="success"} = 4' in lines
+    assert 'histogram.vmqpy_connect_latency_seconds_bucket{le="+Inf"} = 4' in lines
+    assert "histogram.vmqpy_connect_latency_seconds_sum = 7.000500" in lines
+    names = [line.split(" = ")[0].split(".", 1)[1].split("{")[0] for line in lines]
+    families_in_order = [n.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum") for n in names]
+    assert families_in_order == sorted(families_in_order)
+    assert all(" = " in line for line in lines)
+
+
+def test_spec_names_are_unique_per_label_set_and_valid() -> None:
+    seen = set()
+    for spec in SPECS:
+        assert (spec.name, spec.labels) not in seen
+        seen.add((spec.name, spec.labels))
+        assert spec.name.replace("_", "").isalnum() and not spec.name.endswith("_total")
+        assert spec.sources and spec.help
+
+
+# -- vmqpy.broker.client_metrics --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("seconds", "key"), [
+    (0.0, "connect_latency_le_1000"),
+    (0.001, "connect_latency_le_1000"),
+    (0.0010004, "connect_latency_le_1000"),  # rounds to whole microseconds
+    (0.0011, "connect_latency_le_2500"),
+    (4.9, "connect_latency_le_5000000"),
+    (5.1, "connect_latency_le_inf"),
+    (-0.5, "connect_latency_le_1000"),  # a clock that stepped back counts as instant, never a crash
+])
+def test_latency_bucket_key(seconds: float, key: str) -> None:
+    assert client_metrics.latency_bucket_key(seconds) == key
+
+
+@pytest.mark.parametrize(("code", "label"), [
+    (rc.SUCCESS, "success"), (rc.SERVER_UNAVAILABLE, "server_unavailable"),
+    (rc.NOT_AUTHORIZED, "not_authorized"), (rc.BAD_USER_NAME_OR_PASSWORD, "bad_username_or_password"),
+    (rc.CLIENT_IDENTIFIER_NOT_VALID, "client_identifier_not_valid"), (rc.PROTOCOL_ERROR, "other"),
+])
+def test_connack_label(code: int, label: str) -> None:
+    assert client_metrics.connack_label(code) == label
+
+
+@given(st.lists(st.floats(min_value=0, max_value=20, allow_nan=False), max_size=40))
+def test_observed_latencies_export_as_a_consistent_histogram(samples: list[float]) -> None:
+    counter: Counter[str] = Counter()
+    for seconds in samples:
+        client_metrics.observe_connect_latency(counter, seconds)
+    raw = {f"broker.{k}": v for k, v in counter.items()}
+    fams = by_name(families(raw))
+    if not samples:
+        assert "vmqpy_connect_latency_seconds" not in fams
+        return
+    hist = fams["vmqpy_connect_latency_seconds"]
+    counts = [count for _, count in hist.buckets]
+    assert counts == sorted(counts)  # cumulative
+    assert counts[-1] == hist.count == len(samples)
+    for (bound, count) in hist.buckets[:-1]:
+        assert count == sum(1 for s in samples if round(s * 1_000_000) <= round(float(bound) * 1_000_000))
+
+
+@given(st.dictionaries(st.sampled_from(sorted({key for spec in SPECS for key in spec.sources})),
+                       st.integers(min_value=0, max_value=2**40)))
+def test_any_counters_give_a_parseable_exposition(raw: dict[str, int]) -> None:
+    text = generate_latest(registry(lambda: "n@h", lambda: raw)).decode()
+    parsed = list(text_string_to_metric_families(text))
+    assert {f.name for f in parsed} == {f.name for f in families(raw)}
+    for spec in SPECS:
+        if all(key in raw for key in spec.sources):
+            [fam] = [f for f in parsed if f.name == spec.name]
+            wanted = {"node": "n@h", **dict(spec.labels)}
+            values = [s.value for s in fam.samples if s.labels == wanted and not s.name.endswith("_created")]
+            assert values == [sum(raw[key] for key in spec.sources)]

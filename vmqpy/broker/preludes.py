@@ -1,0 +1,161 @@
+"""What a listener does with a new socket before the first MQTT (or HTTP, for wss) byte: read a PROXY protocol
+header (`ProxyPrelude`, `listener.tcp.NAME.proxy_protocol = on`) or wait for the end of the TLS handshake that
+asyncio runs (`AfterHandshake`, `listener.ssl.NAME`, `listener.wss.NAME`). Each is the socket's asyncio protocol
+until it is done, then hands the transport to the protocol that serves the connection (an MQTTConnection,
+aiohttp's request handler), which never knows a prelude was there: plain listeners have no prelude, and nothing
+is added to the path of a packet.
+
+A socket without a valid PROXY header is closed and counted in the broker's metrics (`proxy_protocol_refused`);
+the log gets at most one line a second per listener, with the latest reason and how many failed since the last
+line (`FailureLog`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+
+import structlog
+
+from vmqpy.broker import proxy_protocol
+from vmqpy.broker.proxy_protocol import NEED_DATA, ProxyHeader, ProxyHeaderError
+
+log = structlog.get_logger("vmqpy.listener")
+
+PROXY_REFUSED_METRIC = "proxy_protocol_refused"
+PROXY_HEADER_TIMEOUT = 10.0  # seconds a socket has to send its whole PROXY header (the spec: "a few seconds")
+PROXY_HEADER_MAX_LENGTH = 4096  # bytes: HAProxy's v2 headers, TLVs included, take a few hundred
+TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client has to complete the TLS handshake
+LOG_EVERY = 1.0  # seconds between two log lines of failures of one listener
+
+
+class FailureLog:
+    """Failures of one kind on listener `listener`: each counted in `metrics[metric]`, logged at most once a
+    second (with the number of failures since the previous line). Time is an argument."""
+
+    def __init__(self, listener: str, metric: str, message: str, metrics: Counter[str]) -> None:
+        self.listener = listener
+        self.metric = metric
+        self.message = message
+        self.metrics = metrics
+        self.unlogged = 0
+        self._logged_at: float | None = None
+
+    def failed(self, reason: str, peer: object, now: float) -> bool:
+        """Count one failure; True when it was logged."""
+        self.metrics[self.metric] += 1
+        self.unlogged += 1
+        if self._logged_at is not None and now - self._logged_at < LOG_EVERY:
+            return False
+        log.warning(self.message, listener=self.listener, reason=reason, peer=_show_peer(peer),
+                    failures=self.unlogged)
+        self.unlogged = 0
+        self._logged_at = now
+        return True
+
+
+def _show_peer(peer: object) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return "?"
+
+
+class ProxyPrelude(asyncio.Protocol):
+    """Collects the PROXY header (at most PROXY_HEADER_MAX_LENGTH bytes, within PROXY_HEADER_TIMEOUT seconds),
+    then hands the socket to `open_connection(source)`, where `source` is the client's (host, port) from the
+    header, or None (v1 UNKNOWN, v2 LOCAL health checks, families without addresses) to keep the socket's own.
+    The bytes after the header are the connection's first data. Anything that is not a valid header closes the
+    socket. `on_lost` runs once if the socket goes away before it was handed on."""
+
+    def __init__(
+        self, open_connection: Callable[[tuple[str, int] | None], asyncio.Protocol], failures: FailureLog,
+        on_lost: Callable[[], None], timeout: float = PROXY_HEADER_TIMEOUT,
+    ) -> None:
+        self.open_connection = open_connection
+        self.failures = failures
+        self.on_lost = on_lost
+        self.timeout = timeout
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+        self.done = False  # handed on, or refused
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._timer = self.loop.call_later(self.timeout, self._expired)
+
+    def data_received(self, data: bytes) -> None:
+        if self.done:
+            return
+        self.buffer += data
+        try:
+            header = proxy_protocol.parse(self.buffer, max_length=PROXY_HEADER_MAX_LENGTH)
+        except ProxyHeaderError as exc:
+            self._refuse(str(exc))
+            return
+        if header is NEED_DATA:
+            return
+        assert isinstance(header, ProxyHeader)
+        self._hand_on(header)
+
+    def eof_received(self) -> bool | None:
+        if not self.done:
+            self._refuse(f"the connection ended inside the PROXY header ({len(self.buffer)} bytes)")
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        on_lost, self.on_lost = self.on_lost, _nothing
+        on_lost()
+
+    def _hand_on(self, header: ProxyHeader) -> None:
+        self.done = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        transport = self.transport
+        assert transport is not None
+        rest = self.buffer[header.length:]
+        self.buffer = b""
+        source = None if header.source is None else (header.source.host, header.source.port)
+        protocol = self.open_connection(source)
+        self.on_lost = _nothing  # the connection's own connection_lost takes over
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        if rest and not transport.is_closing():
+            protocol.data_received(rest)
+
+    def _refuse(self, reason: str) -> None:
+        self.done = True
+        transport = self.transport
+        peer = None if transport is None else transport.get_extra_info("peername")
+        self.failures.failed(reason, peer, self.loop.time())
+        if transport is not None:
+            transport.abort()
+
+    def _expired(self) -> None:
+        self._timer = None
+        if not self.done:
+            self._refuse(f"no complete PROXY header within {self.timeout:g}s ({len(self.buffer)} bytes received)")
+
+
+class AfterHandshake(asyncio.Protocol):
+    """The protocol of a socket accepted by a TLS server (`loop.create_server(..., ssl=...)`): asyncio runs the
+    handshake first (TLS_HANDSHAKE_TIMEOUT) and calls `connection_made` only once it succeeded; the TLS transport
+    then goes to `open_protocol()`, made at that moment (nothing is made for a failed handshake)."""
+
+    def __init__(self, open_protocol: Callable[[], asyncio.Protocol]) -> None:
+        self.open_protocol = open_protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        protocol = self.open_protocol()
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+
+
+def _nothing() -> None:
+    return None

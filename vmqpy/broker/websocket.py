@@ -1,0 +1,202 @@
+"""MQTT over WebSocket (`listener.ws.NAME`, `listener.wss.NAME`): aiohttp's WebSocket server at path `/mqtt`,
+subprotocol `mqtt`, binary frames, and `WebSocketTransport`, which lets an MQTTConnection run over a WebSocket
+exactly as over a socket.
+
+The MQTT stream is the concatenation of the binary frames' payloads: a packet may span frames and a frame may
+carry several packets (MQTT 5.0 section 6, 3.1.1 section 6), since the connection's decoder reassembles bytes
+whatever their cut. What the connection writes in one pass of the event loop leaves as one binary frame.
+A text frame is a protocol error (the connection is closed); so is a handshake without the `mqtt` subprotocol,
+refused before the upgrade with 400.
+
+Backpressure, both ways bounded:
+* Out: frames are sent one at a time by one task; while more than WRITE_HIGH_WATER bytes wait, the connection
+  is told `pause_writing` (its session queues instead, as on TCP), and `resume_writing` once under the low mark.
+* In: while the connection has paused reading (congested subscribers, max_message_rate, registration), no frame
+  is taken from aiohttp, whose own bounded queue then stops reading the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from aiohttp import WSMsgType, web
+
+log = structlog.get_logger("vmqpy.websocket")
+
+PATH = "/mqtt"
+SUBPROTOCOL = "mqtt"
+WRITE_HIGH_WATER = 256 * 1024  # bytes waiting to be sent before the connection is told to pause writing
+CLOSE_TIMEOUT = 5.0  # seconds aiohttp waits for the client's answer to our close frame
+LARGEST_PACKET = 268_435_460  # a PUBLISH of the largest remaining length MQTT allows, with its fixed header
+
+
+class WebSocketTransport(asyncio.Transport):
+    """The transport an MQTTConnection is given on a WebSocket connection: `write` queues a binary frame,
+    `close` sends what is queued and then the close frame, reading is paused by not taking frames."""
+
+    def __init__(self, ws: web.WebSocketResponse, request: web.Request) -> None:
+        super().__init__()
+        self.ws = ws
+        self.socket_transport = request.transport  # the TCP (or TLS) transport under the WebSocket
+        self.protocol: asyncio.Protocol | None = None
+        self.high_water = WRITE_HIGH_WATER
+        self.low_water = WRITE_HIGH_WATER // 4
+        self._queue: deque[bytes] = deque()
+        self._queued = 0
+        self._wake = asyncio.Event()
+        self._readable = asyncio.Event()
+        self._readable.set()
+        self._closing = False
+        self._writing_paused = False
+
+    # ---------------------------------------------------------------------------------------- asyncio.Transport
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if self.socket_transport is None:
+            return default
+        return self.socket_transport.get_extra_info(name, default)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """Send what is queued, then close the WebSocket."""
+        if not self._closing:
+            self._closing = True
+            self._readable.set()
+            self._wake.set()
+
+    def abort(self) -> None:
+        self._closing = True
+        self._queue.clear()
+        self._queued = 0
+        self._readable.set()
+        self._wake.set()
+        if self.socket_transport is not None:
+            self.socket_transport.abort()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing or not data:
+            return
+        self._queue.append(bytes(data))
+        self._queued += len(data)
+        self._wake.set()
+        if not self._writing_paused and self._queued > self.high_water and self.protocol is not None:
+            self._writing_paused = True
+            self.protocol.pause_writing()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.high_water = WRITE_HIGH_WATER if high is None else high
+        self.low_water = self.high_water // 4 if low is None else low
+
+    def get_write_buffer_size(self) -> int:
+        return self._queued
+
+    def pause_reading(self) -> None:
+        self._readable.clear()
+
+    def resume_reading(self) -> None:
+        self._readable.set()
+
+    def is_reading(self) -> bool:
+        return self._readable.is_set()
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        assert self.protocol is not None
+        return self.protocol
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        assert isinstance(protocol, asyncio.Protocol)
+        self.protocol = protocol
+
+    # ---------------------------------------------------------------------------------------- the two tasks
+
+    async def send_frames(self) -> None:
+        """Send what `write` queued, one binary frame per batch, until closed; then close the WebSocket."""
+        ws = self.ws
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                frame = b"".join(self._queue)
+                self._queue.clear()
+                self._queued = 0
+                try:
+                    await ws.send_bytes(frame)
+                except (ConnectionError, RuntimeError):
+                    self.abort()
+                    return
+                if self._writing_paused and self._queued <= self.low_water and not self._closing:
+                    self._writing_paused = False
+                    if self.protocol is not None:
+                        self.protocol.resume_writing()
+            if self._closing:
+                with contextlib.suppress(ConnectionError, RuntimeError, asyncio.TimeoutError):
+                    await ws.close()
+                return
+
+    async def receive_frames(self) -> str | None:
+        """Hand the payload of every binary frame to the protocol until the WebSocket ends; the reason when the
+        client broke the protocol."""
+        ws = self.ws
+        protocol = self.protocol
+        assert protocol is not None
+        while not self._closing:
+            await self._readable.wait()
+            if self._closing:
+                break
+            message = await ws.receive()
+            if message.type is WSMsgType.BINARY:
+                protocol.data_received(message.data)
+            elif message.type is WSMsgType.TEXT:
+                return "a text frame (MQTT travels in binary frames)"
+            elif message.type is WSMsgType.ERROR:
+                return f"WebSocket error: {ws.exception()}"
+            else:  # CLOSE, CLOSING, CLOSED
+                break
+        return None
+
+
+def application(open_connection: Callable[[], asyncio.Protocol], largest_packet: int = LARGEST_PACKET
+                ) -> web.Application:
+    """The aiohttp application of one WebSocket listener: GET /mqtt upgrades to a WebSocket with subprotocol mqtt
+    served by `open_connection()` (an MQTTConnection, made once the upgrade succeeded)."""
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        if SUBPROTOCOL not in offered:
+            return web.Response(status=400, text="MQTT over WebSocket needs the subprotocol 'mqtt'\n")
+        # A frame holds at most one largest packet and the start of the next one.
+        ws = web.WebSocketResponse(protocols=(SUBPROTOCOL,), max_msg_size=2 * largest_packet, autoping=True,
+                                   timeout=CLOSE_TIMEOUT)
+        await ws.prepare(request)
+        transport = WebSocketTransport(ws, request)
+        protocol = open_connection()
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        sender = asyncio.get_running_loop().create_task(transport.send_frames())
+        error = None
+        try:
+            error = await transport.receive_frames()
+        finally:
+            if error is not None:
+                log.info("WebSocket closed: the client broke the protocol", reason=error,
+                         peer=transport.get_extra_info("peername"))
+            transport.close()
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(sender), CLOSE_TIMEOUT)
+            sender.cancel()
+            protocol.connection_lost(None)
+        return ws
+
+    app = web.Application()
+    app.router.add_get(PATH, serve)
+    return app
