@@ -605,6 +605,8 @@ class MQTTConnection(asyncio.Protocol):
         self._announced = True
         self.log.info("client connected", user=accepted.username, protocol=accepted.level,
                       clean_start=accepted.clean_start, session_present=present, node=self.broker.node)
+        self.log.debug("connection granted", keep_alive=accepted.keep_alive, send_window=accepted.send_window,
+                       max_packet_out=accepted.max_packet_out)
         self._aliases_out = self.machine.state.aliases_out
         max_packet = accepted.max_packet_out
         if max_packet and self._aliases_out is not None:
