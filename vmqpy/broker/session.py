@@ -176,8 +176,8 @@ class Session:
     def deliver(self, message: Message, qos: int, retain: bool, subscription_ids: list[int], now: float) -> Delivery:
         """Hand a routed message to this session: send it now, queue it, or drop it by policy (counted); a
         forward it already got while it watches for duplicates is not delivered again."""
-        if self.recent_forwards is not None and message.forward_id is not None and self._seen(message.forward_id, now):
-            return Delivery.DUPLICATE
+        if self.recent_forwards is not None and message.forward_id is not None:
+            return self._deliver_watched(message, qos, retain, subscription_ids, now)
         out = Outgoing(self.next_seq(), message, qos, retain, subscription_ids)
         sink = self.sink
         if sink is None:
@@ -213,23 +213,33 @@ class Session:
         if self.recent_forwards is None:
             self.recent_forwards = {}
 
-    def _seen(self, forward_id: int, now: float) -> bool:
-        """Whether forward `forward_id` was delivered already (remembered FORWARD_MEMORY seconds)."""
+    def _deliver_watched(
+        self, message: Message, qos: int, retain: bool, subscription_ids: list[int], now: float
+    ) -> Delivery:
+        """`deliver` while the session watches for duplicate forwards: a forward it got already is not delivered
+        again; one it takes (sent or queued, not dropped) is remembered FORWARD_MEMORY seconds."""
         recent = self.recent_forwards
-        assert recent is not None
+        forward_id = message.forward_id
+        assert recent is not None and forward_id is not None
         if now > self.watch_until:
             self.recent_forwards = None
-            return False
+            return self.deliver(message, qos, retain, subscription_ids, now)
         if forward_id in recent:
-            return True
-        horizon = now - FORWARD_MEMORY
-        while recent:
-            oldest = next(iter(recent))
-            if recent[oldest] > horizon and len(recent) < FORWARD_MEMORY_IDS:
-                break
-            del recent[oldest]
-        recent[forward_id] = now
-        return False
+            return Delivery.DUPLICATE
+        self.recent_forwards = None  # the plain delivery below
+        try:
+            outcome = self.deliver(message, qos, retain, subscription_ids, now)
+        finally:
+            self.recent_forwards = recent
+        if outcome is not Delivery.DROPPED:
+            horizon = now - FORWARD_MEMORY
+            while recent:
+                oldest = next(iter(recent))
+                if recent[oldest] > horizon and len(recent) < FORWARD_MEMORY_IDS:
+                    break
+                del recent[oldest]
+            recent[forward_id] = now
+        return outcome
 
     def _send(self, out: Outgoing, sink: Sink, now: float) -> bool:
         """Send `out` now; False when it is larger than the client's Maximum Packet Size (dropped, counted)."""

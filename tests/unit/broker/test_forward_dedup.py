@@ -108,3 +108,14 @@ def test_memory_is_bounded_and_no_new_id_is_taken_for_a_duplicate(ids: list[int]
                  if session.deliver(Message("t", b"", 1, forward_id=fid), 1, False, [], NOW) is Delivery.QUEUED]
     assert sorted(delivered) == sorted(set(ids)), "each id once, within the memory"
     assert session.recent_forwards is not None and len(session.recent_forwards) <= FORWARD_MEMORY_IDS
+
+
+def test_a_dropped_copy_is_not_remembered() -> None:
+    """A copy the session could not take (its offline queue full) does not make a later copy a duplicate."""
+    session = Session("c", protocol_level=5, max_inflight=10, max_online=10, max_offline=1, expiry_interval=None)
+    session.watch_forwards(NOW + 10**6)
+    assert session.deliver(Message("t", b"1", 1, forward_id=1), 1, False, [], NOW) is Delivery.QUEUED
+    message = Message("t", b"2", 1, forward_id=2)
+    assert session.deliver(message, 1, False, [], NOW) is Delivery.DROPPED
+    session.queue.clear()
+    assert session.deliver(message, 1, False, [], NOW) is Delivery.QUEUED
