@@ -250,14 +250,20 @@ class NodeFacade:
         return rows, answers.note()
 
     async def session_disconnect(self, client_id: str, cleanup: bool) -> str:
-        answers = await self._ask_all(DISCONNECT, {"client_id": client_id, "cleanup": cleanup})
-        done = sorted((node, what) for node, what in answers.results.items() if what is not None)
-        note = answers.note()
+        done, note = await self._ask_about(DISCONNECT, client_id, {"cleanup": cleanup})
+        lines = [f"{client_id} on {node}: {what}" for node, what in done]
+        return "\n".join(lines + ([f"note: {note}"] if note else []))
+
+    async def _ask_about(self, what: str, client_id: str, args: dict[str, Any]) -> tuple[list[tuple[str, Any]], str]:
+        """Ask every member `what` about `client_id`'s session: the (node, answer) of the members that hold it, in
+        node order, and the note naming members that did not answer. None holds it: CommandError 404."""
+        answers = await self._ask_all(what, {"client_id": client_id, **args})
+        done = sorted((node, answer) for node, answer in answers.results.items() if answer is not None)
+        note = answers.note() or ""
         if not done:
             unsure = f" ({note})" if note else ""
             raise CommandError(f"no session of client id {client_id!r} in the cluster{unsure}", 404)
-        lines = [f"{client_id} on {node}: {what}" for node, what in done]
-        return "\n".join(lines + ([f"note: {note}"] if note else []))
+        return done, note
 
     def acl_reload(self) -> str:
         answers = self._broker.reload_access(force=True)
@@ -365,13 +371,7 @@ class NodeFacade:
         }
 
     async def session_reauthorize(self, client_id: str, username: str) -> str:
-        answers = await self._ask_all(REAUTHORIZE, {"client_id": client_id, "username": username})
-        done = sorted((node, tuple(kept_removed)) for node, kept_removed in answers.results.items()
-                      if kept_removed is not None)
-        note = answers.note()
-        if not done:
-            unsure = f" ({note})" if note else ""
-            raise CommandError(f"no session of client id {client_id!r} in the cluster{unsure}", 404)
+        done, note = await self._ask_about(REAUTHORIZE, client_id, {"username": username})
         removed = sum(r for _node, (_kept, r) in done)
         lines = ["Unchanged" if removed == 0 else "Done"]
         lines += [f"{client_id} on {node}: {kept} subscriptions kept, {r} removed" for node, (kept, r) in done]
