@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import logging
 import ssl
 import time
 from contextlib import AsyncExitStack
@@ -39,6 +40,7 @@ from typing import Any
 
 import structlog
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -291,6 +293,32 @@ def build_app(facade: AdminNode, keys: KeyStore) -> web.Application:
 
 
 # -- serving -----------------------------------------------------------------------------------------------------
+class OneLineBadRequests(logging.Filter):
+    """aiohttp logs every request it cannot parse (which it answers with a 4xx itself) as an error with a
+    traceback: anyone who reaches the port could fill the log with them. Such a record becomes one warning line
+    (bench/fuzz_admin.py sends those requests; tests/integration/test_fuzz_node.py checks the log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 0) < 500:
+            peer = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+            first_line = (exc.message or "").strip().splitlines()[:1]
+            record.msg = "bad HTTP request from %s answered %s: %s"
+            record.args = (peer, exc.code, first_line[0][:200] if first_line else "")
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno = logging.WARNING
+            record.levelname = "WARNING"
+        return True
+
+
+def quiet_bad_requests() -> None:
+    """Install `OneLineBadRequests` on aiohttp's server logger (once; the MQTT WebSocket listeners share it)."""
+    server_log = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, OneLineBadRequests) for f in server_log.filters):
+        server_log.addFilter(OneLineBadRequests())
+
+
 class ApiServer:
     """A running API; `stop()` undoes what `start_api` did, in reverse order, and may be called more than once."""
 
@@ -324,6 +352,7 @@ async def start_api(
     lets requests in progress finish. `ssl_context`: serve HTTPS with it. An address that cannot be bound raises
     OSError naming it.
     """
+    quiet_bad_requests()
     stack = AsyncExitStack()
     try:
         runner = web.AppRunner(build_app(facade, keys), access_log=None, shutdown_timeout=shutdown_timeout)

@@ -18,6 +18,7 @@ the Grafana dashboard's test.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -27,12 +28,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 __all__ = [
+    "HISTOGRAMS",
     "SPECS",
     "Family",
+    "HistogramSpec",
     "NodeCollector",
     "Spec",
     "exposed_names",
     "families",
+    "histogram_family",
     "registry",
     "vernemq_lines",
 ]
@@ -79,9 +83,29 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("mqtt_puback_received", "counter", "PUBACK packets received", "broker.mqtt_puback_received"),
     _s("mqtt_puback_sent", "counter", "PUBACK packets sent", "broker.mqtt_puback_sent"),
     _s("mqtt_subscribe_received", "counter", "SUBSCRIBE packets received", "broker.mqtt_subscribe_received"),
-    _s("queue_message_drop", "gauge",
-       "messages dropped by the queues of the sessions this node holds now (queue full, too large, QoS 0 "
-       "of a client gone); a gauge: it falls when a session ends", "broker.queue_dropped"),
+    _s("mqtt_pubrec_received", "counter", "PUBREC packets received", "broker.mqtt_pubrec_received"),
+    _s("mqtt_pubrec_sent", "counter", "PUBREC packets sent", "broker.mqtt_pubrec_sent"),
+    _s("mqtt_pubrel_received", "counter", "PUBREL packets received", "broker.mqtt_pubrel_received"),
+    _s("mqtt_pubrel_sent", "counter", "PUBREL packets sent (resends included)", "broker.mqtt_pubrel_sent"),
+    _s("mqtt_pubcomp_received", "counter", "PUBCOMP packets received", "broker.mqtt_pubcomp_received"),
+    _s("mqtt_pubcomp_sent", "counter", "PUBCOMP packets sent", "broker.mqtt_pubcomp_sent"),
+    _s("mqtt_suback_sent", "counter", "SUBACK packets sent", "broker.mqtt_suback_sent"),
+    _s("mqtt_unsubscribe_received", "counter", "UNSUBSCRIBE packets received", "broker.mqtt_unsubscribe_received"),
+    _s("mqtt_unsuback_sent", "counter", "UNSUBACK packets sent", "broker.mqtt_unsuback_sent"),
+    _s("mqtt_pingreq_received", "counter", "PINGREQ packets received", "broker.mqtt_pingreq_received"),
+    _s("mqtt_pingresp_sent", "counter", "PINGRESP packets sent", "broker.mqtt_pingresp_sent"),
+    _s("mqtt_disconnect_received", "counter", "DISCONNECT packets received", "broker.mqtt_disconnect_received"),
+    _s("queue_message_in", "counter",
+       "messages a session on this node took for its client (written at once or queued)", "broker.queue_message_in"),
+    _s("queue_message_out", "counter",
+       "messages taken from a session's queue on this node and written to its client (resends not counted)",
+       "broker.queue_message_out"),
+    _s("queue_message_drop", "counter",
+       "messages a session on this node dropped (queue full, larger than the client's maximum packet size, QoS 0 "
+       "of a client gone, not resumable after a handover)", "broker.queue_message_drop"),
+    _s("queue_message_expired", "counter",
+       "messages a session on this node discarded because their message expiry interval passed before delivery",
+       "broker.queue_message_expired"),
     _s("socket_open", "counter", "MQTT connections accepted", "broker.socket_open"),
     _s("socket_close", "counter", "MQTT connections closed", "broker.socket_close"),
     _s("netsplit_detected", "counter", "times this node stopped reaching every member", "cluster.netsplit_detected"),
@@ -153,12 +177,39 @@ PATTERNS: Final = (
 #: return codes under another spelling in older counters
 _RETURN_CODE_ALIASES: Final = {"bad_credentials": "bad_username_or_password"}
 
-LATENCY: Final = ("vmqpy_connect_latency_seconds", "time from a CONNECT read to its CONNACK written (accepted)")
-#: the node's bucket bounds, microseconds (vmqpy.broker.client_metrics keeps the same list: a unit test checks);
-#: every bound is exposed, with 0 for a bucket that never counted
-LATENCY_BOUNDS_US: Final = (1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
-                            2_500_000, 5_000_000)
-_BUCKET = re.compile(r"broker\.connect_latency_le_(\d+|inf)")
+@dataclass(frozen=True, slots=True)
+class HistogramSpec:
+    """One published histogram made of a node's bucket keys `<source>_le_<us>`, `<source>_le_inf`,
+    `<source>_count` and `<source>_sum_us` (vmqpy.broker.client_metrics), with these bounds in microseconds."""
+
+    name: str
+    help: str
+    source: str
+    bounds_us: tuple[int, ...]
+
+
+#: the node's histograms; the bounds are the node's (vmqpy.broker.client_metrics.BOUNDS_US: a unit test checks),
+#: and every bound is exposed, with 0 for a bucket that never counted
+HISTOGRAMS: Final[tuple[HistogramSpec, ...]] = (
+    HistogramSpec("vmqpy_connect_latency_seconds", "time from a CONNECT read to its CONNACK written (accepted)",
+                  "broker.connect_latency",
+                  (1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+                   5_000_000)),
+    HistogramSpec("vmqpy_publish_delivery_seconds",
+                  "time from a PUBLISH read from its publisher (for a message forwarded by another node: from its "
+                  "arrival on this node) to the PUBLISH written to a subscriber on this node",
+                  "broker.delivery_latency",
+                  (100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+                   2_500_000, 5_000_000)),
+    HistogramSpec("vmqpy_handover_duration_seconds",
+                  "time from asking another node to hand a session over (a takeover) to the session live here",
+                  "registration.handover_duration",
+                  (1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+                   5_000_000, 10_000_000)),
+)
+#: the CONNECT-to-CONNACK histogram (name, help) and bounds, as earlier versions named them
+LATENCY: Final = (HISTOGRAMS[0].name, HISTOGRAMS[0].help)
+LATENCY_BOUNDS_US: Final = HISTOGRAMS[0].bounds_us
 
 
 def _num(value: float) -> float:
@@ -188,29 +239,37 @@ def families(raw: Raw) -> list[Family]:
             if match is not None:
                 value = _RETURN_CODE_ALIASES.get(match.group(1), match.group(1))
                 family(name, "counter", help).samples.append((((label, value),), _num(raw[key])))
-    histogram = _latency(raw)
-    if histogram is not None:
-        out[histogram.name] = histogram
+    for histogram_spec in HISTOGRAMS:
+        histogram = histogram_family(histogram_spec, raw)
+        if histogram is not None:
+            out[histogram.name] = histogram
     return [f for f in out.values() if f.samples or f.kind == "histogram"]
 
 
-def _latency(raw: Raw) -> Family | None:
-    if "broker.connect_latency_count" not in raw:
+def histogram_family(spec: HistogramSpec, raw: Raw) -> Family | None:
+    """The histogram `spec` of the node's counters `raw`: cumulative buckets in seconds (every bound of the spec,
+    then +Inf = the count); None when the node never observed one (no `<source>_count`). A bucket key of a bound
+    the spec does not know (a node of another version) adds to the next larger bound, or only to +Inf."""
+    source = spec.source
+    total = raw.get(source + "_count")
+    if total is None:
         return None
-    counts = {us: 0.0 for us in LATENCY_BOUNDS_US}
+    counts = [0.0] * len(spec.bounds_us)
+    prefix = source + "_le_"
     for key, value in raw.items():
-        match = _BUCKET.fullmatch(key)
-        if match is not None and match.group(1) != "inf":
-            counts[int(match.group(1))] = counts.get(int(match.group(1)), 0.0) + _num(value)
-    bounds = sorted((us / 1_000_000, count) for us, count in counts.items())
+        if key.startswith(prefix):
+            bound = key[len(prefix):]
+            if bound.isdigit():
+                index = bisect_left(spec.bounds_us, int(bound))
+                if index < len(counts):
+                    counts[index] += _num(value)
     buckets, running = [], 0.0
-    for bound, count in bounds:
+    for us, count in zip(spec.bounds_us, counts, strict=True):
         running += count
-        buckets.append((repr(bound), running))
-    total = _num(raw["broker.connect_latency_count"])
-    buckets.append(("+Inf", total))
-    return Family(LATENCY[0], "histogram", LATENCY[1], buckets=buckets, count=total,
-                  sum=_num(raw.get("broker.connect_latency_sum_us", 0)) / 1_000_000)
+        buckets.append((repr(us / 1_000_000), running))
+    buckets.append(("+Inf", _num(total)))
+    return Family(spec.name, "histogram", spec.help, buckets=buckets, count=_num(total),
+                  sum=_num(raw.get(source + "_sum_us", 0)) / 1_000_000)
 
 
 def _metric(fam: Family, node: str) -> Metric:

@@ -27,6 +27,7 @@ from typing import Any
 import uvloop
 
 from vmqpy import logconfig
+from vmqpy.cluster.frame_auth import TAG_SIZE
 from vmqpy.cluster.framing import FrameType, encode_frame
 from vmqpy.cluster.link import Established, Link
 from vmqpy.cluster.tcp import ClusterNetwork
@@ -42,17 +43,19 @@ FAKE_HOST = "127.0.0.13"
 
 async def receiver_main() -> None:
     net = ClusterNetwork("receiver", 1, COOKIE, (RECEIVER_HOST, 0))
-    state = {"expect": -1, "count": 0}
+    state: dict[str, Any] = {"expect": -1, "count": 0, "cpu": 0.0}
 
     def on_metadata(peer: str, data: bytes) -> None:
         state["count"] += 1
         if state["count"] == state["expect"]:
-            net.send_frame(peer, FrameType.CONTROL, {"done": state["count"]})
+            cpu = time.process_time() - state["cpu"]
+            net.send_frame(peer, FrameType.CONTROL, {"done": state["count"], "cpu": cpu})
 
     def on_message(peer: str, frame_type: FrameType, body: Any) -> None:
         if frame_type is FrameType.CONTROL and "expect" in body:
             state["expect"] = body["expect"]
             state["count"] = 0
+            state["cpu"] = time.process_time()
 
     net.set_receiver(on_metadata)
     net.on_message(on_message)
@@ -75,8 +78,10 @@ async def receiver_main() -> None:
 
 async def throughput(port: int, sizes: list[tuple[int, int]], runs: int) -> list[dict[str, Any]]:
     net = ClusterNetwork("sender", 1, COOKIE, (SENDER_HOST, 0))
-    done: asyncio.Queue[int] = asyncio.Queue()
-    net.on_message(lambda peer, t, body: done.put_nowait(body["done"]) if t is FrameType.CONTROL else None)
+    done: asyncio.Queue[tuple[int, float]] = asyncio.Queue()
+    net.on_message(
+        lambda peer, t, body: done.put_nowait((body["done"], body["cpu"])) if t is FrameType.CONTROL else None
+    )
     await net.start()
     net.add_peer("receiver", RECEIVER_HOST, port)
     loop = asyncio.get_running_loop()
@@ -88,10 +93,11 @@ async def throughput(port: int, sizes: list[tuple[int, int]], runs: int) -> list
     rows = []
     for body_size, count in sizes:
         body = os.urandom(body_size)
-        rates = []
+        rates, send_cpu, receive_cpu = [], [], []
         for _ in range(runs):
             net.send_frame("receiver", FrameType.CONTROL, {"expect": count})
             start = time.perf_counter()
+            cpu_start = time.process_time()
             sent = retries = 0
             while sent < count:
                 if net.send_frame("receiver", FrameType.METADATA, body):
@@ -101,12 +107,14 @@ async def throughput(port: int, sizes: list[tuple[int, int]], runs: int) -> list
                 else:
                     retries += 1
                     await asyncio.sleep(0.001)  # outgoing buffer full: let it drain
-            got = await asyncio.wait_for(done.get(), 120)
+            got, receiver_cpu = await asyncio.wait_for(done.get(), 120)
             elapsed = time.perf_counter() - start
             assert got == count
             rates.append(count / elapsed)
+            send_cpu.append((time.process_time() - cpu_start) / count * 1e6)
+            receive_cpu.append(receiver_cpu / count * 1e6)
         rate = statistics.median(rates)
-        frame = len(encode_frame(FrameType.METADATA, body))
+        frame = len(encode_frame(FrameType.METADATA, body)) + TAG_SIZE  # every frame carries its tag
         rows.append(
             {
                 "body": body_size,
@@ -116,6 +124,8 @@ async def throughput(port: int, sizes: list[tuple[int, int]], runs: int) -> list
                 "mb_s": rate * body_size / 1e6,
                 "min": min(rates),
                 "max": max(rates),
+                "send_us": statistics.median(send_cpu),
+                "receive_us": statistics.median(receive_cpu),
             }
         )
     await net.stop()
@@ -204,12 +214,14 @@ def main() -> None:
 
     print(f"Node links on loopback, uvloop, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
           f"median of {runs} run(s); sender and receiver in separate processes.\n")
-    print("| METADATA body | frame on the wire | frames | frames/s | MB/s (bodies) | range frames/s |")
-    print("|---|---|---|---|---|---|")
+    print("| METADATA body | frame on the wire | frames | frames/s | MB/s (bodies) | range frames/s "
+          "| sender CPU/frame | receiver CPU/frame |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row['body']} B | {row['frame']} B | {row['count']:,} | {row['frames_s']:,.0f} | "
-            f"{row['mb_s']:.1f} | {row['min']:,.0f} .. {row['max']:,.0f} |"
+            f"{row['mb_s']:.1f} | {row['min']:,.0f} .. {row['max']:,.0f} | {row['send_us']:.2f} us "
+            f"| {row['receive_us']:.2f} us |"
         )
     print()
     print("| silent peer, detect_timeout 1 s | median | min | max | samples |")

@@ -10,6 +10,7 @@ from chaos.cluster import MODES, HarnessError, stop_all
 from chaos.experiments import EXPERIMENTS, SUITE, by_name
 from chaos.runner import Options, recheck, run
 from chaos.summary import markdown, verdicts
+from chaos.via import VIAS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="run against the running cluster configured in DIR/*/vmqpy.conf (network faults only)")
     runp.add_argument("--vmqpy-root", type=Path, default=None, metavar="DIR",
                       help="the vmqpy source tree the nodes run (default: this checkout), e.g. a clone at a commit")
+    runp.add_argument("--via", choices=VIAS, default="direct",
+                      help="direct: clients connect to the nodes; haproxy: only through a real HAProxy in front of "
+                           "them (the shipped configuration)")
     args = parser.parse_args(argv)
     if args.command == "list":
         for e in EXPERIMENTS:
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     for experiment in experiments:
         out = args.out / experiment.name if args.all else args.out
         opts = Options(args.nodes, args.seed, args.duration, args.mode, out, args.base_address, args.backend,
-                       args.quiet, args.keep_data, args.attach, args.vmqpy_root)
+                       args.quiet, args.keep_data, args.attach, args.vmqpy_root, args.via)
         try:
             result, code = run(experiment, opts)
         except HarnessError as exc:

@@ -18,6 +18,9 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                ("churn",), fault_s=10.0),
     Experiment("mixed", "every fault in turn", ("halves", "kill", "isolate", "pause", "bridge", "skew", "ring"),
                duration=110.0),
+    Experiment("rolling-restart", "every node drained, stopped, started and rejoined once, one at a time; clients "
+               "through HAProxy", (), workloads=("steady", "registration"), duration=45.0, rolling=True,
+               balancer=True, tags=("haproxy",)),
     Experiment("short-partition", "one random-halves partition and heal, for CI", ("halves",), duration=18.0,
                fault_s=6.0, cycles=1, tags=("ci",)),
 )

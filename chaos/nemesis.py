@@ -3,12 +3,14 @@ each step in the history (process `nemesis`, f `nemesis`, ignored by the contrac
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterable
 from typing import Protocol
 
 from chaos.cluster import Cluster, HarnessError, Node
+from chaos.haproxy import Balancer
 from chaos.history import Recorder
 from chaos.schedule import Step
 
@@ -25,9 +27,18 @@ class Network(Protocol):
     def teardown(self) -> None: ...
 
 
+#: `vmq-admin node drain` of a rolling restart: clients told to go per second, and how long the drain may take.
+DRAIN_RATE = 50
+DRAIN_TIMEOUT_S = 30
+#: How long a restarted node may take to be ready in every member's view, and HAProxy to take it back.
+REJOIN_DEADLINE_S = 60.0
+
+
 class Nemesis:
-    def __init__(self, cluster: Cluster, network: Network, recorder: Recorder, steps: list[Step]) -> None:
+    def __init__(self, cluster: Cluster, network: Network, recorder: Recorder, steps: list[Step],
+                 balancer: Balancer | None = None) -> None:
         self.cluster = cluster
+        self.balancer = balancer  # HAProxy in front of the cluster (a roll waits until it has the node back)
         self.network = network
         self.recorder = recorder
         self.steps = steps
@@ -39,16 +50,25 @@ class Nemesis:
         self.left: set[str] = set()  # nodes a churn step made leave and that did not join again yet
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._finished = threading.Event()  # every step carried out (or the nemesis stopped)
 
     def start(self, t0: float) -> None:
         self._thread = threading.Thread(target=self._run, args=(t0,), name="nemesis", daemon=True)
         self._thread.start()
 
     def _run(self, t0: float) -> None:
-        for step in self.steps:
-            if self._stop.wait(max(0.0, t0 + step.at - time.monotonic())):
-                return
-            self.apply(step)
+        try:
+            for step in self.steps:
+                if self._stop.wait(max(0.0, t0 + step.at - time.monotonic())):
+                    return
+                self.apply(step)
+        finally:
+            self._finished.set()
+
+    def wait_done(self, timeout_s: float) -> bool:
+        """Until every step was carried out (a rolling restart runs past its planned times when a node is slow
+        to come back); False at the timeout."""
+        return self._finished.wait(timeout_s)
 
     def apply(self, step: Step) -> None:
         names = self.cluster.names
@@ -67,6 +87,10 @@ class Nemesis:
             self.heals.append(began)
             self.current = "healthy"
         elif step.action in ("restart", "join"):  # in force once the node is up again
+            self.heals.append(time.time_ns())
+            self.current = "healthy"
+        elif step.action == "roll":  # a fault from its drain until the node is back
+            self.faults.append(began)
             self.heals.append(time.time_ns())
             self.current = "healthy"
         else:
@@ -93,6 +117,9 @@ class Nemesis:
             node.skew(step.skew_s)
         elif step.action == "unskew":
             node.skew(0)
+        elif step.action == "roll":
+            self.current = step.describe(self.cluster.names)
+            self._roll(node)
         elif step.action in ("leave", "join"):
             if step.other is None:
                 raise HarnessError(f"step {step.action} names no other node")
@@ -101,6 +128,33 @@ class Nemesis:
                 self._leave(node, other)
             else:
                 self._join(node, other)
+
+    def _roll(self, node: Node) -> None:
+        """One node of a rolling restart: `vmq-admin node drain` (HAProxy takes it out, its clients are told to
+        go and reconnect to the others), `vmq-admin node stop` (a clean exit), start it again, wait until every
+        member sees every member ready and HAProxy has it back in its pool."""
+        drained = node.admin_cli("node", "drain", f"--rate={DRAIN_RATE}", f"--timeout={DRAIN_TIMEOUT_S}",
+                                 timeout=DRAIN_TIMEOUT_S + 30)
+        if drained.returncode != 0:
+            raise HarnessError(f"drain of {node.name} failed: {(drained.stderr or drained.stdout).strip()[-300:]}")
+        stopped = node.admin_cli("node", "stop", timeout=60)
+        if stopped.returncode != 0:
+            raise HarnessError(f"stop of {node.name} failed: {(stopped.stderr or stopped.stdout).strip()[-300:]}")
+        proc = node.proc
+        try:
+            code = proc.wait(30) if proc is not None else 0
+        except subprocess.TimeoutExpired:
+            node.stop()
+            raise HarnessError(f"{node.name} did not exit within 30 s of `node stop`") from None
+        node.stop()  # forget the exited process (by PID)
+        if code != 0:
+            raise HarnessError(f"{node.name} exited with status {code} after `node stop`:\n{node.log_tail()}")
+        node.start()
+        if not self.cluster.wait_ready(REJOIN_DEADLINE_S):
+            raise HarnessError(f"{node.name} not ready in every view {REJOIN_DEADLINE_S:.0f} s after its restart: "
+                               f"{self.cluster.views()}")
+        if self.balancer is not None:
+            self.balancer.wait_status(node.short, up=True, deadline_s=REJOIN_DEADLINE_S)
 
     def _leave(self, node: Node, commander: Node) -> None:
         answer = commander.admin_cli("cluster", "leave", f"node={node.name}", "-k", "-i", "1", "-t", "8",

@@ -20,27 +20,37 @@ from typing import Any, TextIO
 
 from chaos import iptables, replog
 from chaos.checkers.convergence import check_convergence
+from chaos.checkers.outages import check_outages
 from chaos.checkers.queues import check_queues
 from chaos.checkers.registration import check_registration
 from chaos.checkers.result import Check
 from chaos.checkers.retained import check_retained
 from chaos.checkers.subscriptions import check_subscriptions
 from chaos.cluster import REPO, Cluster, HarnessError, attach, build
+from chaos.haproxy import Balancer, Server
 from chaos.history import Recorder, pair
 from chaos.nemesis import Nemesis, Network
+from chaos.ports import free_port
 from chaos.progress import Progress
 from chaos.proxy import ProxyNetwork
 from chaos.reads import dumps, final_reads
 from chaos.schedule import Experiment, plan
 from chaos.verdict import table, verdict
+from chaos.via import balanced_listener, balancer_host, effective_via, refusal
+from chaos.via import workloads as run_workloads
 from chaos.workloads import Context, Endpoint, Workload
 from chaos.workloads.queues import Queues
 from chaos.workloads.registration import Registration
 from chaos.workloads.retained import Retained
+from chaos.workloads.steady import PROCESS_PREFIX as STEADY
+from chaos.workloads.steady import Steady
 from chaos.workloads.subscriptions import Subscriptions
 
 WORKLOADS: dict[str, type[Workload]] = {"subscriptions": Subscriptions, "retained": Retained, "queues": Queues,
-                                        "registration": Registration}
+                                        "registration": Registration, "steady": Steady}
+#: How long a run waits after its workload time for the nemesis to finish its steps (a rolling restart whose
+#: nodes come back slowly runs past its planned times).
+NEMESIS_OVERRUN_S = 240.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,7 @@ class Options:
     keep_data: bool = False
     attach: Path | None = None  # run against the running cluster configured in this directory
     source: Path | None = None  # the vmqpy source tree the nodes run (default: this checkout)
+    via: str = "direct"  # direct: clients connect to the nodes; haproxy: only through HAProxy (chaos/via.py)
 
 
 def choose_backend(requested: str) -> str:
@@ -97,6 +108,11 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
         raise HarnessError(f"{source} is not a vmqpy source tree (no vmqpy/__main__.py)")
     skewable = any(s.action == "skew" for s in steps)
     mode = opts.mode
+    via = effective_via(experiment, opts.via)
+    if (why := refusal(experiment, via, opts.attach is not None,
+                       Balancer.missing() if via == "haproxy" else None)) is not None:
+        raise HarnessError(why)
+    opts = replace(opts, via=via)
     if opts.attach is not None:
         cluster, mode = attach(opts.attach)
         if backend != "iptables":
@@ -110,6 +126,15 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     else:
         cluster = build(workdir, opts.nodes, opts.base, opts.mode, proxy=backend == "proxy", skewable=skewable,
                         source=source)
+    balancer = None
+    if via == "haproxy":
+        servers = []
+        for node in cluster.nodes:
+            port = free_port(node.host)
+            node.settings.update(balanced_listener(node.host, port))
+            servers.append(Server(node.short, node.host, port, node.http_port))
+        balancer = Balancer(workdir / "haproxy", servers, proxy_protocol=True,
+                            host=balancer_host(opts.base, len(cluster.nodes)))
     network: Network
     if backend == "proxy":
         network = ProxyNetwork([n.host for n in cluster.nodes], [n.cluster_port for n in cluster.nodes],
@@ -119,12 +144,14 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     meta: dict[str, Any] = {
         "experiment": experiment.name, "description": experiment.description, "mode": opts.mode,
         "seed": opts.seed, "nodes": cluster.names, "backend": backend, "duration_s": duration,
+        "via": via,
         "quiet_s": opts.quiet_s, "build": build_info(source),
         "schedule": [{"at": s.at, "step": s.describe(cluster.names)} for s in steps],
         "replay": f"python -m chaos run {experiment.name} --nodes {opts.nodes} --seed {opts.seed} "
                   f"--duration {duration:g} --mode {opts.mode} --backend {backend}"
                   + (f" --attach {opts.attach}" if opts.attach is not None else "")
-                  + (f" --vmqpy-root {opts.source}" if opts.source is not None else ""),
+                  + (f" --vmqpy-root {opts.source}" if opts.source is not None else "")
+                  + (" --via haproxy" if via == "haproxy" and not experiment.balancer else ""),
     }
     (out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
     history_path = out / "history.jsonl"
@@ -136,7 +163,7 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     try:
         with history_path.open("w", encoding="utf-8") as history_file:
             recorder = Recorder(history_file)
-            nemesis = Nemesis(cluster, network, recorder, steps)
+            nemesis = Nemesis(cluster, network, recorder, steps, balancer)
             progress = Progress(lambda: recorder.completed, lambda: nemesis.current, log)
             progress.start()
             try:
@@ -147,10 +174,14 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
                 progress.stop()
                 recorder.flush()
                 try:
+                    if balancer is not None:
+                        balancer.stop()
                     network.teardown()
                 finally:
                     cluster.stop()
                     _collect(cluster, out, views, data)
+                    if balancer is not None and balancer.log.exists():
+                        shutil.copyfile(balancer.log, out / "haproxy.log")
                     if not opts.keep_data:
                         shutil.rmtree(workdir, ignore_errors=True)
     finally:
@@ -187,8 +218,12 @@ def _drive(experiment: Experiment, opts: Options, duration: float, cluster: Clus
             raise HarnessError(f"the attached cluster is not ready: {cluster.views()}")
     views["after_join"] = cluster.views()
     endpoints = [Endpoint(n.name, n.host, n.mqtt_port) for n in cluster.nodes]
+    if nemesis.balancer is not None:
+        progress.set_phase("haproxy")
+        balancer = nemesis.balancer.start()
+        endpoints = [Endpoint("haproxy", balancer.host, balancer.port)]
     ctx = Context(recorder, endpoints, opts.seed)
-    workloads = [WORKLOADS[name]() for name in experiment.workloads]
+    workloads = [WORKLOADS[name]() for name in run_workloads(experiment, opts.via)]
     progress.set_phase("setup")
     for w in workloads:
         w.setup(ctx)
@@ -198,6 +233,8 @@ def _drive(experiment: Experiment, opts: Options, duration: float, cluster: Clus
     for w in workloads:
         w.start(ctx)
     ctx.stop.wait(duration)
+    if any(s.action == "roll" for s in nemesis.steps) and not nemesis.wait_done(NEMESIS_OVERRUN_S):
+        errors.append(f"the rolling restart was not over {NEMESIS_OVERRUN_S:.0f} s after the workload time")
     ctx.stop.set()
     nemesis.stop()
     for w in workloads:
@@ -264,6 +301,8 @@ def check_run(out: Path, mode: str, data: dict[str, Any]) -> list[Check]:
         check_registration(ops, data.get("heals", [])),
         check_convergence(data.get("dumps", {}), data.get("members", [])),
     ]
+    if any(op.process.startswith(STEADY) for op in ops):  # clients that mean to stay connected
+        checks.append(check_outages(ops, STEADY, f"{STEADY}sub"))
     for check, skipped in ((checks[0], skipped_subscriptions), (checks[1], skipped_retained)):
         check.figures["log_lines_skipped"] = len(skipped)  # damaged replication-log lines (chaos/replog.py)
         if skipped:

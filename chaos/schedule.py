@@ -15,7 +15,7 @@ from typing import Literal
 
 Fault = Literal["halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn"]
 FAULTS: tuple[Fault, ...] = ("halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn")
-Action = Literal["cut", "heal", "kill", "restart", "pause", "resume", "skew", "unskew", "leave", "join"]
+Action = Literal["cut", "heal", "kill", "restart", "pause", "resume", "skew", "unskew", "leave", "join", "roll"]
 Pair = tuple[int, int]
 
 
@@ -24,7 +24,7 @@ class Step:
     at: float  # seconds from the start of the workloads
     action: Action
     cut: frozenset[Pair] = frozenset()  # for "cut": the pairs that cannot talk
-    node: int | None = None  # for kill/restart/pause/resume/skew/unskew
+    node: int | None = None  # for kill/restart/pause/resume/skew/unskew/roll
     skew_s: float = 0.0  # for "skew": the node's wall clock offset
     other: int | None = None  # for "leave": the node that runs the command; for "join": the discovery node
     label: str = ""
@@ -62,6 +62,8 @@ class Experiment:
     proxy_delay_ms: int = 0  # fault proxy only: added delay on every cluster link
     proxy_loss: float = 0.0  # fault proxy only: probability of dropping a chunk... (closes the link)
     tags: tuple[str, ...] = field(default_factory=tuple)
+    rolling: bool = False  # a rolling restart instead of `faults`: every node drained and restarted once
+    balancer: bool = False  # the clients go through HAProxy in every run (as with `--via haproxy`)
 
 
 def pair(a: int, b: int) -> Pair:
@@ -124,6 +126,8 @@ def plan(experiment: Experiment, nodes: int, seed: int, duration: float | None =
     total = experiment.duration if duration is None else duration
     start = min(3.0, total * 0.15)
     end = total - 1.0
+    if experiment.rolling:
+        return rolling_restart(nodes, rng, start, end)
     steps: list[Step] = []
     t = start
     cycle = 0
@@ -136,6 +140,16 @@ def plan(experiment: Experiment, nodes: int, seed: int, duration: float | None =
         if cycle >= 1000:
             break
     return sorted(steps, key=lambda s: s.at)
+
+
+def rolling_restart(nodes: int, rng: random.Random, start: float, end: float) -> list[Step]:
+    """Every node restarted once (`roll`: drain, stop, start, wait until it rejoined and is ready), one at a
+    time, in a seeded order, spread evenly from `start` to `end`. A restart that takes longer than its share
+    delays the next one (the nemesis carries out one step after the other)."""
+    order = list(range(nodes))
+    rng.shuffle(order)
+    spacing = max(0.0, end - start) / nodes
+    return [Step(round(start + i * spacing, 3), "roll", node=victim) for i, victim in enumerate(order)]
 
 
 def _fault_steps(fault: Fault, t: float, length: float, nodes: int, rng: random.Random) -> list[Step]:

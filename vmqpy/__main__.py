@@ -52,13 +52,15 @@ def main(argv: list[str] | None = None) -> int:
             acl.load_acl(acl_file)  # a bad line stops the start, naming file:line
         tls.ListenerContexts(tls.settings_of(cfg))  # a certificate, key or CA file that cannot be used
         tls.https_context(cfg)
+        tls.cluster_contexts(cfg)  # cluster.tls.*: the same for the cluster links
     except (config.ConfigError, auth.PasswordFileError, acl.AclError) as exc:
         print(f"vmqpy: config error: {exc}", file=sys.stderr)
         return 2
     try:
-        logconfig.configure(cfg.log_format, cfg.log_level, node=cfg.nodename, file=cfg.log_file)
+        logconfig.configure(cfg.log_format, cfg.log_level, node=cfg.nodename, file=cfg.log_file,
+                            max_size=cfg.log_file_max_size, count=cfg.log_file_count)
     except OSError as exc:
-        where = cfg.sources.get("log.console.file", "log.console.file")
+        where = cfg.sources.get("log.file") or cfg.sources.get("log.console.file", "log.file")
         print(f"vmqpy: config error: {where}: cannot open the log file {cfg.log_file}: {exc.strerror}",
               file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from admin import session_table
 from admin.errors import CommandError
 from vmqpy import __version__
 from vmqpy import config as config_module
-from vmqpy.broker import records
+from vmqpy.broker import operator_actions, records
 from vmqpy.broker.trace import Trace, TraceOptions
 from vmqpy.cluster.admin_calls import AdminCalls, Answers, Handler
 from vmqpy.cluster.errors import CommandRefused
@@ -266,7 +266,7 @@ class NodeFacade:
         return done, note
 
     def acl_reload(self) -> str:
-        answers = self._broker.reload_access(force=True)
+        answers = self._broker.enforcer.reload(force=True)
         text = "\n".join(answer.describe() for answer in answers)
         if any(answer.error is not None for answer in answers):
             raise CommandError(text, 400)
@@ -277,7 +277,7 @@ class NodeFacade:
             raise CommandError(f"not a topic name: {topic!r} (wildcards delete nothing)", 400)
         if not self._policy.may("publish"):
             raise CommandError(f"the node does not take writes now: {self._policy.reason()}", 503)
-        if not self._broker.delete_retained(topic):
+        if not operator_actions.delete_retained(self._broker, topic):
             raise CommandError(f"no retained message on {topic!r}", 404)
         return f"deleted the retained message of {topic}"
 
@@ -378,11 +378,12 @@ class NodeFacade:
         return "\n".join(lines + ([f"note: {note}"] if note else []))
 
     def _local_reauthorize(self, args: dict[str, Any]) -> list[int] | None:
-        found = self._broker.reauthorize(str(args["client_id"]), str(args["username"]))
+        found = self._broker.enforcer.reauthorize(str(args["client_id"]), str(args["username"]))
         return None if found is None else list(found)
 
     def _local_disconnect(self, args: dict[str, Any]) -> str | None:
-        return self._broker.disconnect_by_operator(str(args["client_id"]), time.time(), bool(args.get("cleanup")))
+        return operator_actions.disconnect(self._broker, str(args["client_id"]), time.time(),
+                                        bool(args.get("cleanup")))
 
     async def trace_client(
         self, client_id: str, *, rate_max: int, rate_interval: float, payload_limit: int, stop_after: float

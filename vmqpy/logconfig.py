@@ -1,5 +1,10 @@
 """The only structlog.configure call of the node: console text or JSON lines on stderr, or text in a file, or both.
 
+The file (`log.file`, or its older name `log.console.file`) rotates by size through the standard library's
+`logging.handlers.RotatingFileHandler`: before a line would take the file to `log.file.max_size` bytes, the file
+becomes `PATH.1` (the older ones `PATH.2` ... `PATH.<log.file.count>`, the oldest deleted) and a new one starts.
+A line is never split between two files. `max_size = 0` never rotates.
+
 The level can change while the node runs (`vmq-admin set log.console.level=debug`, `vmq-admin log level`).
 Module loggers are cached on first use, so the level is not baked into them: every logger asks the one
 current threshold (`set_level`) when a method is called, which costs one comparison for a filtered call.
@@ -8,11 +13,12 @@ current threshold (`set_level`) when a method is called, which costs one compari
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import sys
 import threading
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import structlog
 
@@ -76,11 +82,19 @@ def level() -> str:
     return next((name for name, number in _LEVELS.items() if number == _Threshold.value), "critical")
 
 
+class LineStream(Protocol):
+    """Where LineWriter writes: stderr, or a log file."""
+
+    def write(self, text: str, /) -> Any: ...
+
+    def flush(self) -> None: ...
+
+
 class LineWriter:
     """The end of the chain: writes each rendered line to every one of `streams` (stderr, a log file), whole
     lines even when several threads log."""
 
-    def __init__(self, streams: Sequence[TextIO]) -> None:
+    def __init__(self, streams: Sequence[LineStream]) -> None:
         self.streams = tuple(streams)
         self._lock = threading.Lock()
 
@@ -94,36 +108,72 @@ class LineWriter:
     log = debug = info = warn = warning = error = exception = critical = fatal = msg
 
 
+class _SizeRotatingHandler(logging.handlers.RotatingFileHandler):
+    """RotatingFileHandler that never rotates an empty file (a first line longer than max_size stays alone in it,
+    rather than leaving an empty rotated file behind)."""
+
+    def shouldRollover(self, record: logging.LogRecord) -> int:
+        stream = self.stream
+        if stream is not None and self.maxBytes > 0:
+            stream.seek(0, 2)
+            if stream.tell() == 0:
+                return False
+        return super().shouldRollover(record)
+
+
+class RotatingLogFile:
+    """A log file appended to line by line, rotated by size (see the module docstring): `max_size` bytes at most
+    per file (0: never rotated), `count` rotated files kept (PATH.1 the newest). Its directory is made if
+    missing; OSError when the file cannot be opened, ValueError for a size or count out of range."""
+
+    def __init__(self, path: Path, max_size: int = 0, count: int = 5) -> None:
+        if max_size < 0 or count < 0 or (max_size > 0 and count < 1):
+            raise ValueError(f"log file rotation needs max_size >= 0 and, when rotating, count >= 1 "
+                             f"(got max_size={max_size}, count={count})")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._handler = _SizeRotatingHandler(path, maxBytes=max_size, backupCount=count, encoding="utf-8")
+        self._handler.setFormatter(logging.Formatter("%(message)s"))
+        self._handler.terminator = ""  # the lines come with their newline
+
+    def write(self, text: str, /) -> None:
+        """Append `text` (whole lines), after rotating when it would take the file past `max_size`."""
+        # a record of the text as it is (no %-formatting: it carries no args); emit rotates, writes and flushes
+        self._handler.emit(logging.makeLogRecord({"msg": text, "levelno": logging.INFO}))
+
+    def flush(self) -> None:
+        self._handler.flush()
+
+    def close(self) -> None:
+        self._handler.close()
+
+
 class _LogFile:
     """The log file the node writes now (closed when `configure` is called again)."""
 
-    stream: TextIO | None = None
+    stream: RotatingLogFile | None = None
 
 
-def _open_log_file(path: Path) -> TextIO:
-    """Open `path` for appending (its directory made if missing); OSError when that cannot be done."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _LogFile.stream = open(path, "a", encoding="utf-8")  # kept open while the node runs
-    return _LogFile.stream
-
-
-def _streams(fmt: str, file: Path | None) -> list[TextIO]:
+def _streams(fmt: str, file: Path | None, max_size: int, count: int) -> list[LineStream]:
     """Where the lines of `fmt` go: stderr for console and json, the file for file, both for both (the file of
     an earlier configuration is closed)."""
     if _LogFile.stream is not None:
         _LogFile.stream.close()
         _LogFile.stream = None
+    stderr: TextIO = sys.stderr
     if fmt in ("file", "both"):
         if file is None:
             raise ValueError(f"log.console = {fmt} needs a log file")
-        log_file = _open_log_file(file)
-        return [log_file] if fmt == "file" else [sys.stderr, log_file]
-    return [sys.stderr]
+        log_file = _LogFile.stream = RotatingLogFile(file, max_size, count)  # kept open while the node runs
+        return [log_file] if fmt == "file" else [stderr, log_file]
+    return [stderr]
 
 
-def configure(fmt: str = "console", level: str = "info", node: str | None = None, file: Path | None = None) -> None:
+def configure(fmt: str = "console", level: str = "info", node: str | None = None, file: Path | None = None,
+              max_size: int = 0, count: int = 5) -> None:
     """Configure structlog once. `fmt` is console, json, file (text lines in `file`), both (on stderr and in
-    `file`) or off; context vars (node, client_id, peer) merge in. OSError when `file` cannot be opened."""
+    `file`) or off; context vars (node, client_id, peer) merge in. `file` rotates at `max_size` bytes keeping
+    `count` older files (`RotatingLogFile`). OSError when `file` cannot be opened."""
     set_level(level)
     processors: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -136,7 +186,7 @@ def configure(fmt: str = "console", level: str = "info", node: str | None = None
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
         processors.append(structlog.dev.ConsoleRenderer(colors=False))
-    writer = LineWriter(_streams(fmt, file))
+    writer = LineWriter(_streams(fmt, file, max_size, count))
     structlog.configure(
         processors=processors,
         wrapper_class=LevelLogger,

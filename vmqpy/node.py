@@ -8,7 +8,6 @@ import dataclasses
 import gc
 import signal
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -23,10 +22,11 @@ from vmqpy.broker import records, systree
 from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
-from vmqpy.broker.listeners import Listeners, label
+from vmqpy.broker.listener_control import ListenerControl
+from vmqpy.broker.listeners import Listeners
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.systree import SysTreePublisher
-from vmqpy.broker.tls import ListenerContexts, https_context
+from vmqpy.broker.tls import ClusterContexts, ListenerContexts, cluster_contexts, https_context
 from vmqpy.broker.tls import settings_of as tls_settings_of
 from vmqpy.cluster.departure import Departure
 from vmqpy.cluster.events import ClusterEvents
@@ -38,6 +38,7 @@ from vmqpy.cluster.membership import (
     replica_id,
     save_incarnation,
 )
+from vmqpy.cluster.placement import AssignedServers
 from vmqpy.cluster.policy import OPERATIONS, NetsplitSettings, Policy
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.cluster.replica_links import ReplicaLinks
@@ -45,19 +46,18 @@ from vmqpy.cluster.service import ClusterService
 from vmqpy.cluster.tcp import ClusterNetwork
 from vmqpy.cluster.view import View
 from vmqpy.config import Config
-from vmqpy.drain import Drain, Outcome
+from vmqpy.drain import Outcome
 from vmqpy.facade import NodeFacade
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
-from vmqpy.mqtt import reason_codes as rc
-from vmqpy.mqtt.packets import Disconnect
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.node")
 
 TICK_INTERVAL = 0.1
-RESOLVERS = {records.SESSION: latest_stamp, records.SUBSCRIPTION: latest_stamp, records.RETAIN: latest_stamp}
+RESOLVERS = {records.SESSION: latest_stamp, records.SUBSCRIPTION: latest_stamp, records.RETAIN: latest_stamp,
+             records.NODE_LISTENERS: latest_stamp}
 
 
 class Node:
@@ -69,19 +69,18 @@ class Node:
         self.broker: Broker | None = None
         self.metadata: MetadataService | None = None
         self.cluster: ClusterService | None = None  # when listener.vmq.clustering is set
+        self.cluster_tls: ClusterContexts | None = None  # when cluster.tls.* are set: links over TLS
         self.registration: RegistrationService | None = None
         self.departure: Departure | None = None
         self.policy = Policy(netsplit_settings(config))
         self.events = ClusterEvents()  # recent joins, leaves, netsplits, takeovers (the status page)
-        self.servers: list[asyncio.Server] = []
-        self._listener_set: Listeners | None = None
-        self._server_of: dict[tuple[str, str], asyncio.Server] = {}  # (kind, name) -> its server while it listens
-        self.stopped_listeners: set[tuple[str, str]] = set()  # `vmq-admin listener stop`, until `listener start`
         self._reopening: asyncio.Task[None] | None = None
+        self._placement: AssignedServers | None = None  # persistent_session_placement = assigned
         self.connections: set[MQTTConnection] = set()
+        # the MQTT listeners: opened, stopped and started by the operator, drained
+        self.listeners = ListenerControl(config, self.connections,
+                                         lambda: self.cluster is not None and self.cluster.removed)
         self.started_at = 0.0
-        self.drain: Drain | None = None  # set by `vmq-admin node drain`; the node stays drained until it stops
-        self._draining: asyncio.Lock | None = None
         self.on_stop_request: Callable[[], None] | None = None  # `serve` sets it: `vmq-admin node stop`
 
     @contextlib.asynccontextmanager
@@ -105,6 +104,8 @@ class Node:
             await stack.enter_async_context(self._access_reload(broker))
             await stack.enter_async_context(self._admin_api(facade))
             await stack.enter_async_context(self._listeners(broker, storage))
+            if self.cluster is not None and self.config.persistent_session_placement == "assigned":
+                self._assign_servers(broker, metadata)
             self.started_at = time.time()
             log.info("node started", listeners=[f"{k}:{h}:{p}" if k != "tcp" else f"{h}:{p}"
                                                 for k, _n, h, p in config_module.mqtt_listeners(self.config)])
@@ -129,6 +130,7 @@ class Node:
         if address is None:
             yield None
             return
+        tls = self.cluster_tls = cluster_contexts(self.config)  # ConfigError: checked by `vmqpy start` already
         network = ClusterNetwork(
             self.config.nodename,
             incarnation,
@@ -137,6 +139,8 @@ class Node:
             detect_timeout=self.config.detect_timeout,
             incoming_buffer=self.config.incoming_clustering_buffer_size,
             outgoing_buffer=self.config.outgoing_clustering_buffer_size,
+            tls_server=tls.server if tls is not None else None,
+            tls_client=tls.client if tls is not None else None,
         )
         await network.start()
         try:
@@ -205,8 +209,7 @@ class Node:
 
     def _stop_serving(self, reference: str | None) -> None:
         """This node is leaving with `-k`: no new clients; 5.0 clients are told to use `reference`."""
-        for server in self.servers:
-            server.close()
+        self.listeners.close_servers()
         for conn in list(self.connections):
             conn.move_away(reference)
 
@@ -222,6 +225,15 @@ class Node:
             conn.close()
         self._reopen_listeners()  # closed by a `leave -k`: clients are told why they are refused
 
+    def _assign_servers(self, broker: Broker, metadata: MetadataService) -> None:
+        """`persistent_session_placement = assigned` (vmqpy.cluster.placement): tell the cluster where clients
+        reach this node's listeners, and send each CONNECT of a persistent session to its assigned server."""
+        assert self.cluster is not None
+        placement = self._placement = AssignedServers(self.config.nodename, metadata, self.cluster.member_names,
+                                                      self.cluster.is_reachable)
+        placement.advertise(self.listeners.advertised())
+        broker.placement = placement
+
     async def _reincarnate(self) -> int:
         """Start again after a leave: an empty store under a new incarnation, saved before it is used."""
         assert self.metadata is not None and self.cluster is not None
@@ -234,6 +246,8 @@ class Node:
         if self.departure is not None:
             self.departure.reset()
         self.policy.left = False
+        if self._placement is not None:  # the new incarnation's store starts empty
+            self._placement.advertise(self.listeners.advertised())
         return new
 
     @contextlib.asynccontextmanager
@@ -332,7 +346,7 @@ class Node:
             while True:
                 await asyncio.sleep(interval)
                 try:
-                    broker.reload_access(acl=acl, passwords=not acl)
+                    broker.enforcer.reload(acl=acl, passwords=not acl)
                 except Exception:
                     log.exception("access file reload failed")
 
@@ -376,18 +390,16 @@ class Node:
         path = config_module.password_file_in_force(self.config)
         auth = Authenticator(self.config.allow_anonymous, parse_password_file(path) if path else {})
         tls = ListenerContexts(tls_settings_of(self.config))  # ConfigError: checked by `vmqpy start` already
-        listener_set = self._listener_set = Listeners(self.config, broker, storage, auth, self.connections, tls)
-        if tls.settings:
-            loop.add_signal_handler(signal.SIGHUP, self._reload_certificates, tls)
+        listener_set = Listeners(self.config, broker, storage, auth, self.connections, tls)
+        self.listeners.listener_set = listener_set
+        loop.add_signal_handler(signal.SIGHUP, self._reload_on_hangup, tls, broker)
         try:
             await listener_set.start()
-            await self._open_listeners()
+            await self.listeners.open_all()
             yield
         finally:
-            if tls.settings:
-                loop.remove_signal_handler(signal.SIGHUP)
-            for server in self.servers:
-                server.close()
+            loop.remove_signal_handler(signal.SIGHUP)
+            self.listeners.close_servers()
             for conn in list(self.connections):
                 conn.normal_close = True  # a shutdown is not the client's failure: no will
                 conn.close()
@@ -397,90 +409,41 @@ class Node:
             await listener_set.close()
             await storage.sync()
 
-    async def _open_listeners(self) -> None:
-        """Open the MQTT listeners, or open them again when a `leave -k` closed them (a node that left answers
-        every CONNECT with server unavailable, and serves again once it joins)."""
-        listener_set = self._listener_set
-        if listener_set is None or (self.servers and all(s.is_serving() for s in self.servers)):
-            return
-        for server in self.servers:
-            server.close()
-        self.servers = []
-        self._server_of = {}
-        for kind, name, host, port in config_module.mqtt_listeners(self.config):
-            if (kind, name) in self.stopped_listeners:
-                continue
-            server = await listener_set.open(kind, name, host, port)
-            self.servers.append(server)
-            self._server_of[(kind, name)] = server
-
-    # ------------------------------------------------------------------------- listeners (admin.cli.listener)
+    # ------------------------------------------------------------------------- admin.cli.listener, node drain
 
     def listener_rows(self) -> list[dict[str, Any]]:
-        """`vmq-admin listener show`: every MQTT listener of the configuration, running or stopped, with VerneMQ's
-        columns (type, status, ip, port, mountpoint, max_conns) and ours (name, active_conns)."""
-        active = Counter(conn.listener for conn in self.connections)
-        rows = []
-        for kind, name, host, port in config_module.mqtt_listeners(self.config):
-            server = self._server_of.get((kind, name))
-            running = server is not None and server.is_serving()
-            if running:
-                assert server is not None
-                port = int(server.sockets[0].getsockname()[1]) if server.sockets else port
-            limit = config_module.listener_option(self.config, name, "max_connections", kind)
-            rows.append({
-                "type": LISTENER_TYPES[kind], "status": "running" if running else "stopped", "ip": host,
-                "port": port, "mountpoint": "", "max_conns": "infinity" if limit is None else limit,
-                "name": label(kind, name), "active_conns": active.get(label(kind, name), 0),
-            })
-        return rows
-
-    def _listener_at(self, address: str, port: int) -> tuple[str, str]:
-        """The (kind, name) of the listener at address:port (its configured or its bound port); LookupError."""
-        for row, (kind, name, _host, configured) in zip(
-                self.listener_rows(), config_module.mqtt_listeners(self.config), strict=True):
-            if row["ip"] == address and port in (row["port"], configured):
-                return kind, name
-        raise LookupError(f"no MQTT listener at {address}:{port} (vmq-admin listener show lists them)")
+        return self.listeners.rows()
 
     def stop_listener(self, address: str, port: int, kill_sessions: bool) -> str:
-        """`vmq-admin listener stop`: the listener at address:port refuses new connections until `listener start`
-        (its live connections stay, unless `kill_sessions`: then they are disconnected, 5.0 with DISCONNECT
-        0x98 Administrative action). LookupError: no such listener."""
-        kind, name = self._listener_at(address, port)
-        self.stopped_listeners.add((kind, name))
-        server = self._server_of.pop((kind, name), None)
-        if server is not None:
-            server.close()
-            self.servers = [s for s in self.servers if s is not server]
-        killed = 0
-        if kill_sessions:
-            for conn in [c for c in self.connections if c.listener == label(kind, name) and not c.closing]:
-                _disconnect_by_operator(conn)
-                killed += 1
-        log.info("listener stopped", listener=label(kind, name), address=f"{address}:{port}", disconnected=killed)
-        return f"listener {label(kind, name)} at {address}:{port} stopped" + (
-            f"; {killed} connections closed" if kill_sessions else "")
+        return self.listeners.stop(address, port, kill_sessions)
 
     async def start_listener(self, address: str, port: int) -> str:
-        """`vmq-admin listener start|restart`: listen again on a listener that `listener stop` stopped.
-        LookupError: no such listener; RuntimeError: the node drains or left (its listeners stay closed);
-        OSError: the address cannot be bound."""
-        kind, name = self._listener_at(address, port)
-        if self.drain is not None:
-            raise RuntimeError("the node drains: its listeners stay closed until it stops")
-        if (kind, name) in self._server_of and self._server_of[(kind, name)].is_serving():
-            return f"listener {label(kind, name)} at {address}:{port} is running already"
-        listener_set = self._listener_set
-        if listener_set is None or (self.cluster is not None and self.cluster.removed):
-            raise RuntimeError("the node serves no client now (it left the cluster, or has not started)")
-        self.stopped_listeners.discard((kind, name))
-        configured = next(p for k, n, _h, p in config_module.mqtt_listeners(self.config) if (k, n) == (kind, name))
-        server = await listener_set.open(kind, name, address, configured or port)
-        self.servers.append(server)
-        self._server_of[(kind, name)] = server
-        log.info("listener started", listener=label(kind, name), address=f"{address}:{port}")
-        return f"listener {label(kind, name)} at {address}:{port} started"
+        return await self.listeners.start(address, port)
+
+    def drain_reason(self) -> str | None:
+        return self.listeners.drain_reason()
+
+    async def drain_clients(self, rate: float, timeout: float) -> tuple[Outcome, int, int]:
+        return await self.listeners.drain_clients(rate, timeout)
+
+    def _reload_on_hangup(self, tls: ListenerContexts, broker: Broker) -> None:
+        """SIGHUP, whatever is configured: the certificates of the TLS listeners and of the cluster links, and the
+        ACL and password files (as `vmq-admin acl reload`), each read again; one that cannot be used keeps its
+        previous version in force and is logged. The node keeps running."""
+        log.info("SIGHUP: reloading certificates and access files")
+        if tls.settings:
+            self._reload_certificates(tls)
+        if self.cluster_tls is not None:
+            try:
+                self.cluster_tls.reload()
+            except config_module.ConfigError as exc:
+                log.error("cluster TLS certificates not reloaded: new links keep the previous ones", error=str(exc))
+            else:
+                log.info("cluster TLS certificates reloaded")
+        try:
+            broker.enforcer.reload(force=True)
+        except Exception:
+            log.exception("access file reload failed")
 
     def _reload_certificates(self, tls: ListenerContexts) -> None:
         """SIGHUP: the TLS listeners read their certificate, key and CA files again. New connections get the new
@@ -491,49 +454,6 @@ class Node:
             log.error("TLS certificates not reloaded: the listeners keep the previous ones", error=str(exc))
             return
         log.info("TLS certificates reloaded", listeners=count)
-
-    # ------------------------------------------------------------------------- drain and stop (admin.cli.node)
-
-    def drain_reason(self) -> str | None:
-        """What `/health` says while the node drains (it answers 503 from the first moment on); None when not."""
-        drain = self.drain
-        if drain is None:
-            return None
-        return f"draining ({drain.outcome.value}, {len(self.connections)} connections left)"
-
-    async def drain_clients(self, rate: float, timeout: float) -> tuple[Outcome, int, int]:
-        """`vmq-admin node drain`: stop accepting MQTT connections, fail the health check, then disconnect the
-        clients at most `rate` per second (vmqpy.drain) until none is left or `timeout` seconds pass. 5.0 clients
-        get DISCONNECT 0x8B (Server shutting down), 3.1.1 clients see the socket close; no will is published
-        (as when the node stops). Persistent sessions stay here, offline, and keep queueing until their
-        client connects to another node, which takes them over. The node stays drained (listeners closed, not
-        ready) until it stops; a timed-out drain leaves the remaining clients connected.
-        Returns (outcome, clients disconnected by this drain, connections left). ValueError: bad rate/timeout."""
-        loop = asyncio.get_running_loop()
-        drain = Drain(rate=rate, timeout=timeout, started=loop.time())
-        if self._draining is None:
-            self._draining = asyncio.Lock()
-        async with self._draining:  # a second drain waits for the first, then drains what is left
-            drain.started = loop.time()
-            self.drain = drain
-            log.info("draining", rate=rate, timeout=timeout, connections=len(self.connections))
-            for server in self.servers:
-                server.close()  # new TCP connections are refused from now on
-            told: set[MQTTConnection] = set()
-            while True:
-                waiting = sorted((c for c in self.connections if not c.closing and c not in told),
-                                 key=lambda c: (c.client_id, id(c)))
-                leaving = sum(1 for c in self.connections if c.closing or c in told)
-                step = drain.step(loop.time(), waiting, leaving)
-                for conn in step.disconnect:
-                    told.add(conn)
-                    _tell_to_go(conn)
-                if step.wake_at is None:
-                    break
-                await asyncio.sleep(max(0.0, step.wake_at - loop.time()))
-            log.info("drained", outcome=drain.outcome.value, disconnected=drain.disconnected,
-                     left=len(self.connections))
-            return drain.outcome, drain.disconnected, len(self.connections)
 
     def request_stop(self) -> bool:
         """`vmq-admin node stop`: stop the node as SIGTERM does, once the current answer is sent. False when
@@ -548,41 +468,14 @@ class Node:
     def _reopen_listeners(self) -> None:
         async def reopen() -> None:
             try:
-                await self._open_listeners()
+                await self.listeners.open_all()
             except OSError as exc:
                 log.error("MQTT listeners could not be opened again", error=str(exc))
 
         self._reopening = asyncio.get_running_loop().create_task(reopen())
 
     def bound_ports(self) -> list[tuple[str, int]]:
-        ports = []
-        for server in self.servers:
-            for sock in server.sockets:
-                host, port = sock.getsockname()[:2]
-                ports.append((host, port))
-        return ports
-
-
-#: VerneMQ's names of the listener kinds in `listener show`
-LISTENER_TYPES = {"tcp": "mqtt", "ssl": "mqtts", "ws": "mqttws", "wss": "mqttwss"}
-
-
-def _disconnect_by_operator(conn: MQTTConnection) -> None:
-    """`listener stop -k`: 5.0 clients get DISCONNECT 0x98 (Administrative action), 3.1.1 ones see the socket
-    close; a will is published as for any disconnect without DISCONNECT."""
-    conn.log.info("disconnecting: its listener was stopped with --kill_sessions")
-    if conn.level == 5 and conn.session is not None:
-        conn.write_packet(Disconnect(rc.ADMINISTRATIVE_ACTION))
-    conn.close()
-
-
-def _tell_to_go(conn: MQTTConnection) -> None:
-    """A drain disconnects a client: 5.0 with DISCONNECT 0x8B (Server shutting down), 3.1.1 by closing."""
-    conn.log.info("disconnecting: the node drains")
-    if conn.level == 5 and conn.session is not None:
-        conn.write_packet(Disconnect(rc.SERVER_SHUTTING_DOWN))
-    conn.normal_close = True  # no will: the client is expected to reconnect to another node
-    conn.close()
+        return self.listeners.bound_ports()
 
 
 def warn_ignored_keys(config: Config) -> None:

@@ -18,8 +18,6 @@ it (`listener.tcp.default.proxy_protocol = on`). Off, the rendered configuration
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import re
 import socket
@@ -36,16 +34,13 @@ from typing import Any
 
 import pytest
 
-from chaos import processes
+from chaos.haproxy import HAPROXY, SHIPPED, Balancer, Server
 from tests.integration.clients import PahoClient, enc_connect, unique
 from tests.integration.cluster import ClusterNode, cluster_ready, port_open, start_cluster
-from tests.integration.conftest import REPO, free_port, wait_until
+from tests.integration.conftest import wait_until
 
-HAPROXY = Path("/usr/sbin/haproxy")
-SHIPPED = REPO / "deploy" / "haproxy" / "haproxy.cfg"
 #: HAProxy sends the PROXY v2 header and the nodes' MQTT listeners expect it. On once the listeners parse it.
 PROXY_PROTOCOL = True
-BACKEND = "mqtt"
 
 pytestmark = [
     pytest.mark.vmqpy_only("a vmqpy cluster behind HAProxy"),
@@ -54,96 +49,13 @@ pytestmark = [
 
 
 # -- HAProxy ------------------------------------------------------------------------------------------------------
-def render(shipped: str, frontend: tuple[str, int], nodes: list[ClusterNode], stats_socket: Path,
-           proxy_protocol: bool) -> str:
-    """The shipped configuration for a test: the frontend on `frontend`, one server line per node (its MQTT
-    address, its admin port for the check), the runtime API at `stats_socket`, in the foreground as this user,
-    logging to stderr, at most 4096 connections, and without `send-proxy-v2` unless `proxy_protocol`."""
-    out: list[str] = []
-    servers_written = False
-    for line in shipped.splitlines():
-        words = line.split()
-        first = words[0] if words else ""
-        if first in ("daemon", "chroot", "user", "group"):
-            continue
-        if line.startswith("    log /dev/log"):
-            line = "    log stderr format raw local0"
-        elif line.startswith("    maxconn"):
-            line = "    maxconn 4096"  # what the test machine's file descriptor limit allows
-        elif first == "stats" and words[1:2] == ["socket"]:
-            line = f"    stats socket {stats_socket} mode 600 level admin"
-        elif first == "bind":
-            line = f"    bind {frontend[0]}:{frontend[1]}"
-        elif first == "server":
-            if servers_written:
-                continue
-            servers_written = True
-            out.extend(f"    server {n.short} {n.host}:{n.mqtt_port} check port {n.http_port}" for n in nodes)
-            continue
-        elif first == "default-server" and not proxy_protocol:
-            line = line.replace(" send-proxy-v2", "")
-        out.append(line)
-    assert servers_written, "the shipped configuration has no server line"
-    return "\n".join(out) + "\n"
-
-
-class HAProxy:
-    """The real HAProxy in the foreground, started and stopped by PID, with its runtime API."""
+class HAProxy(Balancer):
+    """The shared HAProxy runner (chaos/haproxy.py) in front of the test's nodes, and their clients through it."""
 
     def __init__(self, workdir: Path, nodes: list[ClusterNode], proxy_protocol: bool) -> None:
-        self.host = "127.0.0.1"
-        self.port = free_port(self.host)
-        self.socket = workdir / "haproxy.sock"
-        self.config = workdir / "haproxy.cfg"
-        self.log = workdir / "haproxy.log"
+        super().__init__(workdir, [Server(n.short, n.host, n.mqtt_port, n.http_port) for n in nodes],
+                         proxy_protocol)
         self.nodes = nodes
-        self.config.write_text(render(SHIPPED.read_text(), (self.host, self.port), nodes, self.socket,
-                                      proxy_protocol))
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> HAProxy:
-        check = subprocess.run([str(HAPROXY), "-c", "-f", str(self.config)], capture_output=True, text=True,
-                               timeout=30)
-        assert check.returncode == 0, check.stdout + check.stderr
-        self.proc = processes.spawn([str(HAPROXY), "-db", "-f", str(self.config)], self.log, self.config.parent, {})
-        wait_until(lambda: port_open(self.host, self.port) and self.socket.exists(), 10, what="HAProxy listening")
-        wait_until(lambda: all(s == "UP" for s in self.server_status().values()), 15, interval=0.2,
-                   what="every node UP in HAProxy")
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            processes.stop(self.proc)
-            self.proc = None
-
-    def command(self, line: str) -> str:
-        """One runtime API command; its whole answer."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(5.0)
-            sock.connect(str(self.socket))
-            sock.sendall(line.encode() + b"\n")
-            chunks = []
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        return b"".join(chunks).decode()
-
-    def server_status(self) -> dict[str, str]:
-        """Server name (n1, n2, n3) -> UP, DOWN, ... (`show stat`)."""
-        text = self.command("show stat").lstrip("# ")
-        rows = csv.DictReader(io.StringIO(text))
-        return {r["svname"]: r["status"].split()[0] for r in rows
-                if r["pxname"] == BACKEND and r["svname"] not in ("BACKEND", "FRONTEND")}
-
-    def stick_table(self) -> dict[str, str]:
-        """Client id -> the server name its entry names (`show table mqtt`)."""
-        by_id = {str(i + 1): n.short for i, n in enumerate(self.nodes)}
-        entries = {}
-        for line in self.command(f"show table {BACKEND}").splitlines():
-            key = re.search(r" key=(\S+)", line)
-            server = re.search(r" server_id=(\d+)", line)
-            if key and server:
-                entries[key.group(1)] = by_id[server.group(1)]
-        return entries
 
     def client(self, client_id: str, version: int, **kw: Any) -> PahoClient:
         """A persistent client through HAProxy, not connected yet."""

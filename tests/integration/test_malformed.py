@@ -16,6 +16,7 @@ from tests.integration.clients import (
     frame,
     unique,
     utf8,
+    varint,
 )
 from tests.integration.conftest import assert_serving
 
@@ -198,3 +199,73 @@ def test_many_bad_clients_do_not_hurt_good_ones(broker, clients):
     [p] = good.recv_publishes(1)
     assert p.payload == b"still-here"
     assert_serving(broker)
+
+
+# -- reason codes the spec prescribes, spot-checked (MQTT 5.0 section 4.13; docs/mqtt-codec.md's table) ---------
+def publish_with_raw_props(block: bytes, topic: bytes = b"t/props", qos: int = 0) -> bytes:
+    """A 5.0 PUBLISH whose property list is `block` as given (duplicates, unknown ids...)."""
+    packet_id = b"\x00\x01" if qos else b""
+    return frame(3, qos << 1, utf8(topic) + packet_id + varint(len(block)) + block + b"payload")
+
+
+V5_AFTER_CONNECT = {
+    "duplicate-property": (publish_with_raw_props(b"\x03" + utf8("a") + b"\x03" + utf8("b")), 0x82),
+    "unknown-property-id": (publish_with_raw_props(b"\x7f\x00"), 0x81),
+    "property-not-allowed-in-publish": (publish_with_raw_props(b"\x11\x00\x00\x00\x05"), 0x81),
+    "subscription-identifier-from-client": (publish_with_raw_props(b"\x0b\x05"), 0x82),
+    "topic-alias-0": (publish_with_raw_props(b"\x23\x00\x00"), 0x94),
+    "property-length-past-the-end": (frame(3, 0, utf8("t/plen") + b"\x05\x01"), 0x81),
+    "payload-format-indicator-2": (publish_with_raw_props(b"\x01\x02"), 0x82),
+    "packet-identifier-0": (frame(3, 0x02, utf8("t/pid0") + b"\x00\x00\x00payload"), 0x82),
+    "publish-wildcard-topic": (enc_publish("a/+/b", b"x", version=5), 0x90),
+    "remaining-length-shorter-than-fields": (b"\x82\x03\x00\x01\x00", 0x81),  # SUBSCRIBE: filter cut off
+    "subscribe-retain-handling-3": (frame(8, 0x02, b"\x00\x07\x00" + utf8("rh/3") + b"\x31"), 0x82),
+    "subscribe-no-local-on-shared": (frame(8, 0x02, b"\x00\x08\x00" + utf8("$share/g/x") + b"\x05"), 0x82),
+    "subscribe-reserved-option-bits": (frame(8, 0x02, b"\x00\x09\x00" + utf8("rsv/x") + b"\xc1"), 0x81),
+    "auth-after-connect-without-method": (frame(15, 0, b"\x18\x00"), 0x82),
+}
+
+
+@pytest.mark.parametrize("case", list(V5_AFTER_CONNECT))
+@pytest.mark.vmqpy_only("the exact reason code of each malformed 5.0 packet")
+def test_v5_malformed_packet_gets_the_prescribed_reason_code(broker, case):
+    """One DISCONNECT with the reason code the spec prescribes, then the close; the same bytes on 3.1.1 (where
+    they are malformed at all) just close the connection. The node keeps serving."""
+    wire, code = V5_AFTER_CONNECT[case]
+    c = RawClient(broker.port, version=5)
+    try:
+        c.connect(unique("rc5-"))
+        c.send(wire)
+        got = c.wait_closed(5)
+    finally:
+        c.close()
+    assert [(p.type, p.reason_code) for p in got] == [(DISCONNECT, code)], f"{case}: got {got}"
+    assert_serving(broker, 5)
+
+
+V5_CONNECT = {
+    "receive-maximum-0": (enc_connect("rm0", 5, props={"receive_maximum": 0}), 0x82),
+    "duplicate-session-expiry": (frame(1, 0, utf8("MQTT") + b"\x05\x02\x00\x3c" + varint(10)
+                                       + b"\x11\x00\x00\x00\x01\x11\x00\x00\x00\x02" + utf8("dup")), 0x82),
+    "client-id-not-utf8": (frame(1, 0, utf8("MQTT") + b"\x05\x02\x00\x3c\x00" + utf8(b"\xc3\x28")), 0x81),
+    "will-qos-3": (frame(1, 0, utf8("MQTT") + b"\x05\x1e\x00\x3c\x00" + utf8("wq3") + b"\x00" + utf8("w")
+                         + utf8("x")), 0x81),
+    "unknown-protocol-level": (frame(1, 0, utf8("MQTT") + b"\x06\x02\x00\x3c\x00" + utf8("lvl6")), 0x84),
+}
+
+
+@pytest.mark.parametrize("case", list(V5_CONNECT))
+@pytest.mark.vmqpy_only("the exact CONNACK reason code of each malformed 5.0 CONNECT")
+def test_v5_malformed_connect_gets_a_refusing_connack(broker, case):
+    """A 5.0 CONNECT that is malformed after its protocol level is answered with a CONNACK carrying the reason
+    code (0x84 in the 3.1.1 layout, return code 1, for a level the node does not speak), then closed."""
+    wire, code = V5_CONNECT[case]
+    c = RawClient(broker.port, version=4 if code == 0x84 else 5)
+    try:
+        c.send(wire)
+        got = c.wait_closed(5)
+    finally:
+        c.close()
+    expected = 1 if code == 0x84 else code
+    assert [(p.type, p.reason_code) for p in got] == [(CONNACK, expected)], f"{case}: got {got}"
+    assert_serving(broker, 5)

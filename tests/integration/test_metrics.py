@@ -1,19 +1,22 @@
 """GET /metrics on real nodes, read with prometheus-client's own text parser: the counters move as real clients
-act (connect, subscribe, publish QoS 1, a takeover, a CONNECT refused during a netsplit); the key is needed
-unless `metrics.public = on`; `vmq-admin metrics show --format=vernemq` prints the same numbers."""
+act (connect, subscribe, publish QoS 1 and QoS 2, unsubscribe, ping, a message expiring in an offline queue, a
+full queue, a takeover and its handover histogram, a CONNECT refused during a netsplit); the key is needed
+unless `metrics.public = on`; `vmq-admin metrics show --format=vernemq` prints the same numbers. A node with a
+tiny `log.file.max_size` rotates its log file, keeping `log.file.count` files of whole lines."""
 
 from __future__ import annotations
 
 import shutil
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.clients import RawClient, unique
+from tests.integration.clients import PINGRESP, UNSUBACK, RawClient, enc_pingreq, enc_unsubscribe, unique
 from tests.integration.cluster import ClusterNode, cut, partition_chain, start_cluster
 from tests.integration.conftest import wait_until
 
@@ -52,6 +55,17 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
     return value(after, name, **labels) - value(before, name, **labels)
+
+
+def scrape_until(node: ClusterNode, done: Callable[[Samples], bool], what: str) -> Samples:
+    """The first scrape of `node` (within 10 s) for which `done` holds."""
+
+    def check() -> Samples | None:
+        samples = scrape(node)
+        return samples if done(samples) else None
+
+    found: Samples = wait_until(check, 10, what=what)
+    return found
 
 
 @pytest.fixture
@@ -190,3 +204,149 @@ def test_connects_and_disconnects_are_logged_at_info(pair: list[ClusterNode]) ->
     for field in (f"client_id={client_id}", "user=alice", "normal=True", f"node={n1.name}"):
         assert field in disconnected, (field, disconnected)
     assert secret not in n1.log_tail(2000)
+
+
+def test_qos2_unsubscribe_ping_and_disconnect_are_counted(tmp_path: Path) -> None:
+    node = ClusterNode(1, tmp_path).start()
+    try:
+        before = scrape(node)
+        topic = unique("metrics/qos2/")
+        subscriber = RawClient(node.mqtt_port, node.host, 5)
+        publisher = RawClient(node.mqtt_port, node.host, 5)
+        try:
+            subscriber.connect(unique("qos2-sub-"))
+            subscriber.subscribe(topic, qos=2)
+            publisher.connect(unique("qos2-pub-"))
+            publisher.publish(topic, b"exactly once", qos=2)  # PUBREC, PUBREL, PUBCOMP with the publisher
+            [delivery] = subscriber.recv_publishes(1)  # and PUBREC, PUBREL, PUBCOMP with the subscriber
+            assert delivery.payload == b"exactly once"
+            wait_until(lambda: moved(before, scrape(node), "mqtt_pubcomp_received_total") >= 1, 10,
+                       what="the subscriber's PUBCOMP counted")
+            subscriber.send(enc_pingreq())
+            subscriber.expect(PINGRESP)
+            subscriber.send(enc_unsubscribe(subscriber.next_id(), [topic], 5))
+            subscriber.expect(UNSUBACK)
+            subscriber.disconnect()
+            publisher.disconnect()
+        finally:
+            subscriber.close()
+            publisher.close()
+        after = scrape_until(node, lambda now: moved(before, now, "mqtt_disconnect_received_total") >= 2,
+                             "both DISCONNECTs counted")
+        for name, count in [("mqtt_pubrec_sent", 1), ("mqtt_pubrel_received", 1), ("mqtt_pubcomp_sent", 1),
+                            ("mqtt_pubrec_received", 1), ("mqtt_pubrel_sent", 1), ("mqtt_pubcomp_received", 1),
+                            ("mqtt_suback_sent", 1), ("mqtt_unsubscribe_received", 1), ("mqtt_unsuback_sent", 1),
+                            ("mqtt_pingreq_received", 1), ("mqtt_pingresp_sent", 1),
+                            ("mqtt_disconnect_received", 2), ("queue_message_in", 1), ("queue_message_out", 1),
+                            ("mqtt_publish_sent", 1)]:
+            assert moved(before, after, f"{name}_total") == count, name
+        assert moved(before, after, "queue_message_drop_total") == 0
+        # the delivery was written to the subscriber: one publish-to-delivery observation, in a finite bucket
+        assert moved(before, after, "vmqpy_publish_delivery_seconds_count") == 1
+        assert value(after, "vmqpy_publish_delivery_seconds_bucket", le="5.0") == value(
+            after, "vmqpy_publish_delivery_seconds_count")
+    finally:
+        node.stop()
+
+
+def test_an_expired_message_and_a_full_offline_queue_are_counted(tmp_path: Path) -> None:
+    """A persistent subscriber goes offline; of three QoS 1 messages, the first expires in its queue (1 s message
+    expiry), the second waits, the third finds the queue (max_offline_messages = 2) full. The drop counter is the
+    node's: it stays when the session ends."""
+    node = ClusterNode(1, tmp_path, {"max_offline_messages": 2}).start()
+    try:
+        client_id, topic = unique("offline-"), unique("metrics/offline/")
+        subscriber = RawClient(node.mqtt_port, node.host, 5)
+        try:
+            subscriber.connect(client_id, clean=False, props={"session_expiry_interval": 300})
+            subscriber.subscribe(topic, qos=1)
+            subscriber.disconnect()
+        finally:
+            subscriber.close()
+        before = scrape(node)
+        publisher = RawClient(node.mqtt_port, node.host, 5)
+        try:
+            publisher.connect(unique("offline-pub-"))
+            publisher.publish(topic, b"expires", qos=1, props={"message_expiry_interval": 1})
+            publisher.publish(topic, b"waits", qos=1)
+            publisher.publish(topic, b"no room", qos=1)
+            publisher.disconnect()
+        finally:
+            publisher.close()
+        queued = scrape(node)
+        assert moved(before, queued, "queue_message_in_total") == 2
+        assert moved(before, queued, "queue_message_drop_total") == 1
+        time.sleep(1.5)  # not a synchronisation: the first message's expiry interval has to pass
+        subscriber = RawClient(node.mqtt_port, node.host, 5)
+        try:
+            subscriber.connect(client_id, clean=False, props={"session_expiry_interval": 0}, expect_rc=None)
+            assert [p.payload for p in subscriber.recv_publishes(1)] == [b"waits"]
+            subscriber.assert_silent(0.3)
+            subscriber.disconnect()  # session expiry 0: the session ends here
+        finally:
+            subscriber.close()
+        after = scrape_until(node, lambda now: value(now, "inactive_sessions") == 0 == value(now, "active_sessions"),
+                             "the session gone")
+        assert moved(before, after, "queue_message_expired_total") == 1
+        assert moved(before, after, "queue_message_out_total") == 1
+        assert moved(before, after, "queue_message_drop_total") == 1  # still counted: the session is gone
+        rows = node.admin("metrics", "show", "--format=vernemq")
+        assert rows.returncode == 0, rows.stderr
+        assert f"counter.queue_message_drop = {int(value(after, 'queue_message_drop_total'))}" in rows.stdout
+        assert f"counter.queue_message_expired = {int(value(after, 'queue_message_expired_total'))}" in rows.stdout
+    finally:
+        node.stop()
+
+
+def test_a_takeover_from_another_node_observes_the_handover_duration(pair: list[ClusterNode]) -> None:
+    n1, n2 = pair
+    before = scrape(n2)
+    client_id = unique("handed-over-")
+    first = RawClient(n1.mqtt_port, n1.host, 5)
+    second = RawClient(n2.mqtt_port, n2.host, 5)
+    try:
+        first.connect(client_id, clean=False, props={"session_expiry_interval": 300})
+        first.subscribe(unique("metrics/moving/"), qos=1)
+        wait_until(lambda: value(scrape(n1), "active_sessions") >= 1, 10, what="the client online on n1")
+        ack = second.connect(client_id, clean=False, props={"session_expiry_interval": 300})
+        assert ack.flags & 1  # session present: it was handed over
+        after = scrape_until(n2, lambda now: moved(before, now, "vmqpy_handover_duration_seconds_count") >= 1,
+                             "n2 observes the handover")
+        assert moved(before, after, "vmqpy_handover_duration_seconds_count") == 1
+        assert value(after, "vmqpy_handover_duration_seconds_bucket", le="+Inf") == value(
+            after, "vmqpy_handover_duration_seconds_count")
+        assert value(after, "vmqpy_handover_duration_seconds_sum") > 0
+        second.disconnect()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_log_file_rotates_by_size(tmp_path: Path) -> None:
+    """A node with log.console = file, log.file, a tiny log.file.max_size and log.file.count = 2: enough connects
+    rotate it; the files exist, at most three, and every line in them is whole."""
+    log_file = tmp_path / "logs" / "vmqpy.log"
+    node = ClusterNode(1, tmp_path, {"log.console": "file", "log.file": str(log_file),
+                                     "log.file.max_size": "4KB", "log.file.count": 2}).start()
+    try:
+        ids = [unique("rotating-") for _ in range(60)]
+        for client_id in ids:
+            client = RawClient(node.mqtt_port, node.host, 4)
+            try:
+                client.connect(client_id)
+                client.disconnect()
+            finally:
+                client.close()
+        wait_until(lambda: any(ids[-1] in p.read_text() and "client disconnected" in p.read_text()
+                               for p in [log_file] if p.exists()), 10, what="the last disconnect logged")
+    finally:
+        node.stop()
+    files = sorted(log_file.parent.glob("vmqpy.log*"))
+    assert [p.name for p in files] == ["vmqpy.log", "vmqpy.log.1", "vmqpy.log.2"]
+    for path in files:
+        text = path.read_text()
+        assert text.endswith("\n") and path.stat().st_size <= 4096, path
+        for line in text.splitlines():
+            assert line.startswith("20") and "[" in line, (path, line)  # a timestamp first: no line cut in two
+    every = "".join(p.read_text() for p in files)
+    assert ids[-1] in every and ids[0] not in every  # the oldest lines were rotated away

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from vmqpy import config, vernemq_conf
+from vmqpy import config, config_values, vernemq_conf
 from vmqpy.config import ConfigError
 from vmqpy.node import warn_ignored_keys
 
@@ -103,7 +103,7 @@ def test_missing_file(tmp_path: Path) -> None:
     ("text", "seconds"), [("10s", 10), ("30m", 1800), ("1h", 3600), ("1d", 86400), ("1w", 604800), ("250ms", 0.25)]
 )
 def test_durations(text: str, seconds: float) -> None:
-    assert config.parse_duration(text) == seconds
+    assert config_values.parse_duration(text) == seconds
 
 
 def test_reference_lists_every_key() -> None:
@@ -129,7 +129,7 @@ def test_every_number_key_reaches_the_config() -> None:
     """A key the schema accepts but the Config does not carry would be silently ignored (it happened once:
     receive_max_broker was parsed and dropped)."""
     numeric = [key for key, spec in config.SCHEMA.items()
-               if spec.parse is not config.parse_bool and _parses(spec, "3")
+               if spec.parse is not config_values.parse_bool and _parses(spec, "3")
                and isinstance(spec.parse("3"), int | float)]
     assert "receive_max_broker" in numeric and "topic_alias_max_broker" in numeric
     for key in numeric:
@@ -137,7 +137,7 @@ def test_every_number_key_reaches_the_config() -> None:
         assert config.value_of(cfg, key) == 3, key
 
 
-def _parses(spec: config.Key, text: str) -> bool:
+def _parses(spec: config_values.Key, text: str) -> bool:
     try:
         spec.parse(text)
     except (ConfigError, ValueError):

@@ -7,9 +7,9 @@ vmqpy.broker.migration's, holding publishes back across nodes vmqpy.broker.holdb
 
 `access` (vmqpy.broker.access) is the ACL in force: a will to a topic the client may not write is not
 published, a retained message it may not read is not delivered on SUBSCRIBE, and when the ACL changes
-(`reload_access`) the subscriptions of the local sessions are judged again and those it no longer allows are
-removed (`enforce_acl`), so that no check is needed per delivered message. The user name the ACL judges is the
-one a session last connected with (`open_session`).
+the subscriptions of the local sessions are judged again and those it no longer allows are removed
+(vmqpy.broker.acl_enforcement, `enforcer`), so that no check is needed per delivered message. The user name
+the ACL judges is the one a session last connected with (`open_session`).
 """
 
 from __future__ import annotations
@@ -18,20 +18,23 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from time import monotonic_ns
 from typing import Any
 
 import structlog
 
 from vmqpy.broker import records
-from vmqpy.broker.access import AccessControl, Reloaded
+from vmqpy.broker.access import AccessControl
+from vmqpy.broker.acl_enforcement import AclEnforcer
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import Backpressure, MovedRoutes
 from vmqpy.broker.message import Message
 from vmqpy.broker.migration import SessionMigration
 from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Registrar, ServePolicy
+from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Placement, Registrar, ServePolicy
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.retained import RetainedStore
+from vmqpy.broker.route_feed import RouteFeed
 from vmqpy.broker.router import Router, RouteResult, outgoing_qos
 from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
 from vmqpy.broker.systree import is_system_topic
@@ -55,14 +58,8 @@ class Broker:
     """Sessions are node-local (with their queues in `store`); subscriptions, retained messages and session
     owners live in the replicated metadata store, and routing follows its change events."""
 
-    def __init__(
-        self,
-        config: Config,
-        store: SessionStore,
-        metadata: MetadataPort,
-        rng: random.Random | None = None,
-        policy: ServePolicy | None = None,
-    ) -> None:
+    def __init__(self, config: Config, store: SessionStore, metadata: MetadataPort, rng: random.Random | None = None,
+                 policy: ServePolicy | None = None) -> None:
         self.config = config
         self.node = config.nodename
         self.store = store
@@ -82,71 +79,34 @@ class Broker:
         self.metrics: Counter[str] = Counter()
         # The password check and the ACL in force (the node loads their files into it before serving).
         self.access = AccessControl(config.allow_anonymous, self.metrics)
-        self._usernames: dict[str, str | None] = {}  # client id -> the user name it last connected with
+        # the ACL's hold on the local sessions' subscriptions, and the user name each client last connected with
+        self.enforcer = AclEnforcer(self.access, self.sessions, self.unsubscribe, self.metrics)
         self._wills: dict[str, PendingWill] = {}
         # The cluster's hooks, set by the node: the member names, who starts handing a session over to its new
-        # owner, and how a CONNECT is registered.
+        # owner, how a CONNECT is registered and, with `persistent_session_placement = assigned`, where it goes.
         self.nodes: Callable[[], Iterable[str]] | None = None
         self.on_moving: Callable[[str, str], None] | None = None
         self.registrar: Registrar | None = None
+        self.placement: Placement | None = None
         self._migration = SessionMigration(self)
         self._backpressure = Backpressure(self._current_forwarder, self.metrics)
         self._moved = MovedRoutes(self.sessions, metadata, self._current_forwarder, self.metrics)
         # The same dicts as the helpers', read here directly: publish and deliver_forwarded test them every time.
         self._congested_nodes = self._backpressure.congested_nodes
         self._moved_routes = self._moved.routes
-        metadata.on_change(records.SUBSCRIPTION, self._on_subscription_change)
-        metadata.on_change(records.RETAIN, self._on_retain_change)
+        self._feed = RouteFeed(self.node, metadata, self.router, self.sessions, self.retained, self._moved)
+        metadata.on_change(records.SUBSCRIPTION, self._feed.on_subscription_change)
+        metadata.on_change(records.RETAIN, self._feed.on_retain_change)
         metadata.on_change(records.SESSION, self._migration.on_session_change)
 
     def _current_forwarder(self) -> Forwarder | None:
         return self.forwarder
 
-    def _on_subscription_change(self, key: records.Key, old: Any, new: Any) -> None:
-        """Feed the routing trie (and the local session's view) from the store."""
-        if old is not None:
-            client_id, node, entry = records.subscription_entry(key, old)
-            if node != self.node:
-                self.router.remove_remote(node, client_id, entry)
-            else:
-                self.router.remove(client_id, entry)
-                session = self.sessions.get(client_id)
-                moved_to = records.subscription_entry(key, new)[1] if new is not None else None
-                moved = moved_to is not None and moved_to != self.node
-                if (new is None or moved) and session is not None:
-                    session.subscriptions.pop(entry.topic_filter, None)
-                if moved_to is not None and moved:
-                    # Other nodes may route to it here a while yet: pass such forwards on (deliver_forwarded).
-                    self._moved.moved(client_id, entry, moved_to)
-                elif new is None:
-                    self._moved.removed(client_id, entry.topic_filter)
-        if new is not None:
-            client_id, node, entry = records.subscription_entry(key, new)
-            if node != self.node:
-                self.router.add_remote(node, client_id, entry)
-                return
-            self.router.add(client_id, entry)
-            session = self.sessions.get(client_id)
-            if session is not None:
-                session.subscriptions[entry.topic_filter] = entry
-
-    def _on_retain_change(self, key: records.Key, old: Any, new: Any) -> None:
-        topic = key[1]
-        if new is None:
-            self.retained.delete(topic)
-        else:
-            self.retained.set(topic, records.retained_message(new))
-
     def load(self, now: float) -> None:
         """Rebuild persistent sessions from storage, subscriptions and retained messages from the metadata
         store; expired sessions and messages are removed, and so are subscriptions of sessions that did not
         survive (clean sessions of a node that crashed)."""
-        for key, value in list(self.metadata.fold(records.RETAIN)):
-            message = records.retained_message(value)
-            if message.expired(now):
-                self.metadata.delete(records.RETAIN, key)
-            else:
-                self.retained.set(message.topic, message)
+        self._feed.load_retained(now)
         for stored in self.store.load_sessions().values():
             disconnected_at = stored.disconnected_at if stored.disconnected_at is not None else now
             if stored.expiry_interval is not None and disconnected_at + stored.expiry_interval <= now:
@@ -158,20 +118,7 @@ class Broker:
                 session.restore(out)
             session.awaiting_release = stored.incoming
             self.sessions[session.client_id] = session
-        for key, value in list(self.metadata.fold(records.SESSION)):
-            if records.session_owner(value) == self.node and str(key[1]) not in self.sessions:
-                self.metadata.delete(records.SESSION, key)  # a clean session of before a crash
-        for key, value in list(self.metadata.fold(records.SUBSCRIPTION)):
-            client_id, node, entry = records.subscription_entry(key, value)
-            if node != self.node:
-                self.router.add_remote(node, client_id, entry)  # the store's change events only tell changes
-                continue
-            owner = self.sessions.get(client_id)
-            if owner is None:
-                self.metadata.delete(records.SUBSCRIPTION, key)
-                continue
-            owner.subscriptions[entry.topic_filter] = entry
-            self.router.add(client_id, entry)
+        self._feed.load_subscriptions()
         log.info("storage loaded", sessions=len(self.sessions), retained=len(self.retained))
 
     def new_session(self, client_id: str, level: int, expiry: float | None) -> Session:
@@ -183,6 +130,7 @@ class Broker:
             max_inflight=self.config.max_inflight_messages,
             max_online=self.config.max_online_messages,
             max_offline=self.config.max_offline_messages,
+            metrics=self.metrics,
         )
         self._set_journal(session)
         return session
@@ -236,9 +184,7 @@ class Broker:
         if adopted:
             assert image is not None
             self._migration.adopt_image(session, image)
-        self._usernames[client_id] = username
-        if session.subscriptions and self.access.acl is not None:
-            self._revoke_forbidden(session, username)
+        self.enforcer.connected(session, username)
         self.metrics["client_connected"] += 1
         return session, session_present
 
@@ -273,7 +219,7 @@ class Broker:
         session.subscriptions.clear()
         if self.sessions.get(client_id) is session:
             del self.sessions[client_id]
-            self._usernames.pop(client_id, None)
+            self.enforcer.usernames.pop(client_id, None)
         if session.persistent or session.journal is self.store:
             self.store.delete_session(client_id)
         owner = self.metadata.get(records.SESSION, records.session_key(client_id))
@@ -281,37 +227,11 @@ class Broker:
             self.metadata.delete(records.SESSION, records.session_key(client_id))  # not when it moved elsewhere
         session.release_waiters()
 
-    def disconnect_by_operator(self, client_id: str, now: float, cleanup: bool) -> str | None:
-        """`vmq-admin session disconnect`: close the client's connection here (5.0: DISCONNECT 0x98
-        Administrative action; its will is published as for any disconnect without DISCONNECT) and, with
-        `cleanup`, end its session (subscriptions, queue, owner record). What was done, or None when the client
-        has no session on this node."""
-        session = self.sessions.get(client_id)
-        if session is None:
-            return None
-        sink = session.sink
-        done = "disconnected" if sink is not None else "not connected"
-        if sink is not None:
-            will, delay = sink.take_over(rc.ADMINISTRATIVE_ACTION)
-            self.metrics["session_disconnected_by_operator"] += 1
-            self.close_session(session, sink, now, will, 0.0 if cleanup else delay)
-        if cleanup and self.sessions.get(client_id) is session:
-            pending = self._wills.pop(client_id, None)
-            if pending is not None:
-                self.publish_will(pending.message, now)  # the session ends now: its will is due
-            self.discard(session)
-            done += ", session removed"
-        elif cleanup:
-            done += ", session removed"
-        return done
-
-    def delete_retained(self, topic: str) -> bool:
-        """`vmq-admin retain delete`: remove the retained message of `topic` cluster-wide (replicated like a
-        retained PUBLISH with an empty payload). False when there is none."""
-        if topic not in self.retained:
-            return False
-        self.metadata.delete(records.RETAIN, records.retain_key(topic))
-        return True
+    def release_will(self, client_id: str, now: float) -> None:
+        """The delayed will of `client_id`, if one waits, is due now: publish it."""
+        pending = self._wills.pop(client_id, None)
+        if pending is not None:
+            self.publish_will(pending.message, now)
 
     def disconnect_for_move(self, session: Session, now: float, clean: bool, reason: str) -> None:
         """Disconnect a live connection of `session`, which goes to another node; its will as for a takeover."""
@@ -322,9 +242,10 @@ class Broker:
             self.metrics["session_taken_over_remote"] += 1
             if will is not None and (clean or delay <= 0):
                 self.publish_will(will, now)
-        pending = self._wills.pop(session.client_id, None)
-        if pending is not None and clean:
-            self.publish_will(pending.message, now)
+        if clean:
+            self.release_will(session.client_id, now)
+        else:
+            self._wills.pop(session.client_id, None)
 
     def tick(self, now: float) -> None:
         """Publish delayed wills that are due and end offline sessions that expired."""
@@ -336,9 +257,7 @@ class Broker:
             if session.online or session.disconnected_at is None or session.expiry_interval is None:
                 continue
             if session.disconnected_at + session.expiry_interval <= now:
-                due = self._wills.pop(session.client_id, None)
-                if due is not None:
-                    self.publish_will(due.message, now)
+                self.release_will(session.client_id, now)
                 self.metrics["session_expired"] += 1
                 self.discard(session)
 
@@ -386,7 +305,7 @@ class Broker:
         """A will is published only where publishing is allowed (netsplit policy) and to a topic the ACL in force
         lets its client write; otherwise it is dropped."""
         client_id = message.publisher
-        if not self.access.may_publish(client_id, self._usernames.get(client_id), message.topic):
+        if not self.access.may_publish(client_id, self.enforcer.usernames.get(client_id), message.topic):
             self.metrics["will_not_authorized"] += 1
             log.warning("will not published: the ACL does not allow its client to publish there",
                         client_id=client_id, topic=message.topic)
@@ -443,6 +362,7 @@ class Broker:
             self.metrics["forward_malformed"] += 1
             return False
         self.metrics["forward_received"] += 1
+        message.arrived_ns = monotonic_ns()  # its publish-to-delivery latency on this node starts here
         result = self.router.route(message, now, only_groups=groups, only_clients=clients)
         if self._moved_routes and peer is not None:
             self._moved.pass_on(message, peer, seq, clients)
@@ -487,7 +407,7 @@ class Broker:
             matches = self.retained.match(entry.match_filter)
             if entry.match_filter[:4] == "$SYS":  # only a filter starting with $SYS matches the tree [MQTT-4.7.2-1]
                 matches += self.system_retained.match(entry.match_filter)
-            username = self._usernames.get(session.client_id)
+            username = self.enforcer.usernames.get(session.client_id)
             for topic, message in matches:
                 if message.expired(now):
                     continue
@@ -508,59 +428,6 @@ class Broker:
             codes.append(rc.SUCCESS)
         return codes
 
-    def reload_access(self, force: bool = False, acl: bool = True, passwords: bool = True) -> list[Reloaded]:
-        """Take the ACL file (`acl`) and the password file (`passwords`) again when they changed (always when
-        `force`); after a new ACL, the subscriptions it no longer allows are removed. What each reload did (a
-        file that cannot be used keeps the previous rules in force, and is logged)."""
-        answers = []
-        if acl:
-            answer = self.access.reload_acl(force)
-            if answer.changed:
-                removed = self.enforce_acl()
-                log.info("ACL reloaded", path=str(answer.path), rules=answer.rules, subscriptions_removed=removed)
-            answers.append(answer)
-        if passwords:
-            answer = self.access.reload_passwords(force)
-            if answer.changed:
-                log.info("password file reloaded", path=str(answer.path), users=answer.rules)
-            answers.append(answer)
-        for answer in answers:
-            if answer.error is not None:
-                log.error("access file not reloaded: the previous rules stay in force", error=answer.error)
-        return answers
-
-    def enforce_acl(self) -> int:
-        """Remove the subscriptions of the local sessions that the ACL in force does not allow (for the user
-        name each last connected with; a session restored from disk is judged when its client connects again).
-        How many were removed."""
-        if self.access.acl is None:
-            return 0
-        removed = 0
-        for client_id, session in list(self.sessions.items()):
-            if session.subscriptions and client_id in self._usernames:
-                removed += self._revoke_forbidden(session, self._usernames[client_id])
-        return removed
-
-    def reauthorize(self, client_id: str, username: str | None) -> tuple[int, int] | None:
-        """`vmq-admin session reauthorize`: check the subscriptions of `client_id`'s session against the ACL
-        in force for `username`, and remove those it does not allow. (kept, removed), or None when the client
-        has no session on this node."""
-        session = self.sessions.get(client_id)
-        if session is None:
-            return None
-        removed = self._revoke_forbidden(session, username) if self.access.acl is not None else 0
-        return len(session.subscriptions), removed
-
-    def _revoke_forbidden(self, session: Session, username: str | None) -> int:
-        access = self.access
-        forbidden = [f for f in session.subscriptions if not access.may_subscribe(session.client_id, username, f)]
-        if forbidden:
-            self.unsubscribe(session, forbidden)
-            self.metrics["subscription_revoked"] += len(forbidden)
-            log.info("subscriptions removed: the ACL no longer allows them", client_id=session.client_id,
-                     filters=forbidden)
-        return len(forbidden)
-
     def queued(self) -> int:
         return sum(len(s.queue) + len(s.inflight) for s in self.sessions.values())
 
@@ -574,12 +441,10 @@ class Broker:
 
     def owner_stamp(self, client_id: str) -> Any:
         """The stamp of the owner record of `client_id` (None: there is none)."""
-        value = self.metadata.get(records.SESSION, records.session_key(client_id))
-        return None if value is None else value[0]
+        return (self.metadata.get(records.SESSION, records.session_key(client_id)) or (None,))[0]
 
     def witness(self, stamp: Any) -> None:
-        """Every owner record this node writes from now on is stamped after `stamp` (one learnt from another
-        node)."""
+        """Every owner record this node writes from now on is stamped after `stamp` (learnt from a peer)."""
         self.metadata.witness(stamp)
 
     # Sessions moving between nodes: vmqpy.broker.migration.
@@ -630,12 +495,4 @@ class Broker:
         self._backpressure.wait_for_node(node, callback)
 
 
-# The ports were defined here before vmqpy.broker.ports: importing them from here keeps working.
-__all__ = [
-    "AlwaysServe",
-    "Broker",
-    "Forwarder",
-    "PendingWill",
-    "Registrar",
-    "ServePolicy",
-]
+__all__ = ["Broker", "PendingWill"]

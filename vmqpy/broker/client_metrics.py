@@ -1,30 +1,108 @@
-"""The connection driver's counters that take more than one increment: CONNACKs by return code and the
-CONNECT-to-CONNACK latency histogram, kept in the broker's `metrics` Counter like every other broker counter.
+"""The node's counters that take more than one increment: CONNACKs by return code and the latency histograms,
+kept in a `Counter` like every other counter of the node (the broker's `metrics`, registration's histograms).
 
-Keys (what `NodeFacade.metrics()` shows under `broker.`; admin.prometheus names them for Prometheus):
+Keys (what `NodeFacade.metrics()` shows under `broker.` or `registration.`; admin.prometheus names them for
+Prometheus):
 
+- `mqtt_<packet>_sent` for the packets of `SENT_COUNTERS`, counted by the connection driver as it writes them;
 - `mqtt_connack_<label>_sent`: one per CONNACK sent, `<label>` from `connack_label` (VerneMQ's return code
   names: success, unsupported_protocol_version, client_identifier_not_valid, server_unavailable,
   bad_username_or_password, not_authorized, other);
-- `connect_latency_le_<us>` for each bound of `LATENCY_BOUNDS_US` and `connect_latency_le_inf`: how many
-  connects took at most that many microseconds and more than the previous bound (not cumulative: the exporter
-  adds them up); `connect_latency_count` and `connect_latency_sum_us` (whole microseconds).
+- a histogram `H` (one of `HISTOGRAMS`, e.g. `connect_latency`): `H_le_<us>` for each of its bounds and `H_le_inf`:
+  how many observations were at most that many microseconds and more than the previous bound (not cumulative:
+  the exporter adds them up); `H_count` and `H_sum_us` (whole microseconds).
 
-Pure: the time is measured by the caller and passed in seconds.
+The histograms (bounds in one place, `BOUNDS_US`; admin.prometheus keeps the same table, a unit test checks):
+
+- `connect_latency` (broker): from a CONNECT read to its CONNACK written (accepted connects);
+- `delivery_latency` (broker): from a PUBLISH read on the publisher's connection to the PUBLISH written to a
+  subscriber's connection on the same node; for a message forwarded by another node, from its arrival here;
+  resends (DUP) and messages restored from disk or handed over by another node are not observed;
+- `handover_duration` (registration): from asking another node to hand a session over (a takeover of a client
+  connected there) to the session being live here (its CONNACK written).
+
+Pure: the caller measures the time and passes it in; `observe` costs one `bisect` and three increments.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from typing import Final
 
 from vmqpy.mqtt import reason_codes as rc
+from vmqpy.mqtt.packets import Disconnect, Pingresp, Puback, Pubcomp, Pubrec, Pubrel, Suback, Unsuback
 
-__all__ = ["CONNACK_LABELS", "LATENCY_BOUNDS_US", "connack_label", "latency_bucket_key", "observe_connect_latency"]
+__all__ = [
+    "BOUNDS_US",
+    "CONNACK_LABELS",
+    "CONNECT_LATENCY",
+    "DELIVERY_LATENCY",
+    "HANDOVER_DURATION",
+    "HISTOGRAMS",
+    "LATENCY_BOUNDS_US",
+    "SENT_COUNTERS",
+    "Histogram",
+    "connack_label",
+    "latency_bucket_key",
+    "observe_connect_latency",
+]
 
-#: upper bounds of the latency buckets, microseconds (1 ms .. 5 s)
-LATENCY_BOUNDS_US: Final = (1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
-                            2_500_000, 5_000_000)
+#: every histogram's upper bucket bounds, microseconds
+BOUNDS_US: Final[dict[str, tuple[int, ...]]] = {
+    "connect_latency": (1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+                        2_500_000, 5_000_000),
+    "delivery_latency": (100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+                         1_000_000, 2_500_000, 5_000_000),
+    "handover_duration": (1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+                          2_500_000, 5_000_000, 10_000_000),
+}
+#: the CONNECT-to-CONNACK bounds (the name earlier versions exported)
+LATENCY_BOUNDS_US: Final = BOUNDS_US["connect_latency"]
+
+
+class Histogram:
+    """One histogram kept as counter keys `<name>_le_<us>`, `<name>_le_inf`, `<name>_count`, `<name>_sum_us`."""
+
+    __slots__ = ("_count", "_keys", "_sum", "bounds", "name")
+
+    def __init__(self, name: str, bounds: tuple[int, ...]) -> None:
+        if not bounds or list(bounds) != sorted(set(bounds)) or bounds[0] <= 0:
+            raise ValueError(f"histogram {name}: bounds must be positive and increasing, got {bounds!r}")
+        self.name = name
+        self.bounds = bounds
+        self._keys = (*(f"{name}_le_{bound}" for bound in bounds), f"{name}_le_inf")
+        self._count = f"{name}_count"
+        self._sum = f"{name}_sum_us"
+
+    def bucket_key(self, us: int) -> str:
+        """The key of the bucket that `us` microseconds fall in (a negative time counts as 0)."""
+        return self._keys[bisect_left(self.bounds, us)]
+
+    def observe(self, counter: Counter[str], us: int) -> None:
+        """Count one observation of `us` microseconds (a clock that stepped back counts as 0)."""
+        if us < 0:
+            us = 0
+        counter[self._keys[bisect_left(self.bounds, us)]] += 1
+        counter[self._count] += 1
+        counter[self._sum] += us
+
+    def observe_ns(self, counter: Counter[str], ns: int) -> None:
+        """Count one observation of `ns` nanoseconds (rounded down to whole microseconds)."""
+        self.observe(counter, ns // 1_000)
+
+
+CONNECT_LATENCY: Final = Histogram("connect_latency", BOUNDS_US["connect_latency"])
+DELIVERY_LATENCY: Final = Histogram("delivery_latency", BOUNDS_US["delivery_latency"])
+HANDOVER_DURATION: Final = Histogram("handover_duration", BOUNDS_US["handover_duration"])
+HISTOGRAMS: Final = (CONNECT_LATENCY, DELIVERY_LATENCY, HANDOVER_DURATION)
+
+#: the counter of each kind of packet the node writes (but PUBLISH and CONNACK, counted on their own)
+SENT_COUNTERS: Final[dict[type, str]] = {
+    Puback: "mqtt_puback_sent", Pubrec: "mqtt_pubrec_sent", Pubrel: "mqtt_pubrel_sent",
+    Pubcomp: "mqtt_pubcomp_sent", Suback: "mqtt_suback_sent", Unsuback: "mqtt_unsuback_sent",
+    Pingresp: "mqtt_pingresp_sent", Disconnect: "mqtt_disconnect_sent",
+}
 
 CONNACK_LABELS: Final = {
     rc.SUCCESS: "success",
@@ -43,17 +121,15 @@ def connack_label(reason_code: int) -> str:
     return CONNACK_LABELS.get(reason_code, "other")
 
 
+def _us(seconds: float) -> int:
+    return max(0, round(seconds * 1_000_000))
+
+
 def latency_bucket_key(seconds: float) -> str:
-    """The key of the bucket that `seconds` falls in."""
-    us = max(0, round(seconds * 1_000_000))
-    for bound in LATENCY_BOUNDS_US:
-        if us <= bound:
-            return f"connect_latency_le_{bound}"
-    return "connect_latency_le_inf"
+    """The key of the CONNECT-to-CONNACK bucket that `seconds` falls in."""
+    return CONNECT_LATENCY.bucket_key(_us(seconds))
 
 
 def observe_connect_latency(metrics: Counter[str], seconds: float) -> None:
     """Count one connect that took `seconds` from its CONNECT to its CONNACK."""
-    metrics[latency_bucket_key(seconds)] += 1
-    metrics["connect_latency_count"] += 1
-    metrics["connect_latency_sum_us"] += max(0, round(seconds * 1_000_000))
+    CONNECT_LATENCY.observe(metrics, _us(seconds))

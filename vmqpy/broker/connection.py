@@ -1,6 +1,6 @@
-"""The connection driver: moves bytes between one TCP socket and the broker, arms the keepalive timer and the
-timer of resends to 3.1.1 clients (`retry_interval`, decided by the machine), and stops reading a client over
-its `max_message_rate` (vmqpy/broker/rate_limit.py) as it does one whose subscribers are congested.
+"""The connection driver: moves bytes between one TCP socket and the broker and arms the keepalive timer. Its
+CONNECT half (registration, CONNACK, refusals) is in vmqpy/broker/connect_flow.py, the pace of reading and the
+resends to 3.1.1 clients in vmqpy/broker/pacing.py.
 
 The MQTT rules of the connection are in the sans-I/O machine (vmqpy/broker/protocol.py): this file decodes
 bytes into packets, hands them to the machine and carries out its decisions (registering with the cluster,
@@ -15,17 +15,18 @@ import asyncio
 import time
 from dataclasses import replace
 from functools import partial
+from time import monotonic_ns
 from typing import Any
 
 import structlog
 
+from vmqpy.broker import connect_flow, pacing
 from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.auth import Authenticator
-from vmqpy.broker.broker import Broker, Registrar
-from vmqpy.broker.client_metrics import connack_label, observe_connect_latency
-from vmqpy.broker.handover import RegistrationRefused, Ticket
+from vmqpy.broker.broker import Broker
+from vmqpy.broker.client_metrics import DELIVERY_LATENCY, SENT_COUNTERS
 from vmqpy.broker.message import Message
-from vmqpy.broker.negotiation import Accepted, keepalive_check_after, keepalive_expired
+from vmqpy.broker.negotiation import keepalive_check_after, keepalive_expired
 from vmqpy.broker.protocol import (
     Close,
     ConnectionMachine,
@@ -44,7 +45,6 @@ from vmqpy.broker.protocol import (
     suback_codes,
 )
 from vmqpy.broker.rate_limit import TokenBucket
-from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
 from vmqpy.broker.tls import certificate_identity
 from vmqpy.broker.trace import RECEIVED, SENT, Trace
@@ -53,7 +53,6 @@ from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.errors import RemoteProtocolError, UnsupportedProtocolVersion
 from vmqpy.mqtt.packets import (
-    Connack,
     Connect,
     Disconnect,
     Packet,
@@ -69,10 +68,8 @@ from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.connection")
 
-CONNECT_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 5.0
 WRITE_HIGH_WATER = 256 * 1024
-ALIAS_PROPERTY_BYTES = 4  # Topic Alias: identifier byte and two value bytes, and one more byte of property length
 
 
 class MQTTConnection(asyncio.Protocol):
@@ -134,6 +131,12 @@ class MQTTConnection(asyncio.Protocol):
     def will_delay(self) -> float:
         return self.machine.state.will_delay
 
+    @property
+    def listener_kind(self) -> str:
+        """tcp, ssl, ws or wss: the kind of listener the client came through (its label is NAME for tcp)."""
+        kind, dot, _name = self.listener.partition(".")
+        return kind if dot else "tcp"
+
     # ------------------------------------------------------------------------------------------ asyncio
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -147,7 +150,8 @@ class MQTTConnection(asyncio.Protocol):
         if self.identity_as_username:  # listener.ssl.use_identity_as_username: the certificate's CN is the user
             self.machine.identity = certificate_identity(transport.get_extra_info("peercert"))
         self.last_received = self.loop.time()
-        self._timer = self.loop.call_later(CONNECT_TIMEOUT, self._on_timer)
+        # mqtt.connect_timeout: tcp and ssl listeners had it before already (vmqpy.broker.preludes.ConnectPrelude)
+        self._timer = self.loop.call_later(self.config.connect_timeout, self._on_timer)
 
     def data_received(self, data: bytes) -> None:
         self.last_received = self.loop.time()
@@ -204,17 +208,23 @@ class MQTTConnection(asyncio.Protocol):
     # ------------------------------------------------------------------------------------------ Sink
 
     def write_packet(self, packet: Packet) -> None:
+        sent = SENT_COUNTERS.get(type(packet))
+        if sent is not None:
+            self.broker.metrics[sent] += 1
         if self.traces:
             self._trace(SENT, packet, time.time())
         self._write_bytes(encode(packet, self.level))
         if self._retries and self._retry_timer is None and type(packet) is Pubrel:
-            self._arm_retry()
+            pacing.arm_retry(self)
 
     def write_publish(
         self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
         now: float, dup: bool = False,
     ) -> None:
-        self.broker.metrics["mqtt_publish_sent"] += 1
+        metrics = self.broker.metrics
+        metrics["mqtt_publish_sent"] += 1
+        if message.arrived_ns and not dup:  # publish-to-delivery latency (vmqpy.broker.client_metrics)
+            DELIVERY_LATENCY.observe_ns(metrics, monotonic_ns() - message.arrived_ns)
         if self.traces:
             self._trace(SENT, message.to_publish(qos, retain, packet_id, now, subscription_ids), now)
         aliases = self._aliases_out
@@ -230,7 +240,7 @@ class MQTTConnection(asyncio.Protocol):
             self._write_bytes(frame)
             return
         if self._retries and self._retry_timer is None and packet_id is not None:
-            self._arm_retry()
+            pacing.arm_retry(self)
         publish = message.to_publish(qos, retain, packet_id, now, subscription_ids)
         publish.dup = dup
         if aliases is not None:
@@ -333,73 +343,6 @@ class MQTTConnection(asyncio.Protocol):
                        "closing without acknowledging", error=str(error))
         self.close()
 
-    # ------------------------------------------------------------------------------------------ backpressure
-
-    def _block(self, result: RouteResult) -> None:
-        """Backpressure: stop reading this publisher until the congested subscribers drained."""
-        transport = self.transport
-        if transport is None or self.closing:
-            return
-        for session in result.congested:
-            self._blocked_on += 1
-            session.wait_for_drain(self._unblock)
-        for node in result.congested_nodes:
-            self._blocked_on += 1
-            self.broker.wait_for_node(node, self._unblock)
-        self._set_reading()
-
-    def _unblock(self) -> None:
-        self._blocked_on -= 1
-        if self._blocked_on <= 0:
-            self._blocked_on = 0
-            self._set_reading()
-
-    def _spend_rate(self, rate: TokenBucket) -> None:
-        """`max_message_rate`: a PUBLISH over the client's rate stops the reading of its socket, and of what was
-        read already, until the rate allows the next one (the client is slowed down, nothing is dropped)."""
-        wait = rate.take(self.loop.time())
-        if wait > 0.0 and not self._rate_held:
-            self._rate_held = True
-            self._set_reading()
-            self.loop.call_later(wait, self._release_rate)
-
-    def _release_rate(self) -> None:
-        self._rate_held = False
-        if self.closing:
-            return
-        self._set_reading()
-        self._process()  # the packets read before the hold
-
-    def _set_reading(self) -> None:
-        """Read the socket unless congested subscribers (`_blocked_on`) or the publish rate (`_rate_held`) hold
-        it."""
-        transport = self.transport
-        if transport is None or self.closing:
-            return
-        paused = self._blocked_on > 0 or self._rate_held
-        if paused != self._reading_paused:
-            self._reading_paused = paused
-            if paused:
-                transport.pause_reading()
-            else:
-                transport.resume_reading()
-
-    # ------------------------------------------------------------------------------------------ resends
-
-    def _arm_retry(self) -> None:
-        """Come back when the oldest PUBLISH or PUBREL the client has not acknowledged is due for a resend."""
-        deadline = self.machine.retry_deadline()
-        if deadline is not None and not self.closing:
-            self._retry_timer = self.loop.call_later(max(0.0, deadline - time.time()), self._on_retry)
-
-    def _on_retry(self) -> None:
-        self._retry_timer = None
-        if self.closing or self.session is None:
-            return
-        deadline = self.machine.handle_retry(time.time())
-        if deadline is not None:
-            self._retry_timer = self.loop.call_later(max(0.0, deadline - time.time()), self._on_retry)
-
     # ------------------------------------------------------------------------------------------ decisions
 
     def _dispatch(self, packet: Packet) -> None:
@@ -408,10 +351,11 @@ class MQTTConnection(asyncio.Protocol):
         if self.traces:
             self._trace(RECEIVED, packet, now)
         if self._rate is not None and type(packet) is Publish:
-            self._spend_rate(self._rate)
+            pacing.spend_rate(self, self._rate)
         if type(packet) is Publish and machine.connected_now:  # the hot path, without a Route (same decisions)
             decided = machine.publish(packet, now)
             if type(decided) is Message:
+                decided.arrived_ns = monotonic_ns()
                 qos = packet.qos
                 result = self.broker.publish(decided, now)
                 if qos or result.congested or result.congested_nodes:
@@ -455,6 +399,7 @@ class MQTTConnection(asyncio.Protocol):
             trace.packet(direction, peer, packet, now)
 
     def _route(self, message: Message, qos: int, packet_id: int, now: float) -> None:
+        message.arrived_ns = monotonic_ns()
         result = self.broker.publish(message, now)
         if qos or result.congested or result.congested_nodes:
             for follow in self.machine.routed(qos, packet_id, result):
@@ -476,7 +421,7 @@ class MQTTConnection(asyncio.Protocol):
             self.write_packet(decision.packet)
         elif kind is Throttle:
             assert isinstance(decision, Throttle)
-            self._block(decision.result)
+            pacing.block(self, decision.result)
         elif kind is SubscribeTo:
             assert isinstance(decision, SubscribeTo)
             self._subscribe(decision.packet, decision.refused)
@@ -492,13 +437,13 @@ class MQTTConnection(asyncio.Protocol):
             self._note(decision.why, decision.warn, None)
         elif kind is Register:
             assert isinstance(decision, Register)
-            self._start_registration(decision.accepted)
+            connect_flow.start_registration(self, decision.accepted)
         elif kind is RefuseConnect:
             assert isinstance(decision, RefuseConnect)
             if decision.failed_login:
-                self._refuse_login(decision)
+                connect_flow.refuse_login(self, decision)
             else:
-                self._refuse(decision.reason_code, decision.why)
+                connect_flow.refuse(self, decision.reason_code, decision.why)
         elif kind is Close:
             assert isinstance(decision, Close)
             self.normal_close = decision.normal
@@ -509,8 +454,6 @@ class MQTTConnection(asyncio.Protocol):
         (self.log.warning if warn else self.log.info)(why, **fields)
 
     def _write_reply(self, packet: Packet) -> None:
-        if type(packet) is Puback:
-            self.broker.metrics["mqtt_puback_sent"] += 1
         self.machine.reply_sent(packet)
         self.write_packet(packet)
 
@@ -533,125 +476,3 @@ class MQTTConnection(asyncio.Protocol):
             self.broker.deliver_retained(session, added, time.time())
 
         self.acks.after(session.persistent, answer)
-
-    # ------------------------------------------------------------------------------------------ CONNECT
-
-    def _start_registration(self, accepted: Accepted) -> None:
-        self.client_id = accepted.client_id
-        self.username = accepted.username
-        self.log = self.log.bind(client_id=accepted.client_id)
-        self.keep_alive = accepted.keep_alive
-        registrar = self.broker.registrar
-        if registrar is None:
-            self._complete_connect(accepted, None)
-            return
-        # Registration goes through the client id's leader and may wait for another node: nothing more is
-        # read from this client until it is done (the CONNECT timer stops; registration has its own bounds).
-        self._registering = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self.transport is not None:
-            self.transport.pause_reading()
-        self.loop.create_task(self._register(registrar, accepted))
-
-    async def _register(self, registrar: Registrar, accepted: Accepted) -> None:
-        try:
-            ticket = await registrar.register(accepted.client_id, accepted.clean_start)
-        except RegistrationRefused as exc:
-            self._registering = False
-            if not self.closing:
-                self._refuse(rc.SERVER_UNAVAILABLE, str(exc))
-            return
-        except Exception:
-            self._registering = False
-            self.log.exception("registration failed")
-            if not self.closing:
-                self._refuse(rc.UNSPECIFIED_ERROR, "registration failed")
-            return
-        try:
-            self._complete_connect(accepted, ticket)
-        except Exception:
-            self.log.exception("internal error completing a connect")
-            registrar.connected(ticket, None)
-            self.protocol_error(rc.UNSPECIFIED_ERROR)
-            return
-        finally:
-            self._registering = False
-        if self.closing:
-            return
-        if self.transport is not None:
-            self.transport.resume_reading()
-        self._process()  # what the client sent while it was registering
-
-    def _complete_connect(self, accepted: Accepted, ticket: Ticket | None) -> None:
-        now = time.time()
-        session, present = self.broker.open_session(accepted.client_id, accepted.level, accepted.clean_start,
-                                                    accepted.expiry, self, now,
-                                                    None if ticket is None else ticket.image, accepted.username)
-        if ticket is not None and self.broker.registrar is not None:
-            self.broker.registrar.connected(ticket, self.broker.node)
-        if self.closing:  # the client went away while it was registering: its session stays, offline
-            self.broker.attach(session, self, 65535, 0, now)
-            self.broker.close_session(session, self, now, self.will, self.will_delay)
-            return
-        self.session = session
-        self.machine.connected(session)
-        self._retries = self.machine.resends
-        self.write_packet(Connack(present, rc.SUCCESS, accepted.connack))
-        metrics = self.broker.metrics
-        metrics["mqtt_connack_success_sent"] += 1
-        observe_connect_latency(metrics, self.loop.time() - self._connect_at)
-        self._announced = True
-        self.log.info("client connected", user=accepted.username, protocol=accepted.level,
-                      clean_start=accepted.clean_start, session_present=present, node=self.broker.node)
-        self.log.debug("connection granted", keep_alive=accepted.keep_alive, send_window=accepted.send_window,
-                       max_packet_out=accepted.max_packet_out)
-        self._aliases_out = self.machine.state.aliases_out
-        max_packet = accepted.max_packet_out
-        if max_packet and self._aliases_out is not None:
-            # The first PUBLISH of a topic to this client carries the topic and its alias (the session measures
-            # packets without it): keep room for the property and a longer property length.
-            max_packet = max(1, max_packet - ALIAS_PROPERTY_BYTES)
-        self.broker.attach(session, self, accepted.send_window, max_packet, now)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        first_check = keepalive_check_after(self.keep_alive, 0.0)
-        if first_check is not None:
-            self.last_received = self.loop.time()
-            self._timer = self.loop.call_later(first_check, self._on_timer)
-
-    def _refuse_login(self, decision: RefuseConnect) -> None:
-        """Refused credentials: counted for the peer's address, and the CONNACK leaves after `decision.delay`
-        seconds, reading nothing meanwhile (the event loop and the other clients go on)."""
-        host = self.peer[0] if self.peer is not None else "?"
-        failures = self.broker.access.login_failed(host)
-        code = decision.reason_code
-        refused = "not_authorized" if code == rc.NOT_AUTHORIZED else "bad_credentials"
-        self.broker.metrics[f"mqtt_connack_{refused}_sent"] += 1
-        self.log.info("refused connect", reason=decision.why, reason_code=hex(code), failed_logins=failures,
-                      hint=decision.hint)
-        self._refusing = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self.transport is not None:
-            self.transport.pause_reading()
-        self.loop.call_later(decision.delay, self._send_refusal, code, decision.why)
-
-    def _send_refusal(self, reason_code: int, why: str) -> None:
-        if self.closing:
-            return
-        props = Properties(reason_string=why) if self.level == 5 else Properties()
-        self.write_packet(Connack(False, rc.connack_code_for(self.level, reason_code), props))
-        self.close()
-
-    def _refuse(self, reason_code: int, why: str) -> None:
-        self.broker.metrics[f"mqtt_connack_{connack_label(reason_code)}_sent"] += 1
-        self.log.info("refused connect", reason=why, reason_code=hex(reason_code), user=self.machine.state.username,
-                      client_id=self.client_id or self._asked_client_id, node=self.broker.node)
-        # 5.0 clients are told why (a reason string is allowed on CONNACK whatever the client asked for).
-        props = Properties(reason_string=why) if self.level == 5 else Properties()
-        self.write_packet(Connack(False, rc.connack_code_for(self.level, reason_code), props))
-        self.close()

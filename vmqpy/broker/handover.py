@@ -96,6 +96,7 @@ class Ticket:
     image: SessionImage | None = None
     stash: list[Outgoing] = field(default_factory=list)  # handed-over messages that came before the CONNACK
     source: str | None = None  # the node that handed the session over
+    asked_at: float | None = None  # monotonic time the handover was asked of `source` (handover_duration)
 
 
 __all__ = [

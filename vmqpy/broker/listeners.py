@@ -1,11 +1,12 @@
 """The node's MQTT listeners as asyncio servers: for each (kind, name) of the configuration, the protocol factory
 that turns an accepted socket into a served connection, and the server itself.
 
-tcp: an MQTTConnection; with `proxy_protocol = on`, a ProxyPrelude first (vmqpy.broker.preludes).
-ssl: a TLS server (the context in force is picked at each handshake, vmqpy.broker.tls), then an MQTTConnection
-made when the handshake succeeded (AfterHandshake).
+tcp: a ConnectPrelude, which waits for the whole CONNECT (mqtt.connect_timeout) before it makes the
+MQTTConnection (vmqpy.broker.preludes); with `proxy_protocol = on`, a ProxyPrelude before it.
+ssl: a TLS server (the context in force is picked at each handshake, vmqpy.broker.tls), then, once the handshake
+succeeded (AfterHandshake), a ConnectPrelude and the MQTTConnection as for tcp.
 ws, wss: aiohttp's HTTP server (over TLS for wss, as for ssl) upgrading GET /mqtt to a WebSocket that carries an
-MQTTConnection (vmqpy.broker.websocket).
+MQTTConnection (vmqpy.broker.websocket); the upgrade request has mqtt.connect_timeout too.
 Every kind counts its connections against the listener's `max_connections` (vmqpy.broker.listener_limit; TLS
 connections from the end of their handshake, which has TLS_HANDSHAKE_TIMEOUT seconds; WebSocket listeners their
 WebSockets), and
@@ -29,9 +30,12 @@ from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.listener_limit import ConnectionLimit, RefusedConnection
 from vmqpy.broker.preludes import (
+    CONNECT_MAX_SIZE,
     PROXY_REFUSED_METRIC,
     TLS_HANDSHAKE_TIMEOUT,
     AfterHandshake,
+    ConnectPrelude,
+    ConnectWait,
     FailureLog,
     ProxyPrelude,
 )
@@ -67,6 +71,12 @@ class Listeners:
                                           broker.metrics)
             for kind, name, _host, _port in config_module.mqtt_listeners(config)
         }
+        # Before its CONNECT a socket has mqtt.connect_timeout seconds and max_message_size bytes (1 MiB unset).
+        self.connect_waits = {
+            (kind, name): ConnectWait(label(kind, name), config.connect_timeout,
+                                      config.max_message_size or CONNECT_MAX_SIZE, broker.metrics)
+            for kind, name, _host, _port in config_module.mqtt_listeners(config)
+        }
 
     def option(self, kind: str, name: str, option: str) -> Any:
         return config_module.listener_option(self.config, name, option, kind)
@@ -88,6 +98,23 @@ class Listeners:
 
         conn.connection_lost = lost  # type: ignore[method-assign]
         return conn
+
+    def awaiting_connect(self, kind: str, name: str, release: Callable[[], None],
+                         peer: tuple[str, int] | None = None) -> ConnectPrelude:
+        """The protocol of a new socket of listener (kind, name) until its CONNECT is whole, then an MQTTConnection
+        that runs `release` when its socket is gone (the prelude runs it if the socket goes before that)."""
+        def open_connection() -> asyncio.Protocol:
+            conn = self.open_mqtt(kind, name, peer)
+            conn_lost = conn.connection_lost
+
+            def lost(exc: Exception | None) -> None:
+                release()
+                conn_lost(exc)
+
+            conn.connection_lost = lost  # type: ignore[method-assign]
+            return conn
+
+        return ConnectPrelude(open_connection, self.connect_waits[(kind, name)], release)
 
     def websocket_connection(self, kind: str, name: str) -> asyncio.Protocol:
         """The protocol of a new WebSocket of listener (kind, name): an MQTTConnection, or a refusal (the
@@ -111,17 +138,6 @@ class Listeners:
         metrics = self.broker.metrics
         loop = self.loop
 
-        def counted(protocol: asyncio.Protocol) -> asyncio.Protocol:
-            """`protocol` releases its place under max_connections when its socket is gone."""
-            protocol_lost = protocol.connection_lost
-
-            def lost(exc: Exception | None) -> None:
-                limit.release()
-                protocol_lost(exc)
-
-            protocol.connection_lost = lost  # type: ignore[method-assign]
-            return protocol
-
         if kind == "tcp" and self.option(kind, name, "proxy_protocol"):
             refusals = FailureLog(label(kind, name), PROXY_REFUSED_METRIC,
                                   "connection closed: no valid PROXY protocol header", metrics)
@@ -129,7 +145,8 @@ class Listeners:
             def make_proxied() -> asyncio.Protocol:
                 if not limit.admit(loop.time()):
                     return RefusedConnection()
-                return ProxyPrelude(lambda peer: counted(self.open_mqtt(kind, name, peer)), refusals, limit.release)
+                return ProxyPrelude(lambda peer: self.awaiting_connect(kind, name, limit.release, peer), refusals,
+                                    limit.release)
 
             return make_proxied
         if kind in ("ws", "wss"):  # max_connections counts the WebSockets (websocket_connection)
@@ -139,14 +156,14 @@ class Listeners:
             def open_tls() -> asyncio.Protocol:
                 if not limit.admit(loop.time()):
                     return RefusedConnection()
-                return counted(self.open_mqtt(kind, name))
+                return self.awaiting_connect(kind, name, limit.release)
 
             return lambda: AfterHandshake(open_tls)
 
         def make() -> asyncio.Protocol:
             if not limit.admit(loop.time()):
                 return RefusedConnection()
-            return counted(self.open_mqtt(kind, name))
+            return self.awaiting_connect(kind, name, limit.release)
 
         return make
 
@@ -165,7 +182,7 @@ class Listeners:
             if kind in ("ws", "wss") and (kind, name) not in self._runners:
                 largest = self.config.max_message_size or websocket.LARGEST_PACKET
                 app = websocket.application(partial(self.websocket_connection, kind, name), largest)
-                runner = web.AppRunner(app, handle_signals=False, access_log=None)
+                runner = websocket.runner(app, self.config.connect_timeout)
                 await runner.setup()
                 self._runners[(kind, name)] = runner
 

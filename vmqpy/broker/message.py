@@ -38,6 +38,9 @@ class Message:
     # set by the node that forwards it to other nodes, the same on every copy: a node that gets it twice for
     # one subscriber (directly, and passed on by the subscriber's old node) delivers it once (Session.deliver)
     forward_id: int | None = field(default=None, compare=False)
+    # monotonic nanoseconds when this node got it (read from its publisher, or as a forward), set by the driver
+    # that read it; 0: not measured (restored, handed over, retained, a will). Never packed: it is this node's.
+    arrived_ns: int = field(default=0, compare=False, repr=False)
 
     @classmethod
     def from_publish(cls, packet: Publish, publisher: str, now: float) -> Message:

@@ -2,12 +2,14 @@
 
 `MetadataPort` reaches the replicated metadata store, `Forwarder` the other nodes, `Registrar` registers a
 CONNECT through the client id's leader, and `ServePolicy` says whether the node serves an operation now
-(`AlwaysServe` when nothing limits it).
+(`AlwaysServe` when nothing limits it). `Placement` says where a CONNECT belongs when persistent sessions have
+an assigned server (vmqpy.cluster.placement), answering a `Redirect` or None (serve it here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vmqpy.broker.handover import Ticket
@@ -94,4 +96,16 @@ class Registrar(Protocol):
         ...
 
 
-__all__ = ["AlwaysServe", "Forwarder", "MetadataPort", "Registrar", "ServePolicy"]
+@dataclass(frozen=True, slots=True)
+class Redirect:
+    """Send the client to `node`, whose advertised address for the client's listener kind is `reference`."""
+
+    node: str
+    reference: str
+    why: str
+
+
+#: (client id, whether it asks for a persistent session, the kind of listener it came through) -> where it goes
+Placement = Callable[[str, bool, str], Redirect | None]
+
+__all__ = ["AlwaysServe", "Forwarder", "MetadataPort", "Placement", "Redirect", "Registrar", "ServePolicy"]

@@ -1,13 +1,19 @@
-"""What a listener does with a new socket before the first MQTT (or HTTP, for wss) byte: read a PROXY protocol
-header (`ProxyPrelude`, `listener.tcp.NAME.proxy_protocol = on`) or wait for the end of the TLS handshake that
-asyncio runs (`AfterHandshake`, `listener.ssl.NAME`, `listener.wss.NAME`). Each is the socket's asyncio protocol
-until it is done, then hands the transport to the protocol that serves the connection (an MQTTConnection,
-aiohttp's request handler), which never knows a prelude was there: plain listeners have no prelude, and nothing
-is added to the path of a packet.
+"""What a listener does with a new socket before the MQTT connection serves it: read a PROXY protocol header
+(`ProxyPrelude`, `listener.tcp.NAME.proxy_protocol = on`), wait for the end of the TLS handshake that asyncio
+runs (`AfterHandshake`, `listener.ssl.NAME`, `listener.wss.NAME`), and wait for the client's whole CONNECT packet
+(`ConnectPrelude`, every tcp and ssl listener). Each is the socket's asyncio protocol until it is done, then
+hands the transport to the protocol that serves the connection (an MQTTConnection, aiohttp's request handler),
+which never knows a prelude was there; nothing is added to the path of a packet after the CONNECT.
 
-A socket without a valid PROXY header is closed and counted in the broker's metrics (`proxy_protocol_refused`);
-the log gets at most one line a second per listener, with the latest reason and how many failed since the last
-line (`FailureLog`).
+Why wait for the CONNECT here: a socket that has not sent a CONNECT is most of what a slow-loris or a flood of
+idle sockets holds, so until then it gets a few hundred bytes of state, not a whole MQTT connection; it has
+`mqtt.connect_timeout` seconds (`ConnectWait.timeout`) to send the CONNECT whole, and a CONNECT announcing more
+than `ConnectWait.max_size` bytes is refused on its fixed header, before its body is read (docs/security.md,
+"Slow clients and floods").
+
+Sockets refused here are closed and counted in the broker's metrics (`proxy_protocol_refused`,
+`connect_timeout`, `connect_too_large`); the log gets at most one line a second per listener and kind, with the
+latest reason and how many failed since the last line (`FailureLog`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,12 @@ from vmqpy.broker.proxy_protocol import NEED_DATA, ProxyHeader, ProxyHeaderError
 log = structlog.get_logger("vmqpy.listener")
 
 PROXY_REFUSED_METRIC = "proxy_protocol_refused"
+CONNECT_TIMEOUT_METRIC = "connect_timeout"
+CONNECT_TOO_LARGE_METRIC = "connect_too_large"
+CONNECT_TIMEOUT = 10.0  # default of mqtt.connect_timeout: seconds a new connection has to send its whole CONNECT
+# The largest CONNECT accepted unless max_message_size says otherwise: without user properties a CONNECT is at
+# most ~460 KB (client id, will topic and payload, user name, password and authentication data of 64 KiB each).
+CONNECT_MAX_SIZE = 1024 * 1024
 PROXY_HEADER_TIMEOUT = 10.0  # seconds a socket has to send its whole PROXY header (the spec: "a few seconds")
 PROXY_HEADER_MAX_LENGTH = 4096  # bytes: HAProxy's v2 headers, TLVs included, take a few hundred
 TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client has to complete the TLS handshake
@@ -155,6 +167,133 @@ class AfterHandshake(asyncio.Protocol):
         protocol = self.open_protocol()
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
+
+
+class OversizedConnect(Exception):
+    """The first packet is a CONNECT announcing more bytes than a CONNECT may have."""
+
+
+_CONNECT_FIRST_BYTE = 0x10  # packet type 1, flags 0
+
+
+def connect_bytes_needed(head: bytes | bytearray, max_size: int) -> int | None:
+    """How many bytes of the stream that starts with `head` must be there before the MQTT connection takes over:
+    the whole CONNECT packet when `head` starts with one, 1 for anything else (the connection's decoder refuses
+    it with the reason the protocol prescribes), or None while the fixed header is incomplete. Raises
+    OversizedConnect when the CONNECT announces more than `max_size` bytes, fixed header included."""
+    if not head:
+        return None
+    if head[0] != _CONNECT_FIRST_BYTE:
+        return 1
+    remaining = 0
+    for index in range(1, 5):  # a remaining length is 1 to 4 bytes
+        if index >= len(head):
+            return None
+        byte = head[index]
+        remaining |= (byte & 0x7F) << (7 * (index - 1))
+        if not byte & 0x80:
+            total = index + 1 + remaining
+            if total > max_size:
+                raise OversizedConnect(f"a CONNECT of {total} bytes announced, more than {max_size}")
+            return total
+    return 1  # a fifth length byte: malformed, for the decoder to refuse
+
+
+class ConnectWait:
+    """What the new sockets of listener `listener` get before their CONNECT: `timeout` seconds to send it whole
+    and at most `max_size` bytes for it; the ones closed for either are counted and logged (`FailureLog`)."""
+
+    def __init__(self, listener: str, timeout: float, max_size: int, metrics: Counter[str]) -> None:
+        self.timeout = timeout
+        self.max_size = max_size
+        self.metrics = metrics
+        self.late = FailureLog(listener, CONNECT_TIMEOUT_METRIC, "connection closed: no CONNECT in time", metrics)
+        self.too_large = FailureLog(listener, CONNECT_TOO_LARGE_METRIC, "connection closed: CONNECT too large",
+                                    metrics)
+
+
+class ConnectPrelude(asyncio.Protocol):
+    """Holds a new socket until its first packet is complete (a CONNECT, normally), then hands the socket to
+    `open_connection()` with every byte received. The CONNECT must be complete within `wait.timeout` seconds
+    and announce at most `wait.max_size` bytes, else the socket is aborted (nothing was sent to it, and nothing
+    is) and counted. A socket whose client ends it before sending a whole CONNECT (a TCP health check, a port
+    scan) is closed without a log line. `on_lost` runs once if the socket goes away before it was handed on.
+    The socket counts in the broker's `socket_open` while it waits (the connection counts it once handed on)."""
+
+    def __init__(self, open_connection: Callable[[], asyncio.Protocol], wait: ConnectWait,
+                 on_lost: Callable[[], None]) -> None:
+        self.open_connection = open_connection
+        self.wait = wait
+        self.on_lost = on_lost
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.done = False  # handed on, or closed
+        self.handed_on = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.wait.metrics["socket_open"] += 1
+        self._timer = self.loop.call_later(self.wait.timeout, self._expired)
+
+    def data_received(self, data: bytes) -> None:
+        if self.done:
+            return
+        self.buffer += data
+        try:
+            needed = connect_bytes_needed(self.buffer, self.wait.max_size)
+        except OversizedConnect as exc:
+            self._refuse(self.wait.too_large, str(exc))
+            return
+        if needed is not None and len(self.buffer) >= needed:
+            self._hand_on()
+
+    def eof_received(self) -> bool | None:
+        self.done = True
+        return None  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.done = True
+        self.buffer = bytearray()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self.handed_on:
+            self.wait.metrics["socket_close"] += 1
+        on_lost, self.on_lost = self.on_lost, _nothing
+        on_lost()
+
+    def _hand_on(self) -> None:
+        self.done = self.handed_on = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        transport = self.transport
+        assert transport is not None
+        received, self.buffer = bytes(self.buffer), bytearray()
+        self.wait.metrics["socket_open"] -= 1  # counted again by the connection, in the same callback
+        protocol = self.open_connection()
+        self.on_lost = _nothing  # the connection's own connection_lost takes over
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        if not transport.is_closing():
+            protocol.data_received(received)
+
+    def _refuse(self, failures: FailureLog, reason: str) -> None:
+        self.done = True
+        self.buffer = bytearray()
+        transport = self.transport
+        peer = None if transport is None else transport.get_extra_info("peername")
+        failures.failed(reason, peer, self.loop.time())
+        if transport is not None:
+            transport.abort()
+
+    def _expired(self) -> None:
+        self._timer = None
+        if not self.done:
+            self._refuse(self.wait.late, f"no complete CONNECT within {self.wait.timeout:g}s "
+                                         f"({len(self.buffer)} bytes received)")
 
 
 def _nothing() -> None:

@@ -27,7 +27,7 @@ not resend it for ever. The decisions on PUBLISH topics are cached per connectio
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -287,6 +287,8 @@ class ConnectionMachine:
         self.policy = policy
         self.new_client_id = new_client_id
         self.access = access  # the ACL in force; None: every topic is allowed
+        # the node's counters (the broker's, which the access rules share); packets of a kind received here
+        self.metrics: Counter[str] = access.metrics if access is not None else Counter()
         self._may_write: dict[str, bool] = {}  # topic -> the ACL's decision, for ACL generation `_generation`
         self._generation = -1
         # The CN of the client's verified TLS certificate on a listener with use_identity_as_username: the CONNECT's
@@ -462,16 +464,19 @@ class ConnectionMachine:
 
     def _pubrec(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Pubrec) and self.state.session is not None
+        self.metrics["mqtt_pubrec_received"] += 1
         answer = self.state.session.on_pubrec(packet.packet_id, packet.reason_code, now)
         return () if answer is None else (Send(answer),)
 
     def _pubcomp(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Pubcomp) and self.state.session is not None
+        self.metrics["mqtt_pubcomp_received"] += 1
         self.state.session.on_pubcomp(packet.packet_id, now)
         return ()
 
     def _pubrel(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Pubrel) and self.state.session is not None
+        self.metrics["mqtt_pubrel_received"] += 1
         session = self.state.session
         packet_id = packet.packet_id
         self.state.unreleased_qos2.discard(packet_id)
@@ -534,6 +539,7 @@ class ConnectionMachine:
 
     def _unsubscribe(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Unsubscribe)
+        self.metrics["mqtt_unsubscribe_received"] += 1
         if not self.policy.may("unsubscribe"):
             if self.state.level == 5:
                 codes = [rc.IMPLEMENTATION_SPECIFIC_ERROR] * len(packet.topic_filters)
@@ -542,10 +548,12 @@ class ConnectionMachine:
         return (UnsubscribeFrom(packet),)
 
     def _pingreq(self, packet: Packet, now: float) -> Decisions:
+        self.metrics["mqtt_pingreq_received"] += 1
         return (Send(Pingresp()),)
 
     def _disconnect(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Disconnect) and self.state.session is not None
+        self.metrics["mqtt_disconnect_received"] += 1
         new_expiry = packet.properties.session_expiry_interval
         if new_expiry is not None:
             if self.state.requested_expiry == 0 and new_expiry != 0:

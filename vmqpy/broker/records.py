@@ -25,6 +25,7 @@ from vmqpy.mqtt.topics import parse_shared
 SESSION = "session"
 SUBSCRIPTION = "subscription"
 RETAIN = "retain"
+NODE_LISTENERS = "node_listeners"  # a node's advertised MQTT addresses by listener kind (vmqpy.cluster.placement)
 MOUNTPOINT = ""
 
 Key = tuple[Any, ...]
@@ -84,6 +85,24 @@ def session_value(
     if origin is not None:
         value.append(origin)
     return value
+
+
+def session_persistent(value: Any) -> bool:
+    """Whether the session an owner record names outlives its connection (session expiry never or > 0)."""
+    return value[3] is None or value[3] > 0
+
+
+def node_listeners_key(node: str) -> Key:
+    return (MOUNTPOINT, node)
+
+
+def node_listeners_value(stamp: Any, addresses: dict[str, str]) -> list[Any]:
+    """`addresses`: listener kind (tcp, ssl, ws, wss) -> the HOST:PORT clients reach it at."""
+    return [stamp_list(stamp), addresses]
+
+
+def node_listeners(value: Any) -> dict[str, str]:
+    return {str(kind): str(address) for kind, address in dict(value[1]).items()}
 
 
 def session_origin(value: Any) -> str | None:

@@ -4,11 +4,20 @@ The session outlives its connections (persistent sessions) and holds every piece
 data: packet ids in flight, what was sent and what is waiting, so it can be inspected, persisted and resumed.
 It does no I/O: it hands packets to the `Sink` of the live connection, if any, and records changes in a
 `Journal` (the SQLite persistence of persistent sessions, or nothing for clean ones).
+
+It counts what becomes of the messages routed to it in the node's `metrics` (the broker's Counter; VerneMQ's
+names, docs/operations.md): `queue_message_in` (taken: written at once or queued), `queue_message_out` (written
+to the client for the first time; resends are not counted), `queue_message_drop` (dropped: queue full, larger
+than the client's Maximum Packet Size, QoS 0 of a client gone, not resumable after a handover) and
+`queue_message_expired` (discarded from the queue: its message expiry interval passed before it was written).
+So every message taken is written, dropped, expired or still queued; only a message in flight that a resumed
+connection's smaller Maximum Packet Size no longer allows is counted both out and dropped. `dropped` keeps the
+session's own count of drops (`vmq-admin session show`).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -119,8 +128,10 @@ class Session:
         max_online: int,
         max_offline: int,
         journal: Journal | None = None,
+        metrics: Counter[str] | None = None,
     ) -> None:
         self.client_id = client_id
+        self.metrics: Counter[str] = Counter() if metrics is None else metrics  # the node's (see the module doc)
         self.protocol_level = protocol_level
         self.expiry_interval = expiry_interval  # seconds after disconnect; None = never expires; 0 = clean
         self.subscriptions: dict[str, SubEntry] = {}
@@ -180,26 +191,34 @@ class Session:
             return self._deliver_watched(message, qos, retain, subscription_ids, now)
         out = Outgoing(self.next_seq(), message, qos, retain, subscription_ids)
         sink = self.sink
+        metrics = self.metrics
         if sink is None:
             if qos == 0 or len(self.queue) >= self.max_offline:
-                self.dropped += 1
+                self._drop(1)
                 return Delivery.DROPPED
             self.queue.append(out)
+            metrics["queue_message_in"] += 1
             self.journal.save_message(self, out)
             return Delivery.QUEUED
         if not self.queue and sink.can_write():
             if qos == 0:
                 if self.max_packet_size and self._too_large(out, now):
-                    self.dropped += 1
+                    self._drop(1)
                     return Delivery.DROPPED
+                metrics["queue_message_in"] += 1
+                metrics["queue_message_out"] += 1
                 sink.write_publish(message, 0, retain, None, subscription_ids, now)
                 return Delivery.SENT
             if len(self.inflight) < self.window:
-                return Delivery.SENT if self._send(out, sink, now) else Delivery.DROPPED
+                if self._send(out, sink, now):
+                    metrics["queue_message_in"] += 1
+                    return Delivery.SENT
+                return Delivery.DROPPED
         if qos == 0 and len(self.queue) >= self.max_online:
-            self.dropped += 1
+            self._drop(1)
             return Delivery.DROPPED
         self.queue.append(out)
+        metrics["queue_message_in"] += 1
         if qos > 0:
             self.journal.save_message(self, out)
         return Delivery.QUEUED
@@ -241,13 +260,20 @@ class Session:
             recent[forward_id] = now
         return outcome
 
+    def _drop(self, count: int) -> None:
+        """Count `count` messages dropped: the session's own figure and the node's counter."""
+        self.dropped += count
+        self.metrics["queue_message_drop"] += count
+
     def _send(self, out: Outgoing, sink: Sink, now: float) -> bool:
-        """Send `out` now; False when it is larger than the client's Maximum Packet Size (dropped, counted)."""
+        """Send `out` now (counted out); False when it is larger than the client's Maximum Packet Size (dropped,
+        counted)."""
         if self.max_packet_size and self._too_large(out, now):
-            self.dropped += 1
+            self._drop(1)
             if out.qos:
                 self.journal.delete_message(self, out)
             return False
+        self.metrics["queue_message_out"] += 1
         if out.qos == 0:
             sink.write_publish(out.message, 0, out.retain, None, out.subscription_ids, now)
             return True
@@ -293,6 +319,7 @@ class Session:
                 break
             queue.popleft()
             if head.message.expired(now):
+                self.metrics["queue_message_expired"] += 1
                 self.journal.delete_message(self, head)
                 continue
             self._send(head, sink, now)
@@ -395,8 +422,8 @@ class Session:
             if (out.message.expired(now) and out.qos == 1) or (max_packet_size and self._too_large(out, now)):
                 del self.inflight[packet_id]
                 self.journal.delete_message(self, out)
-                if not out.message.expired(now):
-                    self.dropped += 1
+                if not out.message.expired(now):  # (an expired one was written already: counted out, not expired)
+                    self._drop(1)
                 continue
             if resent < self.window:
                 self.sent_at[packet_id] = now
@@ -412,7 +439,8 @@ class Session:
         self.disconnected_at = now
         self.sent_at.clear()
         kept = deque(out for out in self.queue if out.qos > 0)
-        self.dropped += len(self.queue) - len(kept)
+        if len(kept) != len(self.queue):
+            self._drop(len(self.queue) - len(kept))
         self.queue = kept
         self.release_waiters()
 
@@ -436,7 +464,7 @@ class Session:
             self.inflight[out.packet_id] = out
             self._next_packet_id = out.packet_id % 65535 + 1
         elif out.state == OutState.RELEASED:
-            self.dropped += 1
+            self._drop(1)
             return False
         else:
             out = Outgoing(self.next_seq(), out.message, out.qos, out.retain, out.subscription_ids)

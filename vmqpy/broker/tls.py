@@ -170,3 +170,81 @@ class ListenerContexts:
         fresh = {key: build_context(one) for key, one in self.settings.items()}
         self._contexts = fresh
         return len(fresh)
+
+
+# ---------------------------------------------------------------------------------------------- cluster links
+# (cluster.tls.*: docs/security.md, "Cluster links"; the network itself is vmqpy/cluster/tcp.py)
+
+CLUSTER_KEYS: Mapping[str, str] = {option: f"cluster.tls.{option}" for option in ("cafile", "certfile", "keyfile")}
+
+
+def cluster_settings(cafile: Path | None, certfile: Path | None, keyfile: Path | None,
+                     sources: Mapping[str, str] | None = None) -> TlsSettings | None:
+    """The TLS settings of the cluster links from the `cluster.tls.*` keys: None when none is set, ConfigError
+    when only some are (both ends verify each other: a CA, a certificate and its key are all needed).
+    `sources` maps a key to where it was set (FILE:LINE) for messages."""
+    given = {"cafile": cafile, "certfile": certfile, "keyfile": keyfile}
+    if all(path is None for path in given.values()):
+        return None
+    where = {opt: f"{sources[key]}: {key}" if sources and key in sources else key for opt, key in CLUSTER_KEYS.items()}
+    missing = [CLUSTER_KEYS[opt] for opt, path in given.items() if path is None]
+    if missing:
+        raise ConfigError(f"cluster TLS needs cluster.tls.cafile, cluster.tls.certfile and cluster.tls.keyfile; "
+                          f"{', '.join(missing)} not set")
+    assert cafile is not None and certfile is not None and keyfile is not None
+    return TlsSettings("cluster", "clustering", certfile, keyfile, cafile, require_certificate=True, where=where)
+
+
+def build_client_context(settings: TlsSettings) -> ssl.SSLContext:
+    """The context a node dials its peers with: it presents its certificate and requires the peer's to verify
+    against the CA. Host names are not checked (the cookie handshake names the node); ConfigError names the
+    file that cannot be used."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = VERSIONS[settings.tls_version]
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_REQUIRED
+    _readable(settings, "certfile", settings.certfile)
+    _readable(settings, "keyfile", settings.keyfile)
+    try:
+        context.load_cert_chain(settings.certfile, settings.keyfile)
+    except ssl.SSLError as exc:
+        raise ConfigError(_chain_problem(settings, exc)) from None
+    if settings.cafile is None:
+        raise ConfigError(f"{settings.source('cafile')}: the CA that peer certificates are verified against is needed")
+    _readable(settings, "cafile", settings.cafile)
+    try:
+        context.load_verify_locations(cafile=str(settings.cafile))
+    except ssl.SSLError as exc:
+        raise ConfigError(f"{settings.source('cafile')}: {settings.cafile} holds no usable CA certificate "
+                          f"(PEM): {exc.reason or exc}") from None
+    return context
+
+
+class ClusterContexts:
+    """The TLS contexts in force for the cluster links: `server()` for the listener (a client certificate is
+    required), `client()` for our dials. The network asks for them at every new connection, so `reload()`
+    (SIGHUP) reaches new links; live links keep the session they negotiated."""
+
+    def __init__(self, settings: TlsSettings) -> None:
+        self.settings = settings
+        self._server = build_context(settings)
+        self._client = build_client_context(settings)
+
+    def server(self) -> ssl.SSLContext:
+        return self._server
+
+    def client(self) -> ssl.SSLContext:
+        return self._client
+
+    def reload(self) -> None:
+        """Build both contexts again from their files; swap both, or (ConfigError) neither."""
+        server, client = build_context(self.settings), build_client_context(self.settings)
+        self._server, self._client = server, client
+
+
+def cluster_contexts(config: Config) -> ClusterContexts | None:
+    """The cluster links' TLS contexts from `cluster.tls.*`, or None for plain links. ConfigError names the key
+    and the file that cannot be used (`vmqpy start` stops with exit code 2)."""
+    settings = cluster_settings(config.cluster_tls_cafile, config.cluster_tls_certfile, config.cluster_tls_keyfile,
+                                config.sources)
+    return None if settings is None else ClusterContexts(settings)

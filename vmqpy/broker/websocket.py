@@ -6,7 +6,8 @@ The MQTT stream is the concatenation of the binary frames' payloads: a packet ma
 carry several packets (MQTT 5.0 section 6, 3.1.1 section 6), since the connection's decoder reassembles bytes
 whatever their cut. What the connection writes in one pass of the event loop leaves as one binary frame.
 A text frame is a protocol error (the connection is closed); so is a handshake without the `mqtt` subprotocol,
-refused before the upgrade with 400.
+refused before the upgrade with 400. A socket has `mqtt.connect_timeout` seconds to send its upgrade request
+(`runner`), and the MQTT connection as long again to send its CONNECT.
 
 Backpressure, both ways bounded:
 * Out: frames are sent one at a time by one task; while more than WRITE_HIGH_WATER bytes wait, the connection
@@ -163,6 +164,14 @@ class WebSocketTransport(asyncio.Transport):
             else:  # CLOSE, CLOSING, CLOSED
                 break
         return None
+
+
+def runner(app: web.Application, connect_timeout: float) -> web.AppRunner:
+    """aiohttp's runner for the application of one WebSocket listener. A socket whose upgrade request is not whole
+    within `connect_timeout` seconds (`mqtt.connect_timeout`) is closed: aiohttp's keep-alive timer, which also
+    runs before the first request, would leave an idle or slow socket open for an hour by default. After the
+    upgrade the MQTT connection's own CONNECT timeout takes over; the timer does not run during a request."""
+    return web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=connect_timeout)
 
 
 def application(open_connection: Callable[[], asyncio.Protocol], largest_packet: int = LARGEST_PACKET

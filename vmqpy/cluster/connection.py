@@ -29,6 +29,7 @@ log = structlog.get_logger("vmqpy.cluster")
 
 CORK_LIMIT: Final = 1 << 16  # write what was collected once it reaches this size (else at the end of the turn)
 _WRITE_HIGH_WATER: Final = 1 << 18
+_EARLY_LIMIT: Final = 1 << 16  # bytes kept from before connection_made (a HELLO is far smaller)
 
 clock = time.monotonic  # the links' clock (uvloop's loop.time() only advances once per loop iteration)
 
@@ -81,6 +82,9 @@ class LinkConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._linger: asyncio.TimerHandle | None = None
+        # bytes that arrived before connection_made: over TLS, start_tls (tls_accept.py) may hand the first
+        # application data to the protocol before the coroutine that awaited the handshake gets to run
+        self._early = bytearray()
 
     # ---------------------------------------------------------------------------------------------- protocol
 
@@ -104,10 +108,16 @@ class LinkConnection(asyncio.Protocol):
         self.link = link
         self.write(link.data_to_send())
         self._arm()
+        if self._early:
+            early = bytes(self._early)
+            self._early.clear()
+            self.data_received(early)
 
     def data_received(self, data: bytes) -> None:
         link = self.link
         if link is None or self.dead:
+            if self.transport is None and not self.dead and len(self._early) < _EARLY_LIMIT:
+                self._early += data
             return
         self._counters.bytes_in += len(data)
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
+from collections.abc import Callable
 
 import structlog
 
@@ -20,7 +22,9 @@ log = structlog.get_logger("vmqpy.cluster")
 
 class Dialer:
     """Dials the peers of `links` that have an address: from `local_addr` (None: any), each connect given
-    `connect_timeout` seconds, `shortest` to `longest` seconds between attempts (`seed` seeds the jitter)."""
+    `connect_timeout` seconds, `shortest` to `longest` seconds between attempts (`seed` seeds the jitter).
+    `tls`: the client context in force (asked per dial), or None for plain TCP. The peer's certificate must
+    verify against the context's CA; the connect timeout covers the TLS handshake."""
 
     def __init__(
         self,
@@ -31,6 +35,7 @@ class Dialer:
         connect_timeout: float,
         local_addr: tuple[str, int] | None,
         seed: int | None = None,
+        tls: Callable[[], ssl.SSLContext] | None = None,
     ) -> None:
         self._links = links
         self._shortest = shortest
@@ -38,6 +43,7 @@ class Dialer:
         self._connect_timeout = connect_timeout
         self._local_addr = local_addr
         self._rng = random.Random(seed)
+        self._tls = tls
 
     def schedule(self, peer: Peer) -> None:
         """Dial `peer` after its back-off, unless it has a link, a dial under way or no address."""
@@ -79,9 +85,15 @@ class Dialer:
         links = self._links
         try:
             async with asyncio.timeout(self._connect_timeout):
-                await links.loop.create_connection(
-                    lambda: LinkConnection(links, peer), address[0], address[1], local_addr=self._local_addr
-                )
+                if self._tls is None:
+                    await links.loop.create_connection(
+                        lambda: LinkConnection(links, peer), address[0], address[1], local_addr=self._local_addr
+                    )
+                else:
+                    await links.loop.create_connection(
+                        lambda: LinkConnection(links, peer), address[0], address[1], local_addr=self._local_addr,
+                        ssl=self._tls(), ssl_handshake_timeout=self._connect_timeout,
+                    )
         except Exception as exc:  # OSError, TimeoutError, ...; CancelledError is not an Exception
             links.counters.dial_failures += 1
             if failure_logged(peer.attempts):

@@ -22,6 +22,10 @@ BYE                 8     str: why the sender closes the link (a map {reason, ma
 `ClusterProtocolError`, and nothing else; after one the decoder is dead and raises it again.
 
 msgpack extension types are refused, except the msgpack timestamp (-1), which decodes to `msgpack.Timestamp`.
+
+After the handshake every frame is followed by a 16-byte tag (frame_auth.py); once the link calls
+`FrameDecoder.authenticate(opener)`, each frame's tag is checked before its msgpack is decoded, and a frame whose
+tag does not verify raises `FrameAuthenticationFailed` (a `ClusterProtocolError`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from vmqpy.cluster.errors import (
     UnknownFrameType,
     UnsupportedVersion,
 )
+from vmqpy.cluster.frame_auth import TAG_SIZE, FrameOpener
 
 __all__ = [
     "DATA_TYPES",
@@ -162,7 +167,7 @@ def _reject_ext(code: int, data: bytes) -> NoReturn:
     raise UndecodableFrame(f"invalid msgpack: extension type {code} is not allowed")
 
 
-def decode_payload(payload: bytes | bytearray) -> Frame:
+def decode_payload(payload: bytes | bytearray | memoryview) -> Frame:
     """Decode the payload of one frame (the bytes after the length prefix)."""
     try:
         obj = msgpack.unpackb(payload, raw=False, use_list=True, strict_map_key=False, ext_hook=_reject_ext)
@@ -211,6 +216,13 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._pos = 0
         self._error: ClusterProtocolError | None = None
+        self._opener: FrameOpener | None = None
+        self._trailer = 0  # bytes after each frame: its tag once authenticated
+
+    def authenticate(self, opener: FrameOpener) -> None:
+        """Every frame from now on is followed by its tag, which `opener` must accept (frame_auth.py)."""
+        self._opener = opener
+        self._trailer = TAG_SIZE
 
     def receive_data(self, data: bytes) -> None:
         """Append bytes from the stream (ignored once the decoder has failed)."""
@@ -237,11 +249,21 @@ class FrameDecoder:
         if length == 0:
             self._fail(UndecodableFrame("invalid msgpack: empty frame"))
         end = pos + HEADER_SIZE + length
-        if len(buffer) < end:
+        if len(buffer) < end + self._trailer:
             self._compact()
             return NEED_DATA
-        payload = buffer[pos + HEADER_SIZE : end]  # a copy: the buffer is compacted later
-        self._pos = end
+        payload: bytearray | memoryview
+        if self._opener is not None:
+            frame = buffer[pos:end]  # a copy: the buffer is compacted later
+            self._pos = end + TAG_SIZE
+            try:
+                self._opener.open(frame, buffer[end : end + TAG_SIZE])
+            except ClusterProtocolError as exc:
+                self._fail(exc)
+            payload = memoryview(frame)[HEADER_SIZE:]  # no copy: `frame` is ours
+        else:
+            payload = buffer[pos + HEADER_SIZE : end]  # a copy: the buffer is compacted later
+            self._pos = end
         try:
             return decode_payload(payload)
         except ClusterProtocolError as exc:

@@ -35,6 +35,9 @@ member", ...), the BYE body is `{reason, mac}` with mac = HMAC over the same fie
 lp(reason): the dialer can tell a refusal by a node that knows the cookie (`Refused.verified`), and act on it
 (a node told "removed from the cluster" stops linking), from a BYE anyone could forge.
 The transitions are the table `TRANSITIONS`; what is sent on a transition depends on the role.
+
+Once established, `session_keys()` gives the two keys of the connection (frame_auth.py), derived from the cookie,
+both nonces, names and incarnations: every frame after the handshake is sealed and checked with them.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from vmqpy.cluster.errors import ClusterUsageError
+from vmqpy.cluster.frame_auth import SessionKeys, derive_keys
 from vmqpy.cluster.framing import Frame, FrameType, encode_frame
 
 __all__ = [
@@ -320,6 +324,27 @@ class Handshake:
             assert self.peer_name is not None and self.peer_incarnation is not None
             self.result = Established(self.peer_name, self.peer_incarnation, self.peer_listen)
         return out, self.result
+
+    def session_keys(self) -> SessionKeys:
+        """The keys that seal and check the frames after the handshake (frame_auth.py). Only once established."""
+        if self.state is not HandshakeState.ESTABLISHED:
+            raise ClusterUsageError(f"no session keys in state {self.state.value!r}")
+        assert self.peer_name is not None and self.peer_incarnation is not None
+        ours = (self.own_name, self.own_incarnation, self._nonce)
+        theirs = (self.peer_name, self.peer_incarnation, self._peer_nonce)
+        (d_name, d_incarnation, d_nonce), (a_name, a_incarnation, a_nonce) = (
+            (ours, theirs) if self.is_dialer else (theirs, ours)
+        )
+        return derive_keys(
+            self._cookie,
+            dialer=self.is_dialer,
+            dialer_name=d_name,
+            dialer_incarnation=d_incarnation,
+            dialer_nonce=d_nonce,
+            acceptor_name=a_name,
+            acceptor_incarnation=a_incarnation,
+            acceptor_nonce=a_nonce,
+        )
 
     def timeout(self) -> tuple[bytes, Refused]:
         """The handshake deadline passed: refuse (and say so with a BYE)."""

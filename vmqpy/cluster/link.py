@@ -8,6 +8,7 @@ The driver feeds it bytes and time and writes out what it returns; the link neve
     for event in link.receive_data(data, now): ...  # Established, DataFrame, Closed, PeerSilent
     write(link.data_to_send())                      # handshake answers, BYE
     write(link.send(FrameType.METADATA, body))      # only once established
+    write(link.seal(encode_frame(...)))             # a frame the driver encoded itself (its outgoing buffer)
     at link.get_timer(): events = link.handle_timer(now); write(link.data_to_send())
 
 Rules:
@@ -24,6 +25,9 @@ Rules:
 * The handshake must finish within `handshake_timeout` (default ``2 * detect_timeout``).
 * Malformed input closes the link with `Closed(PROTOCOL_ERROR, reason)` where reason is the decoder's; a
   BYE carrying the reason is queued for the peer. After `Closed`, the link ignores all input.
+* Every frame after the handshake is sealed and checked (frame_auth.py, with the handshake's session keys):
+  `send`, `seal`, `seal_all`, heartbeats and BYE seal what they return, in the order it must be written. A frame
+  whose tag fails (altered, injected, replayed, reordered) closes the link with `Closed(UNAUTHENTICATED)`.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from vmqpy.cluster.errors import ClusterProtocolError, ClusterUsageError
+from vmqpy.cluster.frame_auth import FrameAuthenticationFailed, FrameOpener, FrameSealer
 from vmqpy.cluster.framing import (
     DATA_TYPES,
     HEADER_SIZE,
@@ -60,6 +65,7 @@ class CloseCause(enum.StrEnum):
 
     REFUSED = "refused"  # the handshake refused the peer, or the peer refused us (wrong cookie, ...)
     PROTOCOL_ERROR = "protocol error"  # malformed input: bad length, bad msgpack, unknown type, truncated frame
+    UNAUTHENTICATED = "frame authentication failed"  # a frame after the handshake with a wrong tag (frame_auth.py)
     PEER_BYE = "peer closed"  # the peer sent BYE on an established link
     SILENT = "peer silent"  # no frame for detect_timeout
     HANDSHAKE_TIMEOUT = "handshake timeout"
@@ -130,6 +136,7 @@ class Link:
             own_name, own_incarnation, cookie, nonce, expected_peer, listen=listen, admit=admit, intent=intent
         )
         self._decoder = FrameDecoder(max_frame_size)
+        self._sealer: FrameSealer | None = None  # once established
         self.max_frame_size = max_frame_size
         self.detect_timeout = detect_timeout
         self.heartbeat_interval = detect_timeout / 4
@@ -186,6 +193,9 @@ class Link:
         while self.state is not LinkState.CLOSED:  # every turn consumes a frame or leaves the loop
             try:
                 frame = decoder.next_frame()
+            except FrameAuthenticationFailed as exc:
+                events.append(self._close(CloseCause.UNAUTHENTICATED, exc.reason, "", bye=True))
+                break
             except ClusterProtocolError as exc:
                 events.append(self._close(CloseCause.PROTOCOL_ERROR, exc.reason, type(exc).__name__, bye=True))
                 break
@@ -210,6 +220,9 @@ class Link:
             out, result = self._handshake.receive(frame)
             self._out += out
             if isinstance(result, Established):
+                keys = self._handshake.session_keys()
+                self._sealer = FrameSealer(keys.send)  # after our last handshake frame, already in _out
+                decoder.authenticate(FrameOpener(keys.receive))  # the frames after the peer's last one
                 self.state = LinkState.ESTABLISHED
                 self.established = result
                 self._next_heartbeat = now + self.heartbeat_interval
@@ -240,18 +253,36 @@ class Link:
         frame = encode_frame(frame_type, body)
         if len(frame) - HEADER_SIZE > self.max_frame_size:
             raise ClusterUsageError(f"frame of {len(frame) - HEADER_SIZE} bytes exceeds the maximum frame size")
+        return self.seal(frame)
+
+    def seal(self, frame: bytes) -> bytes:
+        """The bytes to write for one data frame the driver encoded itself (`encode_frame`), sealed, plus
+        anything pending before it. Only once established."""
+        sealer = self._sealer
+        if sealer is None or self.state is not LinkState.ESTABLISHED:
+            raise ClusterUsageError(f"cannot send on a link in state {self.state.value!r}")
         self._sent_since_tick = True
         self.frames_sent += 1
+        sealed = sealer.seal(frame)
         if self._out:
-            pending = bytes(self._out) + frame
+            pending = bytes(self._out) + sealed
             self._out.clear()
             return pending
-        return frame
+        return sealed
 
-    def mark_sent(self, frames: int = 1) -> None:
-        """The driver wrote `frames` data frames it encoded itself (with `encode_frame`) on this link."""
+    def seal_all(self, frames: list[bytes]) -> bytes:
+        """`seal` for several frames, in order, as one byte string."""
+        sealer = self._sealer
+        if sealer is None or self.state is not LinkState.ESTABLISHED:
+            raise ClusterUsageError(f"cannot send on a link in state {self.state.value!r}")
         self._sent_since_tick = True
-        self.frames_sent += frames
+        self.frames_sent += len(frames)
+        sealed = sealer.seal_all(frames)
+        if self._out:
+            pending = bytes(self._out) + sealed
+            self._out.clear()
+            return pending
+        return sealed
 
     def data_to_send(self) -> bytes:
         """Handshake, heartbeat and BYE bytes produced since the last call (write them before anything else)."""
@@ -298,7 +329,8 @@ class Link:
                 return [PeerSilent(silent_for), self._close(CloseCause.SILENT, "peer silent", detail, bye=True)]
         if now >= self._next_heartbeat:
             if not self._sent_since_tick:
-                self._out += _HEARTBEAT
+                assert self._sealer is not None
+                self._out += self._sealer.seal(_HEARTBEAT)
                 self.heartbeats_sent += 1
             self._sent_since_tick = False
             self._next_heartbeat = now + self.heartbeat_interval
@@ -309,7 +341,8 @@ class Link:
     def _close(self, cause: CloseCause, reason: str, detail: str, *, bye: bool, verified: bool = False) -> Closed:
         self.state = LinkState.CLOSED
         if bye:
-            self._out += encode_frame(FrameType.BYE, reason[:BYE_REASON_MAX])
+            frame = encode_frame(FrameType.BYE, reason[:BYE_REASON_MAX])
+            self._out += frame if self._sealer is None else self._sealer.seal(frame)
         closed = Closed(cause, reason, detail, verified)
         self.closed = closed
         return closed

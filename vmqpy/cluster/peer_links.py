@@ -111,11 +111,10 @@ class PeerLinks:
         if conn is None or conn.link is None:
             return
         link = conn.link
-        while outbox and not conn.paused and not conn.dead:  # every turn removes at least one frame
+        while outbox and not conn.paused and not conn.dead and link.closed is None:  # each turn takes a frame
             chunk = outbox.take(DRAIN_CHUNK)
-            conn.write(b"".join(chunk))
+            conn.write(link.seal_all(chunk))
             conn.flush()  # the transport pauses us synchronously when its buffer passes the high-water mark
-            link.mark_sent(len(chunk))
             self.counters.frames_out += len(chunk)
 
     def _admit(self, conn: LinkConnection, name: str, incarnation: int, intent: str | None) -> str | None:
@@ -244,6 +243,9 @@ class PeerLinks:
         elif event.cause is CloseCause.PROTOCOL_ERROR:
             self.counters.malformed_frames += 1
             logger.warning("malformed cluster frame, link closed", established=established, **fields)
+        elif event.cause is CloseCause.UNAUTHENTICATED:  # frame_auth.py: someone on the path altered the stream
+            self.counters.malformed_frames += 1
+            logger.warning("cluster frame authentication failed, link closed", **fields)
         elif event.cause is CloseCause.HANDSHAKE_TIMEOUT:
             logger.warning("cluster handshake timed out", **fields)
         elif established:

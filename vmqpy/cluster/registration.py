@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 import structlog
 
 from vmqpy.broker import records
+from vmqpy.broker.client_metrics import HANDOVER_DURATION
 from vmqpy.broker.handover import RegistrationRefused, SessionImage, Ticket, pack_messages, unpack_messages
 from vmqpy.broker.session import Outgoing
 from vmqpy.cluster.leader import leader_for, ranking
@@ -102,6 +104,8 @@ class RegistrationService:
             "registrations_refused": 0, "handovers_requested": 0, "handover_timeouts": 0,
             "handover_batches_sent": 0, "handover_batches_received": 0, "handover_duplicates_ignored": 0,
         }
+        # the handover duration histogram (vmqpy.broker.client_metrics): from asking the old owner to the CONNACK
+        self.histograms: Counter[str] = Counter()
         self._ids = itertools.count(int(time.time() * 1000) % 1_000_000_000 * 1000)
         # request -> (leader, its grant: the owner it knows and the stamp of that owner's record)
         self._grants: dict[int, tuple[str, asyncio.Future[tuple[str | None, Any]]]] = {}
@@ -176,6 +180,7 @@ class RegistrationService:
         self._tickets[(owner, request)] = (ticket, ready)
         self._incoming[(owner, request)] = _Incoming(client_id)
         ticket.source = owner
+        ticket.asked_at = time.monotonic()
         self.links.send_control(owner, {"op": "handover", "client_id": client_id, "migration": request,
                                         "clean": clean_start})
         try:
@@ -247,6 +252,9 @@ class RegistrationService:
         source = ticket.source
         if source is not None:
             self._tickets.pop((source, ticket.request), None)
+            if owner is not None and ticket.asked_at is not None:  # the session is live here now: observed once
+                HANDOVER_DURATION.observe_ns(self.histograms, round((time.monotonic() - ticket.asked_at) * 1e9))
+                ticket.asked_at = None
             if ticket.stash:
                 self._take(source, ticket.request, ticket.client_id, ticket.stash)
                 ticket.stash = []
@@ -495,6 +503,7 @@ class RegistrationService:
 
     def stats(self) -> dict[str, int]:
         out = dict(self.counters)
+        out.update(self.histograms)
         out["locks_held"] = len(self.registry.held)
         out["locks_expired"] = self.registry.expired
         out["handovers_in_progress"] = len(self._outgoing)

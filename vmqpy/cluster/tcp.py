@@ -28,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import secrets
+import ssl
+from collections.abc import Callable
 from typing import Any, Final
 
 import structlog
@@ -51,6 +53,7 @@ from vmqpy.cluster.link_counters import LinkCounters
 from vmqpy.cluster.outbox import Offer
 from vmqpy.cluster.peer import Peer
 from vmqpy.cluster.peer_links import DUPLICATE_LINK, PEER_REMOVED, REPLACED, SHUTTING_DOWN, PeerLinks
+from vmqpy.cluster.tls_accept import TlsAcceptor
 
 __all__ = [
     "DUPLICATE_LINK",
@@ -89,6 +92,9 @@ class ClusterNetwork:
     `incoming_buffer`: the largest frame accepted (bytes of msgpack after the length prefix); every node of a
     cluster must use the same value, as frames larger than it are refused by `send_frame`.
     `outgoing_buffer`: bytes buffered per peer while it is unreachable or its socket is paused.
+    `tls_server` / `tls_client`: the TLS contexts in force (asked again for every connection, so a reload
+    reaches new links) of the listener and of our dials; with them every link runs over TLS and both ends verify
+    the other's certificate (docs/security.md, "Cluster links"). Frames are authenticated with or without TLS.
     """
 
     def __init__(
@@ -106,6 +112,8 @@ class ClusterNetwork:
         handshake_timeout: float | None = None,
         advertise: tuple[str, int] | None = None,
         seed: int | None = None,
+        tls_server: Callable[[], ssl.SSLContext] | None = None,
+        tls_client: Callable[[], ssl.SSLContext] | None = None,
     ) -> None:
         if not own_name:
             raise ClusterUsageError("own_name must not be empty")
@@ -117,6 +125,8 @@ class ClusterNetwork:
             raise ClusterUsageError("incoming_buffer must be >= 64 bytes and outgoing_buffer >= 0")
         if not 0 < reconnect_min <= reconnect_max:
             raise ClusterUsageError("need 0 < reconnect_min <= reconnect_max")
+        if (tls_server is None) != (tls_client is None):
+            raise ClusterUsageError("cluster TLS needs both the server and the client context")
         self.own_name = own_name
         self.incarnation = incarnation
         self._cookie = cookie
@@ -129,6 +139,8 @@ class ClusterNetwork:
         self.handshake_timeout = handshake_timeout if handshake_timeout is not None else max(2 * detect_timeout, 1.0)
         self.connect_timeout = self.handshake_timeout
         self._advertise = advertise
+        self._tls_server = tls_server
+        self._tls_pending: set[asyncio.Task[None]] = set()  # TLS handshakes of accepted sockets under way
         self._server: asyncio.Server | None = None
         self._stopped = False
         self._callbacks = LinkCallbacks(own_name)
@@ -152,6 +164,7 @@ class ClusterNetwork:
             connect_timeout=self.connect_timeout,
             local_addr=_source_address(listen[0]),
             seed=seed,
+            tls=tls_client,
         )
 
     # ---------------------------------------------------------------------------------------------- lifecycle
@@ -166,11 +179,15 @@ class ClusterNetwork:
             raise ClusterUsageError("a ClusterNetwork starts once")
         loop = self._links.loop = asyncio.get_running_loop()
         host, port = self.listen
-        self._server = await loop.create_server(
-            lambda: LinkConnection(self._links, None), host, port, reuse_address=True
-        )
+        tls = self._tls_server
+        factory: Callable[[], asyncio.Protocol]
+        if tls is None:
+            factory = lambda: LinkConnection(self._links, None)  # noqa: E731
+        else:
+            factory = lambda: TlsAcceptor(self._links, tls, self.handshake_timeout, self._tls_pending)  # noqa: E731
+        self._server = await loop.create_server(factory, host, port, reuse_address=True)
         self._links.running = True
-        self._logger().info("cluster listener started", address=self.bound_address())
+        self._logger().info("cluster listener started", address=self.bound_address(), tls=tls is not None)
         for peer in self._peers.values():
             self._schedule_dial(peer)
 
@@ -196,6 +213,9 @@ class ClusterNetwork:
             conn.close_link(SHUTTING_DOWN)
         for peer in self._peers.values():
             peer.outbox.clear()
+        for handshake in list(self._tls_pending):
+            handshake.cancel()
+            tasks.append(handshake)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         if self._server is not None:
@@ -357,7 +377,8 @@ class ClusterNetwork:
             )
             return False
         conn = entry.active
-        writable = conn is not None and not conn.paused
+        # a link that closed while its events are being delivered takes no more frames (they wait for the next)
+        writable = conn is not None and not conn.paused and conn.link is not None and conn.link.closed is None
         offer = entry.outbox.offer(frame, writable)
         if offer is _REFUSED:
             self._counters.overflows += 1
@@ -373,10 +394,9 @@ class ClusterNetwork:
             return False
         if offer is _WRITE:
             assert conn is not None and conn.link is not None
-            conn.write(frame)
+            conn.write(conn.link.seal(frame))
             if flush:
                 conn.flush()
-            conn.link.mark_sent()
             self._counters.frames_out += 1
         elif writable:
             self._links.drain(entry)

@@ -78,6 +78,29 @@ def test_histogram_buckets_are_cumulative_and_end_with_the_count() -> None:
 
 def test_the_exporter_and_the_node_use_the_same_buckets() -> None:
     assert prometheus.LATENCY_BOUNDS_US == client_metrics.LATENCY_BOUNDS_US
+    exported = {spec.source.split(".", 1)[1]: spec.bounds_us for spec in prometheus.HISTOGRAMS}
+    assert exported == client_metrics.BOUNDS_US
+    assert {h.name: h.bounds for h in client_metrics.HISTOGRAMS} == client_metrics.BOUNDS_US
+    # the node keeps the handover histogram in registration's counters, the others in the broker's
+    assert {spec.source for spec in prometheus.HISTOGRAMS} == {
+        "broker.connect_latency", "broker.delivery_latency", "registration.handover_duration"}
+
+
+@pytest.mark.parametrize("name", ["queue_message_in", "queue_message_out", "queue_message_drop",
+                                  "queue_message_expired", "mqtt_pubrec_received", "mqtt_pubrel_received",
+                                  "mqtt_pubcomp_received", "mqtt_unsubscribe_received", "mqtt_pingreq_received",
+                                  "mqtt_disconnect_received"])
+def test_vernemqs_counters_are_counters_of_the_broker(name: str) -> None:
+    [spec] = [s for s in SPECS if s.name == name]
+    assert spec.kind == "counter" and spec.sources == (f"broker.{name}",)
+
+
+def test_an_unknown_bucket_bound_adds_to_the_next_larger_one() -> None:
+    raw = {"broker.delivery_latency_le_300": 2, "broker.delivery_latency_le_99999999": 1,
+           "broker.delivery_latency_count": 4, "broker.delivery_latency_sum_us": 10}
+    hist = by_name(families(raw))["vmqpy_publish_delivery_seconds"]
+    assert dict(hist.buckets)["0.00025"] == 0.0 and dict(hist.buckets)["0.0005"] == 2.0
+    assert dict(hist.buckets)["5.0"] == 2.0 and hist.buckets[-1] == ("+Inf", 4.0)
 
 
 def test_exposition_parses_with_the_node_label() -> None:
@@ -188,3 +211,52 @@ def test_any_counters_give_a_parseable_exposition(raw: dict[str, int]) -> None:
             wanted = {"node": "n@h", **dict(spec.labels)}
             values = [s.value for s in fam.samples if s.labels == wanted and not s.name.endswith("_created")]
             assert values == [sum(raw[key] for key in spec.sources)]
+
+
+@pytest.mark.parametrize(("histogram", "us", "key"), [
+    (client_metrics.DELIVERY_LATENCY, 0, "delivery_latency_le_100"),
+    (client_metrics.DELIVERY_LATENCY, 100, "delivery_latency_le_100"),
+    (client_metrics.DELIVERY_LATENCY, 101, "delivery_latency_le_250"),
+    (client_metrics.DELIVERY_LATENCY, 5_000_001, "delivery_latency_le_inf"),
+    (client_metrics.HANDOVER_DURATION, 10_000_000, "handover_duration_le_10000000"),
+    (client_metrics.HANDOVER_DURATION, 10_000_001, "handover_duration_le_inf"),
+])
+def test_bucket_keys(histogram: client_metrics.Histogram, us: int, key: str) -> None:
+    assert histogram.bucket_key(us) == key
+
+
+def test_observe_ns_counts_whole_microseconds_and_a_step_back_as_zero() -> None:
+    counter: Counter[str] = Counter()
+    client_metrics.DELIVERY_LATENCY.observe_ns(counter, 250_999)
+    client_metrics.DELIVERY_LATENCY.observe_ns(counter, -5_000)
+    assert counter == Counter({"delivery_latency_le_250": 1, "delivery_latency_le_100": 1,
+                               "delivery_latency_count": 2, "delivery_latency_sum_us": 250})
+
+
+@pytest.mark.parametrize("bounds", [(), (0, 10), (10, 5), (5, 5)])
+def test_bad_bounds_are_refused(bounds: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="bounds"):
+        client_metrics.Histogram("h", bounds)
+
+
+@given(st.sampled_from(client_metrics.HISTOGRAMS), st.lists(st.integers(min_value=0, max_value=20_000_000),
+                                                             max_size=40))
+def test_every_histogram_exports_what_the_node_observed(histogram: client_metrics.Histogram,
+                                                         samples: list[int]) -> None:
+    counter: Counter[str] = Counter()
+    for us in samples:
+        histogram.observe(counter, us)
+    [spec] = [h for h in prometheus.HISTOGRAMS if h.source.endswith("." + histogram.name)]
+    prefix = spec.source.split(".", 1)[0]
+    raw = {f"{prefix}.{k}": v for k, v in counter.items()}
+    fam = prometheus.histogram_family(spec, raw)
+    if not samples:
+        assert fam is None
+        return
+    assert fam is not None and fam.count == len(samples) and fam.buckets[-1] == ("+Inf", len(samples))
+    assert fam.sum == pytest.approx(sum(samples) / 1_000_000)
+    for bound, count in fam.buckets[:-1]:
+        assert count == sum(1 for us in samples if us <= round(float(bound) * 1_000_000))
+    text = generate_latest(registry(lambda: "n@h", lambda: raw)).decode()
+    [parsed] = [f for f in text_string_to_metric_families(text) if f.name == spec.name]
+    assert parsed.type == "histogram"

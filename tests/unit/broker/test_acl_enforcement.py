@@ -238,7 +238,7 @@ def test_an_acl_change_removes_the_subscriptions_it_no_longer_allows(node_b: tup
     session, sink = online(broker, "dev", "alice", "a/#", "b/#")
     broker.publish(Message("b/x", b"1", 0), NOW)
     broker.access.acl = parse_acl("user alice\ntopic read a/#\n", "2.acl")
-    assert broker.enforce_acl() == 1
+    assert broker.enforcer.enforce() == 1
     assert list(session.subscriptions) == ["a/#"]
     broker.publish(Message("b/x", b"2", 0), NOW)
     broker.publish(Message("a/x", b"3", 0), NOW)
@@ -263,10 +263,10 @@ def test_reload_access_reads_the_file_and_enforces_it(node_b: tuple[Broker, Memo
     broker.access.load(acl, None)
     session, _sink = online(broker, "dev", None, "a/#", "b/#")
     acl.write_text("topic read a/#\ntopic read zz/#\n")  # another size: seen as a change at once
-    [answer] = broker.reload_access(acl=True, passwords=False)
+    [answer] = broker.enforcer.reload(acl=True, passwords=False)
     assert answer.changed and list(session.subscriptions) == ["a/#"]
     acl.write_text("topic read a/#\ntopic read b/##\n")
-    [answer] = broker.reload_access(force=True, acl=True, passwords=False)
+    [answer] = broker.enforcer.reload(force=True, acl=True, passwords=False)
     assert answer.error is not None and answer.error.startswith(f"{acl}:2:")
     assert list(session.subscriptions) == ["a/#"]
 
@@ -274,11 +274,11 @@ def test_reload_access_reads_the_file_and_enforces_it(node_b: tuple[Broker, Memo
 def test_reauthorize_checks_a_session_for_the_user_named(node_b: tuple[Broker, MemoryMetadata]) -> None:
     """`vmq-admin session reauthorize username=U client-id=C` (VerneMQ's command)."""
     broker, _metadata = node_b
-    assert broker.reauthorize("dev", "alice") is None, "no session here"
+    assert broker.enforcer.reauthorize("dev", "alice") is None, "no session here"
     broker.access.acl = parse_acl("user alice\ntopic read a/#\ntopic read b/#\nuser bob\ntopic read b/#\n", "r.acl")
     session, _sink = online(broker, "dev", "alice", "a/#", "b/#")
-    assert broker.reauthorize("dev", "alice") == (2, 0), "alice may read both: unchanged"
-    assert broker.reauthorize("dev", "bob") == (1, 1)
+    assert broker.enforcer.reauthorize("dev", "alice") == (2, 0), "alice may read both: unchanged"
+    assert broker.enforcer.reauthorize("dev", "bob") == (1, 1)
     assert list(session.subscriptions) == ["b/#"]
     broker.access.acl = None
-    assert broker.reauthorize("dev", "nobody") == (1, 0), "no ACL: nothing is removed"
+    assert broker.enforcer.reauthorize("dev", "nobody") == (1, 0), "no ACL: nothing is removed"

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from vmqpy.cluster import handshake as hs
 from vmqpy.cluster.errors import ClusterUsageError
+from vmqpy.cluster.frame_auth import TAG_SIZE
 from vmqpy.cluster.framing import NEED_DATA, Frame, FrameDecoder, FrameType, encode_frame
 from vmqpy.cluster.handshake import VERIFIED
 from vmqpy.cluster.link import CloseCause, Closed, DataFrame, Established, Link, LinkState, PeerSilent
@@ -19,9 +20,21 @@ from .helpers import COOKIE, MAX_FRAME, NONCE_B, Pair, make_link
 HEARTBEAT = encode_frame(FrameType.HEARTBEAT, None)
 
 
-def frames_of(data: bytes) -> list[Frame]:
+def unsealed(data: bytes) -> bytes:
+    """The frames of a sealed stream (frame_auth.py) without their tags (not checked: test_link_auth does)."""
+    out = bytearray()
+    pos = 0
+    while pos < len(data):
+        (length,) = struct.unpack_from(">I", data, pos)
+        out += data[pos : pos + 4 + length]
+        pos += 4 + length + TAG_SIZE
+    assert pos == len(data)
+    return bytes(out)
+
+
+def frames_of(data: bytes, *, sealed: bool = False) -> list[Frame]:
     decoder = FrameDecoder(1 << 20)
-    decoder.receive_data(data)
+    decoder.receive_data(unsealed(data) if sealed else data)
     out: list[Frame] = []
     for _ in range(10_000):
         frame = decoder.next_frame()
@@ -136,7 +149,7 @@ def test_send_puts_pending_link_bytes_first() -> None:
     pair = established_pair()
     pair.a.handle_timer(pair.a.heartbeat_interval)  # queues a heartbeat
     out = pair.a.send(FrameType.METADATA, b"after")
-    assert [f.type for f in frames_of(out)] == [FrameType.HEARTBEAT, FrameType.METADATA]
+    assert [f.type for f in frames_of(out, sealed=True)] == [FrameType.HEARTBEAT, FrameType.METADATA]
     assert pair.a.data_to_send() == b""
 
 
@@ -174,16 +187,17 @@ def test_heartbeat_after_a_quiet_interval_and_not_after_traffic() -> None:
     assert a.get_timer() == pytest.approx(100.0 + interval)
     assert a.handle_timer(100.0 + interval / 2) == [] and a.data_to_send() == b""  # early: nothing
     assert a.handle_timer(100.0 + interval) == []
-    assert a.data_to_send() == HEARTBEAT and a.heartbeats_sent == 1
+    assert frames_of(a.data_to_send(), sealed=True) == [Frame(FrameType.HEARTBEAT, None)] and a.heartbeats_sent == 1
     # something was sent during the next interval: no heartbeat at its end
     a.send(FrameType.METADATA, b"traffic")
     assert a.handle_timer(100.0 + 2 * interval) == [] and a.data_to_send() == b""
     # quiet again: heartbeat
     a.handle_timer(100.0 + 3 * interval)
-    assert a.data_to_send() == HEARTBEAT
-    # frames the driver wrote itself count as traffic (and the peer's heartbeat keeps it heard)
-    assert a.receive_data(HEARTBEAT, 100.0 + 3 * interval) == []
-    a.mark_sent()
+    assert frames_of(a.data_to_send(), sealed=True) == [Frame(FrameType.HEARTBEAT, None)]
+    # frames the driver encoded itself count as traffic (and the peer's heartbeat keeps it heard)
+    pair.b.handle_timer(100.0 + 3 * interval)
+    assert a.receive_data(pair.b.data_to_send(), 100.0 + 3 * interval) == []
+    a.seal(encode_frame(FrameType.METADATA, b"driver"))
     a.handle_timer(100.0 + 4 * interval)
     assert a.data_to_send() == b""
 
@@ -210,7 +224,7 @@ def test_peer_silent_after_detect_timeout_without_frames() -> None:
     assert isinstance(closed, Closed) and (closed.cause, closed.reason) == (CloseCause.SILENT, "peer silent")
     assert 11.0 <= when < 11.0 + a.heartbeat_interval
     assert a.state is LinkState.CLOSED
-    assert frames_of(a.data_to_send())[-1] == Frame(FrameType.BYE, "peer silent")
+    assert frames_of(a.data_to_send(), sealed=True)[-1] == Frame(FrameType.BYE, "peer silent")
     assert a.handle_timer(when + 5) == [] and a.get_timer() is None
 
 
@@ -279,9 +293,9 @@ def test_explicit_handshake_timeout() -> None:
 def test_malformed_frame_closes_with_the_decoder_reason() -> None:
     pair = established_pair()
     payload = b"\x93\x01\x63\xc0"  # [1, 99, nil]: unknown type
-    events = pair.b.receive_data(struct.pack(">I", len(payload)) + payload, 0.1)
+    events = pair.b.receive_data(pair.a.seal(struct.pack(">I", len(payload)) + payload), 0.1)
     assert events == [Closed(CloseCause.PROTOCOL_ERROR, "unknown frame type 99", "UnknownFrameType")]
-    assert frames_of(pair.b.data_to_send()) == [Frame(FrameType.BYE, "unknown frame type 99")]
+    assert frames_of(pair.b.data_to_send(), sealed=True) == [Frame(FrameType.BYE, "unknown frame type 99")]
     assert pair.b.receive_data(encode_frame(FrameType.METADATA, b"ignored"), 0.2) == []
 
 
@@ -294,7 +308,7 @@ def test_oversized_length_closes_without_waiting_for_the_body() -> None:
 
 def test_messages_before_a_malformed_frame_are_delivered() -> None:
     pair = established_pair()
-    chunk = pair.a.send(FrameType.FORWARD, b"ok") + b"\x00\x00\x00\x01\xc1"
+    chunk = pair.a.send(FrameType.FORWARD, b"ok") + pair.a.seal(b"\x00\x00\x00\x01\xc1")
     events = pair.b.receive_data(chunk, 0.1)
     assert events[0] == DataFrame(FrameType.FORWARD, b"ok")
     assert isinstance(events[1], Closed) and events[1].cause is CloseCause.PROTOCOL_ERROR
@@ -303,7 +317,7 @@ def test_messages_before_a_malformed_frame_are_delivered() -> None:
 def test_handshake_frame_on_an_established_link_is_a_protocol_error() -> None:
     pair = established_pair()
     hello = encode_frame(FrameType.HELLO, {"name": "a", "incarnation": 1, "nonce": bytes(16), "listen": None})
-    events = pair.b.receive_data(hello, 0.1)
+    events = pair.b.receive_data(pair.a.seal(hello), 0.1)
     assert events == [Closed(CloseCause.PROTOCOL_ERROR, "HELLO frame on an established link")]
 
 

@@ -14,6 +14,7 @@ import structlog
 import uvloop
 
 from vmqpy.cluster import handshake as hs
+from vmqpy.cluster.frame_auth import FrameOpener, derive_keys
 from vmqpy.cluster.framing import NEED_DATA, Frame, FrameDecoder, FrameType, encode_frame
 from vmqpy.cluster.link import DataFrame, Established, Link
 from vmqpy.cluster.tcp import ClusterNetwork
@@ -92,29 +93,61 @@ async def link_all(*nets: ClusterNetwork) -> None:
 
 
 class FakePeer:
-    """A node made of a sans-I/O Link over a raw socket: it shakes hands, then does only what the test says."""
+    """A node made of a sans-I/O Link over a raw socket: it shakes hands, then does only what the test says.
 
-    def __init__(self, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: Link) -> None:
+    Beside its link it reads what the network sends with a decoder of its own, which derives the session keys
+    itself (frame_auth.derive_keys) from the acceptor's HELLO, so tests see every frame, heartbeats included."""
+
+    def __init__(self, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: Link,
+                 nonce: bytes) -> None:
         self.name = name
         self.reader = reader
         self.writer = writer
         self.link = link
-        self.received = bytearray()
+        self.nonce = nonce
+        self.decoder = FrameDecoder(1 << 24)
+        self.frames: list[Frame] = []  # every frame the network sent after the handshake
+        self.hello: dict[str, Any] = {}  # the acceptor's HELLO
+
+    def take(self, data: bytes) -> None:
+        """Read `data` with the fake's own decoder: the handshake frames, then the sealed ones."""
+        self.decoder.receive_data(data)
+        for _ in range(100_000):
+            frame = self.decoder.next_frame()
+            if frame is NEED_DATA:
+                return
+            if frame.type is FrameType.HELLO:
+                self.hello = frame.body
+            elif frame.type is FrameType.CHALLENGE_RESPONSE:
+                keys = derive_keys(
+                    COOKIE, dialer=True, dialer_name=self.name, dialer_incarnation=9, dialer_nonce=self.nonce,
+                    acceptor_name=self.hello["name"], acceptor_incarnation=self.hello["incarnation"],
+                    acceptor_nonce=self.hello["nonce"],
+                )
+                self.decoder.authenticate(FrameOpener(keys.receive))
+            else:
+                self.frames.append(frame)
+        raise AssertionError("too many frames")
+
+    def send(self, frame: bytes) -> None:
+        """Write one frame, sealed as the link seals its frames."""
+        self.writer.write(self.link.seal(frame))
 
     @classmethod
     async def connect(cls, net: ClusterNetwork, name: str = "fake", host: str = C) -> FakePeer:
         loop = asyncio.get_running_loop()
         reader, writer = await asyncio.open_connection(*net.bound_address(), local_addr=(host, 0))
-        link = Link(name, 9, COOKIE, net.own_name, os.urandom(16), 60.0, 1 << 24, now=loop.time(), listen=(host, 1))
-        peer = cls(name, reader, writer, link)
+        nonce = os.urandom(16)
+        link = Link(name, 9, COOKIE, net.own_name, nonce, 60.0, 1 << 24, now=loop.time(), listen=(host, 1))
+        peer = cls(name, reader, writer, link, nonce)
         writer.write(link.data_to_send())
         for _ in range(100):
             data = await asyncio.wait_for(reader.read(65536), SETTLE)
             assert data, "closed during the handshake"
             events = link.receive_data(data, loop.time())
             writer.write(link.data_to_send())
+            peer.take(data)  # may hold frames after the MAC
             if any(isinstance(e, Established) for e in events):
-                peer.received += data  # may hold frames after the MAC
                 return peer
         raise AssertionError("no handshake")
 
@@ -123,11 +156,11 @@ class FakePeer:
             data = await asyncio.wait_for(self.reader.read(1 << 16), SETTLE)
             if not data:
                 break
-            self.received += data
-        return decode(bytes(self.received))
+            self.take(data)
+        return self.frames
 
     def messages(self) -> list[DataFrame]:
-        return [DataFrame(f.type, f.body) for f in decode(bytes(self.received)) if f.type is FrameType.METADATA]
+        return [DataFrame(f.type, f.body) for f in self.frames if f.type is FrameType.METADATA]
 
 
 # ------------------------------------------------------------------------------------------------ links
@@ -303,13 +336,13 @@ async def test_a_paused_socket_buffers_then_refuses_and_delivers_in_order(make_n
     assert refused == 3 and a.stats()["overflows"] == 3
     assert a.stats()["buffered_bytes"] > 0
     # the peer reads again: every accepted frame arrives, in order, none of the refused ones
-    fake.writer.write(encode_frame(FrameType.HEARTBEAT, None))
+    fake.send(encode_frame(FrameType.HEARTBEAT, None))
     got: list[int] = []
     for _ in range(100_000):
         data = await asyncio.wait_for(fake.reader.read(1 << 20), SETTLE)
         assert data
-        fake.received += data
-        decoder_frames = [f for f in decode(bytes(fake.received)) if f.type is FrameType.METADATA]
+        fake.take(data)
+        decoder_frames = [f for f in fake.frames if f.type is FrameType.METADATA]
         got = [struct.unpack(">I", f.body[:4])[0] for f in decoder_frames]
         if len(got) >= len(accepted):
             break
@@ -331,7 +364,7 @@ async def test_closing_a_busy_link_delivers_everything_up_to_the_bye(make_net: M
     assert 0 < written
     a.remove_peer("fake")  # drops a's buffer; what was written must arrive, then the BYE
     for _ in range(20):  # the fake keeps talking after a closed its side
-        fake.writer.write(encode_frame(FrameType.HEARTBEAT, None))
+        fake.send(encode_frame(FrameType.HEARTBEAT, None))
         await asyncio.sleep(0.005)
     frames = await fake.read_until_eof()
     numbers = [struct.unpack(">I", f.body[:4])[0] for f in frames if f.type is FrameType.METADATA]

@@ -1,0 +1,205 @@
+"""vmqpy.broker.preludes, the wait for the CONNECT: `connect_bytes_needed` reads a CONNECT's fixed header (tables
+and a property over every cut of real CONNECTs), and `ConnectPrelude` hands the socket on with every byte once
+the CONNECT is whole, aborts it (counted, nothing handed on) when the CONNECT is late or announces too many
+bytes, and closes a socket its client ends without a log line or a count of failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vmqpy.broker.preludes import (
+    CONNECT_TIMEOUT_METRIC,
+    CONNECT_TOO_LARGE_METRIC,
+    ConnectPrelude,
+    ConnectWait,
+    OversizedConnect,
+    connect_bytes_needed,
+)
+from vmqpy.mqtt.codec import encode
+from vmqpy.mqtt.packets import Connect, Will
+
+CONNECT = encode(Connect("client-1", keep_alive=30), 4)
+SUBSCRIBE = b"\x82\x08\x00\x01\x00\x03a/b\x01"
+
+
+@pytest.mark.parametrize(("head", "max_size", "needed"), [
+    (b"", 100, None),
+    (b"\x10", 100, None),
+    (b"\x10\x0c", 100, 14),
+    (b"\x10\x0c\x00\x04MQ", 100, 14),
+    (b"\x10\x80", 100, None),  # a second length byte is coming
+    (b"\x10\x80\x01", 200, 131),  # 128 + 3
+    (b"\x10\xff\xff\xff", 10**9, None),
+    (b"\x10\xff\xff\xff\x7f", 300_000_000, 268_435_460),  # the largest remaining length MQTT allows
+    (b"\x10\x80\x80\x80\x80", 10**9, 1),  # a fifth length byte: malformed, the decoder refuses it
+    (b"\x30\x05", 100, 1),  # PUBLISH first: the connection refuses it
+    (b"\x11\x0c", 100, 1),  # CONNECT with flags: ditto
+    (b"GET / HTTP/1.1\r\n", 100, 1),
+    (b"\x10\x0c", 14, 14),  # exactly the maximum
+])
+def test_bytes_needed_before_the_connection_takes_over(head: bytes, max_size: int, needed: int | None) -> None:
+    assert connect_bytes_needed(head, max_size) == needed
+
+
+@pytest.mark.parametrize(("head", "max_size"), [
+    (b"\x10\x0c", 13),
+    (b"\x10\xff\xff\xff\x7f", 1024 * 1024),  # refused on its fifth byte: no body needed
+    (b"\x10\x80\x01", 130),
+])
+def test_a_connect_announcing_more_than_the_maximum_is_refused_on_its_header(head: bytes, max_size: int) -> None:
+    with pytest.raises(OversizedConnect, match="announced"):
+        connect_bytes_needed(head, max_size)
+
+
+NAMES = st.text(alphabet="abcxyz/-_é0123456789", max_size=300)
+connects = st.builds(
+    Connect,
+    client_id=NAMES,
+    protocol_level=st.sampled_from([3, 4, 5]),
+    keep_alive=st.integers(0, 65535),
+    will=st.none() | st.builds(Will, topic=NAMES.filter(bool), payload=st.binary(max_size=20_000)),
+    username=st.none() | NAMES,
+    password=st.none() | st.binary(max_size=50),
+).filter(lambda c: c.password is None or c.username is not None)  # a password needs a user name (3.1.1)
+
+
+@given(connects)
+def test_every_real_connect_is_waited_for_whole(connect: Connect) -> None:
+    packet = encode(connect, connect.protocol_level)
+    header = 1 + next(i for i in range(1, 5) if not packet[i] & 0x80)  # the fixed header's length
+    for cut in range(header):
+        assert connect_bytes_needed(packet[:cut], len(packet)) is None
+    assert connect_bytes_needed(packet[:header], len(packet)) == len(packet)
+    assert connect_bytes_needed(packet, len(packet)) == len(packet)
+    with pytest.raises(OversizedConnect):
+        connect_bytes_needed(packet[:header], len(packet) - 1)
+
+
+class FakeTransport:
+    """The parts of an asyncio transport the prelude uses."""
+
+    def __init__(self) -> None:
+        self.protocol: Any = None
+        self.aborted = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("10.0.0.1", 5555) if name == "peername" else default
+
+    def set_protocol(self, protocol: Any) -> None:
+        self.protocol = protocol
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class Recorder(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.transport: Any = None
+        self.data = b""
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+
+
+class Run:
+    """One ConnectPrelude on a fake transport, inside a running loop."""
+
+    def __init__(self, timeout: float = 10.0, max_size: int = 1024) -> None:
+        self.metrics: Counter[str] = Counter()
+        self.made: list[Recorder] = []
+        self.lost: list[int] = []
+        self.transport = FakeTransport()
+        self.wait = ConnectWait("default", timeout, max_size, self.metrics)
+        self.prelude = ConnectPrelude(self._open, self.wait, lambda: self.lost.append(1))
+        self.prelude.connection_made(self.transport)  # type: ignore[arg-type]
+
+    def _open(self) -> Recorder:
+        self.made.append(Recorder())
+        return self.made[-1]
+
+    def feed(self, *chunks: bytes) -> None:
+        for chunk in chunks:
+            (self.transport.protocol or self.prelude).data_received(chunk)
+
+
+@given(st.data())
+def test_any_cut_of_the_connect_hands_the_socket_on_once_with_every_byte(data: st.DataObject) -> None:
+    stream = CONNECT + SUBSCRIBE
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(stream) - 1), max_size=8)))
+    chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+
+    async def scenario() -> Run:
+        run = Run()
+        run.feed(*chunks)
+        return run
+
+    run = asyncio.run(scenario())
+    assert len(run.made) == 1 and run.made[0].data == stream
+    assert run.transport.protocol is run.made[0] and run.made[0].transport is run.transport
+    assert not run.transport.aborted and run.lost == []
+    # The socket counts once in socket_open: the connection counts it when handed on, the prelude no more.
+    assert run.metrics == Counter({"socket_open": 0})
+
+
+def test_a_late_connect_is_aborted_counted_and_never_handed_on() -> None:
+    async def scenario() -> Run:
+        run = Run(timeout=0.01)
+        run.feed(CONNECT[:5])
+        for _ in range(200):  # bounded: 2 s at most
+            if run.transport.aborted:
+                break
+            await asyncio.sleep(0.01)
+        run.prelude.connection_lost(None)
+        run.feed(CONNECT[5:])  # too late
+        return run
+
+    run = asyncio.run(scenario())
+    assert run.transport.aborted and run.made == [] and run.lost == [1]
+    assert run.metrics == Counter({CONNECT_TIMEOUT_METRIC: 1, "socket_open": 1, "socket_close": 1})
+
+
+def test_a_huge_announced_connect_is_refused_before_its_body() -> None:
+    async def scenario() -> Run:
+        run = Run(max_size=1024)
+        run.feed(b"\x10\xff\xff\xff\x7f")  # 256 MiB announced
+        return run
+
+    run = asyncio.run(scenario())
+    assert run.transport.aborted and run.made == [] and run.prelude.buffer == bytearray()
+    assert run.metrics[CONNECT_TOO_LARGE_METRIC] == 1
+
+
+def test_anything_but_a_connect_goes_to_the_connection_at_once() -> None:
+    async def scenario() -> Run:
+        run = Run()
+        run.feed(b"\x30")  # a PUBLISH before CONNECT: the connection's decoder answers it
+        return run
+
+    run = asyncio.run(scenario())
+    assert [r.data for r in run.made] == [b"\x30"] and not run.transport.aborted
+
+
+def test_a_client_that_ends_before_its_connect_is_closed_without_a_failure() -> None:
+    async def scenario() -> tuple[Run, bool | None]:
+        run = Run(timeout=0.01)
+        run.feed(CONNECT[:3])
+        keep_open = run.prelude.eof_received()
+        run.prelude.connection_lost(None)
+        await asyncio.sleep(0.05)  # past the timeout: the timer was cancelled
+        return run, keep_open
+
+    run, keep_open = asyncio.run(scenario())
+    assert not keep_open and run.made == [] and run.lost == [1] and not run.transport.aborted
+    assert run.metrics == Counter({"socket_open": 1, "socket_close": 1})

@@ -1,0 +1,67 @@
+"""The handover duration histogram (vmqpy.broker.client_metrics.HANDOVER_DURATION) of a registration: observed
+once when a session taken over from another node is live here, never for a registration without a handover or a
+connect that failed. One real RegistrationService (node b) over a real Broker; the test plays the leader and the
+old owner (node a), as tests/unit/cluster/test_registration_stamps.py does."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.unit.cluster.test_registration_stamps import ScriptedLinks, client_led_by_a, settle
+from vmqpy.broker.broker import Broker
+from vmqpy.broker.handover import SessionImage, Ticket
+from vmqpy.broker.persistence import SessionStore
+from vmqpy.cluster.registration import RegistrationService
+from vmqpy.config import Config
+from vmqpy.metadata.service import MetadataService
+from vmqpy.storage import Storage
+
+
+async def taken_over(service: RegistrationService, links: ScriptedLinks, client_id: str, owner: str | None) -> Ticket:
+    """Register `client_id` on b while the leader a names `owner` as its owner; a hands over an empty session."""
+    registering = asyncio.get_running_loop().create_task(service.register(client_id, clean_start=False))
+    await settle()
+    lock = links.take("reg_lock")
+    service.on_control("a", {"op": "reg_grant", "client_id": client_id, "request": lock["request"],
+                             "owner": owner, "stamp": None})
+    await settle()
+    if owner == "a":
+        handover = links.take("handover")
+        service.on_control("a", {"op": "mig_begin", "client_id": client_id, "migration": handover["migration"],
+                                 "image": SessionImage.absent(client_id).pack(), "stamp": None})
+        service.on_control("a", {"op": "mig_ready", "client_id": client_id, "migration": handover["migration"]})
+    return await asyncio.wait_for(registering, 5)
+
+
+@pytest.mark.parametrize(("owner", "connected_on", "observed"), [
+    ("a", "b", 1),  # taken over from a, live here
+    ("a", None, 0),  # taken over from a, but the connect failed
+    (None, "b", 0),  # nobody owned it: no handover
+])
+async def test_a_handover_is_observed_once_the_session_is_live_here(
+        tmp_path: Path, owner: str | None, connected_on: str | None, observed: int) -> None:
+    storage = Storage(tmp_path / "b.db")
+    storage.open()
+    metadata = MetadataService("b", storage)
+    metadata.start()
+    broker = Broker(Config(nodename="b@127.0.0.1"), SessionStore(storage), metadata)
+    links = ScriptedLinks()
+    service = RegistrationService(links, broker, None, allow_without_leader=lambda: False,
+                                  majority_serves=lambda: False)
+    try:
+        ticket = await taken_over(service, links, client_led_by_a(), owner)
+        assert "handover_duration_count" not in service.stats()
+        service.connected(ticket, connected_on)
+        stats = service.stats()
+        assert stats.get("handover_duration_count", 0) == observed
+        buckets = sum(v for k, v in stats.items() if k.startswith("handover_duration_le_"))
+        assert buckets == observed
+        service.connected(ticket, connected_on)  # a second call (it does not happen) would not count twice
+        assert service.stats().get("handover_duration_count", 0) == observed
+    finally:
+        await service.stop()
+        metadata.stop()
+        storage.close()

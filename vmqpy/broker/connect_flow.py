@@ -1,0 +1,179 @@
+"""The CONNECT half of the connection driver (vmqpy.broker.connection): an accepted CONNECT registers the client
+id with its leader (reading nothing from the client meanwhile), opens or resumes the session, answers CONNACK
+and arms the keepalive timer; a refused one is counted, logged and answered, a refused login after
+`auth.failed_login_delay`.
+
+Functions of the driver's `MQTTConnection`, kept apart from its per-packet path; they run on its event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from vmqpy.broker.client_metrics import connack_label, observe_connect_latency
+from vmqpy.broker.handover import RegistrationRefused, Ticket
+from vmqpy.broker.negotiation import Accepted, keepalive_check_after
+from vmqpy.broker.protocol import RefuseConnect
+from vmqpy.mqtt import reason_codes as rc
+from vmqpy.mqtt.packets import Connack, Properties
+
+if TYPE_CHECKING:
+    from vmqpy.broker.connection import MQTTConnection
+    from vmqpy.broker.ports import Placement, Registrar
+
+__all__ = [
+    "complete_connect", "redirected", "refuse", "refuse_login", "register", "send_refusal", "start_registration",
+]
+
+ALIAS_PROPERTY_BYTES = 4  # Topic Alias: identifier byte and two value bytes, and one more byte of property length
+
+
+def start_registration(conn: MQTTConnection, accepted: Accepted) -> None:
+    conn.client_id = accepted.client_id
+    conn.username = accepted.username
+    conn.log = conn.log.bind(client_id=accepted.client_id)
+    conn.keep_alive = accepted.keep_alive
+    if conn.broker.placement is not None and redirected(conn, accepted, conn.broker.placement):
+        return
+    registrar = conn.broker.registrar
+    if registrar is None:
+        complete_connect(conn, accepted, None)
+        return
+    # Registration goes through the client id's leader and may wait for another node: nothing more is
+    # read from this client until it is done (the CONNECT timer stops; registration has its own bounds).
+    conn._registering = True
+    if conn._timer is not None:
+        conn._timer.cancel()
+        conn._timer = None
+    if conn.transport is not None:
+        conn.transport.pause_reading()
+    conn.loop.create_task(register(conn, registrar, accepted))
+
+
+def redirected(conn: MQTTConnection, accepted: Accepted, placement: Placement) -> bool:
+    """`persistent_session_placement = assigned`: a CONNECT that belongs on another node is answered with
+    CONNACK 0x9C (Use another server) and a Server Reference naming it, when the client speaks 5.0 (True); a
+    3.1.1 client cannot be told, and is served here (counted)."""
+    persistent = accepted.expiry is None or accepted.expiry > 0
+    redirect = placement(accepted.client_id, persistent, conn.listener_kind)
+    if redirect is None:
+        return False
+    metrics = conn.broker.metrics
+    if accepted.level != 5:
+        metrics["placement_not_redirected"] += 1
+        conn.log.info("served away from its assigned server: a 3.1.1 client cannot be redirected", why=redirect.why)
+        return False
+    metrics["placement_redirected"] += 1
+    metrics[f"mqtt_connack_{connack_label(rc.USE_ANOTHER_SERVER)}_sent"] += 1
+    conn.log.info("redirected", server_reference=redirect.reference, reason=redirect.why, node=conn.broker.node)
+    props = Properties(reason_string=redirect.why)
+    props.server_reference = redirect.reference
+    conn.write_packet(Connack(False, rc.USE_ANOTHER_SERVER, props))
+    conn.close()
+    return True
+
+
+async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepted) -> None:
+    try:
+        ticket = await registrar.register(accepted.client_id, accepted.clean_start)
+    except RegistrationRefused as exc:
+        conn._registering = False
+        if not conn.closing:
+            refuse(conn, rc.SERVER_UNAVAILABLE, str(exc))
+        return
+    except Exception:
+        conn._registering = False
+        conn.log.exception("registration failed")
+        if not conn.closing:
+            refuse(conn, rc.UNSPECIFIED_ERROR, "registration failed")
+        return
+    try:
+        complete_connect(conn, accepted, ticket)
+    except Exception:
+        conn.log.exception("internal error completing a connect")
+        registrar.connected(ticket, None)
+        conn.protocol_error(rc.UNSPECIFIED_ERROR)
+        return
+    finally:
+        conn._registering = False
+    if conn.closing:
+        return
+    if conn.transport is not None:
+        conn.transport.resume_reading()
+    conn._process()  # what the client sent while it was registering
+
+
+def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | None) -> None:
+    now = time.time()
+    session, present = conn.broker.open_session(accepted.client_id, accepted.level, accepted.clean_start,
+                                                accepted.expiry, conn, now,
+                                                None if ticket is None else ticket.image, accepted.username)
+    if ticket is not None and conn.broker.registrar is not None:
+        conn.broker.registrar.connected(ticket, conn.broker.node)
+    if conn.closing:  # the client went away while it was registering: its session stays, offline
+        conn.broker.attach(session, conn, 65535, 0, now)
+        conn.broker.close_session(session, conn, now, conn.will, conn.will_delay)
+        return
+    conn.session = session
+    conn.machine.connected(session)
+    conn._retries = conn.machine.resends
+    conn.write_packet(Connack(present, rc.SUCCESS, accepted.connack))
+    metrics = conn.broker.metrics
+    metrics["mqtt_connack_success_sent"] += 1
+    observe_connect_latency(metrics, conn.loop.time() - conn._connect_at)
+    conn._announced = True
+    conn.log.info("client connected", user=accepted.username, protocol=accepted.level,
+                  clean_start=accepted.clean_start, session_present=present, node=conn.broker.node)
+    conn.log.debug("connection granted", keep_alive=accepted.keep_alive, send_window=accepted.send_window,
+                   max_packet_out=accepted.max_packet_out)
+    conn._aliases_out = conn.machine.state.aliases_out
+    max_packet = accepted.max_packet_out
+    if max_packet and conn._aliases_out is not None:
+        # The first PUBLISH of a topic to this client carries the topic and its alias (the session measures
+        # packets without it): keep room for the property and a longer property length.
+        max_packet = max(1, max_packet - ALIAS_PROPERTY_BYTES)
+    conn.broker.attach(session, conn, accepted.send_window, max_packet, now)
+    if conn._timer is not None:
+        conn._timer.cancel()
+        conn._timer = None
+    first_check = keepalive_check_after(conn.keep_alive, 0.0)
+    if first_check is not None:
+        conn.last_received = conn.loop.time()
+        conn._timer = conn.loop.call_later(first_check, conn._on_timer)
+
+
+def refuse_login(conn: MQTTConnection, decision: RefuseConnect) -> None:
+    """Refused credentials: counted for the peer's address, and the CONNACK leaves after `decision.delay`
+    seconds, reading nothing meanwhile (the event loop and the other clients go on)."""
+    host = conn.peer[0] if conn.peer is not None else "?"
+    failures = conn.broker.access.login_failed(host)
+    code = decision.reason_code
+    refused = "not_authorized" if code == rc.NOT_AUTHORIZED else "bad_credentials"
+    conn.broker.metrics[f"mqtt_connack_{refused}_sent"] += 1
+    conn.log.info("refused connect", reason=decision.why, reason_code=hex(code), failed_logins=failures,
+                  hint=decision.hint)
+    conn._refusing = True
+    if conn._timer is not None:
+        conn._timer.cancel()
+        conn._timer = None
+    if conn.transport is not None:
+        conn.transport.pause_reading()
+    conn.loop.call_later(decision.delay, send_refusal, conn, code, decision.why)
+
+
+def send_refusal(conn: MQTTConnection, reason_code: int, why: str) -> None:
+    """CONNACK with the refusal (5.0 clients are told why: a reason string is allowed on CONNACK whatever the
+    client asked for), then close."""
+    if conn.closing:
+        return
+    props = Properties(reason_string=why) if conn.level == 5 else Properties()
+    conn.write_packet(Connack(False, rc.connack_code_for(conn.level, reason_code), props))
+    conn.close()
+
+
+def refuse(conn: MQTTConnection, reason_code: int, why: str) -> None:
+    conn.broker.metrics[f"mqtt_connack_{connack_label(reason_code)}_sent"] += 1
+    conn.log.info("refused connect", reason=why, reason_code=hex(reason_code), user=conn.machine.state.username,
+                  client_id=conn.client_id or conn._asked_client_id, node=conn.broker.node)
+    send_refusal(conn, reason_code, why)

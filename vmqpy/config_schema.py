@@ -1,0 +1,156 @@
+"""The key table: every configuration key of a node (listener keys apart: vmqpy.listener_keys) with its parser,
+its default (already parsed) and one line of documentation, VerneMQ's names where VerneMQ has the key.
+vmqpy.config reads files, environment and flags against it; `vmqpy config-reference` prints it as the table
+of docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from vmqpy.config_values import (
+    Key,
+    parse_address,
+    parse_bool,
+    parse_choice,
+    parse_connection_limit,
+    parse_duration,
+    parse_duration_or_never,
+    parse_int,
+    parse_milliseconds,
+    parse_nodename,
+    parse_path,
+    parse_positive_duration,
+    parse_size,
+    parse_text,
+)
+
+__all__ = ["SCHEMA"]
+
+SCHEMA: Mapping[str, Key] = {
+    "nodename": Key(parse_nodename, "vmqpy@127.0.0.1", "the node's name, NAME@HOST"),
+    "platform_data_dir": Key(parse_path, Path("./data"), "the node's data directory (SQLite files, logs)"),
+    "distributed_cookie": Key(parse_text, "vmqpy", "shared secret of the cluster's node links"),
+    "listener.http.default": Key(parse_address, None, "HTTP admin API address (no API when unset)"),
+    "listener.https.default": Key(
+        parse_address, None, "HTTPS admin API address (with listener.https.certfile and keyfile; docs/security.md)"
+    ),
+    "listener.https.certfile": Key(parse_path, None, "certificate chain (PEM) of the HTTPS admin API"),
+    "listener.https.keyfile": Key(parse_path, None, "private key (PEM) of listener.https.certfile"),
+    "listener.vmq.clustering": Key(parse_address, None, "cluster listener address (a single node when unset)"),
+    "cluster.tls.cafile": Key(
+        parse_path, None, "CA (PEM) both ends of a cluster link are verified against; with certfile, keyfile: TLS links"
+    ),
+    "cluster.tls.certfile": Key(parse_path, None, "this node's certificate chain (PEM) on the cluster links"),
+    "cluster.tls.keyfile": Key(parse_path, None, "private key (PEM) of cluster.tls.certfile"),
+    "allow_anonymous": Key(
+        parse_bool, False, "accept clients without a user name (off: CONNACK 0x87 / 5, as VerneMQ's default)"
+    ),
+    "password_file": Key(parse_path, None, "user:hash lines checked at CONNECT (create with vmqpy passwd)"),
+    "plugins.vmq_passwd": Key(
+        parse_bool, True, "on: password_file (vmq_passwd.password_file) is checked; off: only allow_anonymous decides"
+    ),
+    "vmq_passwd.password_reload_interval": Key(
+        parse_duration, 10.0, "seconds between looks at password_file for changes (reloaded when it changed); 0: never"
+    ),
+    "plugins.vmq_acl": Key(parse_bool, True, "on: acl_file (vmq_acl.acl_file) is enforced; off: it is not read"),
+    "acl_file": Key(
+        parse_path, None, "the ACL file: who may publish and subscribe to what (docs/security.md); unset: anything"
+    ),
+    "vmq_acl.acl_reload_interval": Key(
+        parse_duration, 10.0, "seconds between looks at acl_file for changes (reloaded when it changed); 0: never"
+    ),
+    "auth.failed_login_delay": Key(
+        parse_duration, 1.0, "wait before the CONNACK refusing bad credentials or an anonymous client (slows guessing)"
+    ),
+    "max_inflight_messages": Key(parse_int(1, 65535), 20, "QoS 1/2 messages in flight per client"),
+    "receive_max_broker": Key(
+        parse_int(1, 65535), None,
+        "Receive Maximum announced to 5.0 clients (unacknowledged QoS 1/2 PUBLISHes); unset: max_inflight_messages"
+    ),
+    "receive_max_client": Key(
+        parse_int(1, 65535), 65535,
+        "largest Receive Maximum of a 5.0 client the node honours (with max_inflight_messages)"
+    ),
+    "topic_alias_max_client": Key(
+        parse_int(0, 65535), 64, "Topic Alias Maximum announced to 5.0 clients (aliases they may use); 0: none"
+    ),
+    "topic_alias_max_broker": Key(
+        parse_int(0, 65535), 64, "topic aliases the node uses towards a 5.0 client that allows them; 0: none"
+    ),
+    "max_online_messages": Key(parse_int(1), 1000, "queued messages of an online client beyond the window"),
+    "max_offline_messages": Key(parse_int(0), 1000, "queued messages of an offline persistent session"),
+    "persistent_client_expiration": Key(
+        parse_duration_or_never, None, "how long an offline 3.1.1 persistent session is kept (never, 1h, 1d, ...)"
+    ),
+    "max_message_size": Key(parse_int(0), 0, "largest packet accepted, bytes; 0 is unlimited"),
+    "mqtt.connect_timeout": Key(
+        parse_positive_duration, 10.0,
+        "a new connection that has not sent its whole CONNECT (WebSocket: upgrade request) this long is closed",
+    ),
+    "max_client_id_size": Key(
+        parse_int(23, 65535), 65535, "longest client id accepted (at least 23: every server must accept those)"
+    ),
+    "max_keepalive": Key(parse_int(0, 65535), 0, "largest keepalive granted, seconds; 0 is no limit"),
+    "max_message_rate": Key(
+        parse_int(0), 0, "PUBLISHes per second a client may send; above it, its socket is not read for a while; 0: any"
+    ),
+    "max_subscriptions_per_client": Key(
+        parse_int(0), 0, "subscriptions a client may hold; more are refused (0x97, 3.1.1: 0x80); 0 is no limit"
+    ),
+    "upgrade_outgoing_qos": Key(
+        parse_bool, False, "on: a message goes out at the subscription's QoS even when published at a lower one"
+    ),
+    "retry_interval": Key(
+        parse_duration, 20.0, "3.1.1: an unacknowledged QoS 1/2 PUBLISH or PUBREL is resent after this long; 0: never"
+    ),
+    "listener.max_connections": Key(
+        parse_connection_limit, None, "connections each MQTT listener holds at once; more are closed at once"
+    ),
+    "allow_register_during_netsplit": Key(parse_bool, False, "accept CONNECT while the cluster is not ready"),
+    "allow_publish_during_netsplit": Key(parse_bool, False, "accept PUBLISH while the cluster is not ready"),
+    "allow_subscribe_during_netsplit": Key(parse_bool, False, "accept SUBSCRIBE while the cluster is not ready"),
+    "allow_unsubscribe_during_netsplit": Key(parse_bool, False, "accept UNSUBSCRIBE while the cluster is not ready"),
+    "trade_consistency": Key(parse_bool, False, "on: all four allow_*_during_netsplit on"),
+    "cluster.readiness": Key(
+        parse_choice("all", "majority"), "all", "ready when every member is reachable (all) or a strict majority"
+    ),
+    "persistent_session_placement": Key(
+        parse_choice("anywhere", "assigned"), "anywhere",
+        "assigned: a 5.0 client asking for a persistent session at another node than its client id's assigned "
+        "one is sent there (CONNACK 0x9C + Server Reference; docs/deployment.md)",
+    ),
+    "shared_subscription_policy": Key(
+        parse_choice("prefer_local", "local_only", "random"), "prefer_local",
+        "which member of a $share group gets a message: prefer_local, local_only or random (docs/cluster.md)",
+    ),
+    "cluster.detect_timeout": Key(parse_duration, 1.0, "a peer without a heartbeat for this long is unreachable"),
+    "outgoing_clustering_buffer_size": Key(
+        parse_int(1024), 10 * 1024 * 1024, "bytes buffered per unreachable peer before forwards are refused"
+    ),
+    "incoming_clustering_buffer_size": Key(parse_int(1024), 64 * 1024 * 1024, "largest cluster frame accepted, bytes"),
+    "metadata.sync_interval": Key(parse_duration, 1.0, "anti-entropy period of the metadata store (with jitter)"),
+    "metadata.replication_log": Key(parse_path, None, "replication log file (default: DATA_DIR/replication.log)"),
+    "systree_enabled": Key(parse_bool, True, "publish the node's metrics as retained messages under $SYS/NODENAME/"),
+    "metrics.public": Key(parse_bool, False, "serve GET /metrics (Prometheus) on the admin listener without a key"),
+    "status.public": Key(parse_bool, False, "serve the status page's data (/status.json) without an API key"),
+    "systree_interval": Key(
+        parse_milliseconds, 20000, "$SYS publication period, milliseconds as in VerneMQ (or 20s, 500ms); 0: none"
+    ),
+    "log.console": Key(
+        parse_choice("console", "json", "file", "both", "off"), "console",
+        "where log lines go: console (text on stderr), json (on stderr), file (log.file), both, off",
+    ),
+    "log.console.file": Key(parse_path, None, "the older name of log.file (give one of the two)"),
+    "log.file": Key(
+        parse_path, None, "the log file of log.console = file or both (default: DATA_DIR/console.log)"
+    ),
+    "log.file.max_size": Key(
+        parse_size, 10 << 20, "rotate the log file before it reaches this size (bytes, or 10MB, 1GB); 0: never"
+    ),
+    "log.file.count": Key(parse_int(1, 1000), 5, "rotated log files kept (FILE.1 the newest .. FILE.<count>)"),
+    "log.console.level": Key(
+        parse_choice("debug", "info", "warning", "error"), "info", "lowest level logged"
+    ),
+}
