@@ -96,10 +96,11 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("mqtt_pingresp_sent", "counter", "PINGRESP packets sent", "broker.mqtt_pingresp_sent"),
     _s("mqtt_disconnect_received", "counter", "DISCONNECT packets received", "broker.mqtt_disconnect_received"),
     _s("queue_message_in", "counter",
-       "messages a session on this node took for its client (written at once or queued)", "broker.queue_message_in"),
+       "messages a session on this node took for its client (written at once or queued)",
+       "broker.queue_message_direct", "broker.queue_message_queued"),
     _s("queue_message_out", "counter",
-       "messages taken from a session's queue on this node and written to its client (resends not counted)",
-       "broker.queue_message_out"),
+       "messages a session on this node wrote to its client, at once or from its queue (resends not counted)",
+       "broker.queue_message_direct", "broker.queue_message_dequeued"),
     _s("queue_message_drop", "counter",
        "messages a session on this node dropped (queue full, larger than the client's maximum packet size, QoS 0 "
        "of a client gone, not resumable after a handover)", "broker.queue_message_drop"),
@@ -179,8 +180,9 @@ _RETURN_CODE_ALIASES: Final = {"bad_credentials": "bad_username_or_password"}
 
 @dataclass(frozen=True, slots=True)
 class HistogramSpec:
-    """One published histogram made of a node's bucket keys `<source>_le_<us>`, `<source>_le_inf`,
-    `<source>_count` and `<source>_sum_us` (vmqpy.broker.client_metrics), with these bounds in microseconds."""
+    """One published histogram made of a node's bucket keys `<source>_le_<us>`, `<source>_le_inf` and
+    `<source>_sum_us` (vmqpy.broker.client_metrics), with these bounds in microseconds; the count is the total of
+    the buckets."""
 
     name: str
     help: str
@@ -248,21 +250,27 @@ def families(raw: Raw) -> list[Family]:
 
 def histogram_family(spec: HistogramSpec, raw: Raw) -> Family | None:
     """The histogram `spec` of the node's counters `raw`: cumulative buckets in seconds (every bound of the spec,
-    then +Inf = the count); None when the node never observed one (no `<source>_count`). A bucket key of a bound
-    the spec does not know (a node of another version) adds to the next larger bound, or only to +Inf."""
+    then +Inf = the count, the total of every bucket key); None when the node never observed one (no bucket key).
+    A bucket key of a bound the spec does not know (a node of another version) adds to the next larger bound, or
+    only to +Inf."""
     source = spec.source
-    total = raw.get(source + "_count")
-    if total is None:
-        return None
     counts = [0.0] * len(spec.bounds_us)
     prefix = source + "_le_"
+    total, seen = 0.0, False
     for key, value in raw.items():
         if key.startswith(prefix):
             bound = key[len(prefix):]
             if bound.isdigit():
+                seen = True
+                total += _num(value)
                 index = bisect_left(spec.bounds_us, int(bound))
                 if index < len(counts):
                     counts[index] += _num(value)
+            elif bound == "inf":
+                seen = True
+                total += _num(value)
+    if not seen:
+        return None
     buckets, running = [], 0.0
     for us, count in zip(spec.bounds_us, counts, strict=True):
         running += count

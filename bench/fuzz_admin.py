@@ -13,7 +13,7 @@ What each answer must be:
   or a 400/413/431 from the HTTP layer for a request it cannot take (a 10,000-byte header, a 16 KB query);
 * every 4xx from the API: a JSON body {"type": "error", "error": "<non-empty message>"}; a 4xx from the HTTP
   layer before the API (a request aiohttp cannot parse): a non-empty text body; raw garbage may also be answered
-  by closing the connection.
+  by closing the connection, and so may a request with a body over BODY_READ_LIMIT (the API reads no body).
 With the right key, only requests that cannot change the node are sent: GET/HEAD/PUT/DELETE/PATCH/OPTIONS
 anywhere (a command that changes the node answers 405 to all but POST), POST only to paths that are not commands.
 `trace client` (a stream that lasts as long as asked) is left out of the keyed GETs.
@@ -47,6 +47,7 @@ STREAMING = (API_PREFIX + "/trace",)
 OTHER_PATHS = ("/health", "/health/ping", "/health/listeners", "/status", "/status.json", "/metrics", "/",
                *(f"{API_PREFIX}/{a}" for a in HTTP_ALIASES))
 KEYED_PATHS = ("/metrics", "/status.json")  # without `metrics.public` / `status.public`, the default
+BODY_READ_LIMIT = 64 * 1024  # the API reads no body; one larger than a socket buffer may be refused by a close
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +164,7 @@ class AdminReport:
     statuses: Counter[int] = field(default_factory=Counter)
     plain_http_errors: int = 0  # 4xx answered by the HTTP layer (aiohttp) before the API, with a text body
     closed_without_answer: int = 0  # raw garbage answered by closing the connection
+    bodies_refused: int = 0  # a large body the API does not read: the connection closed (a reset) before its answer
 
     @property
     def failed(self) -> bool:
@@ -173,7 +175,7 @@ class AdminReport:
                  f"body, missing 401): {len(self.failures)}",
                  "  statuses: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.statuses.items())),
                  f"  4xx from the HTTP layer with a text body: {self.plain_http_errors}; raw garbage answered by "
-                 f"closing: {self.closed_without_answer}"]
+                 f"closing: {self.closed_without_answer}; large bodies refused by closing: {self.bodies_refused}"]
         return "\n".join(lines + [f"  FAIL {f}" for f in self.failures[:10]])
 
 
@@ -249,6 +251,12 @@ async def _run(base: str, key: str | None, cases: int, run_seed: int, timeout: f
                 except aiohttp.ClientResponseError as e:
                     # a status our client could not read to the end: aiohttp's own 400 to a HEAD carries a body
                     status, body, content_type = e.status, (e.message or "?").encode()[:200], "text/plain"
+                except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as e:
+                    if len(req.body) > BODY_READ_LIMIT:  # the node closed rather than read a body nobody wants
+                        report.bodies_refused += 1
+                        return
+                    report.failures.append(f"{type(e).__name__} {str(e)[:200]} for {req.method} {req.path[:80]}")
+                    return
                 except aiohttp.ClientError as e:
                     report.failures.append(f"{type(e).__name__} {str(e)[:200]} for {req.method} {req.path[:80]}")
                     return

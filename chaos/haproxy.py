@@ -40,10 +40,11 @@ class Server:
 
 
 def render(shipped: str, frontend: tuple[str, int], servers: Sequence[Server], stats_socket: Path,
-           proxy_protocol: bool, maxconn: int = MAXCONN) -> str:
+           proxy_protocol: bool, maxconn: int = MAXCONN, sticky: bool = True) -> str:
     """The shipped configuration for these servers: the frontend on `frontend`, one server line per node (its MQTT
     address, its admin port for the health check), the runtime API at `stats_socket`, in the foreground as this
-    user, logging to stderr, at most `maxconn` connections, and without `send-proxy-v2` unless `proxy_protocol`.
+    user, logging to stderr, at most `maxconn` connections, without `send-proxy-v2` unless `proxy_protocol`, and
+    without the stick table and its rules unless `sticky` (bench/bench_balancer.py measures the difference).
     ValueError when the shipped text has no server or bind line, or no servers are given."""
     if not servers:
         raise ValueError("HAProxy needs at least one server")
@@ -53,6 +54,8 @@ def render(shipped: str, frontend: tuple[str, int], servers: Sequence[Server], s
         words = line.split()
         first = words[0] if words else ""
         if first in ("daemon", "chroot", "user", "group"):
+            continue
+        if not sticky and (first in ("stick-table", "stick") or words[:2] == ["acl", "has_client_id"]):
             continue
         if line.startswith("    log /dev/log"):
             line = "    log stderr format raw local0"
@@ -81,7 +84,8 @@ class Balancer:
     """The real HAProxy in the foreground on `host`:`port` (a free port when not given), in `workdir`."""
 
     def __init__(self, workdir: Path, servers: Sequence[Server], proxy_protocol: bool = True,
-                 host: str = "127.0.0.1", port: int | None = None, maxconn: int = MAXCONN) -> None:
+                 host: str = "127.0.0.1", port: int | None = None, maxconn: int = MAXCONN,
+                 sticky: bool = True) -> None:
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.servers = list(servers)
@@ -91,6 +95,7 @@ class Balancer:
         self.log = workdir / "haproxy.log"
         self.proxy_protocol = proxy_protocol
         self.maxconn = maxconn
+        self.sticky = sticky
         self.proc: subprocess.Popen[bytes] | None = None
 
     @staticmethod
@@ -105,7 +110,7 @@ class Balancer:
             raise HarnessError(why)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config.write_text(render(SHIPPED.read_text(), (self.host, self.port), self.servers, self.socket,
-                                      self.proxy_protocol, self.maxconn))
+                                      self.proxy_protocol, self.maxconn, self.sticky))
         check = subprocess.run([str(HAPROXY), "-c", "-f", str(self.config)], capture_output=True, text=True,
                                timeout=30)
         if check.returncode != 0:

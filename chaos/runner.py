@@ -102,17 +102,17 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     backend = choose_backend(opts.backend)
     if backend == "iptables" and (why := iptables.available()) is not None:
         raise HarnessError(f"the iptables backend cannot be used: {why} (try --backend proxy)")
+    via = effective_via(experiment, opts.via)
+    if (why := refusal(experiment, via, opts.attach is not None,
+                       Balancer.missing() if via == "haproxy" else None)) is not None:
+        raise HarnessError(why)
+    opts = replace(opts, via=via)
     workdir = Path(tempfile.mkdtemp(prefix="vmqpy-chaos-"))
     source = (opts.source or REPO).resolve()
     if not (source / "vmqpy" / "__main__.py").is_file():
         raise HarnessError(f"{source} is not a vmqpy source tree (no vmqpy/__main__.py)")
     skewable = any(s.action == "skew" for s in steps)
     mode = opts.mode
-    via = effective_via(experiment, opts.via)
-    if (why := refusal(experiment, via, opts.attach is not None,
-                       Balancer.missing() if via == "haproxy" else None)) is not None:
-        raise HarnessError(why)
-    opts = replace(opts, via=via)
     if opts.attach is not None:
         cluster, mode = attach(opts.attach)
         if backend != "iptables":

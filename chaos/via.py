@@ -36,8 +36,8 @@ def refusal(experiment: Experiment, via: str, attached: bool, haproxy_missing: s
     if haproxy_missing is not None:
         return f"{why}, but {haproxy_missing}"
     if attached:
-        return (f"{why} cannot attach to a running cluster: its nodes need a listener with proxy_protocol = on "
-                "that the harness configures itself")
+        return (f"{why}: it cannot attach to a running cluster (its nodes need a listener with "
+                "proxy_protocol = on, which the harness configures itself)")
     return None
 
 

@@ -8,14 +8,13 @@ except through their own methods.
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
 from admin import session_table
 from admin.errors import CommandError
-from vmqpy import __version__
+from vmqpy import __version__, admin_rows
 from vmqpy import config as config_module
 from vmqpy.broker import operator_actions, records
 from vmqpy.broker.trace import Trace, TraceOptions
@@ -87,13 +86,6 @@ class ClientConnection(Protocol):
     def client_id(self) -> str: ...
 
     def follow(self, *traces: Trace) -> None: ...
-
-
-def _text(payload: bytes) -> str:
-    try:
-        return payload.decode("utf-8")
-    except UnicodeDecodeError:
-        return "base64:" + base64.b64encode(payload).decode("ascii")
 
 
 class NodeFacade:
@@ -426,7 +418,7 @@ class NodeFacade:
         if not validate_topic_filter(pattern):
             raise CommandError(f"not a topic filter: {pattern!r}", 400)
         rows = [
-            {"topic": topic, "payload": _text(message.payload), "qos": message.qos, "mountpoint": ""}
+            {"topic": topic, "payload": admin_rows.payload_text(message.payload), "qos": message.qos, "mountpoint": ""}
             for topic, message in sorted(broker.retained.match(pattern), key=lambda tm: tm[0])
         ]
         return rows[:limit]
@@ -471,7 +463,7 @@ class NodeFacade:
     def metadata_dump(self, prefix: str | None) -> list[Row]:
         dump = self._replica().dump()
         rows: list[Row] = []
-        for row in _flatten_dump(dump):
+        for row in admin_rows.dump_rows(dump):
             if prefix is None or row["Prefix"] == prefix:
                 rows.append(row)
         rows.sort(key=lambda r: (r["Prefix"], repr(r["Key"])))
@@ -499,28 +491,3 @@ class NodeFacade:
             raise CommandError(f"bad value for {key}: {exc}", 400) from None
         self._apply_setting(key, parsed)
         return self.get_setting(key)
-
-
-def _flatten_dump(dump: dict[str, Any]) -> list[Row]:
-    """The replica's data as rows: Prefix, Key, Values ([node, counter, value], sorted), Context (filled)."""
-    rows: list[Row] = []
-    for prefix, keys in dump["data"].items():
-        for key, entry in keys.items():
-            rows.append({
-                "Prefix": prefix,
-                "Key": _plain(list(key)),
-                "Values": _plain(sorted(entry["values"], key=lambda v: (v[0], v[1]))),
-                "Context": dict(sorted(entry["filled"].items())),
-            })
-    return rows
-
-
-def _plain(value: Any) -> Any:
-    """JSON-friendly: bytes as base64 text, tuples as lists."""
-    if isinstance(value, bytes | bytearray):
-        return "base64:" + base64.b64encode(value).decode("ascii")
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value

@@ -2,9 +2,10 @@
 expiry of an hour), each on its own topic, and persistent publishers publishing to them in turn. A client whose
 connection ends (the server told it to go, or the connection was lost) reconnects at once, again and again,
 through the same endpoints (HAProxy in the rolling restart). Recorded so that the unchanged checkers judge it:
-every publish with the subscriber it expects (queues), every connect and end (registration), and at the end one
-`drain` per subscriber with every message it received (queues). The connects and ends also give the time each
-client was without a connection (chaos/checkers/outages.py, processes named `steady-...`)."""
+each subscription (subscriptions), every publish with the subscriber it expects (queues), every connect and end
+(registration), and at the end one `drain` per subscriber with every message it received (queues). The connects
+and ends also give the time each client was without a connection (chaos/checkers/outages.py, processes named
+`steady-...`)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,10 @@ class Steady(Workload):
             cid = subscriber(i)
             for _ in range(10):
                 client = Client(cid, endpoint.host, endpoint.port, clean=True, session_expiry=EXPIRY_S)
-                if client.connect().outcome == "ok" and client.subscribe(topic(i)).outcome == "ok":
+                subscribe = partial(client.subscribe, topic(i))
+                if client.connect().outcome == "ok" and record_op(
+                        ctx, f"{PROCESS_PREFIX}setup{i}", "subscribe", {"client": cid, "filter": topic(i)},
+                        endpoint.name, subscribe).outcome == "ok":
                     client.disconnect()
                     self.ready.append(i)
                     self.received[cid] = []

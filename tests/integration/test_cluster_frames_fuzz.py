@@ -191,3 +191,4 @@ def test_mutated_cluster_frames_before_and_after_the_handshake_leave_the_node_se
     assert "Traceback" not in log, log[log.index("Traceback") - 2000 : log.index("Traceback") + 3000]
     wait_until(lambda: "frame authentication failed" in node.log.read_text(errors="replace"), 5,
                what="the altered sealed frames logged")
+    assert log.count("cluster link up") == AFTER_CASES + 1  # every fake node got past the handshake

@@ -60,6 +60,17 @@ def busiest(load: Load, nodes: list[ClusterNode]) -> tuple[ClusterNode, int]:
     return next(n for n in nodes if n.name == name), held[name]
 
 
+def counters(nodes: list[ClusterNode]) -> str:
+    """The nodes' counters that tell where a message went, for a failure's message."""
+    wanted = ("drop", "handover", "handed", "adopt", "forward", "moved", "pass", "refused", "migration")
+    lines = []
+    for node in nodes:
+        values = {r["Metric"]: r["Value"] for r in node.api("metrics/show")}
+        lines.append(f"{node.name}: " + ", ".join(f"{k}={v}" for k, v in sorted(values.items())
+                                                 if any(w in k for w in wanted) and v))
+    return "\n".join(lines)
+
+
 def kill_and_restart(target: ClusterNode, nodes: list[ClusterNode], haproxy: HAProxy, load: Load,
                      majority: bool) -> None:
     running = [n for n in nodes if n is not target]
@@ -92,6 +103,9 @@ def test_a_killed_node_loses_no_acknowledged_message(nodes: list[ClusterNode], h
             assert held >= 10, f"{target.name} holds only {held} sessions"
             kill_and_restart(target, nodes, haproxy, load, majority=mode == "majority")
             time.sleep(1.0)  # traffic after the restart
-            load.finish()
+            try:
+                load.finish()
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{counters(nodes)}") from None
         finally:
             load.stop()

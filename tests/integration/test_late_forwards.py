@@ -115,8 +115,8 @@ def test_forwards_that_reach_the_old_node_after_a_handover_are_passed_on(tmp_pat
 
 def test_no_message_is_passed_on_twice_once_the_sender_knows_the_new_route(tmp_path: Path) -> None:
     """After a takeover moved a session from n3 to n2, n1 (which knows the new route) still forwards to n3 for
-    another subscriber there: n3 must not pass those messages on to n2 as well (a duplicate for the moved
-    subscriber)."""
+    another subscriber there, and n3 passes them on to n2 as well (it cannot tell whether n1 routed them before
+    it learned the new route): the moved subscriber gets each message once (Session.watch_forwards)."""
     nodes = [ClusterNode(i, tmp_path) for i in (1, 2, 3)]
     try:
         for node in nodes:

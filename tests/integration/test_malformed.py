@@ -218,7 +218,8 @@ V5_AFTER_CONNECT = {
     "payload-format-indicator-2": (publish_with_raw_props(b"\x01\x02"), 0x82),
     "packet-identifier-0": (frame(3, 0x02, utf8("t/pid0") + b"\x00\x00\x00payload"), 0x82),
     "publish-wildcard-topic": (enc_publish("a/+/b", b"x", version=5), 0x90),
-    "remaining-length-shorter-than-fields": (b"\x82\x03\x00\x01\x00", 0x81),  # SUBSCRIBE: filter cut off
+    "subscribe-filter-past-the-end": (b"\x82\x07\x00\x01\x00\x00\x05ab", 0x81),  # a 5-byte filter, 2 there
+    "subscribe-without-filters": (b"\x82\x03\x00\x01\x00", 0x82),
     "subscribe-retain-handling-3": (frame(8, 0x02, b"\x00\x07\x00" + utf8("rh/3") + b"\x31"), 0x82),
     "subscribe-no-local-on-shared": (frame(8, 0x02, b"\x00\x08\x00" + utf8("$share/g/x") + b"\x05"), 0x82),
     "subscribe-reserved-option-bits": (frame(8, 0x02, b"\x00\x09\x00" + utf8("rsv/x") + b"\xc1"), 0x81),

@@ -12,9 +12,9 @@ import time
 from typing import TYPE_CHECKING
 
 from vmqpy.broker.client_metrics import connack_label, observe_connect_latency
+from vmqpy.broker.decisions import RefuseConnect
 from vmqpy.broker.handover import RegistrationRefused, Ticket
 from vmqpy.broker.negotiation import Accepted, keepalive_check_after
-from vmqpy.broker.protocol import RefuseConnect
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.packets import Connack, Properties
 

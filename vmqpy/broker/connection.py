@@ -25,14 +25,10 @@ from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.client_metrics import DELIVERY_LATENCY, SENT_COUNTERS
-from vmqpy.broker.message import Message
-from vmqpy.broker.negotiation import keepalive_check_after, keepalive_expired
-from vmqpy.broker.protocol import (
+from vmqpy.broker.decisions import (
     Close,
-    ConnectionMachine,
     Decision,
     Decisions,
-    OutboundAliases,
     RefuseConnect,
     Register,
     Reply,
@@ -44,15 +40,20 @@ from vmqpy.broker.protocol import (
     UnsubscribeFrom,
     suback_codes,
 )
+from vmqpy.broker.message import Message
+from vmqpy.broker.negotiation import keepalive_check_after, keepalive_expired
+from vmqpy.broker.protocol import ConnectionMachine
 from vmqpy.broker.rate_limit import TokenBucket
 from vmqpy.broker.session import Session
 from vmqpy.broker.tls import certificate_identity
+from vmqpy.broker.topic_aliases import OutboundAliases
 from vmqpy.broker.trace import RECEIVED, SENT, Trace
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.errors import RemoteProtocolError, UnsupportedProtocolVersion
 from vmqpy.mqtt.packets import (
+    Connack,
     Connect,
     Disconnect,
     Packet,
@@ -309,9 +310,12 @@ class MQTTConnection(asyncio.Protocol):
             self.loop.call_later(CLOSE_TIMEOUT, transport.abort)
 
     def protocol_error(self, reason_code: int) -> None:
-        """The client broke the protocol: 5.0 gets DISCONNECT with the reason code, then the socket closes."""
+        """The client broke the protocol: 5.0 gets DISCONNECT with the reason code, or a CONNACK carrying it when
+        its CONNECT was the bad packet (MQTT 5.0 3.1.4, docs/mqtt-codec.md), then the socket closes."""
         if self.level == 5 and self.session is not None:
             self.write_packet(Disconnect(reason_code))
+        elif self.session is None and self.decoder.protocol_level == 5:
+            self._write_bytes(encode(Connack(False, reason_code), 5))
         self.close()
 
     def _on_timer(self) -> None:

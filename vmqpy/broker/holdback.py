@@ -23,7 +23,7 @@ import structlog
 
 from vmqpy.broker import records
 from vmqpy.broker.message import Message
-from vmqpy.broker.ports import Forwarder, MetadataPort
+from vmqpy.broker.ports import Forwarder
 from vmqpy.broker.session import Session, SubEntry
 from vmqpy.mqtt import topics
 
@@ -94,10 +94,9 @@ class Backpressure:
 class MovedRoutes:
     """Subscriptions that moved from here to another node lately, and the late forwards passed on to them."""
 
-    def __init__(self, sessions: Mapping[str, Session], metadata: MetadataPort,
-                 forwarder: Callable[[], Forwarder | None], metrics: Counter[str]) -> None:
+    def __init__(self, sessions: Mapping[str, Session], forwarder: Callable[[], Forwarder | None],
+                 metrics: Counter[str]) -> None:
         self._sessions = sessions
-        self._metadata = metadata
         self._forwarder = forwarder
         self._metrics = metrics
         # (client id, filter) -> (its new node, entry, until)
@@ -120,20 +119,17 @@ class MovedRoutes:
             return
         due = time.monotonic()
         targets: dict[str, list[str]] = {}
-        sender = forwarder.replica_of(peer)
         for route_key, (node, entry, until) in list(self.routes.items()):
-            client_id, topic_filter = route_key
+            client_id = route_key[0]
             if until < due:
                 del self.routes[route_key]
                 continue
             if (node == peer or client_id in self._sessions or (clients is not None and client_id not in clients)
                     or entry.group is not None or not topics.matches(entry.match_filter, message.topic)):
                 continue
-            key = records.subscription_key(client_id, topic_filter)
-            if sender is not None and self._metadata.known_to(sender, records.SUBSCRIPTION, key):
-                # The sender's last report (earlier on the same link) held the new route: it sent this for
-                # other subscribers here, and that one got it from the sender directly.
-                continue
+            # Passed on even when the sender's last report held the new route: the sender may have routed this
+            # before it learned it (a forward buffered while the link was down arrives after newer reports). A
+            # second copy at the new node is not delivered (Session.watch_forwards, by the forward id).
             if client_id not in targets.setdefault(node, []):
                 targets[node].append(client_id)
         for node, client_ids in targets.items():

@@ -34,10 +34,6 @@ class MetadataPort(Protocol):
     def witness(self, stamp: Any) -> None:
         """Every later `hlc_now` is greater than `stamp` (learnt outside the store)."""
 
-    def known_to(self, peer: str, prefix: str, key: Key) -> bool:
-        """`peer` (a replica id) had the key's current value when it last reported."""
-        ...
-
 
 class ServePolicy(Protocol):
     """Whether this node serves an operation now (the netsplit policy of the cluster)."""
@@ -76,10 +72,6 @@ class Forwarder(Protocol):
 
     def hold(self, peer: str, seq: int) -> Callable[[], None]:
         """Keep forward `seq` of `peer` (being delivered now) unacknowledged until the returned function runs."""
-        ...
-
-    def replica_of(self, node: str) -> str | None:
-        """The metadata replica id of member `node` (None: not a member)."""
         ...
 
 

@@ -27,26 +27,38 @@ not resend it for ever. The decisions on PUBLISH topics are cached per connectio
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import NamedTuple
 
 from vmqpy.broker.access import AccessControl
+from vmqpy.broker.decisions import (
+    Close,
+    Decisions,
+    RefuseConnect,
+    Register,
+    Reply,
+    Route,
+    Send,
+    SubscribeTo,
+    Throttle,
+    Unanswered,
+    UnsubscribeFrom,
+    suback_codes,
+)
 from vmqpy.broker.message import Message
 from vmqpy.broker.negotiation import (
     SESSION_EXPIRY_NEVER,
-    Accepted,
     CredentialCheck,
     Refused,
     assigned_client_id,
     negotiate,
 )
 from vmqpy.broker.ports import ServePolicy
-from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
+from vmqpy.broker.topic_aliases import OutboundAliases, inbound_topic
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation, RemoteProtocolError
@@ -57,7 +69,6 @@ from vmqpy.mqtt.packets import (
     Packet,
     Pingreq,
     Pingresp,
-    Properties,
     Puback,
     Pubcomp,
     Publish,
@@ -74,164 +85,6 @@ NO_PACKET_ID = 0
 RETRY_RECHECK = 1.0  # seconds: the soonest a resend is looked at again (a connection that cannot take more)
 WRITE_CACHE_SIZE = 256  # PUBLISH topics whose ACL decision a connection remembers (all forgotten when full)
 LOGIN_REFUSALS = (rc.BAD_USER_NAME_OR_PASSWORD, rc.NOT_AUTHORIZED)  # negotiate's refusals from the credentials
-
-
-# ---------------------------------------------------------------------------------------------- decisions
-
-
-@dataclass(slots=True)
-class Send:
-    """Write this packet now."""
-
-    packet: Packet
-
-
-class Reply(NamedTuple):
-    """Write this acknowledgement in order after the ones before it, once the disk writes queued so far are
-    committed (`durable`) and the other nodes a publish went to have it (`remote`). `note`: a line for the log.
-    (A named tuple, not a dataclass: one is made for every QoS 1/2 PUBLISH, and it is built in C.)"""
-
-    packet: Packet
-    durable: bool = False
-    remote: RemoteAck | None = None
-    note: str | None = None
-    warn: bool = False  # the note is a warning
-
-
-@dataclass(slots=True)
-class Close:
-    """Close the connection; 5.0 after CONNECT gets DISCONNECT `reason_code` first (None: no DISCONNECT).
-    `normal`: the client ended it with DISCONNECT (no will)."""
-
-    reason_code: int | None
-    why: str
-    normal: bool = False
-
-
-@dataclass(slots=True)
-class RefuseConnect:
-    """Answer the CONNECT with a refusal (CONNACK `reason_code` in the client's protocol level) and close.
-    `failed_login`: the credentials were refused; the CONNACK then leaves after `delay` seconds, reading nothing
-    more meanwhile. `hint`: for the log only (how an operator would let such a client in)."""
-
-    reason_code: int
-    why: str
-    delay: float = 0.0
-    failed_login: bool = False
-    hint: str | None = None
-
-
-@dataclass(slots=True)
-class Register:
-    """Register the accepted CONNECT with the cluster, open the session, then call `connected`."""
-
-    accepted: Accepted
-
-
-@dataclass(slots=True)
-class Route:
-    """Publish `message` through the broker, then call `routed` with what it did."""
-
-    message: Message
-    qos: int
-    packet_id: int
-
-
-@dataclass(slots=True)
-class SubscribeTo:
-    """Add the subscriptions through the broker; SUBACK once durable, then the retained messages. `refused`:
-    the positions of filters not to add, with their reason code (`suback_codes` puts them in the SUBACK)."""
-
-    packet: Subscribe
-    refused: dict[int, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class UnsubscribeFrom:
-    """Remove the subscriptions through the broker; UNSUBACK once durable."""
-
-    packet: Unsubscribe
-
-
-@dataclass(slots=True)
-class Unanswered:
-    """The client's PUBLISH is neither routed nor acknowledged (3.1.1 has no refusal code): the client resends
-    QoS 1/2 on its next connection. `why` is for the log."""
-
-    why: str
-    warn: bool = False
-
-
-@dataclass(slots=True)
-class Throttle:
-    """Stop reading this client until the congested subscribers (here and on other nodes) drained."""
-
-    result: RouteResult
-
-
-Decision = (Send | Reply | Close | RefuseConnect | Register | Route | SubscribeTo | UnsubscribeFrom | Unanswered
-            | Throttle)
-Decisions = tuple[Decision, ...]
-
-
-def suback_codes(count: int, refused: Mapping[int, int], granted: list[int]) -> list[int]:
-    """The reason codes of the SUBACK of `count` filters: the `refused` ones at their positions, the others those
-    the broker `granted`, in order."""
-    rest = iter(granted)
-    return [refused[index] if index in refused else next(rest) for index in range(count)]
-
-
-# ---------------------------------------------------------------------------------------------- topic aliases
-
-
-class OutboundAliases:
-    """Topic aliases the node assigns to the topics it sends to one client: at most `maximum`, the least recently
-    used one given to a new topic when all are taken. `alias_for` answers (alias, the client knows it already)."""
-
-    __slots__ = ("_by_topic", "_properties", "maximum")
-
-    def __init__(self, maximum: int) -> None:
-        self.maximum = maximum
-        self._by_topic: OrderedDict[str, int] = OrderedDict()
-        self._properties: dict[int, Properties] = {}
-
-    def properties(self, alias: int) -> Properties:
-        """The properties of a PUBLISH that carries nothing but topic alias `alias` (made once per alias)."""
-        props = self._properties.get(alias)
-        if props is None:
-            props = self._properties[alias] = Properties(topic_alias=alias)
-        return props
-
-    def alias_for(self, topic: str) -> tuple[int, bool]:
-        by_topic = self._by_topic
-        alias = by_topic.get(topic)
-        if alias is not None:
-            by_topic.move_to_end(topic)
-            return alias, True
-        if len(by_topic) < self.maximum:
-            alias = len(by_topic) + 1
-        else:
-            _old, alias = by_topic.popitem(last=False)
-        by_topic[topic] = alias
-        return alias, False
-
-    def __len__(self) -> int:
-        return len(self._by_topic)
-
-
-def inbound_topic(aliases: dict[int, str], maximum: int, topic: str, alias: int | None) -> str:
-    """The topic of a client's PUBLISH under its topic alias (MQTT 5.0 3.3.2.3.4), the alias table updated."""
-    if alias is None:
-        return topic
-    if alias == 0 or alias > maximum:
-        raise RemoteProtocolError(f"topic alias {alias} out of range", rc.TOPIC_ALIAS_INVALID)
-    if topic:
-        aliases[alias] = topic
-        return topic
-    known = aliases.get(alias)
-    if known is None:
-        raise ProtocolViolation(f"unknown topic alias {alias}")
-    return known
 
 
 # ---------------------------------------------------------------------------------------------- the machine

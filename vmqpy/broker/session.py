@@ -6,10 +6,12 @@ It does no I/O: it hands packets to the `Sink` of the live connection, if any, a
 `Journal` (the SQLite persistence of persistent sessions, or nothing for clean ones).
 
 It counts what becomes of the messages routed to it in the node's `metrics` (the broker's Counter; VerneMQ's
-names, docs/operations.md): `queue_message_in` (taken: written at once or queued), `queue_message_out` (written
-to the client for the first time; resends are not counted), `queue_message_drop` (dropped: queue full, larger
-than the client's Maximum Packet Size, QoS 0 of a client gone, not resumable after a handover) and
-`queue_message_expired` (discarded from the queue: its message expiry interval passed before it was written).
+names, docs/operations.md): taken and written at once (`queue_message_direct`), taken into the queue
+(`queue_message_queued`), written from the queue (`queue_message_dequeued`), resends not counted -- VerneMQ's
+`queue_message_in` is direct + queued and `queue_message_out` direct + dequeued (admin.prometheus adds them up,
+so a message written at once costs one increment) --, dropped (`queue_message_drop`: queue full, larger than
+the client's Maximum Packet Size, QoS 0 of a client gone, not resumable after a handover) and expired
+(`queue_message_expired`: discarded from the queue, its message expiry interval passed before it was written).
 So every message taken is written, dropped, expired or still queued; only a message in flight that a resumed
 connection's smaller Maximum Packet Size no longer allows is counted both out and dropped. `dropped` keeps the
 session's own count of drops (`vmq-admin session show`).
@@ -197,7 +199,7 @@ class Session:
                 self._drop(1)
                 return Delivery.DROPPED
             self.queue.append(out)
-            metrics["queue_message_in"] += 1
+            metrics["queue_message_queued"] += 1
             self.journal.save_message(self, out)
             return Delivery.QUEUED
         if not self.queue and sink.can_write():
@@ -205,20 +207,19 @@ class Session:
                 if self.max_packet_size and self._too_large(out, now):
                     self._drop(1)
                     return Delivery.DROPPED
-                metrics["queue_message_in"] += 1
-                metrics["queue_message_out"] += 1
+                metrics["queue_message_direct"] += 1
                 sink.write_publish(message, 0, retain, None, subscription_ids, now)
                 return Delivery.SENT
             if len(self.inflight) < self.window:
                 if self._send(out, sink, now):
-                    metrics["queue_message_in"] += 1
+                    metrics["queue_message_direct"] += 1
                     return Delivery.SENT
                 return Delivery.DROPPED
         if qos == 0 and len(self.queue) >= self.max_online:
             self._drop(1)
             return Delivery.DROPPED
         self.queue.append(out)
-        metrics["queue_message_in"] += 1
+        metrics["queue_message_queued"] += 1
         if qos > 0:
             self.journal.save_message(self, out)
         return Delivery.QUEUED
@@ -266,14 +267,12 @@ class Session:
         self.metrics["queue_message_drop"] += count
 
     def _send(self, out: Outgoing, sink: Sink, now: float) -> bool:
-        """Send `out` now (counted out); False when it is larger than the client's Maximum Packet Size (dropped,
-        counted)."""
+        """Send `out` now; False when it is larger than the client's Maximum Packet Size (dropped, counted)."""
         if self.max_packet_size and self._too_large(out, now):
             self._drop(1)
             if out.qos:
                 self.journal.delete_message(self, out)
             return False
-        self.metrics["queue_message_out"] += 1
         if out.qos == 0:
             sink.write_publish(out.message, 0, out.retain, None, out.subscription_ids, now)
             return True
@@ -322,7 +321,8 @@ class Session:
                 self.metrics["queue_message_expired"] += 1
                 self.journal.delete_message(self, head)
                 continue
-            self._send(head, sink, now)
+            if self._send(head, sink, now):
+                self.metrics["queue_message_dequeued"] += 1
         if self._drain_waiters and len(queue) < max(1, self.max_online // 2):
             self.release_waiters()
 

@@ -18,11 +18,12 @@ recorded on one link (or in one direction) does not verify on another.
 
 Tags. A sealed frame is the frame's wire bytes (length prefix included, framing.py) followed by a 16-byte tag::
 
-    tag = BLAKE2b(key = key of the direction, digest_size = 16, person = b"vmqpy-frame-tag",
-                  data = u64(sequence) || frame wire bytes)
+    tag = HMAC-SHA256(key of the direction, u64(sequence) || frame wire bytes)[:16]
 
-BLAKE2b in its keyed mode is a MAC by design (RFC 7693) and costs about half of an HMAC-SHA256 per frame here
-(docs/performance.md, "Frame authentication"); both come with the standard library (hashlib).
+The HMAC's inner and outer SHA-256 states are computed once per key and copied per frame (RFC 2104 written out:
+the same tags as `hmac`, without hashing the key again for every frame). Keyed BLAKE2b was measured as the
+alternative: cheaper for frames under about 1 KiB, dearer above (docs/performance.md, "Cluster links: frame
+authentication and TLS"), and forwarded publishes travel in batches.
 
 `sequence` counts the sealed frames of that direction from 0; it is not sent: each side keeps its own count, so
 a replayed, reordered or dropped frame is checked against the wrong number and fails like an altered one. The
@@ -58,7 +59,9 @@ TAG_SIZE: Final = 16
 KEY_SIZE: Final = 32
 SESSION_CONTEXT: Final = b"vmqpy-cluster-v1 session"
 SEQUENCE_LIMIT: Final = 1 << 64
-TAG_PERSON: Final = b"vmqpy-frame-tag"
+_BLOCK: Final = 64  # SHA-256's block size
+_INNER: Final = bytes(b ^ 0x36 for b in range(256))  # translation tables of the HMAC pads
+_OUTER: Final = bytes(b ^ 0x5C for b in range(256))
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -118,19 +121,30 @@ def derive_keys(
     return SessionKeys(send=to_dialer, receive=to_acceptor)
 
 
-def _keyed(key: bytes) -> hashlib.blake2b:
-    """The keyed BLAKE2b state every tag of one direction starts from (copied per frame)."""
-    if type(key) is not bytes or len(key) != KEY_SIZE:
-        raise ClusterUsageError(f"a frame key is {KEY_SIZE} bytes")
-    return hashlib.blake2b(key=key, digest_size=TAG_SIZE, person=TAG_PERSON)
+class _Keyed:
+    """HMAC-SHA256 under one key, its inner and outer states computed once (RFC 2104)."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if type(key) is not bytes or len(key) != KEY_SIZE:
+            raise ClusterUsageError(f"a frame key is {KEY_SIZE} bytes")
+        block = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(block.translate(_INNER))
+        self._outer = hashlib.sha256(block.translate(_OUTER))
+
+    def tag(self, sequence: int, frame: bytes | bytearray) -> bytes:
+        inner = self._inner.copy()
+        inner.update(_U64.pack(sequence))
+        inner.update(frame)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()[:TAG_SIZE]
 
 
 def frame_tag(key: bytes, sequence: int, frame: bytes) -> bytes:
     """The tag of `frame` (its wire bytes) as frame number `sequence` of the direction keyed by `key`."""
-    state = _keyed(key)
-    state.update(_U64.pack(sequence))
-    state.update(frame)
-    return bytes(state.digest())
+    return _Keyed(key).tag(sequence, frame)
 
 
 class FrameSealer:
@@ -139,7 +153,7 @@ class FrameSealer:
     __slots__ = ("_keyed", "sequence")
 
     def __init__(self, key: bytes) -> None:
-        self._keyed = _keyed(key)
+        self._keyed = _Keyed(key)
         self.sequence = 0  # the sequence number of the next frame sealed
 
     def seal(self, frame: bytes) -> bytes:
@@ -148,10 +162,7 @@ class FrameSealer:
         if sequence >= SEQUENCE_LIMIT:
             raise ClusterUsageError("sequence numbers of this link are exhausted")
         self.sequence = sequence + 1
-        state = self._keyed.copy()
-        state.update(_U64.pack(sequence))
-        state.update(frame)
-        return frame + state.digest()
+        return frame + self._keyed.tag(sequence, frame)
 
     def seal_all(self, frames: Iterable[bytes]) -> bytes:
         """The sealed frames, in order, as one byte string."""
@@ -164,16 +175,13 @@ class FrameOpener:
     __slots__ = ("_keyed", "sequence")
 
     def __init__(self, key: bytes) -> None:
-        self._keyed = _keyed(key)
+        self._keyed = _Keyed(key)
         self.sequence = 0  # the sequence number the next frame must carry
 
     def open(self, frame: bytes | bytearray, tag: bytes | bytearray) -> None:
         """Accept `frame` (its wire bytes) with `tag`, or raise `FrameAuthenticationFailed` (the link must then
         close: the count of a failed frame is not advanced, so nothing after it verifies either)."""
         sequence = self.sequence
-        state = self._keyed.copy()
-        state.update(_U64.pack(sequence))
-        state.update(frame)
-        if not hmac.compare_digest(state.digest(), bytes(tag)):
+        if not hmac.compare_digest(self._keyed.tag(sequence, frame), bytes(tag)):
             raise FrameAuthenticationFailed(sequence)
         self.sequence = sequence + 1

@@ -32,7 +32,6 @@ RAW: dict[str, int | float] = {
     "broker.connect_latency_le_1000": 2,
     "broker.connect_latency_le_5000": 1,
     "broker.connect_latency_le_inf": 1,
-    "broker.connect_latency_count": 4,
     "broker.connect_latency_sum_us": 7_000_500,
 }
 
@@ -86,8 +85,16 @@ def test_the_exporter_and_the_node_use_the_same_buckets() -> None:
         "broker.connect_latency", "broker.delivery_latency", "registration.handover_duration"}
 
 
-@pytest.mark.parametrize("name", ["queue_message_in", "queue_message_out", "queue_message_drop",
-                                  "queue_message_expired", "mqtt_pubrec_received", "mqtt_pubrel_received",
+def test_queue_in_and_out_add_up_the_sessions_keys() -> None:
+    raw = {"broker.queue_message_direct": 5, "broker.queue_message_queued": 2, "broker.queue_message_dequeued": 1}
+    fams = by_name(families(raw))
+    assert fams["queue_message_in"].samples == [((), 7.0)]
+    assert fams["queue_message_out"].samples == [((), 6.0)]
+    assert fams["queue_message_in"].kind == fams["queue_message_out"].kind == "counter"
+
+
+@pytest.mark.parametrize("name", ["queue_message_drop", "queue_message_expired", "mqtt_pubrec_received",
+                                  "mqtt_pubrel_received",
                                   "mqtt_pubcomp_received", "mqtt_unsubscribe_received", "mqtt_pingreq_received",
                                   "mqtt_disconnect_received"])
 def test_vernemqs_counters_are_counters_of_the_broker(name: str) -> None:
@@ -97,7 +104,7 @@ def test_vernemqs_counters_are_counters_of_the_broker(name: str) -> None:
 
 def test_an_unknown_bucket_bound_adds_to_the_next_larger_one() -> None:
     raw = {"broker.delivery_latency_le_300": 2, "broker.delivery_latency_le_99999999": 1,
-           "broker.delivery_latency_count": 4, "broker.delivery_latency_sum_us": 10}
+           "broker.delivery_latency_le_inf": 1, "broker.delivery_latency_sum_us": 10}
     hist = by_name(families(raw))["vmqpy_publish_delivery_seconds"]
     assert dict(hist.buckets)["0.00025"] == 0.0 and dict(hist.buckets)["0.0005"] == 2.0
     assert dict(hist.buckets)["5.0"] == 2.0 and hist.buckets[-1] == ("+Inf", 4.0)
@@ -229,8 +236,9 @@ def test_observe_ns_counts_whole_microseconds_and_a_step_back_as_zero() -> None:
     counter: Counter[str] = Counter()
     client_metrics.DELIVERY_LATENCY.observe_ns(counter, 250_999)
     client_metrics.DELIVERY_LATENCY.observe_ns(counter, -5_000)
-    assert counter == Counter({"delivery_latency_le_250": 1, "delivery_latency_le_100": 1,
-                               "delivery_latency_count": 2, "delivery_latency_sum_us": 250})
+    client_metrics.DELIVERY_LATENCY.observe(counter, -7)
+    assert counter == Counter({"delivery_latency_le_250": 1, "delivery_latency_le_100": 2,
+                               "delivery_latency_sum_us": 250})
 
 
 @pytest.mark.parametrize("bounds", [(), (0, 10), (10, 5), (5, 5)])
@@ -260,3 +268,15 @@ def test_every_histogram_exports_what_the_node_observed(histogram: client_metric
     text = generate_latest(registry(lambda: "n@h", lambda: raw)).decode()
     [parsed] = [f for f in text_string_to_metric_families(text) if f.name == spec.name]
     assert parsed.type == "histogram"
+
+
+def test_node_counters_are_a_counter_with_dicts_item_assignment() -> None:
+    counters = client_metrics.NodeCounters()
+    counters["a"] += 1
+    counters["b"] += 3
+    assert isinstance(counters, Counter) and counters["missing"] == 0 and "missing" not in counters
+    assert counters.most_common(1) == [("b", 3)] and dict(counters) == {"a": 1, "b": 3}
+    assert client_metrics.NodeCounters.__delitem__ is dict.__delitem__  # the C slot: no Python-level detour
+    del counters["a"]
+    with pytest.raises(KeyError):
+        del counters["a"]

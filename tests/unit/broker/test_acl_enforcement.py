@@ -16,8 +16,9 @@ from vmqpy.broker.access import AccessControl
 from vmqpy.broker.acl import parse_acl
 from vmqpy.broker.auth import hash_password
 from vmqpy.broker.broker import Broker
+from vmqpy.broker.decisions import RefuseConnect, Register, Reply, SubscribeTo, Unanswered
 from vmqpy.broker.message import Message
-from vmqpy.broker.protocol import ConnectionMachine, RefuseConnect, Register, Reply, SubscribeTo, Unanswered
+from vmqpy.broker.protocol import ConnectionMachine
 from vmqpy.broker.session import Session
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc

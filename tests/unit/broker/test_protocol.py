@@ -16,13 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vmqpy.broker.message import Message
-from vmqpy.broker.negotiation import Accepted, keepalive_check_after, keepalive_expired, negotiate
-from vmqpy.broker.protocol import (
+from vmqpy.broker.decisions import (
     Close,
-    ConnectionMachine,
-    OutboundAliases,
-    Phase,
     RefuseConnect,
     Register,
     Reply,
@@ -32,8 +27,12 @@ from vmqpy.broker.protocol import (
     Unanswered,
     UnsubscribeFrom,
 )
+from vmqpy.broker.message import Message
+from vmqpy.broker.negotiation import Accepted, keepalive_check_after, keepalive_expired, negotiate
+from vmqpy.broker.protocol import ConnectionMachine, Phase
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
+from vmqpy.broker.topic_aliases import OutboundAliases
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation, RemoteProtocolError

@@ -1,5 +1,6 @@
 """The node's queue counters a session keeps in the broker's metrics (VerneMQ's queue_message_in, _out, _drop,
-_expired): monotonic per node, whatever becomes of the sessions, and the session's own `dropped` beside them."""
+_expired, as admin.prometheus publishes them from the session's keys): monotonic per node, whatever becomes of
+the sessions, and the session's own `dropped` beside them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
+from admin.prometheus import families
 from tests.unit.broker.test_session import RecordingSink, msg
 from vmqpy.broker.message import Message
 from vmqpy.broker.session import Delivery, Outgoing, OutState, Session
@@ -21,7 +23,9 @@ def session(metrics: Counter[str], max_inflight: int = 2, max_online: int = 3, m
 
 
 def counts(metrics: Counter[str]) -> tuple[int, ...]:
-    return tuple(metrics[key] for key in KEYS)
+    """The four published counters (in, out, drop, expired) of the node keys, as /metrics shows them."""
+    published = {f.name: f.samples[0][1] for f in families({f"broker.{k}": v for k, v in metrics.items()})}
+    return tuple(int(published.get(key, 0)) for key in KEYS)
 
 
 def test_written_at_once_is_in_and_out() -> None:
@@ -31,6 +35,7 @@ def test_written_at_once_is_in_and_out() -> None:
     assert s.deliver(msg(1, qos=0), 0, False, [], 0.0) is Delivery.SENT
     assert s.deliver(msg(2, qos=1), 1, False, [], 0.0) is Delivery.SENT
     assert counts(metrics) == (2, 2, 0, 0)
+    assert metrics == Counter({"queue_message_direct": 2})  # one increment per message written at once
 
 
 def test_queued_is_in_and_out_when_written_and_resends_are_not_counted() -> None:

@@ -13,9 +13,10 @@ from tests.unit.broker.test_protocol import Auth_, Policy
 from tests.unit.broker.test_router import entry, online
 from tests.unit.broker.test_session import RecordingSink
 from vmqpy.broker.broker import Broker
+from vmqpy.broker.decisions import Register, Reply, Send, SubscribeTo, suback_codes
 from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.protocol import RETRY_RECHECK, ConnectionMachine, Register, Reply, Send, SubscribeTo, suback_codes
+from vmqpy.broker.protocol import RETRY_RECHECK, ConnectionMachine
 from vmqpy.broker.router import Router, outgoing_qos
 from vmqpy.broker.session import Session
 from vmqpy.config import Config
