@@ -95,6 +95,8 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("mqtt_pingreq_received", "counter", "PINGREQ packets received", "broker.mqtt_pingreq_received"),
     _s("mqtt_pingresp_sent", "counter", "PINGRESP packets sent", "broker.mqtt_pingresp_sent"),
     _s("mqtt_disconnect_received", "counter", "DISCONNECT packets received", "broker.mqtt_disconnect_received"),
+    _s("mqtt_disconnect_sent", "counter", "DISCONNECT packets sent (MQTT 5.0 clients only)",
+       "broker.mqtt_disconnect_sent"),
     _s("queue_message_in", "counter",
        "messages a session on this node took for its client (written at once or queued)",
        "broker.queue_message_direct", "broker.queue_message_queued"),

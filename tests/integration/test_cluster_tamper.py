@@ -1,6 +1,10 @@
 """A man in the middle of a live, plain cluster link: one flipped bit after the handshake closes the link, both
-nodes log it, nothing altered is delivered, and the cluster links again once the tampering stops
-(frame_auth.py; docs/security.md, "Cluster links")."""
+nodes log it, and the cluster links again and routes once the tampering stops (frame_auth.py; docs/security.md,
+"Cluster links"). That nothing altered is ever delivered is shown byte by byte in
+tests/unit/cluster/test_link_auth.py.
+
+The new link does not go through the proxy: once joined, each node dials the other's own listener (the proxy
+address was only the discovery address of the join)."""
 
 from __future__ import annotations
 

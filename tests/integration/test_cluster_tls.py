@@ -124,13 +124,20 @@ def test_an_unusable_cluster_tls_file_stops_the_start_with_exit_code_2(tmp_path:
 
 
 def test_sighup_reloads_and_keeps_a_node_without_tls_listeners_running(tmp_path: Path) -> None:
-    node = ClusterNode(6, tmp_path).start()
+    acl = tmp_path / "vmq.acl"
+    acl.write_text("topic #\n")
+    # no periodic look at the ACL file: only SIGHUP can reload it here
+    node = ClusterNode(6, tmp_path, {"acl_file": acl, "vmq_acl.acl_reload_interval": "0"}).start()
     try:
         assert node.proc is not None
         for count in (1, 2):  # one at a time: signals sent together may be taken as one
+            if count == 2:
+                acl.write_text("topic hup/#\ntopic other/#\n")
             node.proc.send_signal(signal.SIGHUP)
             wait_until(lambda count=count: node.log.read_text(errors="replace").count("SIGHUP: reloading") == count,
                        10, what=f"reload {count} logged")
+        wait_until(lambda: "ACL reloaded" in node.log.read_text(errors="replace"), 10, what="the new ACL in force")
+        assert node.log.read_text(errors="replace").count("ACL reloaded") == 1  # the unchanged file was kept
         assert node.proc.poll() is None
         client = node.client(5, unique("after-hup-"))
         client.subscribe("hup/#", qos=1)

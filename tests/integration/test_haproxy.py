@@ -92,10 +92,11 @@ def health(node: ClusterNode) -> tuple[int, dict[str, Any]]:
 
 
 # -- fixtures -----------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ClusterNode]]:
+@contextlib.contextmanager
+def running_cluster(workdir: Path) -> Iterator[list[ClusterNode]]:
+    """Three joined nodes whose MQTT listeners expect the PROXY header when HAProxy sends it; stopped after."""
     extra = {"listener.tcp.default.proxy_protocol": "on"} if PROXY_PROTOCOL else {}
-    started = start_cluster(tmp_path_factory.mktemp("haproxy-cluster"), extra)
+    started = start_cluster(workdir, extra)
     try:
         yield started
     finally:
@@ -103,13 +104,25 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ClusterNode
             node.stop()
 
 
-@pytest.fixture(scope="module")
-def haproxy(nodes: list[ClusterNode], tmp_path_factory: pytest.TempPathFactory) -> Iterator[HAProxy]:
-    proxy = HAProxy(tmp_path_factory.mktemp("haproxy"), nodes, PROXY_PROTOCOL)
+@contextlib.contextmanager
+def running_haproxy(workdir: Path, nodes: list[ClusterNode]) -> Iterator[HAProxy]:
+    proxy = HAProxy(workdir, nodes, PROXY_PROTOCOL)
     try:
         yield proxy.start()
     finally:
         proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ClusterNode]]:
+    with running_cluster(tmp_path_factory.mktemp("haproxy-cluster")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def haproxy(nodes: list[ClusterNode], tmp_path_factory: pytest.TempPathFactory) -> Iterator[HAProxy]:
+    with running_haproxy(tmp_path_factory.mktemp("haproxy"), nodes) as proxy:
+        yield proxy
 
 
 # -- the configuration --------------------------------------------------------------------------------------------

@@ -18,9 +18,17 @@ from collections.abc import Iterator
 import pytest
 
 from chaos.haproxy import HAPROXY
-from tests.integration.cluster import ClusterNode, cluster_ready, start_cluster
+from tests.integration.cluster import ClusterNode, cluster_ready
 from tests.integration.conftest import wait_until
-from tests.integration.test_haproxy import PROXY_PROTOCOL, HAProxy, Load, all_online_once, readiness, sessions
+from tests.integration.test_haproxy import (
+    HAProxy,
+    Load,
+    all_online_once,
+    readiness,
+    running_cluster,
+    running_haproxy,
+    sessions,
+)
 
 pytestmark = [
     pytest.mark.vmqpy_only("a vmqpy cluster behind HAProxy"),
@@ -32,22 +40,14 @@ SUBSCRIBERS = 60  # about 20 persistent sessions per node
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ClusterNode]]:
-    extra = {"listener.tcp.default.proxy_protocol": "on"} if PROXY_PROTOCOL else {}
-    started = start_cluster(tmp_path_factory.mktemp("failover-cluster"), extra)
-    try:
+    with running_cluster(tmp_path_factory.mktemp("failover-cluster")) as started:
         yield started
-    finally:
-        for node in started:
-            node.stop()
 
 
 @pytest.fixture(scope="module")
 def haproxy(nodes: list[ClusterNode], tmp_path_factory: pytest.TempPathFactory) -> Iterator[HAProxy]:
-    proxy = HAProxy(tmp_path_factory.mktemp("failover-haproxy"), nodes, PROXY_PROTOCOL)
-    try:
-        yield proxy.start()
-    finally:
-        proxy.stop()
+    with running_haproxy(tmp_path_factory.mktemp("failover-haproxy"), nodes) as proxy:
+        yield proxy
 
 
 def busiest(load: Load, nodes: list[ClusterNode]) -> tuple[ClusterNode, int]:

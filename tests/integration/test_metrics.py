@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.clients import PINGRESP, PUBREL, UNSUBACK, RawClient, enc_pingreq, enc_unsubscribe, unique
+from tests.integration.clients import (
+    DISCONNECT,
+    PINGRESP,
+    PUBREL,
+    UNSUBACK,
+    RawClient,
+    enc_pingreq,
+    enc_unsubscribe,
+    unique,
+)
 from tests.integration.cluster import ClusterNode, cut, partition_chain, start_cluster
 from tests.integration.conftest import wait_until
 
@@ -301,7 +310,7 @@ def test_an_expired_message_and_a_full_offline_queue_are_counted(tmp_path: Path)
 
 def test_a_takeover_from_another_node_observes_the_handover_duration(pair: list[ClusterNode]) -> None:
     n1, n2 = pair
-    before = scrape(n2)
+    before, before_n1 = scrape(n2), scrape(n1)
     client_id = unique("handed-over-")
     first = RawClient(n1.mqtt_port, n1.host, 5)
     second = RawClient(n2.mqtt_port, n2.host, 5)
@@ -317,6 +326,10 @@ def test_a_takeover_from_another_node_observes_the_handover_duration(pair: list[
         assert value(after, "vmqpy_handover_duration_seconds_bucket", le="+Inf") == value(
             after, "vmqpy_handover_duration_seconds_count")
         assert value(after, "vmqpy_handover_duration_seconds_sum") > 0
+        # n1 told its 5.0 client why it went: DISCONNECT 0x8E (Session taken over)
+        assert first.expect(DISCONNECT).reason_code == 0x8E
+        scrape_until(n1, lambda now: moved(before_n1, now, "mqtt_disconnect_sent_total") == 1,
+                     "n1 counts the DISCONNECT it sent")
         second.disconnect()
     finally:
         first.close()

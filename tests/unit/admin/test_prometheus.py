@@ -96,6 +96,7 @@ def test_queue_in_and_out_add_up_the_sessions_keys() -> None:
 @pytest.mark.parametrize("name", ["queue_message_drop", "queue_message_expired", "mqtt_pubrec_received",
                                   "mqtt_pubrel_received",
                                   "mqtt_pubcomp_received", "mqtt_unsubscribe_received", "mqtt_pingreq_received",
+                                  "mqtt_disconnect_sent", "mqtt_pubrec_sent", "mqtt_suback_sent",
                                   "mqtt_disconnect_received"])
 def test_vernemqs_counters_are_counters_of_the_broker(name: str) -> None:
     [spec] = [s for s in SPECS if s.name == name]
@@ -280,3 +281,8 @@ def test_node_counters_are_a_counter_with_dicts_item_assignment() -> None:
     del counters["a"]
     with pytest.raises(KeyError):
         del counters["a"]
+
+
+def test_every_packet_the_driver_counts_is_published() -> None:
+    published = {key for spec in SPECS for key in spec.sources}
+    assert {f"broker.{key}" for key in client_metrics.SENT_COUNTERS.values()} <= published

@@ -1,0 +1,103 @@
+"""Memory per idle connection and CPU per connect, vmqpy and Mosquitto side by side (issue 21, "Scale").
+
+For each round and each broker, interleaved: start the broker on a free loopback port, warm it up with 200
+connect/disconnects, read its RSS, open N clean MQTT 3.1.1 connections one after the other (CONNECT, wait for
+CONNACK) and keep them open, wait one second, read its RSS again and the CPU time it spent on the N connects.
+Reported per broker, medians over the rounds: KiB of RSS per idle connection ((RSS after - RSS before) / N) and
+microseconds of broker CPU per connect. The client is one process, the same for both brokers; the broker's
+figures do not depend on its speed.
+
+    flock /tmp/vmqpy-net.lock .venv/bin/python -m bench.bench_idle [--connections N] [--rounds R]
+
+Both brokers log at error level only; vmqpy runs with its defaults otherwise (clean sessions never touch the
+disk, but every connect writes and every disconnect deletes an owner record in the metadata store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import socket
+import statistics
+import time
+from dataclasses import dataclass
+
+from bench.brokers import KINDS, BrokerProcess
+
+WARMUP = 200
+SETTLE_S = 1.0
+
+
+def connect_packet(client_id: str) -> bytes:
+    """CONNECT, MQTT 3.1.1, clean session, keep alive 600 s."""
+    cid = client_id.encode()
+    body = b"\x00\x04MQTT\x04\x02\x02\x58" + len(cid).to_bytes(2, "big") + cid
+    return bytes([0x10, len(body)]) + body
+
+
+def open_connection(port: int, client_id: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(connect_packet(client_id))
+    connack = b""
+    while len(connack) < 4:
+        chunk = sock.recv(4 - len(connack))
+        if not chunk:
+            raise RuntimeError(f"{client_id}: connection closed before CONNACK")
+        connack += chunk
+    if connack[0] != 0x20 or connack[3] != 0:
+        raise RuntimeError(f"{client_id}: refused, CONNACK {connack.hex()}")
+    return sock
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    kib_per_connection: float
+    us_per_connect: float
+
+
+def measure(kind: str, connections: int, tag: str) -> Round:
+    with BrokerProcess(kind) as broker:
+        for i in range(WARMUP):
+            open_connection(broker.port, f"{tag}-w{i}").close()
+        time.sleep(SETTLE_S)
+        rss_before, cpu_before = broker.rss_kib(), broker.cpu_seconds()
+        held = []
+        try:
+            for i in range(connections):
+                held.append(open_connection(broker.port, f"{tag}-c{i}"))
+            cpu_after = broker.cpu_seconds()
+            time.sleep(SETTLE_S)
+            rss_after = broker.rss_kib()
+        finally:
+            for sock in held:
+                sock.close()
+        return Round((rss_after - rss_before) / connections, (cpu_after - cpu_before) / connections * 1e6)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--connections", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if args.connections + 100 > hard:
+        parser.error(f"--connections {args.connections}: this process may open {hard} files at most")
+    results: dict[str, list[Round]] = {kind: [] for kind in KINDS}
+    for r in range(args.rounds):
+        for kind in KINDS:
+            results[kind].append(measure(kind, args.connections, f"idle{r}"))
+            last = results[kind][-1]
+            print(f"round {r + 1} {kind:9} {last.kib_per_connection:6.2f} KiB/connection "
+                  f"{last.us_per_connect:6.1f} us CPU/connect", flush=True)
+    print(f"\n{args.connections} idle clean 3.1.1 connections, median of {args.rounds} rounds:")
+    print("| broker | RSS per idle connection | broker CPU per connect |")
+    print("|---|---:|---:|")
+    for kind in KINDS:
+        kib = statistics.median(r.kib_per_connection for r in results[kind])
+        us = statistics.median(r.us_per_connect for r in results[kind])
+        print(f"| {kind} | {kib:.2f} KiB | {us:.0f} us |")
+
+
+if __name__ == "__main__":
+    main()
