@@ -111,10 +111,18 @@ SPECS: Final[tuple[Spec, ...]] = (
        "broker.queue_message_expired"),
     _s("socket_open", "counter", "MQTT connections accepted", "broker.socket_open"),
     _s("socket_close", "counter", "MQTT connections closed", "broker.socket_close"),
+    _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: none within "
+       "mqtt.connect_timeout", "broker.connect_timeout", labels=(("reason", "timeout"),)),
+    _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: it announced more "
+       "than the largest packet", "broker.connect_too_large", labels=(("reason", "too_large"),)),
+    _s("vmqpy_connect_refused", "counter", "connections closed for a missing or invalid PROXY protocol header",
+       "broker.proxy_protocol_refused", labels=(("reason", "proxy_header"),)),
     _s("netsplit_detected", "counter", "times this node stopped reaching every member", "cluster.netsplit_detected"),
     _s("netsplit_resolved", "counter", "times this node reached every member again", "cluster.netsplit_resolved"),
     _s("cluster_bytes_sent", "counter", "bytes written to cluster links", "cluster.links.bytes_out"),
     _s("cluster_bytes_received", "counter", "bytes read from cluster links", "cluster.links.bytes_in"),
+    _s("cluster_bytes_dropped", "counter", "bytes of cluster frames not sent: refused (a peer's buffer full, a "
+       "frame too large) or buffered for a peer that was removed", "cluster.links.bytes_dropped"),
     _s("router_subscriptions", "gauge", "subscriptions of the sessions on this node", "broker.subscriptions"),
     _s("retain_messages", "gauge", "retained messages", "broker.retained"),
     _s("active_sessions", "gauge", "sessions with a connected client on this node", "broker.sessions_online"),

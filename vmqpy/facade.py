@@ -429,7 +429,6 @@ class NodeFacade:
         out["broker.sessions"] = len(broker.sessions)
         out["broker.sessions_online"] = sum(1 for s in broker.sessions.values() if s.online)
         out["broker.queued_messages"] = broker.queued()
-        out["broker.queue_dropped"] = sum(s.dropped for s in broker.sessions.values())
         out["broker.retained"] = len(broker.retained)
         out["broker.connections"] = len(self._connections)
         out["broker.subscriptions"] = sum(len(s.subscriptions) for s in broker.sessions.values())

@@ -48,6 +48,7 @@ from vmqpy.cluster.view import View
 from vmqpy.config import Config
 from vmqpy.drain import Outcome
 from vmqpy.facade import NodeFacade
+from vmqpy.hangup import reload_on_hangup
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
@@ -392,7 +393,7 @@ class Node:
         tls = ListenerContexts(tls_settings_of(self.config))  # ConfigError: checked by `vmqpy start` already
         listener_set = Listeners(self.config, broker, storage, auth, self.connections, tls)
         self.listeners.listener_set = listener_set
-        loop.add_signal_handler(signal.SIGHUP, self._reload_on_hangup, tls, broker)
+        loop.add_signal_handler(signal.SIGHUP, lambda: reload_on_hangup(tls, self.cluster_tls, broker))
         try:
             await listener_set.start()
             await self.listeners.open_all()
@@ -425,35 +426,6 @@ class Node:
 
     async def drain_clients(self, rate: float, timeout: float) -> tuple[Outcome, int, int]:
         return await self.listeners.drain_clients(rate, timeout)
-
-    def _reload_on_hangup(self, tls: ListenerContexts, broker: Broker) -> None:
-        """SIGHUP, whatever is configured: the certificates of the TLS listeners and of the cluster links, and the
-        ACL and password files (as `vmq-admin acl reload`), each read again; one that cannot be used keeps its
-        previous version in force and is logged. The node keeps running."""
-        log.info("SIGHUP: reloading certificates and access files")
-        if tls.settings:
-            self._reload_certificates(tls)
-        if self.cluster_tls is not None:
-            try:
-                self.cluster_tls.reload()
-            except config_module.ConfigError as exc:
-                log.error("cluster TLS certificates not reloaded: new links keep the previous ones", error=str(exc))
-            else:
-                log.info("cluster TLS certificates reloaded")
-        try:
-            broker.enforcer.reload(force=True)
-        except Exception:
-            log.exception("access file reload failed")
-
-    def _reload_certificates(self, tls: ListenerContexts) -> None:
-        """SIGHUP: the TLS listeners read their certificate, key and CA files again. New connections get the new
-        ones; live connections keep theirs. Files that cannot be used leave every listener as it was."""
-        try:
-            count = tls.reload()
-        except config_module.ConfigError as exc:
-            log.error("TLS certificates not reloaded: the listeners keep the previous ones", error=str(exc))
-            return
-        log.info("TLS certificates reloaded", listeners=count)
 
     def request_stop(self) -> bool:
         """`vmq-admin node stop`: stop the node as SIGTERM does, once the current answer is sent. False when

@@ -23,57 +23,13 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Protocol
 
 from vmqpy.broker.message import Message
+from vmqpy.broker.session_ports import Journal as Journal
+from vmqpy.broker.session_ports import NullJournal as NullJournal
+from vmqpy.broker.session_ports import Sink as Sink
 from vmqpy.mqtt.codec import encode
-from vmqpy.mqtt.packets import Packet, Pubrel, SubOptions
-from vmqpy.mqtt.reason_codes import SESSION_TAKEN_OVER
-
-
-class Sink(Protocol):
-    """The live connection of a session, as the session sees it."""
-
-    def write_packet(self, packet: Packet) -> None: ...
-
-    def write_publish(
-        self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
-        now: float, dup: bool = False,
-    ) -> None:
-        """Write `message` as a PUBLISH (the sink may reuse an encoded frame shared by many subscribers)."""
-        ...
-
-    def can_write(self) -> bool: ...
-
-    def take_over(self, reason_code: int = SESSION_TAKEN_OVER) -> tuple[Message | None, float]:
-        """Close the connection for a newer one of the same client id (5.0: DISCONNECT with `reason_code`,
-        0x8E; 0x98 Administrative action for `vmq-admin session disconnect`).
-
-        Returns the connection's will and will delay, which the broker then owns."""
-        ...
-
-
-class Journal(Protocol):
-    """Where a persistent session records what must survive a crash."""
-
-    def save_message(self, session: Session, out: Outgoing) -> None: ...
-
-    def delete_message(self, session: Session, out: Outgoing) -> None: ...
-
-    def save_incoming(self, session: Session, packet_id: int, present: bool) -> None: ...
-
-
-class NullJournal:
-    """The journal of a clean session: nothing survives."""
-
-    def save_message(self, session: Session, out: Outgoing) -> None:
-        pass
-
-    def delete_message(self, session: Session, out: Outgoing) -> None:
-        pass
-
-    def save_incoming(self, session: Session, packet_id: int, present: bool) -> None:
-        pass
+from vmqpy.mqtt.packets import Pubrel, SubOptions
 
 
 class OutState(IntEnum):

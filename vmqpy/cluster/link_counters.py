@@ -28,6 +28,8 @@ class LinkCounters:
     dial_attempts: int = 0  # TCP connects tried
     dial_failures: int = 0  # TCP connects failed
     metadata_dropped: int = 0  # METADATA frames received before set_receiver
+    bytes_dropped: int = 0  # bytes of data frames not sent: refused (buffer full, too large) or buffered for a
+    #                         peer and dropped (the peer was removed, the network stopped)
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)

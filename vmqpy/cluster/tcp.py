@@ -212,6 +212,7 @@ class ClusterNetwork:
         for conn in list(self._conns):
             conn.close_link(SHUTTING_DOWN)
         for peer in self._peers.values():
+            self._counters.bytes_dropped += peer.outbox.size
             peer.outbox.clear()
         for handshake in list(self._tls_pending):
             handshake.cancel()
@@ -275,6 +276,7 @@ class ClusterNetwork:
         for conn in (peer.dialing, peer.active):
             if conn is not None:
                 conn.close_link(PEER_REMOVED)
+        self._counters.bytes_dropped += peer.outbox.size
         peer.outbox.clear()
 
     def set_intent(self, intent: str | None) -> None:
@@ -369,6 +371,7 @@ class ClusterNetwork:
         size = len(frame)
         if size - HEADER_SIZE > self.incoming_buffer:
             self._counters.oversized += 1
+            self._counters.bytes_dropped += size
             self._logger(peer=peer).warning(
                 "cluster frame too large, not sent",
                 frame_type=frame_type.name,
@@ -382,6 +385,7 @@ class ClusterNetwork:
         offer = entry.outbox.offer(frame, writable)
         if offer is _REFUSED:
             self._counters.overflows += 1
+            self._counters.bytes_dropped += size
             refused = entry.outbox.refusal(clock())
             if refused is not None:
                 self._logger(peer=peer).warning(

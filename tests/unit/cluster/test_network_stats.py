@@ -11,7 +11,7 @@ from .helpers import COOKIE
 NAMES = [
     "frames_in", "frames_out", "bytes_in", "bytes_out", "overflows", "oversized", "unknown_peer",
     "handshakes_refused", "duplicate_links", "malformed_frames", "silent_peers", "links_up", "links_down",
-    "reconnects", "dial_attempts", "dial_failures", "metadata_dropped", "connections", "reachable",
+    "reconnects", "dial_attempts", "dial_failures", "metadata_dropped", "bytes_dropped", "connections", "reachable",
     "buffered_frames", "buffered_bytes",
 ]
 

@@ -290,6 +290,7 @@ async def test_outgoing_buffer_overflow_returns_false_and_is_counted(make_net: M
         accepted = [a.send_frame("b", FrameType.METADATA, bytes([i]) * 100) for i in range(fits + 5)]
     assert accepted == [True] * fits + [False] * 5
     assert a.stats()["overflows"] == 5
+    assert a.stats()["bytes_dropped"] == 5 * frame_size
     assert a.stats()["buffered_bytes"] == fits * frame_size
     full = [e for e in logs if e["event"] == "cluster outgoing buffer full, refusing frames"]
     assert len(full) == 1  # one line per peer per 10 s, not one per refused frame
@@ -313,6 +314,10 @@ async def test_oversized_and_unknown_peer_frames_are_refused(make_net: MakeNet) 
     assert a.send_frame("b", FrameType.FORWARD, bytes(990))
     assert not a.send_frame("nobody", FrameType.FORWARD, b"x")
     assert (a.stats()["oversized"], a.stats()["unknown_peer"]) == (1, 1)
+    oversized = len(encode_frame(FrameType.FORWARD, bytes(1000)))
+    assert a.stats()["bytes_dropped"] == oversized, "the refused frame (an unknown peer's is not encoded)"
+    a.remove_peer("b")  # the 990-byte frame buffered for b is dropped with it
+    assert a.stats()["bytes_dropped"] == oversized + len(encode_frame(FrameType.FORWARD, bytes(990)))
 
 
 async def test_a_paused_socket_buffers_then_refuses_and_delivers_in_order(make_net: MakeNet) -> None:

@@ -1,0 +1,42 @@
+"""SIGHUP, whatever the node is configured with: the certificates of the TLS listeners and of the cluster links,
+and the ACL and password files (as `vmq-admin acl reload`), each read again; one that cannot be used keeps its
+previous version in force and is logged. The node keeps running (docs/security.md, "Renewing certificates").
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from vmqpy.broker.broker import Broker
+from vmqpy.broker.tls import ClusterContexts, ListenerContexts
+from vmqpy.config_values import ConfigError
+
+log = structlog.get_logger("vmqpy.node")
+
+__all__ = ["reload_on_hangup"]
+
+
+def reload_on_hangup(tls: ListenerContexts, cluster_tls: ClusterContexts | None, broker: Broker) -> None:
+    """Reload the listeners' TLS files (`tls`), the cluster links' (`cluster_tls`, when set) and the access
+    files of `broker`."""
+    log.info("SIGHUP: reloading certificates and access files")
+    if tls.settings:
+        # New connections get the new certificates; live connections keep theirs. Files that cannot be used
+        # leave every listener as it was.
+        try:
+            count = tls.reload()
+        except ConfigError as exc:
+            log.error("TLS certificates not reloaded: the listeners keep the previous ones", error=str(exc))
+        else:
+            log.info("TLS certificates reloaded", listeners=count)
+    if cluster_tls is not None:
+        try:
+            cluster_tls.reload()
+        except ConfigError as exc:
+            log.error("cluster TLS certificates not reloaded: new links keep the previous ones", error=str(exc))
+        else:
+            log.info("cluster TLS certificates reloaded")
+    try:
+        broker.enforcer.reload(force=True)
+    except Exception:
+        log.exception("access file reload failed")
