@@ -48,6 +48,13 @@ class AckQueue:
         if remote is not None:  # completed on this thread, by a frame from another node
             remote.add_done_callback(self._flush)
 
+    def close(self) -> None:
+        """The connection is gone: nothing still queued is written, and the failure callback (a method of the
+        connection) is let go, so that the connection is freed as soon as nothing else holds it (no cycle is left
+        for the garbage collector, which a busy node runs rarely)."""
+        self.active = False
+        self._on_failure = _ignore
+
     def _flush(self) -> None:
         pending = self._pending
         while pending:
@@ -62,3 +69,7 @@ class AckQueue:
                 return
             if self.active:
                 action()
+
+
+def _ignore(_error: BaseException) -> None:
+    """The failure callback of a closed queue."""

@@ -43,12 +43,18 @@ def start_registration(conn: MQTTConnection, accepted: Accepted) -> None:
     # Registration goes through the client id's leader and may wait for another node: nothing more is
     # read from this client until it is done (the CONNECT timer stops; registration has its own bounds).
     conn._registering = True
+    _hold(conn)
+    conn.loop.create_task(register(conn, registrar, accepted))
+
+
+def _hold(conn: MQTTConnection) -> None:
+    """Read nothing more from the client for now, and stop its CONNECT timer (a refusal or the registration
+    that follows has bounds of its own)."""
     if conn._timer is not None:
         conn._timer.cancel()
         conn._timer = None
     if conn.transport is not None:
         conn.transport.pause_reading()
-    conn.loop.create_task(register(conn, registrar, accepted))
 
 
 def redirected(conn: MQTTConnection, accepted: Accepted, placement: Placement) -> bool:
@@ -154,11 +160,7 @@ def refuse_login(conn: MQTTConnection, decision: RefuseConnect) -> None:
     conn.log.info("refused connect", reason=decision.why, reason_code=hex(code), failed_logins=failures,
                   hint=decision.hint)
     conn._refusing = True
-    if conn._timer is not None:
-        conn._timer.cancel()
-        conn._timer = None
-    if conn.transport is not None:
-        conn.transport.pause_reading()
+    _hold(conn)
     conn.loop.call_later(decision.delay, send_refusal, conn, code, decision.why)
 
 

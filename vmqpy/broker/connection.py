@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from time import monotonic_ns
@@ -118,6 +119,10 @@ class MQTTConnection(asyncio.Protocol):
         self._connect_at = 0.0  # loop time the CONNECT was read (CONNECT-to-CONNACK latency)
         self._asked_client_id = ""  # the client id the CONNECT asked for (logged when it is refused)
         self._announced = False  # a "client connected" line was logged: log its disconnect too
+        # what the listener does when the socket is gone (leave the node's set, free a max_connections place): each
+        # is given the connection, so that none holds it (a closure over it would be a cycle kept until the
+        # garbage collector's next full pass)
+        self.on_lost: tuple[Callable[[MQTTConnection], None], ...] = ()
         broker.metrics["socket_open"] += 1
 
     @property
@@ -180,8 +185,11 @@ class MQTTConnection(asyncio.Protocol):
             self.protocol_error(rc.UNSPECIFIED_ERROR)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        on_lost, self.on_lost = self.on_lost, ()
+        for callback in on_lost:
+            callback(self)
         self.closing = True
-        self.acks.active = False
+        self.acks.close()
         if self._timer is not None:
             self._timer.cancel()
         if self._retry_timer is not None:

@@ -88,15 +88,8 @@ class Listeners:
         conn.peer = peer
         conn.identity_as_username = bool(kind in config_module.TLS_KINDS
                                          and self.option(kind, name, "use_identity_as_username"))
-        connections = self.connections
-        connections.add(conn)
-        conn_lost = conn.connection_lost
-
-        def lost(exc: Exception | None) -> None:
-            connections.discard(conn)
-            conn_lost(exc)
-
-        conn.connection_lost = lost  # type: ignore[method-assign]
+        self.connections.add(conn)
+        conn.on_lost += (self.connections.discard,)
         return conn
 
     def awaiting_connect(self, kind: str, name: str, release: Callable[[], None],
@@ -105,13 +98,7 @@ class Listeners:
         that runs `release` when its socket is gone (the prelude runs it if the socket goes before that)."""
         def open_connection() -> asyncio.Protocol:
             conn = self.open_mqtt(kind, name, peer)
-            conn_lost = conn.connection_lost
-
-            def lost(exc: Exception | None) -> None:
-                release()
-                conn_lost(exc)
-
-            conn.connection_lost = lost  # type: ignore[method-assign]
+            conn.on_lost = (_calling(release), *conn.on_lost)
             return conn
 
         return ConnectPrelude(open_connection, self.connect_waits[(kind, name)], release)
@@ -123,13 +110,7 @@ class Listeners:
         if not limit.admit(self.loop.time()):
             return RefusedConnection()
         conn = self.open_mqtt(kind, name)
-        conn_lost = conn.connection_lost
-
-        def lost(exc: Exception | None) -> None:
-            limit.release()
-            conn_lost(exc)
-
-        conn.connection_lost = lost  # type: ignore[method-assign]
+        conn.on_lost = (_calling(limit.release), *conn.on_lost)
         return conn
 
     def factory(self, kind: str, name: str) -> ProtocolFactory:
@@ -198,3 +179,10 @@ class Listeners:
             tls = self.tls.server_context(kind, name)
         return await self.loop.create_server(self.factory(kind, name), host, port, reuse_address=True, backlog=1024,
                                              ssl=tls, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if tls else None)
+
+
+def _calling(release: Callable[[], None]) -> Callable[[MQTTConnection], None]:
+    """`release` as a callback of MQTTConnection.on_lost (which gives it the connection, unused here)."""
+    def lost(_conn: MQTTConnection) -> None:
+        release()
+    return lost

@@ -82,16 +82,21 @@ def _source(config: Config, kind: str, name: str, option: str) -> str:
     return f"listener.{kind}.{option}"
 
 
-def build_context(settings: TlsSettings) -> ssl.SSLContext:
-    """The server context of one TLS listener. Raises ConfigError naming the file that cannot be used."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = VERSIONS[settings.tls_version]
+def _load_chain(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    """Give `context` the certificate chain and key of `settings`; ConfigError names the file that cannot be used."""
     _readable(settings, "certfile", settings.certfile)
     _readable(settings, "keyfile", settings.keyfile)
     try:
         context.load_cert_chain(settings.certfile, settings.keyfile)
     except ssl.SSLError as exc:
         raise ConfigError(_chain_problem(settings, exc)) from None
+
+
+def build_context(settings: TlsSettings) -> ssl.SSLContext:
+    """The server context of one TLS listener. Raises ConfigError naming the file that cannot be used."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = VERSIONS[settings.tls_version]
+    _load_chain(context, settings)
     if settings.cafile is not None:
         _readable(settings, "cafile", settings.cafile)
         try:
@@ -203,12 +208,7 @@ def build_client_context(settings: TlsSettings) -> ssl.SSLContext:
     context.minimum_version = VERSIONS[settings.tls_version]
     context.check_hostname = False
     context.verify_mode = ssl.CERT_REQUIRED
-    _readable(settings, "certfile", settings.certfile)
-    _readable(settings, "keyfile", settings.keyfile)
-    try:
-        context.load_cert_chain(settings.certfile, settings.keyfile)
-    except ssl.SSLError as exc:
-        raise ConfigError(_chain_problem(settings, exc)) from None
+    _load_chain(context, settings)
     if settings.cafile is None:
         raise ConfigError(f"{settings.source('cafile')}: the CA that peer certificates are verified against is needed")
     _readable(settings, "cafile", settings.cafile)

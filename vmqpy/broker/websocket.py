@@ -204,6 +204,7 @@ def application(open_connection: Callable[[], asyncio.Protocol], largest_packet:
                 await asyncio.wait_for(asyncio.shield(sender), CLOSE_TIMEOUT)
             sender.cancel()
             protocol.connection_lost(None)
+            transport.protocol = None  # as asyncio's transports do: no cycle keeps the connection alive
         return ws
 
     app = web.Application()
