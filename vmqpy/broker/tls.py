@@ -92,18 +92,23 @@ def _load_chain(context: ssl.SSLContext, settings: TlsSettings) -> None:
         raise ConfigError(_chain_problem(settings, exc)) from None
 
 
+def _load_ca(context: ssl.SSLContext, settings: TlsSettings, cafile: Path) -> None:
+    """Give `context` the CA certificates of `cafile`; ConfigError names the file when it cannot be used."""
+    _readable(settings, "cafile", cafile)
+    try:
+        context.load_verify_locations(cafile=str(cafile))
+    except ssl.SSLError as exc:
+        raise ConfigError(f"{settings.source('cafile')}: {cafile} holds no usable CA certificate "
+                          f"(PEM): {exc.reason or exc}") from None
+
+
 def build_context(settings: TlsSettings) -> ssl.SSLContext:
     """The server context of one TLS listener. Raises ConfigError naming the file that cannot be used."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = VERSIONS[settings.tls_version]
     _load_chain(context, settings)
     if settings.cafile is not None:
-        _readable(settings, "cafile", settings.cafile)
-        try:
-            context.load_verify_locations(cafile=str(settings.cafile))
-        except ssl.SSLError as exc:
-            raise ConfigError(f"{settings.source('cafile')}: {settings.cafile} holds no usable CA certificate "
-                              f"(PEM): {exc.reason or exc}") from None
+        _load_ca(context, settings, settings.cafile)
         context.verify_mode = ssl.CERT_OPTIONAL  # a certificate a client presents is verified
     for option in ("require_certificate", "use_identity_as_username"):
         if getattr(settings, option) and settings.cafile is None:
@@ -211,12 +216,7 @@ def build_client_context(settings: TlsSettings) -> ssl.SSLContext:
     _load_chain(context, settings)
     if settings.cafile is None:
         raise ConfigError(f"{settings.source('cafile')}: the CA that peer certificates are verified against is needed")
-    _readable(settings, "cafile", settings.cafile)
-    try:
-        context.load_verify_locations(cafile=str(settings.cafile))
-    except ssl.SSLError as exc:
-        raise ConfigError(f"{settings.source('cafile')}: {settings.cafile} holds no usable CA certificate "
-                          f"(PEM): {exc.reason or exc}") from None
+    _load_ca(context, settings, settings.cafile)
     return context
 
 

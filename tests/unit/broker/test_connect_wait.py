@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.broker.test_preludes import FakeTransport
 from vmqpy.broker.preludes import (
     CONNECT_TIMEOUT_METRIC,
     CONNECT_TOO_LARGE_METRIC,
@@ -79,26 +80,6 @@ def test_every_real_connect_is_waited_for_whole(connect: Connect) -> None:
     assert connect_bytes_needed(packet, len(packet)) == len(packet)
     with pytest.raises(OversizedConnect):
         connect_bytes_needed(packet[:header], len(packet) - 1)
-
-
-class FakeTransport:
-    """The parts of an asyncio transport the prelude uses."""
-
-    def __init__(self) -> None:
-        self.protocol: Any = None
-        self.aborted = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("10.0.0.1", 5555) if name == "peername" else default
-
-    def set_protocol(self, protocol: Any) -> None:
-        self.protocol = protocol
-
-    def is_closing(self) -> bool:
-        return self.aborted
-
-    def abort(self) -> None:
-        self.aborted = True
 
 
 class Recorder(asyncio.Protocol):
