@@ -124,7 +124,11 @@ class MovedRoutes:
             if until < due:
                 del self.routes[route_key]
                 continue
-            if (node == peer or client_id in self._sessions or (clients is not None and client_id not in clients)
+            here = self._sessions.get(client_id)
+            # A session here that is not moving away is routed here again (it came back); one still handing
+            # over is not routed here any more, so its late forwards go on too.
+            if (node == peer or (here is not None and here.moving_to is None)
+                    or (clients is not None and client_id not in clients)
                     or entry.group is not None or not topics.matches(entry.match_filter, message.topic)):
                 continue
             # Passed on even when the sender's last report held the new route: the sender may have routed this

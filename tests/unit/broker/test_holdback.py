@@ -157,3 +157,19 @@ def test_a_forward_that_cannot_be_buffered_is_counted_lost_and_releases_the_send
     routes.pass_on(Message("t/x", b"p", 1), "n1", 7, None)
     assert forwarder.released == [("n1", 7)]
     assert metrics["forwards_passed_on_lost"] == 1
+
+
+def test_a_forward_is_passed_on_while_the_moved_session_is_still_here_handing_over() -> None:
+    """The new route reaches this node before the handover finished: the session is still here (moving, its
+    last messages not yet acknowledged by the new node) but no longer routed here, so a late forward must go on
+    to the new node (an acknowledged QoS 1 message was lost in this window, tests/integration/test_late_forwards.py)."""
+    forwarder = RecordingForwarder()
+    moving = session("c1")
+    moving.moving_to = "n3"
+    routes, metrics = moved_routes(forwarder, {"c1": moving})
+    routes.moved("c1", entry("t/#"), "n3")
+    routes.pass_on(Message("t/x", b"p", 1), "n1", 7, None)
+    [(node, record, _on_ack, _on_fail)] = forwarder.forwards
+    assert (node, records.parse_forward(record)[2]) == ("n3", {"c1"})
+    assert forwarder.held == [("n1", 7)]
+    assert metrics["forwards_passed_on"] == 1
