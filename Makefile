@@ -29,7 +29,7 @@ typecheck: venv
 	$(BIN)/mypy --strict dvv vmqpy admin chaos tests/unit
 
 pytest: venv
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 test: debian-deps venv lint typecheck pytest
 
