@@ -21,7 +21,14 @@ Commands that only read answer GET (and HEAD), commands that change something an
 
 Every path under /api/ needs an API key (`admin.keys`): the `x-api-key` header, the user name of HTTP basic
 authentication (the password is ignored: `curl http://KEY@127.0.0.1:8888/api/v1/cluster/show`) or
-`Authorization: Bearer KEY`. Without a valid key the answer is 401 before anything else is looked at.
+`Authorization: Bearer KEY`. Without a valid key the answer is 401 before anything but the body's size is looked at.
+
+No route reads a request body (parameters travel in the query string). A body of up to MAX_IGNORED_BODY bytes
+(the `{}` or empty form some HTTP clients send with every POST) is allowed and ignored; a larger one is refused
+before it is read: a Content-Length over the limit at once, a chunked body once what arrived passes it. The answer
+is 413 with a JSON error and `Connection: close`, and the node closes the connection instead of reading the rest
+(`Expect: 100-continue` gets no 100 for such a body). The size is checked before the key, so a request too large
+gets 413 with or without a key (the answer tells nothing about the key); a small one without a key gets 401.
 
 Each request is logged through structlog (event "admin_request": method, path, command, status, ms, peer); query
 strings, headers and bodies are never logged, so neither are keys. aiohttp's own access log is off.
@@ -29,6 +36,7 @@ strings, headers and bodies are never logged, so neither are keys. aiohttp's own
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import json
@@ -39,7 +47,8 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.http import HttpVersion11
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -74,6 +83,10 @@ PROMETHEUS = web.AppKey("prometheus_registry", CollectorRegistry)
 MEMBER_ROWS = web.AppKey("status_member_rows", status_page.MemberRows)
 CONTEXT = web.AppKey("admin_context", Context)
 _COMMAND_NAME = web.RequestKey("admin_command", str)
+#: bytes of request body allowed (and ignored: no route reads a body); more gets 413 before it is read
+MAX_IGNORED_BODY = 1024
+#: seconds a chunked body of at most MAX_IGNORED_BODY bytes has to arrive whole (else 408)
+BODY_TIMEOUT = 10.0
 
 log = structlog.get_logger("admin.http")
 
@@ -122,6 +135,51 @@ async def _errors_and_log(request: web.Request, handler: Handler) -> web.StreamR
     else:
         log.info("admin_request", **fields)
     return response
+
+
+@web.middleware
+async def _body_limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Before the key: refuse a body over MAX_IGNORED_BODY before reading it (see the module's docstring)."""
+    length = request.content_length  # None: no Content-Length (chunked, or no body at all)
+    if length is not None and length > MAX_IGNORED_BODY:
+        return await _refuse_body(request, 413, f"request body too large: {length} bytes announced; this API reads "
+                                                f"no body (parameters go in the query string), at most "
+                                                f"{MAX_IGNORED_BODY} bytes are allowed")
+    if length is None and request.body_exists:  # chunked: counted as it arrives, never more than the limit kept
+        received = 0
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT):
+                while chunk := await request.content.readany():
+                    received += len(chunk)
+                    if received > MAX_IGNORED_BODY:
+                        return await _refuse_body(request, 413, f"request body too large: {received} bytes sent "
+                                                                f"so far; at most {MAX_IGNORED_BODY} bytes are allowed")
+        except TimeoutError:
+            return await _refuse_body(request, 408, f"request body not complete within {BODY_TIMEOUT:g} s")
+    return await handler(request)
+
+
+async def _refuse_body(request: web.Request, status: int, message: str) -> web.StreamResponse:
+    """Answer `status` with a JSON error and close the connection without reading the rest of the body (aiohttp
+    would otherwise read it and throw it away, for up to 10 s)."""
+    response = _error(status, message)
+    response.force_close()  # Connection: close
+    await response.prepare(request)
+    await response.write_eof()
+    request.protocol.force_close()
+    return response
+
+
+async def _expect_continue(request: web.Request) -> None:
+    """`Expect: 100-continue` (curl sends it with a body over 1 MiB): invite the body only when it is one the API
+    takes; else say nothing, and `_body_limit` answers 413 at once. Another expectation gets 417, as in aiohttp."""
+    expect = request.headers.get(hdrs.EXPECT, "")
+    if expect.lower() != "100-continue":
+        raise web.HTTPExpectationFailed(text=f"unknown Expect: {expect}")
+    length = request.content_length
+    if request.version >= HttpVersion11 and (length is None or length <= MAX_IGNORED_BODY):
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer's own bytes start after the 100
 
 
 def _presented_key(request: web.Request) -> str | None:
@@ -273,22 +331,23 @@ async def _health(request: web.Request) -> web.StreamResponse:
 
 def build_app(facade: AdminNode, keys: KeyStore) -> web.Application:
     """The aiohttp application: one route per command path and alias, /health, JSON errors, API-key auth."""
-    app = web.Application(middlewares=[_errors_and_log, _auth])
+    app = web.Application(middlewares=[_errors_and_log, _body_limit, _auth])
     app[CONTEXT] = Context(facade, keys)
     app[PROMETHEUS] = prometheus.registry(facade.node_name, facade.metrics)
     app[MEMBER_ROWS] = status_page.MemberRows(facade.status)
+    route = functools.partial(app.router.add_route, expect_handler=_expect_continue)
     for cmd in COMMANDS:
         for path in (cmd.path, *cmd.aliases):
-            app.router.add_route("*", command_url_path(cmd, path), _command_handler(cmd))
+            route("*", command_url_path(cmd, path), _command_handler(cmd))
     for alias, path in HTTP_ALIASES.items():
-        app.router.add_route("*", f"{API_PREFIX}/{alias}", _command_handler(BY_PATH[path]))
-    app.router.add_route("GET", "/health", _health)
-    app.router.add_route("GET", "/health/ping", _ping)
-    app.router.add_route("GET", "/health/listeners", _listeners_health)
-    app.router.add_route("GET", "/status.json", _status_json)
-    app.router.add_route("GET", "/status", _status_page)
-    app.router.add_route("GET", "/metrics", _metrics)
-    app.router.add_route("*", API_PREFIX + "/{tail:.*}", _unknown)
+        route("*", f"{API_PREFIX}/{alias}", _command_handler(BY_PATH[path]))
+    route("GET", "/health", _health)
+    route("GET", "/health/ping", _ping)
+    route("GET", "/health/listeners", _listeners_health)
+    route("GET", "/status.json", _status_json)
+    route("GET", "/status", _status_page)
+    route("GET", "/metrics", _metrics)
+    route("*", API_PREFIX + "/{tail:.*}", _unknown)
     return app
 
 

@@ -9,11 +9,15 @@ bytes that are not HTTP at all (bad request lines, lying Content-Length, oversiz
 What each answer must be:
 * an answer within `timeout` seconds (else: hang), never a 5xx (except 503 from /health*, which means "not
   ready"), and the process still running;
-* a request under /api/ or to /metrics, /status.json without the right key: 401 (the key is checked first),
-  or a 400/413/431 from the HTTP layer for a request it cannot take (a 10,000-byte header, a 16 KB query);
+* a request with a body over admin.http.MAX_IGNORED_BODY (the API reads no body): 413 whatever its key (the
+  size is checked before the key), unless the HTTP layer refused it first (400/431); the node closes such a
+  connection without reading the body, so a client still sending may see the close instead of the answer;
+* a request under /api/ or to /metrics, /status.json without the right key: 401 (the key is checked first,
+  after the body's size), or a 400/413/431 from the HTTP layer for a request it cannot take (a 10,000-byte
+  header, a 16 KB query);
 * every 4xx from the API: a JSON body {"type": "error", "error": "<non-empty message>"}; a 4xx from the HTTP
   layer before the API (a request aiohttp cannot parse): a non-empty text body; raw garbage may also be answered
-  by closing the connection, and so may a request with a body over BODY_READ_LIMIT (the API reads no body).
+  by closing the connection.
 With the right key, only requests that cannot change the node are sent: GET/HEAD/PUT/DELETE/PATCH/OPTIONS
 anywhere (a command that changes the node answers 405 to all but POST), POST only to paths that are not commands.
 `trace client` (a stream that lasts as long as asked) is left out of the keyed GETs.
@@ -37,7 +41,7 @@ import aiohttp
 from yarl import URL
 
 from admin.commands import COMMANDS
-from admin.http import API_PREFIX, HTTP_ALIASES
+from admin.http import API_PREFIX, HTTP_ALIASES, MAX_IGNORED_BODY
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "FROB")
 COMMAND_PATHS = tuple(API_PREFIX + "/" + "/".join(p) for c in COMMANDS for p in (c.path, *c.aliases))
@@ -47,7 +51,6 @@ STREAMING = (API_PREFIX + "/trace",)
 OTHER_PATHS = ("/health", "/health/ping", "/health/listeners", "/status", "/status.json", "/metrics", "/",
                *(f"{API_PREFIX}/{a}" for a in HTTP_ALIASES))
 KEYED_PATHS = ("/metrics", "/status.json")  # without `metrics.public` / `status.public`, the default
-BODY_READ_LIMIT = 64 * 1024  # the API reads no body; one larger than a socket buffer may be refused by a close
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +191,12 @@ def judge(req: Request, status: int, body: bytes, content_type: str) -> str | No
     if status >= 500 and not (status == 503 and req.path.startswith("/health")):
         return f"{status} for {req.method} {req.path[:80]}: {body[:200]!r}"
     from_http_layer = not content_type.startswith("application/json")
-    if req.key != "valid" and _needs_key(req.path) and status != 401 and not (status in (400, 413, 431)
-                                                                              and from_http_layer):
+    refused_by_http_layer = status in (400, 413, 431) and from_http_layer
+    too_large = len(req.body) > MAX_IGNORED_BODY
+    if too_large and status != 413 and not refused_by_http_layer:
+        return f"{status} for a body of {len(req.body)} bytes to {req.method} {req.path[:80]} (expected 413)"
+    if req.key != "valid" and _needs_key(req.path) and status != 401 and not refused_by_http_layer \
+            and not too_large:
         return f"{status} without the right key for {req.method} {req.path[:80]} (expected 401)"
     if 400 <= status < 500 and req.method != "HEAD":
         if content_type.startswith("application/json"):
@@ -252,7 +259,7 @@ async def _run(base: str, key: str | None, cases: int, run_seed: int, timeout: f
                     # a status our client could not read to the end: aiohttp's own 400 to a HEAD carries a body
                     status, body, content_type = e.status, (e.message or "?").encode()[:200], "text/plain"
                 except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as e:
-                    if len(req.body) > BODY_READ_LIMIT:  # the node closed rather than read a body nobody wants
+                    if len(req.body) > MAX_IGNORED_BODY:  # the node closed rather than read a body nobody wants
                         report.bodies_refused += 1
                         return
                     report.failures.append(f"{type(e).__name__} {str(e)[:200]} for {req.method} {req.path[:80]}")
