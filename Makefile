@@ -41,8 +41,11 @@ BASE ?= 127.0.0.11
 chaos: debian-deps venv
 	$(BIN)/python -m chaos run --all --mode $(MODE) --nodes $(NODES) --base-address $(BASE) --out chaos-runs/$(MODE)
 
+# The whole bench set (bench/README.md): message scenarios and idle connections side by side with Mosquitto,
+# the cost curves at small sizes; one table, and a dated summary JSON in bench/results/. BENCH_ARGS=--quick: ~3 min.
+BENCH_ARGS ?=
 bench: debian-deps venv
-	$(BIN)/python -m bench.compare
+	$(BIN)/python -m bench.suite $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -15,6 +15,8 @@ Reported: the round trips' p50/p99 with and without the attack, the node's RSS b
 after (and per attack socket held), its CPU during the window, how many attack sockets the node closed and how
 long after they were opened. `--max-connections N` sets `listener.max_connections` (the probe clients connect
 before the attack, so they hold two of the places); `--connect-timeout T` sets `mqtt.connect_timeout`.
+`--source DIR` runs the node from another tree of vmqpy (`--revision REV`: a committed one, exported with
+bench.brokers.export_revision), to measure before and after a change in one session.
 Both processes raise RLIMIT_NOFILE to its hard limit.
 """
 
@@ -25,15 +27,17 @@ import asyncio
 import contextlib
 import json
 import resource
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.brokers import HOST, BrokerProcess, cpu_seconds
+from bench.brokers import HOST, BrokerProcess, cpu_seconds, export_revision
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.packets import Connack, Connect, Puback, Publish, Suback, SubOptions, Subscribe, Subscription
 
@@ -287,8 +291,8 @@ class Probe:
 class FloodNode(BrokerProcess):
     """bench.brokers' vmqpy node with a few more configuration lines."""
 
-    def __init__(self, extra: dict[str, str]) -> None:
-        super().__init__("vmqpy")
+    def __init__(self, extra: dict[str, str], source: Path | None = None) -> None:
+        super().__init__("vmqpy", source=source)
         self.extra = extra
 
     def command(self, config_file: Path) -> list[str]:
@@ -311,7 +315,7 @@ async def run_attack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     if args.connect_timeout is not None:
         extra["mqtt.connect_timeout"] = args.connect_timeout
     count = args.connections or (2000 if kind == "slowloris" else 10000)
-    node = FloodNode(extra)
+    node = FloodNode(extra, args.source)
     node.start()
     try:
         probe = await Probe.start(node.port, f"probe-{kind}")
@@ -350,7 +354,8 @@ async def run_attack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         node.stop()
     held = attack_report["most_open"] or 1
     return {
-        "attack": kind, "connections": count, "extra": extra, "ready": ready, "attacker": attack_report,
+        "attack": kind, "connections": count, "extra": extra, "source": str(args.source or "this checkout"),
+        "ready": ready, "attacker": attack_report,
         "baseline": summary(baseline), "during": summary(during), "after": summary(after),
         "probe_failures": probe.failed, "node_alive": alive,
         "rss_kib": {"before": rss_before, "peak_during": peak[0], "after": rss_after},
@@ -370,7 +375,7 @@ def print_report(result: dict[str, Any]) -> None:
     ratio = d["p99_ms"] / b["p99_ms"] if b["p99_ms"] else float("nan")
     rss = result["rss_kib"]
     print(f"## {result['attack']}: {result['connections']} sockets, {a['seconds']} s window "
-          f"(config: {result['extra'] or 'defaults'})")
+          f"(config: {result['extra'] or 'defaults'}; vmqpy from {result['source']})")
     print(f"  attack sockets: {a['ready_after']} s to open; at most {a['most_open']} open at once; "
           f"{a['opened']} opened, {a['closed_by_node']} closed by the node "
           f"(after {a['close_after_min']} / {a['close_after_p50']} / {a['close_after_max']} s min/median/max), "
@@ -399,6 +404,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--connect-timeout", default=None, help="mqtt.connect_timeout (default: the node's)")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after the attack before 'after' (3)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    parser.add_argument("--source", type=Path, default=None,
+                        help="run the node from this tree of vmqpy (default: this checkout)")
+    parser.add_argument("--revision", default=None,
+                        help="run the node from this committed revision (exported to a temporary directory)")
     parser.add_argument("--attacker", choices=("slowloris", "flood"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -412,13 +421,21 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report), flush=True)
         return 0
     kinds = ("slowloris", "flood") if args.mode == "both" else (args.mode,)
+    if args.revision is not None:
+        args.source = Path(tempfile.mkdtemp(prefix="bench-flood-src-"))
+        commit = export_revision(args.revision, args.source)
+        print(f"# vmqpy {args.revision} = {commit} exported to {args.source}")
     print(f"# python -m bench.flood {' '.join(sys.argv[1:] if argv is None else argv)}  "
           f"({time.strftime('%Y-%m-%d %H:%M:%S')})")
     results = []
-    for kind in kinds:
-        result = asyncio.run(run_attack(kind, args))
-        results.append(result)
-        print_report(result)
+    try:
+        for kind in kinds:
+            result = asyncio.run(run_attack(kind, args))
+            results.append(result)
+            print_report(result)
+    finally:
+        if args.revision is not None:
+            shutil.rmtree(args.source, ignore_errors=True)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2))
     return 0 if all(r["node_alive"] and r["probe_failures"] == 0 for r in results) else 1

@@ -79,6 +79,9 @@ class Config:
     shared_subscription_policy: str = "prefer_local"
     persistent_session_placement: str = "anywhere"  # or "assigned" (vmqpy.cluster.placement)
     detect_timeout: float = 1.0
+    queue_replicas: int = 2  # queue.replicas (vmqpy.replicas)
+    queue_write_quorum: int | None = None  # queue.write_quorum; None: queue.replicas
+    queue_failover_timeout: float = 30.0  # queue.failover_timeout
     outgoing_clustering_buffer_size: int = 10 * 1024 * 1024
     incoming_clustering_buffer_size: int = 64 * 1024 * 1024
     metadata_sync_interval: float = 1.0
@@ -247,6 +250,9 @@ def build(settings: Sequence[_Setting]) -> Config:
         shared_subscription_policy=get("shared_subscription_policy"),
         persistent_session_placement=get("persistent_session_placement"),
         detect_timeout=get("cluster.detect_timeout"),
+        queue_replicas=get("queue.replicas"),
+        queue_write_quorum=get("queue.write_quorum"),
+        queue_failover_timeout=get("queue.failover_timeout"),
         outgoing_clustering_buffer_size=get("outgoing_clustering_buffer_size"),
         incoming_clustering_buffer_size=get("incoming_clustering_buffer_size"),
         metadata_sync_interval=get("metadata.sync_interval"),
@@ -364,6 +370,8 @@ _FIELD_OF = {
     "listener.https.keyfile": "https_keyfile",
     "listener.vmq.clustering": "cluster_listener", "cluster.detect_timeout": "detect_timeout",
     "cluster.readiness": "readiness",
+    "queue.replicas": "queue_replicas", "queue.write_quorum": "queue_write_quorum",
+    "queue.failover_timeout": "queue_failover_timeout",
     "metadata.sync_interval": "metadata_sync_interval", "metadata.replication_log": "replication_log",
     "metrics.public": "metrics_public", "status.public": "status_public",
     "log.console": "log_format", "log.console.level": "log_level", "log.console.file": "log_file",

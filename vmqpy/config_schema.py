@@ -126,6 +126,20 @@ SCHEMA: Mapping[str, Key] = {
         "which member of a $share group gets a message: prefer_local, local_only or random (docs/cluster.md)",
     ),
     "cluster.detect_timeout": Key(parse_duration, 1.0, "a peer without a heartbeat for this long is unreachable"),
+    "queue.replicas": Key(
+        parse_int(1, 9), 2,
+        "nodes holding each persistent session's queue, its owner included; 1: only the owner (docs/replication.md)",
+    ),
+    "queue.failover_timeout": Key(
+        parse_duration, 30.0,
+        "a session recreated while its old owner is still a member takes the replicas' copies once that owner has "
+        "been unreachable this long (docs/replication.md)",
+    ),
+    "queue.write_quorum": Key(
+        parse_int(1, 9), None,
+        "copies a message needs before its publisher is acknowledged in the consistency modes (default and "
+        "maximum: queue.replicas)",
+    ),
     "outgoing_clustering_buffer_size": Key(
         parse_int(1024), 10 * 1024 * 1024, "bytes buffered per unreachable peer before forwards are refused"
     ),

@@ -122,6 +122,7 @@ class NodeFacade:
         self._departure = departure
         self._lifecycle = lifecycle
         self._events = events
+        self.queue_replicas: Callable[[], dict[str, int]] | None = None  # vmqpy.replicas: node.py sets it
         self._exchanges_seen: tuple[int, float | None] = (0, None)  # (exchanges completed, when seen moving)
         self._handlers: dict[str, Handler] = {
             SESSIONS: self._local_sessions, DISCONNECT: self._local_disconnect,
@@ -449,6 +450,8 @@ class NodeFacade:
         registration = self._registration
         if registration is not None:
             out.update({f"registration.{k}": v for k, v in registration.stats().items()})
+        if self.queue_replicas is not None:
+            out.update({f"queue_replica.{k}": v for k, v in self.queue_replicas().items()})
         for operation, count in sorted(self._policy.refused.items()):
             out[f"netsplit.refused_{operation}"] = count
         return out

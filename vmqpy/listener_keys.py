@@ -69,8 +69,8 @@ LISTENER_OPTIONS: Mapping[str, ListenerOption] = {
         "HOST:PORT clients reach this listener at (Server Reference of a redirect; default: its bind address)",
     ),
     "proxy_protocol": ListenerOption(
-        parse_bool, "on: every connection starts with a PROXY protocol v1/v2 header (docs/load-balancing.md)",
-        default=False, kinds=("tcp",), kind_wide=True,
+        parse_bool, "on: every connection starts with a PROXY protocol v1/v2 header, before TLS and HTTP "
+        "(docs/load-balancing.md)", default=False, kind_wide=True,
     ),
     "cafile": ListenerOption(
         parse_path, "CA certificates (PEM) that client certificates are verified against", kinds=TLS_KINDS,

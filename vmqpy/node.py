@@ -52,6 +52,7 @@ from vmqpy.hangup import reload_on_hangup
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
+from vmqpy.replicas.service import QueueReplication
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.node")
@@ -73,6 +74,7 @@ class Node:
         self.cluster_tls: ClusterContexts | None = None  # when cluster.tls.* are set: links over TLS
         self.registration: RegistrationService | None = None
         self.departure: Departure | None = None
+        self.replication: QueueReplication | None = None  # queue.replicas > 1 and cluster links (vmqpy.replicas)
         self.policy = Policy(netsplit_settings(config))
         self.events = ClusterEvents()  # recent joins, leaves, netsplits, takeovers (the status page)
         self._reopening: asyncio.Task[None] | None = None
@@ -98,9 +100,13 @@ class Node:
             broker.router.shared_policy = self.config.shared_subscription_policy
             broker.load(time.time())
             if network is not None:
+                self.replication = QueueReplication.configured(self.config, storage, self.policy)
                 await stack.enter_async_context(self._cluster(network, metadata, broker, incarnation, incarnations))
             await stack.enter_async_context(self._ticker(broker))
             facade = self._facade(broker, metadata, storage)
+            if self.replication is not None:
+                facade.queue_replicas = self.replication.stats
+                storage = self.replication.durable(storage)  # acknowledgements wait for the replicas too
             await stack.enter_async_context(self._systree(broker, facade))
             await stack.enter_async_context(self._access_reload(broker))
             await stack.enter_async_context(self._admin_api(facade))
@@ -161,11 +167,14 @@ class Node:
             LeftState.clear(self.config.data_dir)  # a marker of a former incarnation (a crash while rejoining)
             left = None
         self.policy.left = left is not None
+        replication = self.replication
+        local_barrier = None if self.storage is None else self.storage.barrier
         cluster = self.cluster = ClusterService(
             self.config.nodename, incarnation, address, network, metadata,
             deliver_forwarded=broker.deliver_forwarded, on_removed=self._on_removed, on_view=self._on_view,
-            barrier=None if self.storage is None else self.storage.barrier,
+            barrier=local_barrier if replication is None else replication.barrier,
             left=left is not None, reincarnate=self._reincarnate,
+            deliver_replica=None if replication is None else replication.deliver, local_barrier=local_barrier,
         )
         if left is not None:
             cluster.removed_by = left.by
@@ -173,12 +182,17 @@ class Node:
         broker.forwarder = cluster
         cluster.on_congestion = broker.on_peer_congestion
         cluster.reachability_handlers.append(broker.on_peer_reachability)
+        if replication is not None:
+            replication.attach(cluster, broker)
+        durable = self.storage if replication is None or self.storage is None else replication.durable(self.storage)
         registration = self.registration = RegistrationService(
-            cluster, broker, self.storage, allow_without_leader=lambda: self.policy.settings.allow_register,
+            cluster, broker, durable, allow_without_leader=lambda: self.policy.settings.allow_register,
             majority_serves=lambda: self.policy.settings.readiness == "majority" and self.policy.ready)
+        registration.recovery = None if replication is None else replication.recovered
         cluster.control_handlers.append(registration.on_control)
         cluster.reachability_handlers.append(registration.on_reachability)
         departure = self.departure = Departure(cluster, registration, broker, self._stop_serving)
+        departure.recoverable = None if replication is None else replication.held_for
         cluster.control_handlers.append(departure.on_control)
         cluster.start()
         # Before registration.start(), which resumes the handovers of sessions kept here.
@@ -194,6 +208,8 @@ class Node:
         finally:
             broker.registrar = None
             broker.on_moving = None
+            if replication is not None:
+                replication.detach(broker)
             await registration.stop()
             broker.forwarder = None
             await cluster.stop()

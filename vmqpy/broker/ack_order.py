@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from vmqpy.broker.empty_deque import EMPTY
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.storage import Storage
 
@@ -27,7 +28,8 @@ class AckQueue:
         self._loop = loop
         self._storage = storage
         self._on_failure = on_failure
-        self._pending: deque[tuple[Future[None] | None, RemoteAck | None, Callable[[], None]]] = deque()
+        # what waits, in order; the shared empty deque (vmqpy.broker.empty_deque) until something has to wait
+        self._pending: deque[tuple[Future[None] | None, RemoteAck | None, Callable[[], None]]] = EMPTY
         self.active = True  # False once the connection closes: what is still queued is not written
 
     def after(self, durable: bool, action: Callable[[], None], remote: RemoteAck | None = None) -> None:
@@ -42,6 +44,8 @@ class AckQueue:
             else:
                 action()
             return
+        if self._pending is EMPTY:
+            self._pending = deque()
         self._pending.append((future, remote, action))
         if future is not None:  # completed on the storage thread
             future.add_done_callback(lambda _f: self._loop.call_soon_threadsafe(self._flush))

@@ -87,6 +87,7 @@ class Broker:
         # owner, how a CONNECT is registered and, with `persistent_session_placement = assigned`, where it goes.
         self.nodes: Callable[[], Iterable[str]] | None = None
         self.on_moving: Callable[[str, str], None] | None = None
+        self.on_recreated: Callable[[str], None] | None = None  # queue replicas: fetch its messages (node.py)
         self.registrar: Registrar | None = None
         self.placement: Placement | None = None
         self._migration = SessionMigration(self)
@@ -179,9 +180,14 @@ class Broker:
                 self.store.delete_session(client_id)
         if session.persistent:
             self.store.save_session(session)
-        # The owner record: every node learns where this client id lives now (a newer connect wins by HLC).
-        value = records.session_value(self.metadata.hlc_now(), self.node, clean_start, expiry)
-        self.metadata.put(records.SESSION, records.session_key(client_id), value)
+        # The owner record: every node learns where this client id lives now (a newer connect wins by HLC). A
+        # clean session of a node without cluster links has nobody to tell, and ends with the node at the latest:
+        # no record (the node's own `sessions` is where it is found), unless one is there to be replaced.
+        key = records.session_key(client_id)
+        if (session.persistent or self.config.cluster_listener is not None
+                or self.metadata.get(records.SESSION, key) is not None):
+            value = records.session_value(self.metadata.hlc_now(), self.node, clean_start, expiry)
+            self.metadata.put(records.SESSION, key, value)
         if adopted:
             assert image is not None
             self._migration.adopt_image(session, image)

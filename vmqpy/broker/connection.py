@@ -77,6 +77,15 @@ WRITE_HIGH_WATER = 256 * 1024
 class MQTTConnection(asyncio.Protocol):
     """One client connection: the Sink of its session while it owns it."""
 
+    # No attribute dictionary: a node holds one of these per client (about 1.5 KB less each, docs/performance.md).
+    __slots__ = (
+        "__weakref__", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
+        "_flush_scheduled", "_out", "_rate", "_rate_held", "_reading_paused", "_refusing", "_registering", "_retries",
+        "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing", "config", "decoder",
+        "identity_as_username", "keep_alive", "last_received", "listener", "log", "loop", "machine", "normal_close",
+        "on_lost", "peer", "session", "storage", "traces", "transport", "username",
+    )
+
     def __init__(
         self, broker: Broker, config: Config, storage: Storage | None, auth: Authenticator, listener: str
     ) -> None:

@@ -3,10 +3,14 @@ that turns an accepted socket into a served connection, and the server itself.
 
 tcp: a ConnectPrelude, which waits for the whole CONNECT (mqtt.connect_timeout) before it makes the
 MQTTConnection (vmqpy.broker.preludes); with `proxy_protocol = on`, a ProxyPrelude before it.
-ssl: a TLS server (the context in force is picked at each handshake, vmqpy.broker.tls), then, once the handshake
-succeeded (AfterHandshake), a ConnectPrelude and the MQTTConnection as for tcp.
-ws, wss: aiohttp's HTTP server (over TLS for wss, as for ssl) upgrading GET /mqtt to a WebSocket that carries an
-MQTTConnection (vmqpy.broker.websocket); the upgrade request has mqtt.connect_timeout too.
+ssl: a plain server whose sockets first go through a HandshakePrelude (vmqpy.broker.handshake_prelude): the
+PROXY header with `proxy_protocol = on`, then the TLS handshake (the context in force is picked at each
+handshake, vmqpy.broker.tls; failed handshakes are counted and logged); then a ConnectPrelude and the
+MQTTConnection as for tcp.
+ws, wss: aiohttp's HTTP server (behind a HandshakePrelude for wss, or for ws with `proxy_protocol = on`)
+upgrading GET /mqtt to a WebSocket that carries an MQTTConnection (vmqpy.broker.websocket); the upgrade request
+has mqtt.connect_timeout too. The client's address from a PROXY header reaches the MQTTConnection through
+`proxied_peers` (vmqpy.broker.websocket.ProxiedPeers), by the socket under aiohttp's request.
 Every kind counts its connections against the listener's `max_connections` (vmqpy.broker.listener_limit; TLS
 connections from the end of their handshake, which has TLS_HANDSHAKE_TIMEOUT seconds; WebSocket listeners their
 WebSockets), and
@@ -28,12 +32,12 @@ from vmqpy.broker import websocket
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
+from vmqpy.broker.handshake_prelude import TLS_HANDSHAKE_FAILED_METRIC, HandshakePrelude, OpenProtocol, Peer
 from vmqpy.broker.listener_limit import ConnectionLimit, RefusedConnection
 from vmqpy.broker.preludes import (
     CONNECT_MAX_SIZE,
     PROXY_REFUSED_METRIC,
     TLS_HANDSHAKE_TIMEOUT,
-    AfterHandshake,
     ConnectPrelude,
     ConnectWait,
     FailureLog,
@@ -66,6 +70,8 @@ class Listeners:
         self.tls = tls
         self.loop = asyncio.get_running_loop()
         self._runners: dict[tuple[str, str], web.AppRunner] = {}  # the WebSocket listeners' aiohttp runners
+        self._handshakes: set[asyncio.Task[None]] = set()  # TLS handshakes under way (HandshakePrelude)
+        self.proxied_peers = websocket.ProxiedPeers()  # the clients' addresses of WebSocket listeners' PROXY headers
         self.limits = {
             (kind, name): ConnectionLimit(label(kind, name), self.option(kind, name, "max_connections"),
                                           broker.metrics)
@@ -103,13 +109,14 @@ class Listeners:
 
         return ConnectPrelude(open_connection, self.connect_waits[(kind, name)], release)
 
-    def websocket_connection(self, kind: str, name: str) -> asyncio.Protocol:
-        """The protocol of a new WebSocket of listener (kind, name): an MQTTConnection, or a refusal (the
-        WebSocket is closed at once) when the listener is at max_connections."""
+    def websocket_connection(self, kind: str, name: str, request: web.BaseRequest | None = None) -> asyncio.Protocol:
+        """The protocol of a new WebSocket of listener (kind, name) upgraded from `request`: an MQTTConnection
+        (whose peer is the one a PROXY header gave the request's socket, if any), or a refusal (the WebSocket
+        is closed at once) when the listener is at max_connections."""
         limit = self.limits[(kind, name)]
         if not limit.admit(self.loop.time()):
             return RefusedConnection()
-        conn = self.open_mqtt(kind, name)
+        conn = self.open_mqtt(kind, name, None if request is None else self.proxied_peers.peer_of(request))
         conn.on_lost = (_calling(limit.release), *conn.on_lost)
         return conn
 
@@ -118,33 +125,64 @@ class Listeners:
         limit = self.limits[(kind, name)]
         metrics = self.broker.metrics
         loop = self.loop
-
-        if kind == "tcp" and self.option(kind, name, "proxy_protocol"):
+        refusals = None
+        if self.option(kind, name, "proxy_protocol"):
             refusals = FailureLog(label(kind, name), PROXY_REFUSED_METRIC,
                                   "connection closed: no valid PROXY protocol header", metrics)
+
+        if kind == "tcp" and refusals is not None:
+            proxy_failures = refusals  # narrowed, for the closure
 
             def make_proxied() -> asyncio.Protocol:
                 if not limit.admit(loop.time()):
                     return RefusedConnection()
-                return ProxyPrelude(lambda peer: self.awaiting_connect(kind, name, limit.release, peer), refusals,
-                                    limit.release)
+                return ProxyPrelude(lambda peer: self.awaiting_connect(kind, name, limit.release, peer),
+                                    proxy_failures, limit.release)
 
             return make_proxied
-        if kind in ("ws", "wss"):  # max_connections counts the WebSockets (websocket_connection)
-            http = self._http_server(kind, name)
-            return http if kind == "ws" else lambda: AfterHandshake(http)
-        if kind in config_module.TLS_KINDS:
-            def open_tls() -> asyncio.Protocol:
-                if not limit.admit(loop.time()):
-                    return RefusedConnection()
-                return self.awaiting_connect(kind, name, limit.release)
-
-            return lambda: AfterHandshake(open_tls)
+        if kind in config_module.TLS_KINDS or refusals is not None:  # ssl, wss; ws with the PROXY header
+            return self._prelude_factory(kind, name, refusals)
+        if kind == "ws":  # max_connections counts the WebSockets (websocket_connection)
+            return self._http_server(kind, name)
 
         def make() -> asyncio.Protocol:
             if not limit.admit(loop.time()):
                 return RefusedConnection()
             return self.awaiting_connect(kind, name, limit.release)
+
+        return make
+
+    def _prelude_factory(self, kind: str, name: str, refusals: FailureLog | None) -> ProtocolFactory:
+        """Sockets of listener (kind, name) go through a HandshakePrelude: the PROXY header when `refusals` is
+        given, the TLS handshake on ssl and wss listeners; then the listener's own protocol."""
+        limit = self.limits[(kind, name)]
+        loop = self.loop
+        context = None
+        tls_failures = None
+        if kind in config_module.TLS_KINDS:
+            context = self.tls.server_context(kind, name)  # once: its SNI callback picks the context in force
+            tls_failures = FailureLog(label(kind, name), TLS_HANDSHAKE_FAILED_METRIC,
+                                      "connection closed: TLS handshake failed", self.broker.metrics)
+
+        if kind in ("ws", "wss"):  # max_connections counts the WebSockets (websocket_connection)
+            http = self._http_server(kind, name)
+
+            def open_http(peer: Peer | None, _transport: asyncio.Transport) -> asyncio.Protocol:
+                handler = http()
+                return handler if peer is None else self.proxied_peers.note(handler, peer)
+
+            open_protocol: OpenProtocol = open_http
+        else:
+            def open_mqtt(peer: Peer | None, _transport: asyncio.Transport) -> asyncio.Protocol:
+                if not limit.admit(loop.time()):
+                    return RefusedConnection()
+                return self.awaiting_connect(kind, name, limit.release, peer)
+
+            open_protocol = open_mqtt
+
+        def make() -> asyncio.Protocol:
+            return HandshakePrelude(open_protocol, tls=context, tls_failures=tls_failures, proxy_failures=refusals,
+                                    pending=self._handshakes, handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
 
         return make
 
@@ -168,17 +206,16 @@ class Listeners:
                 self._runners[(kind, name)] = runner
 
     async def close(self) -> None:
+        for task in list(self._handshakes):
+            task.cancel()
         for runner in self._runners.values():
             await runner.cleanup()
         self._runners.clear()
 
     async def open(self, kind: str, name: str, host: str, port: int) -> asyncio.Server:
-        """Listen on host:port for listener (kind, name)."""
-        tls = None
-        if kind in config_module.TLS_KINDS:
-            tls = self.tls.server_context(kind, name)
-        return await self.loop.create_server(self.factory(kind, name), host, port, reuse_address=True, backlog=1024,
-                                             ssl=tls, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if tls else None)
+        """Listen on host:port for listener (kind, name). TLS listeners are plain servers too: their handshake
+        runs in the HandshakePrelude, after the PROXY header if there is one."""
+        return await self.loop.create_server(self.factory(kind, name), host, port, reuse_address=True, backlog=1024)
 
 
 def _calling(release: Callable[[], None]) -> Callable[[MQTTConnection], None]:

@@ -181,7 +181,8 @@ class SessionMigration:
 
     def image_from_store(self, client_id: str) -> SessionImage | None:
         """The session of `client_id` as the replicated store knows it, when its owner node is out of reach:
-        its subscriptions (its messages stay with that node until it is reachable again)."""
+        its subscriptions (its messages stay with that node until it is reachable again; with queue replicas,
+        `broker.on_recreated` fetches their copies: vmqpy.replicas.failover)."""
         metadata = self._broker.metadata
         value = metadata.get(records.SESSION, records.session_key(client_id))
         if value is None or bool(value[2]):
@@ -190,6 +191,8 @@ class SessionMigration:
         for key, sub in metadata.fold(records.SUBSCRIPTION):
             if key[1] == client_id:
                 image.subscriptions.append(records.subscription_entry(key, sub)[2])
+        if self._broker.on_recreated is not None:  # its messages may live on in the queue replicas
+            self._broker.on_recreated(client_id)
         return image
 
     def reassign_sessions(self, node: str, new_owner: Callable[[str], str]) -> int:

@@ -5,12 +5,16 @@
 Records are msgpack in the node's `Storage` (SQLite, batched off the event loop). Keys put a session's records
 next to each other (`client_id NUL ...`; MQTT strings cannot hold NUL), so a session is deleted with one prefix
 delete. Clean sessions never touch the disk.
+
+With queue replicas (vmqpy.replicas), each write is also handed to `replicas` (a `ReplicaJournal`), which
+sends it to the session's replica nodes.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from vmqpy.broker.handover import outgoing_from_record, outgoing_record
 from vmqpy.broker.message import decode_record, encode_record
@@ -38,31 +42,55 @@ class StoredSession:
     incoming: set[int] = field(default_factory=set)
 
 
+class ReplicaJournal(Protocol):
+    """Where the writes of persistent sessions are copied to (vmqpy.replicas.owner.QueueReplicator)."""
+
+    def message(self, client_id: str, seq: int, record: bytes) -> None: ...
+
+    def message_gone(self, client_id: str, seq: int) -> None: ...
+
+    def incoming(self, client_id: str, packet_id: int, present: bool) -> None: ...
+
+    def session(self, client_id: str, record: bytes) -> None: ...
+
+    def drop(self, client_id: str) -> None: ...
+
+
 class SessionStore:
     """The Journal of persistent sessions, and the loader of everything at start."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, replicas: ReplicaJournal | None = None) -> None:
         self.storage = storage
+        self.replicas = replicas
 
     # --------------------------------------------------------------------------- sessions and subscriptions
 
     def save_session(self, session: Session) -> None:
-        record = [session.protocol_level, session.expiry_interval, session.disconnected_at]
-        self.storage.put(SESSIONS, session.client_id.encode(), encode_record(record))
+        record = encode_record([session.protocol_level, session.expiry_interval, session.disconnected_at])
+        self.storage.put(SESSIONS, session.client_id.encode(), record)
+        if self.replicas is not None:
+            self.replicas.session(session.client_id, record)
 
     def delete_session(self, client_id: str) -> None:
         self.storage.delete(SESSIONS, client_id.encode())
         prefix = _session_key(client_id)
         for table in (MESSAGES, INCOMING):
             self.storage.delete_prefix(table, prefix)
+        if self.replicas is not None:
+            self.replicas.drop(client_id)
 
     # --------------------------------------------------------------------------- the Journal
 
     def save_message(self, session: Session, out: Outgoing) -> None:
-        self.storage.put(MESSAGES, _message_key(session.client_id, out.seq), encode_record(outgoing_record(out)))
+        record = encode_record(outgoing_record(out))
+        self.storage.put(MESSAGES, _message_key(session.client_id, out.seq), record)
+        if self.replicas is not None:
+            self.replicas.message(session.client_id, out.seq, record)
 
     def delete_message(self, session: Session, out: Outgoing) -> None:
         self.storage.delete(MESSAGES, _message_key(session.client_id, out.seq))
+        if self.replicas is not None:
+            self.replicas.message_gone(session.client_id, out.seq)
 
     def save_incoming(self, session: Session, packet_id: int, present: bool) -> None:
         key = _session_key(session.client_id) + struct.pack(">H", packet_id)
@@ -70,6 +98,8 @@ class SessionStore:
             self.storage.put(INCOMING, key, b"")
         else:
             self.storage.delete(INCOMING, key)
+        if self.replicas is not None:
+            self.replicas.incoming(session.client_id, packet_id, present)
 
     # --------------------------------------------------------------------------- loading at start
 

@@ -1,6 +1,6 @@
 """What a listener does with a new socket before the MQTT connection serves it: read a PROXY protocol header
-(`ProxyPrelude`, `listener.tcp.NAME.proxy_protocol = on`), wait for the end of the TLS handshake that asyncio
-runs (`AfterHandshake`, `listener.ssl.NAME`, `listener.wss.NAME`), and wait for the client's whole CONNECT packet
+(`ProxyPrelude`, `listener.tcp.NAME.proxy_protocol = on`; TLS and WebSocket listeners read theirs and run the
+TLS handshake in vmqpy.broker.handshake_prelude), and wait for the client's whole CONNECT packet
 (`ConnectPrelude`, every tcp and ssl listener). Each is the socket's asyncio protocol until it is done, then
 hands the transport to the protocol that serves the connection (an MQTTConnection, aiohttp's request handler),
 which never knows a prelude was there; nothing is added to the path of a packet after the CONNECT.
@@ -12,19 +12,22 @@ than `ConnectWait.max_size` bytes is refused on its fixed header, before its bod
 "Slow clients and floods").
 
 Sockets refused here are closed and counted in the broker's metrics (`proxy_protocol_refused`,
-`connect_timeout`, `connect_too_large`); the log gets at most one line a second per listener and kind, with the
-latest reason and how many failed since the last line (`FailureLog`).
+`connect_timeout`, `connect_too_large`, and `tls_handshake_failed` from vmqpy.broker.handshake_prelude); the
+log gets at most one line a second per listener and kind, with the latest reason and how many failed since the
+last line (`FailureLog`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import Counter
 from collections.abc import Callable
 
 import structlog
 
 from vmqpy.broker import proxy_protocol
+from vmqpy.broker.connect_pacing import pause_until
 from vmqpy.broker.proxy_protocol import NEED_DATA, ProxyHeader, ProxyHeaderError
 
 log = structlog.get_logger("vmqpy.listener")
@@ -155,20 +158,6 @@ class ProxyPrelude(asyncio.Protocol):
             self._refuse(f"no complete PROXY header within {self.timeout:g}s ({len(self.buffer)} bytes received)")
 
 
-class AfterHandshake(asyncio.Protocol):
-    """The protocol of a socket accepted by a TLS server (`loop.create_server(..., ssl=...)`): asyncio runs the
-    handshake first (TLS_HANDSHAKE_TIMEOUT) and calls `connection_made` only once it succeeded; the TLS transport
-    then goes to `open_protocol()`, made at that moment (nothing is made for a failed handshake)."""
-
-    def __init__(self, open_protocol: Callable[[], asyncio.Protocol]) -> None:
-        self.open_protocol = open_protocol
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        protocol = self.open_protocol()
-        transport.set_protocol(protocol)
-        protocol.connection_made(transport)
-
-
 class OversizedConnect(Exception):
     """The first packet is a CONNECT announcing more bytes than a CONNECT may have."""
 
@@ -201,12 +190,15 @@ def connect_bytes_needed(head: bytes | bytearray, max_size: int) -> int | None:
 
 class ConnectWait:
     """What the new sockets of listener `listener` get before their CONNECT: `timeout` seconds to send it whole
-    and at most `max_size` bytes for it; the ones closed for either are counted and logged (`FailureLog`)."""
+    and at most `max_size` bytes for it; the ones closed for either are counted and logged (`FailureLog`).
+    `jitter()` draws the point of each pause of a socket that trickles its CONNECT (vmqpy.broker.connect_pacing)."""
 
-    def __init__(self, listener: str, timeout: float, max_size: int, metrics: Counter[str]) -> None:
+    def __init__(self, listener: str, timeout: float, max_size: int, metrics: Counter[str],
+                 jitter: Callable[[], float] = random.random) -> None:
         self.timeout = timeout
         self.max_size = max_size
         self.metrics = metrics
+        self.jitter = jitter
         self.late = FailureLog(listener, CONNECT_TIMEOUT_METRIC, "connection closed: no CONNECT in time", metrics)
         self.too_large = FailureLog(listener, CONNECT_TOO_LARGE_METRIC, "connection closed: CONNECT too large",
                                     metrics)
@@ -218,7 +210,9 @@ class ConnectPrelude(asyncio.Protocol):
     and announce at most `wait.max_size` bytes, else the socket is aborted (nothing was sent to it, and nothing
     is) and counted. A socket whose client ends it before sending a whole CONNECT (a TCP health check, a port
     scan) is closed without a log line. `on_lost` runs once if the socket goes away before it was handed on.
-    The socket counts in the broker's `socket_open` while it waits (the connection counts it once handed on)."""
+    The socket counts in the broker's `socket_open` while it waits (the connection counts it once handed on).
+    A socket whose CONNECT is still incomplete after a moment (a slow-loris) is read only now and then, at
+    random points (`vmqpy.broker.connect_pacing`): the node does not read thousands of them in one burst."""
 
     def __init__(self, open_connection: Callable[[], asyncio.Protocol], wait: ConnectWait,
                  on_lost: Callable[[], None]) -> None:
@@ -230,24 +224,44 @@ class ConnectPrelude(asyncio.Protocol):
         self.buffer = bytearray()
         self.done = False  # handed on, or closed
         self.handed_on = False
+        self.opened_at = 0.0
+        self.paused = False  # reading paused by connect_pacing until `_resume` fires
+        self._needed: int | None = None  # the CONNECT's whole length, once its fixed header was read
         self._timer: asyncio.TimerHandle | None = None
+        self._resume: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.wait.metrics["socket_open"] += 1
-        self._timer = self.loop.call_later(self.wait.timeout, self._expired)
+        self.opened_at = self.loop.time()
+        self._timer = self.loop.call_at(self.opened_at + self.wait.timeout, self._expired)
 
     def data_received(self, data: bytes) -> None:
         if self.done:
             return
         self.buffer += data
-        try:
-            needed = connect_bytes_needed(self.buffer, self.wait.max_size)
-        except OversizedConnect as exc:
-            self._refuse(self.wait.too_large, str(exc))
-            return
+        needed = self._needed
+        if needed is None:
+            try:
+                needed = self._needed = connect_bytes_needed(self.buffer, self.wait.max_size)
+            except OversizedConnect as exc:
+                self._refuse(self.wait.too_large, str(exc))
+                return
         if needed is not None and len(self.buffer) >= needed:
             self._hand_on()
+            return
+        now = self.loop.time()
+        resume_at = pause_until(self.opened_at, now, self.wait.jitter(), self.opened_at + self.wait.timeout)
+        if resume_at is not None and self.transport is not None and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+            self._resume = self.loop.call_at(resume_at, self._resume_reading)
+
+    def _resume_reading(self) -> None:
+        self._resume = None
+        if self.paused and not self.done and self.transport is not None and not self.transport.is_closing():
+            self.paused = False
+            self.transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         self.done = True
@@ -256,21 +270,26 @@ class ConnectPrelude(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.done = True
         self.buffer = bytearray()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timers()
         if not self.handed_on:
             self.wait.metrics["socket_close"] += 1
         on_lost, self.on_lost = self.on_lost, _nothing
         on_lost()
 
+    def _cancel_timers(self) -> None:
+        for timer in (self._timer, self._resume):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._resume = None
+
     def _hand_on(self) -> None:
         self.done = self.handed_on = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timers()
         transport = self.transport
         assert transport is not None
+        if self.paused:  # the connection expects a socket that is read
+            self.paused = False
+            transport.resume_reading()
         received, self.buffer = bytes(self.buffer), bytearray()
         self.wait.metrics["socket_open"] -= 1  # counted again by the connection, in the same callback
         protocol = self.open_connection()
@@ -283,6 +302,9 @@ class ConnectPrelude(asyncio.Protocol):
     def _refuse(self, failures: FailureLog, reason: str) -> None:
         self.done = True
         self.buffer = bytearray()
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
         transport = self.transport
         peer = None if transport is None else transport.get_extra_info("peername")
         failures.failed(reason, peer, self.loop.time())

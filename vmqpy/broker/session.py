@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from vmqpy.broker.empty_deque import EMPTY
 from vmqpy.broker.message import Message
 from vmqpy.broker.session_ports import Journal as Journal
 from vmqpy.broker.session_ports import NullJournal as NullJournal
@@ -76,6 +77,15 @@ FORWARD_MEMORY_IDS = 65536  # and at most this many ids
 class Session:
     """The broker-side state of one client id."""
 
+    # A node holds one per client id: no attribute dictionary, and the queues of a client that never needed one
+    # are the one shared empty deque (vmqpy.broker.empty_deque) until `_enqueue` or `attach` swaps in their own.
+    __slots__ = (
+        "_drain_waiters", "_held", "_next_packet_id", "_next_seq", "awaiting_release", "client_id", "disconnected_at",
+        "dropped", "expiry_interval", "inflight", "journal", "max_inflight", "max_offline", "max_online",
+        "max_packet_size", "metrics", "moving_to", "protocol_level", "queue", "recent_forwards", "sent_at", "sink",
+        "subscriptions", "watch_until", "window",
+    )
+
     def __init__(
         self,
         client_id: str,
@@ -94,7 +104,7 @@ class Session:
         self.expiry_interval = expiry_interval  # seconds after disconnect; None = never expires; 0 = clean
         self.subscriptions: dict[str, SubEntry] = {}
         self.inflight: dict[int, Outgoing] = {}
-        self.queue: deque[Outgoing] = deque()
+        self.queue: deque[Outgoing] = EMPTY  # messages waiting for the window or the connection, oldest first
         self.awaiting_release: set[int] = set()
         self.sink: Sink | None = None
         self.window = max_inflight
@@ -103,7 +113,7 @@ class Session:
         self.max_offline = max_offline
         self.max_packet_size = 0  # the client's Maximum Packet Size; 0 = no limit
         self.journal: Journal = journal or NullJournal()
-        self._held: deque[int] = deque()  # in-flight packet ids to resend once the window has room (attach)
+        self._held: deque[int] = EMPTY  # in-flight packet ids to resend once the window has room (attach)
         self.disconnected_at: float | None = None
         self.dropped = 0
         # forward id -> when it was delivered, while the session watches for duplicate forwards (None: it does not)
@@ -154,7 +164,7 @@ class Session:
             if qos == 0 or len(self.queue) >= self.max_offline:
                 self._drop(1)
                 return Delivery.DROPPED
-            self.queue.append(out)
+            self._enqueue(out)
             metrics["queue_message_queued"] += 1
             self.journal.save_message(self, out)
             return Delivery.QUEUED
@@ -174,11 +184,18 @@ class Session:
         if qos == 0 and len(self.queue) >= self.max_online:
             self._drop(1)
             return Delivery.DROPPED
-        self.queue.append(out)
+        self._enqueue(out)
         metrics["queue_message_queued"] += 1
         if qos > 0:
             self.journal.save_message(self, out)
         return Delivery.QUEUED
+
+    def _enqueue(self, out: Outgoing) -> None:
+        """Append `out` to the queue (a deque of the session's own from the first message on)."""
+        queue = self.queue
+        if queue is EMPTY:
+            queue = self.queue = deque()
+        queue.append(out)
 
     def watch_forwards(self, until: float) -> None:
         """Until `until` (wall clock), deliver a forwarded message at most once, however many nodes forward it
@@ -367,7 +384,7 @@ class Session:
         self.window = max(1, min(window, self.max_inflight))
         self.max_packet_size = max_packet_size
         self.disconnected_at = None
-        self._held.clear()
+        self._held = EMPTY
         self.sent_at.clear()
         resent = 0
         for packet_id, out in list(self.inflight.items()):
@@ -386,6 +403,8 @@ class Session:
                 sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now, dup=True)
                 resent += 1
             else:
+                if self._held is EMPTY:
+                    self._held = deque()
                 self._held.append(packet_id)
         self.pump(now)
 
@@ -394,10 +413,11 @@ class Session:
         self.sink = None
         self.disconnected_at = now
         self.sent_at.clear()
-        kept = deque(out for out in self.queue if out.qos > 0)
-        if len(kept) != len(self.queue):
-            self._drop(len(self.queue) - len(kept))
-        self.queue = kept
+        if self.queue:
+            kept = deque(out for out in self.queue if out.qos > 0)
+            if len(kept) != len(self.queue):
+                self._drop(len(self.queue) - len(kept))
+            self.queue = kept or EMPTY  # an offline session with nothing queued holds no deque of its own
         self.release_waiters()
 
     def restore(self, out: Outgoing) -> None:
@@ -407,7 +427,7 @@ class Session:
             self.inflight[out.packet_id] = out
             self._next_packet_id = out.packet_id % 65535 + 1
         else:
-            self.queue.append(out)
+            self._enqueue(out)
 
     def adopt(self, out: Outgoing) -> bool:
         """Take a message handed over by the session's previous owner node. Before a connection attached, an
@@ -424,7 +444,7 @@ class Session:
             return False
         else:
             out = Outgoing(self.next_seq(), out.message, out.qos, out.retain, out.subscription_ids)
-            self.queue.append(out)
+            self._enqueue(out)
         self.journal.save_message(self, out)
         return True
 
@@ -449,7 +469,7 @@ class Session:
                 removed += 1
             else:
                 kept.append(out)
-        self.queue = kept
+        self.queue = kept or EMPTY
         return removed
 
     def describe(self) -> dict[str, object]:

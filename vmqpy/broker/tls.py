@@ -151,6 +151,25 @@ def certificate_identity(peercert: Mapping[str, Any] | None) -> str | None:
     return str(names[-1]) if names else None
 
 
+def handshake_failure_reason(exc: BaseException) -> str:
+    """A short reason for a failed server-side TLS handshake, for a log line: OpenSSL's reason in words
+    ("TLSV1_ALERT_UNKNOWN_CA" -> "unknown ca", "WRONG_VERSION_NUMBER" -> "wrong version number"; alerts are
+    what the client told us; a client certificate that does not verify adds why), else the error's own text."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"client certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        reason = str(exc.reason)
+        for prefix in ("SSLV3_ALERT_", "TLSV13_ALERT_", "TLSV1_ALERT_"):
+            if reason.startswith(prefix):
+                return f"the client sent the alert: {reason[len(prefix):].replace('_', ' ').lower()}"
+        return reason.replace("_", " ").lower()
+    if isinstance(exc, ssl.SSLError) and exc.args:  # e.g. SSLEOFError's "EOF occurred in violation of protocol"
+        return str(exc.args[-1])
+    if isinstance(exc, ConnectionResetError) and not str(exc):  # asyncio: the end of the stream mid-handshake
+        return "the client closed the connection during the handshake"
+    return str(exc) or type(exc).__name__
+
+
 class ListenerContexts:
     """The TLS context in force for each TLS listener, by (kind, name)."""
 

@@ -166,6 +166,58 @@ class WebSocketTransport(asyncio.Transport):
         return None
 
 
+class ProxiedPeers:
+    """The client's address that a PROXY header gave each socket of a WebSocket listener, for the MQTT
+    connection made on it (`peer_of(request)`): the socket's protocol is `note(handler, peer)` instead of
+    aiohttp's `handler`, which it serves unchanged, and the address is forgotten with the socket."""
+
+    def __init__(self) -> None:
+        self._peers: dict[asyncio.BaseTransport, tuple[str, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._peers)
+
+    def note(self, handler: asyncio.Protocol, peer: tuple[str, int]) -> asyncio.Protocol:
+        return _NotedPeer(handler, peer, self._peers)
+
+    def peer_of(self, request: web.BaseRequest) -> tuple[str, int] | None:
+        transport = request.transport
+        return None if transport is None else self._peers.get(transport)
+
+
+class _NotedPeer(asyncio.Protocol):
+    """aiohttp's `handler` for one socket whose client is `peer`, known in `peers` while the socket is open."""
+
+    def __init__(self, handler: asyncio.Protocol, peer: tuple[str, int],
+                 peers: dict[asyncio.BaseTransport, tuple[str, int]]) -> None:
+        self.handler = handler
+        self.peer = peer
+        self.peers = peers
+        self.transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.peers[transport] = self.peer
+        self.handler.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:
+            self.peers.pop(self.transport, None)
+        self.handler.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.handler.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.handler.eof_received()
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
+
+
 def runner(app: web.Application, connect_timeout: float) -> web.AppRunner:
     """aiohttp's runner for the application of one WebSocket listener. A socket whose upgrade request is not whole
     within `connect_timeout` seconds (`mqtt.connect_timeout`) is closed: aiohttp's keep-alive timer, which also
@@ -174,10 +226,11 @@ def runner(app: web.Application, connect_timeout: float) -> web.AppRunner:
     return web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=connect_timeout)
 
 
-def application(open_connection: Callable[[], asyncio.Protocol], largest_packet: int = LARGEST_PACKET
+def application(open_connection: Callable[[web.Request], asyncio.Protocol], largest_packet: int = LARGEST_PACKET
                 ) -> web.Application:
     """The aiohttp application of one WebSocket listener: GET /mqtt upgrades to a WebSocket with subprotocol mqtt
-    served by `open_connection()` (an MQTTConnection, made once the upgrade succeeded)."""
+    served by `open_connection(request)` (an MQTTConnection, made once the upgrade succeeded; the request tells
+    which socket it came on, whose client address a PROXY header may have given)."""
 
     async def serve(request: web.Request) -> web.StreamResponse:
         offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
@@ -188,7 +241,7 @@ def application(open_connection: Callable[[], asyncio.Protocol], largest_packet:
                                    timeout=CLOSE_TIMEOUT)
         await ws.prepare(request)
         transport = WebSocketTransport(ws, request)
-        protocol = open_connection()
+        protocol = open_connection(request)
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
         sender = asyncio.get_running_loop().create_task(transport.send_frames())

@@ -9,15 +9,17 @@ nothing is left or `-t` runs out; only then is N removed from the membership.
 
 A node that is already dead cannot hand anything over. Its persistent sessions are recreated from the
 replicated store on the member that owns each client id next, with their subscriptions: the owner record is
-rewritten to name that member (with the dead node as the origin), and that member adopts the session. The
-messages that were queued only on the dead node are lost, and the output says so.
+rewritten to name that member (with the dead node as the origin), and that member adopts the session. With
+queue replicas (vmqpy.replicas) that member also adopts the messages the replicas hold, and the output says
+how many (`recoverable`); without, the messages that were queued only on the dead node are lost, and the output
+says so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -49,6 +51,8 @@ class Departure:
         self._drain_task: asyncio.Task[None] | None = None
         self._queries = itertools.count(1)
         self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        # queue replicas: how many messages of a node's sessions they hold (node.py sets it)
+        self.recoverable: Callable[[str], Awaitable[int]] | None = None
 
     # ------------------------------------------------------------------------------------------ the command
 
@@ -89,15 +93,21 @@ class Departure:
 
     async def _leave_dead(self, name: str) -> str:
         remaining = [m for m in self.cluster.member_names() if m != name]
+        recovered = None if self.recoverable is None else await self.recoverable(name)
         adopted = self.broker.reassign_sessions(name, lambda client_id: ranking(client_id, remaining)[0])
         unaccounted = self.cluster.metadata.unaccounted_dots(self.cluster.members[name].replica_id)
         lines = await self.cluster.remove_member(name)
         log.warning("dead node removed; its sessions recreated elsewhere", node=name, sessions=adopted,
-                    unaccounted_writes=unaccounted)
+                    unaccounted_writes=unaccounted, messages_recovered=recovered)
         lost = f"; {unaccounted} of its metadata writes (dots) are unaccounted for: no remaining member holds them"
+        messages = f"the messages queued on {name} cannot be recovered"
+        if recovered == 0:
+            messages += " (the queue replicas hold none)"
+        elif recovered is not None:
+            messages = f"{recovered} messages queued on {name} are recovered from the queue replicas"
         return "\n".join([*lines, f"{name} is unreachable: {adopted} of its persistent sessions are recreated on "
-                           f"the remaining members with their subscriptions; the messages queued on {name} cannot "
-                           f"be recovered{lost}.", f"Done: {name} leaves the cluster"])
+                           f"the remaining members with their subscriptions; {messages}{lost}.",
+                           f"Done: {name} leaves the cluster"])
 
     async def _progress(self, name: str, wait: float) -> dict[str, Any] | None:
         if name == self.name:

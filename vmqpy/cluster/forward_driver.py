@@ -72,8 +72,15 @@ class ForwardDriver:
     on disk (None: nothing is stored, acknowledgements leave at once).
     """
 
-    def __init__(self, network: ForwardLinks, deliver: Deliver, barrier: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self, network: ForwardLinks, deliver: Deliver, barrier: Callable[[], Any] | None = None, *,
+        frame_type: FrameType = FrameType.FORWARD, ack_op: str = "fwd_ack",
+    ) -> None:
+        """`frame_type`, `ack_op`: the frame its batches travel in and the CONTROL op of its acknowledgements
+        (FORWARD / `fwd_ack` for publishes; the queue replicas use a second instance: vmqpy.replicas)."""
         self.network = network
+        self.frame_type = frame_type
+        self.ack_op = ack_op
         self.counters = {
             "forward_received": 0,
             "forward_duplicates": 0,
@@ -176,13 +183,13 @@ class ForwardDriver:
         size = 0
         for seq, record, record_size in self.sender.unacknowledged(peer):
             if entries and size + record_size > limit:
-                self.network.send_frame(peer, FrameType.FORWARD, pack_batch(self.epoch, low, entries))
+                self.network.send_frame(peer, self.frame_type, pack_batch(self.epoch, low, entries))
                 entries, size = [], 0
             entries += (seq, record)
             size += record_size
             self.counters["forwards_resent"] += 1
         if entries:
-            self.network.send_frame(peer, FrameType.FORWARD, pack_batch(self.epoch, low, entries), flush=True)
+            self.network.send_frame(peer, self.frame_type, pack_batch(self.epoch, low, entries), flush=True)
 
     def acknowledged(self, peer: str, body: dict[str, Any]) -> None:
         """A `fwd_ack` from `peer`: the forwards it covers are acknowledged to their publishers."""
@@ -199,7 +206,7 @@ class ForwardDriver:
         box.entries = []
         box.size = 0
         body = pack_batch(self.epoch, self.sender.low(node), entries)
-        if self.network.send_frame(node, FrameType.FORWARD, body, flush=True):
+        if self.network.send_frame(node, self.frame_type, body, flush=True):
             return
         # The link went down in this turn and the buffer has no room left (forward() checked it had):
         # QoS 0 forwards are dropped, QoS 1/2 ones fail (their publishers are not acknowledged).
@@ -291,5 +298,5 @@ class ForwardDriver:
         for peer, epoch, upto in due:
             if upto:
                 self.network.send_frame(
-                    peer, FrameType.CONTROL, {"op": "fwd_ack", "epoch": epoch, "upto": upto}, flush=True
+                    peer, FrameType.CONTROL, {"op": self.ack_op, "epoch": epoch, "upto": upto}, flush=True
                 )

@@ -15,6 +15,7 @@ FORWARD             5     bin: opaque, a forwarded publish encoded by the caller
 CONTROL             6     map: join/leave/membership requests and answers, defined by the caller
 REACHABILITY        7     array of str: the node names this node can reach
 BYE                 8     str: why the sender closes the link (a map {reason, mac}: a refusal, handshake.py)
+REPLICA             9     bin: opaque, a batch of queue replica operations (vmqpy.replicas), framed as FORWARD
 =================== ===== =========================================================================
 
 `FrameDecoder` is incremental: feed it any split of the byte stream with `receive_data` and call
@@ -78,13 +79,16 @@ class FrameType(enum.IntEnum):
     CONTROL = 6
     REACHABILITY = 7
     BYE = 8
+    REPLICA = 9
 
 
 #: The types a caller sends and receives on an established link; the others belong to the link itself.
-DATA_TYPES: Final = frozenset({FrameType.METADATA, FrameType.FORWARD, FrameType.CONTROL, FrameType.REACHABILITY})
+DATA_TYPES: Final = frozenset({FrameType.METADATA, FrameType.FORWARD, FrameType.CONTROL, FrameType.REACHABILITY,
+                               FrameType.REPLICA})
 
 _TYPES: Final = {int(t): t for t in FrameType}
-_BYTES_BODIES: Final = frozenset({FrameType.METADATA, FrameType.FORWARD, FrameType.CHALLENGE_RESPONSE})
+_BYTES_BODIES: Final = frozenset({FrameType.METADATA, FrameType.FORWARD, FrameType.CHALLENGE_RESPONSE,
+                                  FrameType.REPLICA})
 # msgpack of ``[1, type, `` for each type: fixarray of 3, positive fixint version, positive fixint type
 _ARRAY_HEAD: Final = {t: bytes((0x93, PROTOCOL_VERSION, int(t))) for t in FrameType}
 
@@ -108,7 +112,7 @@ class Frame:
 
 def _shape_error(frame_type: FrameType, body: Any) -> str | None:
     """Why `body` does not fit `frame_type`, or None when it does."""
-    if frame_type in (FrameType.METADATA, FrameType.FORWARD, FrameType.CHALLENGE_RESPONSE):
+    if frame_type in _BYTES_BODIES:
         ok = type(body) is bytes
         expected = "bytes"
     elif frame_type in (FrameType.HELLO, FrameType.CONTROL):

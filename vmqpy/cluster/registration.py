@@ -25,7 +25,7 @@ import asyncio
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,6 +35,7 @@ from vmqpy.broker import records
 from vmqpy.broker.client_metrics import HANDOVER_DURATION
 from vmqpy.broker.handover import RegistrationRefused, SessionImage, Ticket, pack_messages, unpack_messages
 from vmqpy.broker.session import Outgoing
+from vmqpy.cluster.handover_batches import handover_batches
 from vmqpy.cluster.leader import leader_for, ranking
 from vmqpy.cluster.ports import BrokerPort
 from vmqpy.cluster.registry import Busy, Grant, Registry
@@ -44,8 +45,6 @@ log = structlog.get_logger("vmqpy.registration")
 
 LOCK_TIMEOUT = 5.0  # waiting for the leader's grant
 HANDOVER_TIMEOUT = 5.0  # waiting for the old owner's messages before CONNACK
-BATCH_MESSAGES = 200
-BATCH_BYTES = 1 << 20
 RESEND_AFTER = 3.0  # a batch not acknowledged after this long is sent again
 MIGRATION_LIMIT = 600.0  # a handover that cannot finish for this long is abandoned (the session stays)
 POLL = 0.05
@@ -114,6 +113,8 @@ class RegistrationService:
         self._outgoing: dict[str, _Outgoing] = {}  # client id -> handover in progress from here
         self._tasks: set[asyncio.Task[None]] = set()
         self._expiry: asyncio.Task[None] | None = None
+        # queue replicas: wait until a session recreated without its messages adopted their copies (node.py)
+        self.recovery: Callable[[str], Awaitable[None]] | None = None
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -174,6 +175,7 @@ class RegistrationService:
             log.info("previous owner unreachable: registering without its messages", client_id=client_id,
                      owner=owner)
             ticket.image = None if clean_start else self.broker.image_from_store(client_id)
+            await self._recovered(ticket)
             return ticket
         self.counters["handovers_requested"] += 1
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -190,7 +192,14 @@ class RegistrationService:
             log.warning("previous owner did not hand the session over in time", client_id=client_id, owner=owner)
         if ticket.image is None and not clean_start:  # it never answered (gone, or cut off meanwhile)
             ticket.image = self.broker.image_from_store(client_id)
+            await self._recovered(ticket)
         return ticket
+
+    async def _recovered(self, ticket: Ticket) -> None:
+        """The messages of a session recreated from the store are adopted from the queue replicas first (so that
+        in-flight ones keep their packet ids and are sent again with DUP)."""
+        if ticket.image is not None and self.recovery is not None:
+            await self.recovery(ticket.client_id)
 
     def _leader(self, client_id: str, members: list[str]) -> str:
         """The client id's leader. With `cluster.readiness = majority`, a node on the majority side skips the
@@ -337,7 +346,7 @@ class RegistrationService:
                 outs = broker.pending_for_handover(state.client_id, state.sent_upto)
                 if outs is None:
                     return  # gone, or it stays here after all
-                for batch in _batches(outs):
+                for batch in handover_batches(outs):
                     if not self.links.send_control(state.target, {
                             "op": "mig_batch", "client_id": state.client_id, "migration": state.migration,
                             "messages": pack_messages(batch)}):
@@ -508,19 +517,6 @@ class RegistrationService:
         out["locks_expired"] = self.registry.expired
         out["handovers_in_progress"] = len(self._outgoing)
         return out
-
-
-def _batches(outs: Iterable[Outgoing]) -> Iterable[list[Outgoing]]:
-    batch: list[Outgoing] = []
-    size = 0
-    for out in outs:
-        batch.append(out)
-        size += len(out.message.payload) + len(out.message.topic) + 64
-        if len(batch) >= BATCH_MESSAGES or size >= BATCH_BYTES:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
 
 
 __all__ = ["RegistrationService"]

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from vmqpy.cluster import membership as ms
 from vmqpy.cluster.errors import CommandRefused
-from vmqpy.cluster.forward_driver import ForwardDriver, ForwardLinks
+from vmqpy.cluster.forward_driver import ForwardDriver
 from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.handshake import JOIN
+from vmqpy.cluster.service_ports import Network, _poll
 from vmqpy.cluster.view import View, compute
 from vmqpy.metadata.service import MetadataService
 
@@ -40,43 +41,6 @@ HANDOFF_TIMEOUT = 10.0  # a live member that leaves: how long the remaining node
 REMOVED = "removed from the cluster"
 NOT_A_MEMBER = "not a member of this cluster"
 NODE_LEFT = "this node left its cluster"
-
-
-async def _poll(done: Callable[[], bool], timeout: float, give_up: Callable[[], bool] | None = None) -> bool:
-    """Wait until `done()` (True), checking every 20 ms, at most `timeout` seconds or until `give_up()`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        if loop.time() >= deadline or (give_up is not None and give_up()):
-            return False
-        await asyncio.sleep(0.02)
-    return True
-
-
-class Network(ForwardLinks, Protocol):
-    """What the service needs of the node links (vmqpy.cluster.tcp.ClusterNetwork), its forwarding included."""
-
-    def add_peer(self, name: str, host: str, port: int, intent: str | None = None) -> None: ...
-
-    def remove_peer(self, name: str) -> None: ...
-
-    def set_intent(self, intent: str | None) -> None: ...
-
-    def set_incarnation(self, incarnation: int) -> None: ...
-
-    def set_admission(self, admission: Callable[[str, int, str | None], str | None] | None) -> None: ...
-
-    def on_refused(self, callback: Callable[[str, str], None]) -> None: ...
-
-    def reachable(self) -> set[str]: ...
-
-    def incarnation_of(self, name: str) -> int | None: ...
-
-    def stats(self) -> dict[str, int]: ...
-
-    def on_message(self, callback: Callable[[str, FrameType, Any], None]) -> None: ...
-
-    def on_reachability(self, callback: Callable[[str, bool], None]) -> None: ...
 
 
 class ClusterService:
@@ -95,11 +59,15 @@ class ClusterService:
         barrier: Callable[[], Any] | None = None,
         left: bool = False,
         reincarnate: Callable[[], Awaitable[int]] | None = None,
+        deliver_replica: Callable[[Any, float, str, int], bool] | None = None,
+        local_barrier: Callable[[], Any] | None = None,
     ) -> None:
         """`left`: this node was removed from its cluster before (node.py read `DATA_DIR/left`); it starts
         alone and refuses every link until `join`. `on_removed()`: this node just learned it was removed
         (`removed_by` says from whom). `reincarnate()`: empty the store and make a new incarnation (returned),
-        for a join after a removal."""
+        for a join after a removal. `deliver_replica`: applies queue replica operations (vmqpy.replicas), which
+        travel on `replication`, a second forwarding driver (REPLICA frames, `rep_ack`), acknowledged after
+        `local_barrier` (the storage's own barrier; `barrier` may also wait for the replicas)."""
         self.name = name
         self.incarnation = incarnation
         self.address = address
@@ -114,6 +82,9 @@ class ClusterService:
         self.view = compute(name, [name], {})
         self.counters = {"netsplit_detected": 0, "netsplit_resolved": 0}  # and the forwarding's (stats())
         self.forwarding = ForwardDriver(network, deliver_forwarded, barrier)
+        self.replication = ForwardDriver(network, deliver_replica or (lambda *_: True), local_barrier or barrier,
+                                         frame_type=FrameType.REPLICA, ack_op="rep_ack")
+        self._drivers = (self.forwarding, self.replication)
         self._joins: dict[str, asyncio.Future[int]] = {}
         # node name -> (replica id, loop time it was admitted): peers before their membership record arrives
         self._joining: dict[str, tuple[str, float]] = {}
@@ -146,7 +117,8 @@ class ClusterService:
         self._task = asyncio.get_running_loop().create_task(self._gossip())
 
     async def stop(self) -> None:
-        self.forwarding.flush()  # this turn's forwards still go to the links
+        for driver in self._drivers:
+            driver.flush()  # this turn's forwards still go to the links
         if self._task is not None:
             self._task.cancel()
             try:
@@ -198,7 +170,8 @@ class ClusterService:
                                             flush=True)
                 self.network.remove_peer(name)
                 self.reports.pop(name, None)
-                self.forwarding.drop_peer(name)
+                for driver in self._drivers:
+                    driver.drop_peer(name)
         intent = JOIN if self._announcing else None
         for name, member in members.items():
             if name != self.name and before.get(name) != member:
@@ -270,7 +243,8 @@ class ClusterService:
         self.removed = False
         self.removed_by = None
         self.members = {}
-        self.forwarding.new_run()  # nothing of the old run is pending (the peers were dropped)
+        for driver in self._drivers:
+            driver.new_run()  # nothing of the old run is pending (the peers were dropped)
         self._put_own_record()
         self._refresh_members()
         log.warning("this node joins again as a new incarnation", incarnation=incarnation)
@@ -352,6 +326,8 @@ class ClusterService:
     def _on_message(self, peer: str, type: FrameType, body: Any) -> None:
         if type is FrameType.FORWARD:
             self.forwarding.receive(peer, body)
+        elif type is FrameType.REPLICA:
+            self.replication.receive(peer, body)
         elif type is FrameType.REACHABILITY:
             self.reports[peer] = {str(n) for n in body}
             self._update_view()
@@ -427,6 +403,8 @@ class ClusterService:
             self.network.send_frame(peer, FrameType.CONTROL, {"op": "join_ok", "incarnation": self.incarnation})
         elif op == "fwd_ack":
             self.forwarding.acknowledged(peer, body)
+        elif op == "rep_ack":
+            self.replication.acknowledged(peer, body)
         elif op == "congestion":
             if self.on_congestion is not None:
                 self.on_congestion(peer, bool(body.get("on")))
@@ -456,7 +434,8 @@ class ClusterService:
             member = self.members.get(peer)
             if member is not None:
                 self.metadata.exchange_now(member.replica_id)
-            self.forwarding.resend(peer)
+            for driver in self._drivers:
+                driver.resend(peer)
         self._send_reports()
         self._update_view()
         for handler in self.reachability_handlers:

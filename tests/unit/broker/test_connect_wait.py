@@ -14,6 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.broker.test_preludes import FakeTransport
+from vmqpy.broker import connect_pacing
+from vmqpy.broker.connect_pacing import PAUSE_MIN, PAUSE_SPREAD, TRICKLE_AFTER, pause_until
 from vmqpy.broker.preludes import (
     CONNECT_TIMEOUT_METRIC,
     CONNECT_TOO_LARGE_METRIC,
@@ -94,15 +96,33 @@ class Recorder(asyncio.Protocol):
         self.data += data
 
 
+class PausableTransport(FakeTransport):
+    """A fake transport that records its reading being paused and resumed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = True
+        self.pauses = 0
+
+    def pause_reading(self) -> None:
+        assert self.reading, "paused twice"
+        self.reading = False
+        self.pauses += 1
+
+    def resume_reading(self) -> None:
+        assert not self.reading, "resumed while reading"
+        self.reading = True
+
+
 class Run:
     """One ConnectPrelude on a fake transport, inside a running loop."""
 
-    def __init__(self, timeout: float = 10.0, max_size: int = 1024) -> None:
+    def __init__(self, timeout: float = 10.0, max_size: int = 1024, jitter: float = 0.5) -> None:
         self.metrics: Counter[str] = Counter()
         self.made: list[Recorder] = []
         self.lost: list[int] = []
-        self.transport = FakeTransport()
-        self.wait = ConnectWait("default", timeout, max_size, self.metrics)
+        self.transport = PausableTransport()
+        self.wait = ConnectWait("default", timeout, max_size, self.metrics, jitter=lambda: jitter)
         self.prelude = ConnectPrelude(self._open, self.wait, lambda: self.lost.append(1))
         self.prelude.connection_made(self.transport)  # type: ignore[arg-type]
 
@@ -112,7 +132,12 @@ class Run:
 
     def feed(self, *chunks: bytes) -> None:
         for chunk in chunks:
+            assert self.transport.reading, "a paused socket is not read"
             (self.transport.protocol or self.prelude).data_received(chunk)
+
+    def age(self, seconds: float) -> None:
+        """Make the socket `seconds` older than it is (its accept happened earlier)."""
+        self.prelude.opened_at -= seconds
 
 
 @given(st.data())
@@ -184,3 +209,109 @@ def test_a_client_that_ends_before_its_connect_is_closed_without_a_failure() -> 
     run, keep_open = asyncio.run(scenario())
     assert not keep_open and run.made == [] and run.lost == [1] and not run.transport.aborted
     assert run.metrics == Counter({"socket_open": 1, "socket_close": 1})
+
+
+# -- pacing of a socket that trickles its CONNECT (vmqpy.broker.connect_pacing) -----------------------------------
+@pytest.mark.parametrize(("opened_at", "now", "jitter", "deadline", "resume_at"), [
+    (100.0, 100.0, 0.0, 110.0, None),  # the first read, at the accept
+    (100.0, 100.0 + TRICKLE_AFTER - 0.01, 0.9, 110.0, None),  # a real client's CONNECT in several quick reads
+    (100.0, 100.0 + TRICKLE_AFTER, 0.0, 110.0, 100.0 + TRICKLE_AFTER + PAUSE_MIN),
+    (100.0, 101.0, 0.0, 110.0, 101.0 + PAUSE_MIN),
+    (100.0, 101.0, 0.5, 110.0, 101.0 + PAUSE_MIN + PAUSE_SPREAD / 2),
+    (100.0, 109.5, 0.5, 110.0, 110.0),  # never past the CONNECT deadline
+])
+def test_when_a_trickling_socket_is_read_again(opened_at: float, now: float, jitter: float, deadline: float,
+                                               resume_at: float | None) -> None:
+    assert pause_until(opened_at, now, jitter, deadline) == resume_at
+
+
+@pytest.mark.parametrize("jitter", [-0.1, 1.0, float("nan")])
+def test_a_jitter_outside_the_unit_interval_is_a_usage_error(jitter: float) -> None:
+    with pytest.raises(ValueError, match="jitter"):
+        pause_until(0.0, 5.0, jitter, 10.0)
+
+
+@given(opened_at=st.floats(0, 1e6), elapsed=st.floats(0, 20), jitter=st.floats(0, 1, exclude_max=True),
+       timeout=st.floats(0.1, 60))
+def test_a_pause_is_inside_its_span_and_never_past_the_deadline(opened_at: float, elapsed: float, jitter: float,
+                                                                  timeout: float) -> None:
+    now, deadline = opened_at + elapsed, opened_at + timeout
+    resume_at = pause_until(opened_at, now, jitter, deadline)
+    if now - opened_at < TRICKLE_AFTER:
+        assert resume_at is None
+        return
+    assert resume_at is not None
+    assert resume_at <= deadline
+    assert resume_at == deadline or now + PAUSE_MIN <= resume_at < now + PAUSE_MIN + PAUSE_SPREAD + 1e-6
+    # a later draw never resumes earlier: the draws spread the sockets over the span in order
+    later_jitter = max(jitter, min(jitter + 0.25, 0.999))
+    later = pause_until(opened_at, now, later_jitter, deadline)
+    assert later is not None and later >= resume_at
+
+
+def test_a_real_client_that_sends_its_connect_in_pieces_at_once_is_never_paused() -> None:
+    async def scenario() -> Run:
+        run = Run()
+        run.feed(CONNECT[:2], CONNECT[2:5], CONNECT[5:9], CONNECT[9:])  # header and body written apart
+        return run
+
+    run = asyncio.run(scenario())
+    assert run.transport.pauses == 0 and [r.data for r in run.made] == [CONNECT]
+
+
+def test_a_trickling_socket_is_paused_resumed_later_and_handed_on_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connect_pacing, "PAUSE_MIN", 0.02)
+    monkeypatch.setattr(connect_pacing, "PAUSE_SPREAD", 0.02)
+
+    async def scenario() -> tuple[Run, list[bool]]:
+        run = Run()
+        seen: list[bool] = []
+        run.feed(CONNECT[:1])
+        seen.append(run.transport.reading)  # at the accept: read on
+        run.age(TRICKLE_AFTER)
+        run.feed(CONNECT[1:2])
+        seen.append(run.transport.reading)  # still incomplete a moment later: paused
+        for _ in range(200):  # bounded: 2 s at most
+            if run.transport.reading:
+                break
+            await asyncio.sleep(0.01)
+        seen.append(run.transport.reading)  # resumed at its point of the span
+        run.feed(CONNECT[2:])  # what the kernel gathered meanwhile, in one read
+        return run, seen
+
+    run, seen = asyncio.run(scenario())
+    assert seen == [True, False, True]
+    assert run.transport.pauses == 1 and [r.data for r in run.made] == [CONNECT] and run.transport.reading
+    assert not run.transport.aborted and run.prelude._resume is None
+    assert run.metrics == Counter({"socket_open": 0})
+
+
+def test_a_paused_socket_is_still_closed_at_its_connect_deadline() -> None:
+    async def scenario() -> Run:
+        run = Run(timeout=0.05)
+        run.feed(CONNECT[:1])
+        run.age(TRICKLE_AFTER)
+        run.feed(CONNECT[1:2])
+        assert not run.transport.reading
+        for _ in range(200):  # bounded: 2 s at most
+            if run.transport.aborted:
+                break
+            await asyncio.sleep(0.01)
+        return run
+
+    run = asyncio.run(scenario())
+    assert run.transport.aborted and run.made == []
+    assert run.metrics[CONNECT_TIMEOUT_METRIC] == 1 and run.prelude._resume is None
+
+
+def test_a_socket_lost_while_paused_leaves_no_timer() -> None:
+    async def scenario() -> Run:
+        run = Run()
+        run.feed(CONNECT[:1])
+        run.age(TRICKLE_AFTER)
+        run.feed(CONNECT[1:2])
+        run.prelude.connection_lost(None)
+        return run
+
+    run = asyncio.run(scenario())
+    assert run.prelude._resume is None and run.prelude._timer is None and run.lost == [1]

@@ -1,6 +1,6 @@
 """vmqpy.broker.preludes: the PROXY header prelude hands the socket on with the header's address and the bytes
 after the header, however the header is cut into reads; refuses everything else (counted, logged at most once a
-second); the TLS hand-over makes the protocol only once the handshake is done."""
+second); the option is accepted on every kind of MQTT listener."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vmqpy import config
-from vmqpy.broker.preludes import AfterHandshake, FailureLog, ProxyPrelude
+from vmqpy.broker.preludes import FailureLog, ProxyPrelude
 from vmqpy.broker.proxy_protocol import Address, Command, Family, encode_v1, encode_v2
 
 
@@ -144,20 +144,6 @@ def test_failures_are_logged_at_most_once_a_second() -> None:
     assert metrics["refused"] == 6 and failures.unlogged == 0
 
 
-def test_after_the_handshake_the_protocol_is_made_and_given_the_transport() -> None:
-    made: list[Recorder] = []
-    transport = FakeTransport()
-
-    def make() -> Recorder:
-        made.append(Recorder(None))
-        return made[-1]
-
-    after = AfterHandshake(make)
-    assert made == []  # nothing is made for a socket whose handshake never ends
-    after.connection_made(transport)  # type: ignore[arg-type]
-    assert len(made) == 1 and transport.protocol is made[0] and made[0].transport is transport
-
-
 @pytest.mark.parametrize(("text", "expected"), [
     ("", {"default": False}),
     ("listener.tcp.default.proxy_protocol = on\n", {"default": True}),
@@ -172,7 +158,24 @@ def test_proxy_protocol_is_set_per_listener_or_for_every_tcp_listener(
     assert {name: config.listener_option(cfg, name, "proxy_protocol") for name, _h, _p in cfg.tcp_listeners} == expected
 
 
-@pytest.mark.parametrize("text", ["listener.ssl.proxy_protocol = on\n", "listener.proxy_protocol = on\n",
+@pytest.mark.parametrize(("text", "expected"), [
+    ("listener.ssl.a = 127.0.0.1:1\nlistener.ssl.a.proxy_protocol = on\n", {("ssl", "a"): True}),
+    ("listener.ws.a = 127.0.0.1:1\nlistener.wss.b = 127.0.0.1:2\nlistener.ws.proxy_protocol = on\n",
+     {("ws", "a"): True, ("wss", "b"): False}),
+    ("listener.wss.b = 127.0.0.1:2\nlistener.wss.proxy_protocol = on\n", {("wss", "b"): True}),
+])
+def test_proxy_protocol_is_set_on_tls_and_websocket_listeners(
+        tmp_path: Path, text: str, expected: dict[tuple[str, str], bool]) -> None:
+    path = tmp_path / "vmqpy.conf"
+    (tmp_path / "c.pem").write_text("unused: certificates are read when the node starts\n")
+    path.write_text(text + "".join(f"listener.{kind}.{opt} = {tmp_path / 'c.pem'}\n"
+                                   for kind in ("ssl", "wss") for opt in ("certfile", "keyfile")))
+    cfg = config.load(path, environ={})
+    assert {(kind, name): config.listener_option(cfg, name, "proxy_protocol", kind)
+            for kind, name, _h, _p in config.mqtt_listeners(cfg)} == expected
+
+
+@pytest.mark.parametrize("text", ["listener.proxy_protocol = on\n",
                                   "listener.tcp.default.proxy_protocol = maybe\n"])
 def test_proxy_protocol_elsewhere_is_refused(tmp_path: Path, text: str) -> None:
     path = tmp_path / "vmqpy.conf"

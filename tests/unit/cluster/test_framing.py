@@ -67,6 +67,7 @@ def test_frame_type_values_are_the_wire_values() -> None:
         ("CONTROL", 6),
         ("REACHABILITY", 7),
         ("BYE", 8),
+        ("REPLICA", 9),
     ]
 
 

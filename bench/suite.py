@@ -1,0 +1,156 @@
+"""`make bench`: the whole bench set in one command, one table, one dated summary JSON.
+
+    flock /tmp/vmqpy-net.lock .venv/bin/python -m bench.suite [--quick] [--skip compare,idle,...]
+
+Steps, one after the other (each on its own fresh brokers; a failing step is reported and the others still run):
+
+  compare        bench.compare: vmqpy and Mosquitto side by side on the message scenarios (3 runs x 8 s; quick:
+                 1 run x 3 s)
+  idle           bench.bench_idle as a subprocess: RSS per idle connection and CPU per connect, both brokers
+                 (2,000 connections x 3 rounds; quick: 300 x 1)
+  subscriptions  bench.bench_subscriptions at 1k and 10k subscriptions (quick: 1k)
+  retained       bench.bench_retained at 1k and 10k retained messages (quick: 1k)
+
+It prints one markdown table (rate, vmqpy/Mosquitto ratio, broker CPU per message, p50/p99, RSS) and writes it,
+with the machine's description (CPU model, cores, memory, kernel, Python, load average, git commit), to
+`<out-dir>/<date>-summary.json` (default out-dir bench/results/); each step's raw output goes to
+`<out-dir>/raw/` (git-ignored). Exit status 1 if a step failed or reported a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.suite_report import (
+    Row,
+    compare_rows,
+    idle_rows,
+    machine,
+    render,
+    retained_rows,
+    subscription_rows,
+    write_summary,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = ("compare", "idle", "subscriptions", "retained")
+IDLE_TIMEOUT = 900.0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes everywhere (about 2 minutes)")
+    ap.add_argument("--skip", default="", help=f"comma-separated steps to leave out: {', '.join(STEPS)}")
+    ap.add_argument("--idle-connections", type=int, default=None, help="bench_idle connections (2000; quick 300)")
+    ap.add_argument("--idle-rounds", type=int, default=None, help="bench_idle rounds (3; quick 1)")
+    ap.add_argument("--sub-sizes", default=None, help="bench_subscriptions sizes (1k,10k; quick 1k)")
+    ap.add_argument("--ret-sizes", default=None, help="bench_retained sizes (1k,10k; quick 1k)")
+    ap.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results",
+                    help="where the dated summary goes (raw outputs in its raw/ directory)")
+    args = ap.parse_args(argv)
+    args.skipped = {s.strip() for s in args.skip.split(",") if s.strip()}
+    unknown = args.skipped - set(STEPS)
+    if unknown:
+        ap.error(f"unknown step(s) in --skip: {', '.join(sorted(unknown))}; known: {', '.join(STEPS)}")
+    args.idle_connections = args.idle_connections or (300 if args.quick else 2000)
+    args.idle_rounds = args.idle_rounds or (1 if args.quick else 3)
+    args.sub_sizes = args.sub_sizes or ("1k" if args.quick else "1k,10k")
+    args.ret_sizes = args.ret_sizes or ("1k" if args.quick else "1k,10k")
+    if args.idle_connections < 1 or args.idle_rounds < 1:
+        ap.error("--idle-connections and --idle-rounds must be positive")
+    return args
+
+
+def step_compare(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
+    from bench import compare
+
+    out = raw / "compare.md"
+    code = compare.main((["--quick"] if args.quick else []) + ["--out", str(out)])
+    data = json.loads(out.with_suffix(".json").read_text())
+    return compare_rows(data["summary"]), {"exit": code, "raw": str(out.with_suffix(".json"))}
+
+
+def step_idle(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
+    cmd = [sys.executable, "-m", "bench.bench_idle", "--connections", str(args.idle_connections),
+           "--rounds", str(args.idle_rounds)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=IDLE_TIMEOUT, cwd=REPO)
+    out = raw / "idle.txt"
+    out.write_text(proc.stdout + proc.stderr)
+    print(proc.stdout, end="", flush=True)
+    rows = idle_rows(proc.stdout, args.idle_connections)
+    code = proc.returncode if rows else (proc.returncode or 1)
+    status: dict[str, Any] = {"exit": code, "raw": str(out)}
+    if not rows:
+        status["error"] = "no result table in bench_idle's output: " + (proc.stderr.strip().splitlines() or ["-"])[-1]
+    return rows, status
+
+
+def step_subscriptions(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
+    from bench import bench_subscriptions
+
+    out = raw / "subscriptions.json"
+    code = bench_subscriptions.main(["--quick", "--sizes", args.sub_sizes, "--out", str(out)])
+    return subscription_rows(json.loads(out.read_text())), {"exit": code, "raw": str(out)}
+
+
+def step_retained(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
+    from bench import bench_retained
+
+    out = raw / "retained.json"
+    code = bench_retained.main(["--quick", "--sizes", args.ret_sizes, "--out", str(out)])
+    return retained_rows(json.loads(out.read_text())), {"exit": code, "raw": str(out)}
+
+
+RUNNERS: dict[str, Callable[[argparse.Namespace, Path], tuple[list[Row], dict[str, Any]]]] = {
+    "compare": step_compare, "idle": step_idle, "subscriptions": step_subscriptions, "retained": step_retained,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    started = dt.datetime.now(dt.UTC)
+    desc = machine(REPO)
+    raw: Path = args.out_dir / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    steps: dict[str, dict[str, Any]] = {}
+    for name in STEPS:
+        if name in args.skipped:
+            steps[name] = {"skipped": True}
+            continue
+        print(f"== {name}", flush=True)
+        t0 = time.monotonic()
+        try:
+            step_rows, status = RUNNERS[name](args, raw)
+            rows += step_rows
+        except Exception:
+            status = {"exit": 1, "error": traceback.format_exc().strip().splitlines()[-1]}
+            traceback.print_exc()
+        status["seconds"] = round(time.monotonic() - t0, 1)
+        steps[name] = status
+    command = " ".join(shlex.quote(a) for a in [".venv/bin/python", "-m", "bench.suite", *argv])
+    path = write_summary(args.out_dir, started, command, desc, rows, steps)
+    print(f"\n# vmqpy bench suite, {started:%Y-%m-%d %H:%M} UTC")
+    print(", ".join(f"{k} {v}" for k, v in desc.items()))
+    print()
+    print(render(rows))
+    for name, status in steps.items():
+        if status.get("exit") or status.get("error"):
+            print(f"step {name} FAILED: {status.get('error') or 'exit status ' + str(status['exit'])}")
+    print(f"written: {path}")
+    return 1 if any(s.get("exit") or s.get("error") for s in steps.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The queue replicas of one node, wired: the replica side applies what arrives on the replica transport, the
+owner side (`replicator`) sends, `failover` fetches. node.py builds it when `queue.replicas` > 1 and the node
+has cluster links; the transport is the cluster service's second forwarding driver (`ClusterService.replication`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import structlog
+
+from vmqpy.cluster.forward_driver import ForwardDriver
+from vmqpy.replicas.copies import KeyValue, ReplicaCopies
+from vmqpy.replicas.failover import Failover
+from vmqpy.replicas.ops import decode_op
+from vmqpy.replicas.owner import QueueReplicator
+
+if TYPE_CHECKING:
+    from vmqpy.broker.broker import Broker
+    from vmqpy.cluster.policy import Policy
+    from vmqpy.cluster.service import ClusterService
+    from vmqpy.config import Config
+    from vmqpy.storage import Storage as NodeStorage
+
+__all__ = ["DurableStorage", "QueueReplication"]
+
+log = structlog.get_logger("vmqpy.replicas")
+
+PRUNE_EVERY = 10_000  # operations applied between two prunings of the tombstones
+
+
+class Storage(KeyValue, Protocol):
+    def barrier(self) -> Future[None]: ...
+
+
+class DurableStorage:
+    """The node's storage as the acknowledgements see it: `barrier()` is the composite barrier (local storage
+    and the queue replicas); everything else is the storage's own."""
+
+    def __init__(self, storage: Storage, barrier: Callable[[], Future[None]]) -> None:
+        self._storage = storage
+        self.barrier = barrier
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+
+class QueueReplication:
+    """Both sides of the queue replicas of this node."""
+
+    def __init__(self, storage: Storage, *, replicas: int, write_quorum: int, strict: Callable[[], bool],
+                 failover_timeout: float = 0.0) -> None:
+        self.storage = storage
+        self.failover_timeout = failover_timeout
+        self.settings = (replicas, write_quorum)
+        self.strict = strict
+        self.copies = ReplicaCopies(storage)
+        self.copies.load()
+        self.replicator: QueueReplicator | None = None
+        self.failover: Failover | None = None
+        self._driver: ForwardDriver | None = None
+        self._epochs: dict[str, int] = {}
+        self._applied = 0
+        self.counters = {"operations_applied": 0, "operations_superseded": 0, "operations_malformed": 0}
+
+    @classmethod
+    def configured(cls, config: Config, storage: Storage, policy: Policy) -> QueueReplication | None:
+        """The queue replicas `config` asks for (None: `queue.replicas = 1`). Unreachable replicas hold the
+        acknowledgements in the stop-serving mode only (readiness `all`, publishes refused during a netsplit)."""
+        replicas = config.queue_replicas
+        if replicas <= 1:
+            return None
+
+        def strict() -> bool:
+            settings = policy.settings
+            return settings.readiness == "all" and not settings.allow_publish
+
+        quorum = min(config.queue_write_quorum or replicas, replicas)
+        return cls(storage, replicas=replicas, write_quorum=quorum, strict=strict,
+                   failover_timeout=config.queue_failover_timeout)
+
+    def attach(self, cluster: ClusterService, broker: Broker) -> None:
+        """Start with `cluster`'s replica transport (built with `deliver` and the storage's own barrier) and
+        `broker`'s persistent sessions: their journal writes go to the replicas from now on."""
+        driver = self._driver = cluster.replication
+        replicas, quorum = self.settings
+        replicator = self.replicator = QueueReplicator(
+            cluster.name, cluster.member_names, cluster.is_reachable, driver, self.storage.barrier,
+            replicas=replicas, write_quorum=quorum, strict=self.strict)
+        self.failover = Failover(cluster.name, self.copies, cluster, broker, self.barrier, self.failover_timeout)
+        broker.store.replicas = replicator
+        broker.on_recreated = self.on_recreated
+        cluster.control_handlers.append(self.on_control)
+        cluster.reachability_handlers.append(self.on_reachability)
+
+    def detach(self, broker: Broker) -> None:
+        broker.store.replicas = None
+        broker.on_recreated = None
+
+    def durable(self, storage: NodeStorage) -> NodeStorage:
+        """`storage` as the acknowledgements see it (ack_order.py, registration.py use only its `barrier()`)."""
+        return cast("NodeStorage", DurableStorage(storage, self.barrier))
+
+    def barrier(self) -> Future[None]:
+        """The composite barrier (owner.py): local storage and the replicas."""
+        if self.replicator is None:
+            return self.storage.barrier()
+        return self.replicator.barrier()
+
+    def deliver(self, record: Any, _now: float, sender: str, seq: int) -> bool:
+        """A replica operation from owner `sender`, numbered `seq`: applied (acknowledged after this node's own
+        storage barrier: True)."""
+        driver = self._driver
+        if driver is not None:
+            epoch, settled = driver.receiver.acknowledgeable(sender)
+            if self._epochs.get(sender) != epoch:  # a new run of the owner: its numbers start again
+                self._epochs[sender] = epoch
+                self.copies.new_run(sender)
+            self._applied += 1
+            if self._applied % PRUNE_EVERY == 0:
+                self.copies.prune(sender, settled)
+        try:
+            op = decode_op(record)
+        except ValueError as exc:
+            self.counters["operations_malformed"] += 1
+            log.warning("malformed replica operation", peer=sender, error=str(exc))
+            return False
+        if self.copies.apply(sender, op, seq):
+            self.counters["operations_applied"] += 1
+        else:
+            self.counters["operations_superseded"] += 1
+        return True
+
+    def on_reachability(self, peer: str, reachable: bool) -> None:
+        if self.replicator is not None:
+            self.replicator.refresh()
+        if self.failover is not None:
+            self.failover.on_reachability(peer, reachable)
+
+    def on_control(self, peer: str, body: dict[str, Any]) -> None:
+        if self.failover is not None:
+            self.failover.on_control(peer, body)
+
+    async def held_for(self, owner: str) -> int:
+        """Messages of `owner`'s sessions the reachable replicas hold (failover.py)."""
+        return 0 if self.failover is None else await self.failover.held_for(owner)
+
+    async def recovered(self, client_id: str) -> None:
+        """Until a recovery of `client_id` adopted its copies (failover.py)."""
+        if self.failover is not None:
+            await self.failover.wait(client_id)
+
+    def on_recreated(self, client_id: str) -> None:
+        if self.failover is not None:
+            self.failover.recover(client_id)
+
+    def stats(self) -> dict[str, int]:
+        out = dict(self.counters)
+        if self.replicator is not None:
+            out.update(self.replicator.stats())
+        if self.failover is not None:
+            out.update(self.failover.counters)
+        if self._driver is not None:
+            out.update({f"transport_{k}": v for k, v in self._driver.counters.items()})
+        out["copies_sessions"] = self.copies.sessions()
+        out["copies_messages"] = self.copies.messages()
+        return out
