@@ -75,7 +75,7 @@ class Node:
         self.registration: RegistrationService | None = None
         self.departure: Departure | None = None
         self.replication: QueueReplication | None = None  # queue.replicas > 1 and cluster links (vmqpy.replicas)
-        self.policy = Policy(netsplit_settings(config))
+        self.policy = Policy(NetsplitSettings.of(config))
         self.events = ClusterEvents()  # recent joins, leaves, netsplits, takeovers (the status page)
         self._reopening: asyncio.Task[None] | None = None
         self._placement: AssignedServers | None = None  # persistent_session_placement = assigned
@@ -182,17 +182,15 @@ class Node:
         broker.forwarder = cluster
         cluster.on_congestion = broker.on_peer_congestion
         cluster.reachability_handlers.append(broker.on_peer_reachability)
-        if replication is not None:
-            replication.attach(cluster, broker)
         durable = self.storage if replication is None or self.storage is None else replication.durable(self.storage)
         registration = self.registration = RegistrationService(
             cluster, broker, durable, allow_without_leader=lambda: self.policy.settings.allow_register,
             majority_serves=lambda: self.policy.settings.readiness == "majority" and self.policy.ready)
-        registration.recovery = None if replication is None else replication.recovered
         cluster.control_handlers.append(registration.on_control)
         cluster.reachability_handlers.append(registration.on_reachability)
         departure = self.departure = Departure(cluster, registration, broker, self._stop_serving)
-        departure.recoverable = None if replication is None else replication.held_for
+        if replication is not None:
+            replication.attach(cluster, broker, registration, departure)
         cluster.control_handlers.append(departure.on_control)
         cluster.start()
         # Before registration.start(), which resumes the handovers of sessions kept here.
@@ -328,7 +326,7 @@ class Node:
         if key == "trade_consistency":
             changes.update({f"allow_{op}_during_netsplit": value for op in OPERATIONS})
         self.config = dataclasses.replace(self.config, **changes)
-        self.policy.settings = netsplit_settings(self.config)
+        self.policy.settings = NetsplitSettings.of(self.config)
         if self.broker is not None:
             self.broker.router.shared_policy = self.config.shared_subscription_policy
         log.info("setting changed", key=key, value=value)
@@ -471,16 +469,6 @@ def warn_ignored_keys(config: Config) -> None:
     if config.ignored:
         log.warning("configuration keys ignored: they have no meaning in vmqpy (docs/configuration.md, "
                     "'Starting from a vernemq.conf')", keys=list(config.ignored))
-
-
-def netsplit_settings(config: Config) -> NetsplitSettings:
-    return NetsplitSettings(
-        allow_register=config.allow_register_during_netsplit,
-        allow_publish=config.allow_publish_during_netsplit,
-        allow_subscribe=config.allow_subscribe_during_netsplit,
-        allow_unsubscribe=config.allow_unsubscribe_during_netsplit,
-        readiness=config.readiness,
-    )
 
 
 async def serve(config: Config) -> None:

@@ -67,18 +67,23 @@ def queue_offline(owner: ClusterNode, publisher_node: ClusterNode, tag: str,
     acknowledged publishes on `publisher_node` spread over them. (client ids, topics, payloads)."""
     ids = [unique(f"{tag}-sub{i}-") for i in range(SUBSCRIBERS)]
     topics = [unique(f"replicas/{tag}/{i}/") for i in range(SUBSCRIBERS)]
-    for cid, topic in zip(ids, topics, strict=True):
-        client = owner.client(5, cid, clean=False, session_expiry=3600)
-        client.subscribe(topic, qos=qos)
-        client.stop()
+    for cid, topic in zip(ids, topics, strict=True):  # a raw client: paho's network thread takes ~1 s to stop
+        client = RawClient(owner.mqtt_port, owner.host, 5)
+        client.connect(cid, clean=False, props=PERSISTENT)
+        client.subscribe((topic, qos))
+        client.disconnect()
     wait_until(lambda: all(topics[-1] in n.admin("subscription", "show").stdout for n in (publisher_node,)), 15,
                interval=0.2, what="the publisher's node knows the subscriptions")
     publisher = publisher_node.client(5, unique(f"{tag}-pub-"))
     payloads: set[bytes] = set()
-    for i in range(MESSAGES):
+    pending = []
+    for i in range(MESSAGES):  # paho keeps up to 20 in flight; every one is waited for below
         payload = f"{tag} message {i}".encode()
-        publisher.publish(topics[i % SUBSCRIBERS], payload, qos=qos)  # waits for its PUBACK / PUBCOMP
+        pending.append(publisher.publish(topics[i % SUBSCRIBERS], payload, qos=qos, wait=False))
         payloads.add(payload)
+    for info in pending:  # its PUBACK / PUBCOMP: acknowledged
+        info.wait_for_publish(30)
+        assert info.is_published(), "a publish was not acknowledged within 30 s"
     publisher.stop()
     return ids, topics, payloads
 
@@ -191,4 +196,5 @@ def test_in_flight_messages_are_sent_again_with_dup_and_qos2_state_survives(majo
     receiver.connect(qos2_sub_id, clean=False, props=PERSISTENT, timeout=15)
     (delivered,) = receiver.recv_publishes(1, timeout=15)
     assert delivered.payload == b"exactly once" and delivered.qos == 2
-    receiver.assert_silent(1.0)
+    receiver.ack(receiver.expect(PUBREL, 10))  # PUBREC (sent by recv_publishes), PUBREL, PUBCOMP
+    receiver.assert_silent(1.0)  # and no second copy

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from vmqpy.cluster.view import View
+
+if TYPE_CHECKING:
+    from vmqpy.config import Config
 
 OPERATIONS = ("register", "publish", "subscribe", "unsubscribe")
 LEFT_REASON = "this node left its cluster: `vmq-admin cluster join discovery-node=...` to rejoin"
@@ -29,6 +33,13 @@ class NetsplitSettings:
     def allows(self, operation: str) -> bool:
         allowed: bool = getattr(self, f"allow_{operation}")
         return allowed
+
+    @classmethod
+    def of(cls, config: Config) -> NetsplitSettings:
+        """The netsplit settings of a node's configuration (`allow_*_during_netsplit`, `cluster.readiness`)."""
+        return cls(config.allow_register_during_netsplit, config.allow_publish_during_netsplit,
+                   config.allow_subscribe_during_netsplit, config.allow_unsubscribe_during_netsplit,
+                   config.readiness)
 
 
 class Policy:

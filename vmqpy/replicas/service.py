@@ -19,7 +19,9 @@ from vmqpy.replicas.owner import QueueReplicator
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
+    from vmqpy.cluster.departure import Departure
     from vmqpy.cluster.policy import Policy
+    from vmqpy.cluster.registration import RegistrationService
     from vmqpy.cluster.service import ClusterService
     from vmqpy.config import Config
     from vmqpy.storage import Storage as NodeStorage
@@ -81,9 +83,12 @@ class QueueReplication:
         return cls(storage, replicas=replicas, write_quorum=quorum, strict=strict,
                    failover_timeout=config.queue_failover_timeout)
 
-    def attach(self, cluster: ClusterService, broker: Broker) -> None:
+    def attach(self, cluster: ClusterService, broker: Broker, registration: RegistrationService,
+               departure: Departure) -> None:
         """Start with `cluster`'s replica transport (built with `deliver` and the storage's own barrier) and
-        `broker`'s persistent sessions: their journal writes go to the replicas from now on."""
+        `broker`'s persistent sessions: their journal writes go to the replicas from now on. A registration
+        that recreates a session waits for its recovery; `cluster leave` of a dead node counts what the
+        replicas hold."""
         driver = self._driver = cluster.replication
         replicas, quorum = self.settings
         replicator = self.replicator = QueueReplicator(
@@ -94,6 +99,8 @@ class QueueReplication:
         broker.on_recreated = self.on_recreated
         cluster.control_handlers.append(self.on_control)
         cluster.reachability_handlers.append(self.on_reachability)
+        registration.recovery = self.recovered
+        departure.recoverable = self.held_for
 
     def detach(self, broker: Broker) -> None:
         broker.store.replicas = None
