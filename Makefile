@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python setup.cfg pyproject.toml Makefile
-	$(BIN)/pip install -q -e '.[test,analytics,chaos]'
+	$(BIN)/pip install -q -e '.[test,analytics,chaos,bench]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -27,6 +27,7 @@ from vmqpy.broker import records
 from vmqpy.broker.access import AccessControl
 from vmqpy.broker.acl_enforcement import AclEnforcer
 from vmqpy.broker.client_metrics import NodeCounters
+from vmqpy.broker.expiry import ExpiryScan
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import Backpressure, MovedRoutes
 from vmqpy.broker.message import Message
@@ -83,6 +84,7 @@ class Broker:
         # the ACL's hold on the local sessions' subscriptions, and the user name each client last connected with
         self.enforcer = AclEnforcer(self.access, self.sessions, self.unsubscribe, self.metrics)
         self._wills: dict[str, PendingWill] = {}
+        self._expiry = ExpiryScan(self.sessions)  # the offline sessions that expired, a slice per tick
         # The cluster's hooks, set by the node: the member names, who starts handing a session over to its new
         # owner, how a CONNECT is registered and, with `persistent_session_placement = assigned`, where it goes.
         self.nodes: Callable[[], Iterable[str]] | None = None
@@ -260,13 +262,10 @@ class Broker:
             if pending.due <= now:
                 del self._wills[client_id]
                 self.publish_will(pending.message, now)
-        for session in list(self.sessions.values()):
-            if session.online or session.disconnected_at is None or session.expiry_interval is None:
-                continue
-            if session.disconnected_at + session.expiry_interval <= now:
-                self.release_will(session.client_id, now)
-                self.metrics["session_expired"] += 1
-                self.discard(session)
+        for session in list(self._expiry.due(now)):
+            self.release_will(session.client_id, now)
+            self.metrics["session_expired"] += 1
+            self.discard(session)
 
     def publish(self, message: Message, now: float) -> RouteResult:
         """Route a client's message (or its will); a retained one replaces (or with an empty payload deletes)
