@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv debian-deps lint typecheck pytest bench chaos clean
+.PHONY: demo test test-long venv debian-deps lint typecheck pytest bench chaos clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,6 +32,10 @@ pytest: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 test: debian-deps venv lint typecheck pytest
+
+# The long runs left out of `make test` (README): the report on a standalone Spark cluster, a whole tiny `make bench`.
+test-long: debian-deps venv
+	LONG_TESTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_spark_cluster.py tests/integration/test_bench_suite.py
 
 # The chaos suite (docs/chaos.md): every experiment of the suite, in MODE (stop-serving, trade-consistency,
 # majority), on NODES nodes from address BASE; the runs land in chaos-runs/MODE/.

@@ -9,11 +9,16 @@ tests/integration/test_bench_loadgen.py runs their load generator.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from bench import suite
+
+# A long run (`make test-long`, README): a whole, if tiny, `make bench` takes about 30 s. `make test` keeps the
+# short version: tests/unit/test_bench_suite.py and test_bench_curves.py.
+pytestmark = pytest.mark.skipif(os.environ.get("LONG_TESTS") != "1", reason="long run: make test-long (LONG_TESTS=1)")
 
 
 @pytest.mark.integration

@@ -26,6 +26,10 @@ pytest.importorskip("pyspark")
 from tests.spark.logs import write_logs
 from tests.spark.test_cli import clean_history, generated_run
 
+# A long run (`make test-long`, README): a standalone Spark master and worker take about 100 s. `make test` keeps
+# the short version: tests/spark runs the same report on `local[2]` against the same logs.
+pytestmark = pytest.mark.skipif(os.environ.get("LONG_TESTS") != "1", reason="long run: make test-long (LONG_TESTS=1)")
+
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 START_DEADLINE_S = 60.0
