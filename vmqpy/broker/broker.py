@@ -89,7 +89,7 @@ class Broker:
         # owner, how a CONNECT is registered and, with `persistent_session_placement = assigned`, where it goes.
         self.nodes: Callable[[], Iterable[str]] | None = None
         self.on_moving: Callable[[str, str], None] | None = None
-        self.on_recreated: Callable[[str], None] | None = None  # queue replicas: fetch its messages (node.py)
+        self.on_recreated: Callable[[str, str | None], None] | None = None  # queue replicas fetch its messages
         self.registrar: Registrar | None = None
         self.placement: Placement | None = None
         self._migration = SessionMigration(self)

@@ -45,7 +45,7 @@ class SessionMigration:
         session = broker.sessions.get(client_id)
         if records.session_owner(new) == broker.node:
             if session is None and records.session_origin(new) is not None:
-                image = self.image_from_store(client_id)
+                image = self.image_from_store(client_id, released=records.session_origin(new))
                 if image is not None:  # the session of a dead node that left: recreated here
                     log.info("recreating the session of a node that left", client_id=client_id,
                              origin=records.session_origin(new))
@@ -179,10 +179,11 @@ class SessionMigration:
         session.pump(now)
         return True
 
-    def image_from_store(self, client_id: str) -> SessionImage | None:
+    def image_from_store(self, client_id: str, released: str | None = None) -> SessionImage | None:
         """The session of `client_id` as the replicated store knows it, when its owner node is out of reach:
         its subscriptions (its messages stay with that node until it is reachable again; with queue replicas,
-        `broker.on_recreated` fetches their copies: vmqpy.replicas.failover)."""
+        `broker.on_recreated` fetches their copies: vmqpy.replicas.failover). `released`: the dead node an
+        operator removed with `cluster leave`, whose copies are taken at once (no failover timeout)."""
         metadata = self._broker.metadata
         value = metadata.get(records.SESSION, records.session_key(client_id))
         if value is None or bool(value[2]):
@@ -192,7 +193,7 @@ class SessionMigration:
             if key[1] == client_id:
                 image.subscriptions.append(records.subscription_entry(key, sub)[2])
         if self._broker.on_recreated is not None:  # its messages may live on in the queue replicas
-            self._broker.on_recreated(client_id)
+            self._broker.on_recreated(client_id, released)
         return image
 
     def reassign_sessions(self, node: str, new_owner: Callable[[str], str]) -> int:

@@ -51,6 +51,8 @@ class Adopter(Protocol):
 
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool: ...
 
+    def owner_of(self, client_id: str) -> str | None: ...
+
 
 @dataclass(slots=True)
 class _Fetch:
@@ -78,6 +80,7 @@ class Failover:
         self.node = node
         self.failover_timeout = failover_timeout
         self._down_since: dict[str, float] = {}
+        self._released: set[str] = set()  # dead owners an operator removed (`cluster leave`): no timeout
         self._started = time.monotonic()
         self.copies = copies
         self.links = links
@@ -90,8 +93,12 @@ class Failover:
         self._tasks: set[asyncio.Task[None]] = set()
         self._adopted: dict[str, asyncio.Future[None]] = {}  # client id -> its recovery adopted what it found
 
-    def recover(self, client_id: str) -> None:
-        """`client_id`'s session is recreated here without its messages: fetch and adopt their copies."""
+    def recover(self, client_id: str, released: str | None = None) -> None:
+        """`client_id`'s session is recreated here without its messages: fetch and adopt their copies.
+        `released`: its old owner, a dead node an operator removed (`cluster leave`), whose copies are taken
+        at once even while this node has not yet learnt that it left the membership."""
+        if released is not None and released != self.node:
+            self._released.add(released)
         loop = asyncio.get_running_loop()
         adopted = self._adopted.get(client_id)
         if adopted is None or adopted.done():
@@ -115,12 +122,13 @@ class Failover:
     def on_reachability(self, peer: str, reachable: bool) -> None:
         if reachable:
             self._down_since.pop(peer, None)
+            self._released.discard(peer)  # back as a new incarnation
         else:
             self._down_since.setdefault(peer, time.monotonic())
 
     def _remaining(self, owner: str) -> float:
         """Seconds before `owner`'s copies may be taken (0: now; an owner that left the cluster at once)."""
-        if owner not in self.links.member_names():
+        if owner in self._released or owner not in self.links.member_names():
             return 0.0
         down = time.monotonic() - self._down_since.get(owner, self._started)
         return max(0.0, self.failover_timeout - down)
@@ -143,6 +151,8 @@ class Failover:
             copies, holders = await self._fetch(client_id)
             copies = {owner: copy for owner, copy in copies.items() if self._remaining(owner) <= 0}
             taken = bool(copies) and self._adopt(client_id, copies, create=False) >= 0
+            if copies and not taken:
+                self._pass_on(client_id)
         if not taken:
             return
         await asyncio.wrap_future(self.barrier())  # adopted, and on the session's replicas: forget the old copies
@@ -150,6 +160,15 @@ class Failover:
             self.copies.forget(owner, client_id)
             for member in holders:
                 self.links.send_control(member, {"op": "rep_forget", "client_id": client_id, "owner": owner})
+
+    def _pass_on(self, client_id: str) -> None:
+        """The session left this node while its recovery waited for the failover timeout (its client connected
+        elsewhere): the member that holds it now recovers it, or the copies would wait for ever."""
+        owner = self.broker.owner_of(client_id)
+        if owner is not None and owner != self.node and self.links.is_reachable(owner):
+            log.info("session moved while its recovery waited: its new node recovers it", client_id=client_id,
+                     to=owner)
+            self.links.send_control(owner, {"op": "rep_recover", "client_id": client_id})
 
     async def _fetch(self, client_id: str) -> tuple[dict[str, Copy], set[str]]:
         """The copies of `client_id` of lost owners, here and on the reachable members; who sent some."""
@@ -243,6 +262,10 @@ class Failover:
                                                "counts": self.copies.counts_for(owner)})
         elif op == "rep_counted":
             self._on_counted(peer, body)
+        elif op == "rep_recover":
+            client_id = body.get("client_id")
+            if type(client_id) is str and self.broker.adopt_messages(client_id, [], time.time()):
+                self.recover(client_id)  # the session is here: fetch its copies (`_pass_on`)
         elif op == "rep_forget":
             client_id, owner = body.get("client_id"), body.get("owner")
             if type(client_id) is str and type(owner) is str:

@@ -159,9 +159,9 @@ class QueueReplication:
         if self.failover is not None:
             await self.failover.wait(client_id)
 
-    def on_recreated(self, client_id: str) -> None:
+    def on_recreated(self, client_id: str, released: str | None = None) -> None:
         if self.failover is not None:
-            self.failover.recover(client_id)
+            self.failover.recover(client_id, released)
 
     def stats(self) -> dict[str, int]:
         out = dict(self.counters)

@@ -6,7 +6,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from tests.unit.replicas.test_copies import MemoryTable
-from vmqpy.broker.handover import SessionImage
+from vmqpy.broker.handover import SessionImage, outgoing_record
+from vmqpy.broker.message import Message, encode_record
 from vmqpy.broker.session import Outgoing, Session
 from vmqpy.replicas.copies import Copy, ReplicaCopies
 from vmqpy.replicas.failover import Failover, merge_copies
@@ -34,6 +35,9 @@ class NoBroker:
         raise AssertionError("not expected")
 
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
+        raise AssertionError("not expected")
+
+    def owner_of(self, client_id: str) -> str | None:
         raise AssertionError("not expected")
 
 
@@ -77,3 +81,93 @@ def test_a_fetch_is_answered_with_the_copies_of_other_owners_and_done() -> None:
     node.on_control("r", {"op": "rep_forget", "client_id": "c", "owner": "a"})
     assert node.copies.copies_of("c") == {}
     node.on_control("r", {"op": "rep_copy", "ref": 77, "owner": 1})  # an answer nobody waits for: ignored
+
+
+class RecordingBroker:
+    def __init__(self) -> None:
+        self.adopted: list[tuple[str, int]] = []
+        self.sessions: set[str] = set()
+        self.owners: dict[str, str] = {}
+
+    def adopt_offline(self, image: SessionImage, now: float) -> Session:
+        self.sessions.add(image.client_id)
+        return Session(image.client_id, protocol_level=5, expiry_interval=None, max_inflight=10, max_online=10,
+                       max_offline=10)
+
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
+        if outs:
+            self.adopted.append((client_id, len(outs)))
+        return client_id in self.sessions
+
+    def owner_of(self, client_id: str) -> str | None:
+        return self.owners.get(client_id)
+
+
+def test_the_copies_of_a_node_an_operator_removed_are_taken_at_once_before_its_removal_is_known() -> None:
+    """`cluster leave node=DEAD`: the owner records naming this node can arrive before the membership change;
+    the dead node is still a member here, unreachable for less than the failover timeout. Its copies must be
+    adopted at once, not after queue.failover_timeout (by then the client may have moved elsewhere)."""
+    import asyncio
+
+    async def scenario() -> list[tuple[str, int]]:
+        links = Links(["me", "dead"], set())
+        broker = RecordingBroker()
+        done: Future[None] = Future()
+        done.set_result(None)
+        node = Failover("me", ReplicaCopies(MemoryTable()), links, broker, lambda: done, 3600)
+        for seq in (1, 2):
+            node.copies.apply("dead", Op("put", "c", seq=seq, value=_record(seq)), seq)
+        node.on_reachability("dead", False)
+        node.recover("c", released="dead")
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if broker.adopted:
+                break
+        return broker.adopted
+
+    assert asyncio.run(scenario()) == [("c", 2)]
+
+
+def _record(seq: int) -> bytes:
+    message = Message("t", f"m{seq}".encode(), 1)
+    return encode_record(outgoing_record(Outgoing(seq, message, 1, False)))
+
+
+def test_a_recovery_whose_session_moved_while_it_waited_is_passed_to_the_new_node() -> None:
+    """A CONNECT here recreated the session of an unreachable owner; its copies wait for the failover timeout;
+    meanwhile the client connects on B, which takes the (empty) session over. When the timeout ends, B is asked
+    to recover it (`rep_recover`); a node asked so recovers a session it holds, and ignores one it does not."""
+    import asyncio
+
+    async def scenario() -> tuple[list[tuple[str, dict[str, Any]]], Links]:
+        links = Links(["me", "dead", "b"], {"b"})
+        broker = RecordingBroker()
+        broker.owners["c"] = "b"
+        node = Failover("me", ReplicaCopies(MemoryTable()), links, broker, lambda: Future(), 0.05)
+        node.copies.apply("dead", Op("put", "c", seq=1, value=_record(1)), 1)
+        node.on_reachability("dead", False)
+        node.recover("c")
+        answered: set[int] = set()
+        for _ in range(100):  # b answers each fetch with nothing
+            await asyncio.sleep(0.01)
+            for _peer, body in links.sent:
+                if body.get("op") == "rep_fetch" and body["ref"] not in answered:
+                    answered.add(body["ref"])
+                    node.on_control("b", {"op": "rep_copy", "ref": body["ref"], "done": True})
+            if any(body.get("op") == "rep_recover" for _p, body in links.sent):
+                break
+        assert broker.adopted == []
+        other_links = Links(["b", "me"], {"me"})
+        other_broker = RecordingBroker()
+        other = Failover("b", ReplicaCopies(MemoryTable()), other_links, other_broker, lambda: Future(), 0)
+        other.on_control("me", {"op": "rep_recover", "client_id": "c"})  # b has no session c: ignored
+        await asyncio.sleep(0.01)
+        assert other_links.sent == []
+        other_broker.sessions.add("c")
+        other.on_control("me", {"op": "rep_recover", "client_id": "c"})
+        await asyncio.sleep(0.01)
+        return links.sent, other_links
+
+    sent, other_links = asyncio.run(scenario())
+    assert ("b", {"op": "rep_recover", "client_id": "c"}) in sent
+    assert [body["op"] for _n, body in other_links.sent] == ["rep_fetch"]
