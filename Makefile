@@ -28,14 +28,24 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy --strict dvv vmqpy admin chaos tests/unit
 
+# Two runs: the pure tests (tests/unit, tests/sim: CPU-bound, no sockets shared between tests) on both cores with
+# pytest-xdist, then everything else one test at a time (real nodes on fixed addresses, iptables chains). Both
+# always run; the target fails if either does.
+PURE_TESTS := tests/unit tests/sim
 pytest: venv
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
+	@status=0; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist worksteal $(PURE_TESTS) || status=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(addprefix --ignore=,$(PURE_TESTS)) tests \
+		|| status=$$?; \
+	exit $$status
 
 test: debian-deps venv lint typecheck pytest
 
-# The long runs left out of `make test` (README): the report on a standalone Spark cluster, a whole tiny `make bench`.
+# The long runs left out of `make test` (README): the report on a standalone Spark cluster, a whole tiny `make bench`,
+# the whole model check (every scope, docs/replication.md section 10).
 test-long: debian-deps venv
 	LONG_TESTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_spark_cluster.py tests/integration/test_bench_suite.py
+	MODELCHECK_FULL=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests/sim/test_modelcheck.py
 
 # The chaos suite (docs/chaos.md): every experiment of the suite, in MODE (stop-serving, trade-consistency,
 # majority), on NODES nodes from address BASE; the runs land in chaos-runs/MODE/.

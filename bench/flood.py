@@ -38,12 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.brokers import HOST, BrokerProcess, cpu_seconds, export_revision
+from bench.flood_timeline import LOOK_BACK, EventBins, causes, explain
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.packets import Connack, Connect, Puback, Publish, Suback, SubOptions, Subscribe, Subscription
 
 ROUND_TRIP_TIMEOUT = 10.0  # seconds; a round trip slower than this counts as failed
 CONNECT_CONCURRENCY = 256  # attack connects in flight at once (the node's accept backlog is 1024)
 ATTACK_READY_TIMEOUT = 120.0  # seconds the attacker may take to open its sockets
+SLOW_SHOWN = 20  # slowest round trips of the attack window printed with the attacker's events around them
 
 
 def raise_fd_limit() -> int:
@@ -75,6 +77,7 @@ class AttackTally:
     open_now: int = 0
     most_open: int = 0
     bytes_sent: int = 0
+    events: EventBins = field(default_factory=EventBins)  # opens, closes by the node, bytes written
 
 
 class AttackSocket(asyncio.Protocol):
@@ -92,6 +95,7 @@ class AttackSocket(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.opened_at = time.monotonic()
         self.tally.opened += 1
+        self.tally.events.record("open", self.opened_at)
         self.tally.open_now += 1
         self.tally.most_open = max(self.tally.most_open, self.tally.open_now)
 
@@ -102,7 +106,9 @@ class AttackSocket(asyncio.Protocol):
         self.tally.open_now -= 1
         if not self.ours:
             self.tally.closed_by_node += 1
-            self.tally.close_after.append(time.monotonic() - self.opened_at)
+            now = time.monotonic()
+            self.tally.close_after.append(now - self.opened_at)
+            self.tally.events.record("close", now)
         if not self.done.done():
             self.done.set_result(None)
 
@@ -136,6 +142,7 @@ async def hold_socket(index: int, kind: str, port: int, tally: AttackTally, stop
                 transport.write(prefix[protocol.sent:protocol.sent + 1])
                 protocol.sent += 1
                 tally.bytes_sent += 1
+                tally.events.record("write", time.monotonic())
             await asyncio.wait((done, stopped), timeout=1.0 if kind == "slowloris" else None,
                                return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
@@ -178,6 +185,7 @@ async def attack(kind: str, port: int, count: int, seconds: float, reopen_delay:
         "close_after_min": round(min(after), 2) if after else None,
         "close_after_p50": round(statistics.median(after), 2) if after else None,
         "close_after_max": round(max(after), 2) if after else None,
+        "window_start": window_start, "events": tally.events.to_json(),
     }
 
 
@@ -268,15 +276,20 @@ class Probe:
                 if packet.payload == payload:
                     return elapsed
 
-    async def measure(self, count: int, interval: float, until: asyncio.Future[Any] | None = None) -> list[float]:
-        """Up to `count` round trips, one every `interval` seconds (stops early when `until` is done)."""
+    async def measure(self, count: int, interval: float, until: asyncio.Future[Any] | None = None,
+                      timeline: list[tuple[float, float]] | None = None) -> list[float]:
+        """Up to `count` round trips, one every `interval` seconds (stops early when `until` is done); each
+        successful one is also appended to `timeline` as (its start on the monotonic clock, seconds)."""
         times: list[float] = []
         for _ in range(count):
             if until is not None and until.done():
                 break
+            started = time.monotonic()
             took = await self.round_trip()
             if took is not None:
                 times.append(took)
+                if timeline is not None:
+                    timeline.append((started, took))
             await asyncio.sleep(interval)
         return times
 
@@ -334,7 +347,8 @@ async def run_attack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             stop = asyncio.Event()
             sampler = asyncio.create_task(_sample_rss(node, peak, stop))
             finished = asyncio.ensure_future(attacker.stdout.readline())
-            during = await probe.measure(10**6, args.interval, until=finished)
+            timeline: list[tuple[float, float]] = []
+            during = await probe.measure(10**6, args.interval, until=finished, timeline=timeline)
             report_line = await asyncio.wait_for(finished, args.seconds + 60)
             cpu_used, wall = cpu_seconds(node.pid) - cpu_start, time.monotonic() - wall_start
             stop.set()
@@ -353,6 +367,9 @@ async def run_attack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     finally:
         node.stop()
     held = attack_report["most_open"] or 1
+    events = EventBins.from_json(attack_report.pop("events"))
+    # the tail that makes the p99 during the attack: its slowest 2 %
+    slow = explain(timeline, events, percentile(during, 98), attack_report["window_start"])
     return {
         "attack": kind, "connections": count, "extra": extra, "source": str(args.source or "this checkout"),
         "ready": ready, "attacker": attack_report,
@@ -361,6 +378,8 @@ async def run_attack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         "rss_kib": {"before": rss_before, "peak_during": peak[0], "after": rss_after},
         "rss_per_attack_socket_bytes": round((peak[0] - rss_before) * 1024 / held),
         "node_cpu_percent_during": round(100 * cpu_used / wall, 1) if wall else None,
+        "slow_causes": causes(slow),
+        "slow_samples": [{"at": s.at, "ms": round(s.took * 1000, 2), "cause": s.cause, **s.events} for s in slow],
     }
 
 
@@ -388,6 +407,12 @@ def print_report(result: dict[str, Any]) -> None:
           f"after {rss['after'] / 1024:.1f} MiB; {result['rss_per_attack_socket_bytes']} bytes per attack socket "
           f"held; node CPU during {result['node_cpu_percent_during']} % of a core; node alive: "
           f"{result['node_alive']}")
+    slow = result["slow_samples"]
+    print(f"  the slowest 2 % of the round trips during the attack: {len(slow)}, by likely cause "
+          f"{result['slow_causes']} (attacker events from {LOOK_BACK * 1000:g} ms before to the end of each)")
+    for sample in sorted(slow, key=lambda s: -s["ms"])[:SLOW_SHOWN]:
+        print(f"    at {sample['at']:7.3f} s: {sample['ms']} ms; {sample['cause']}: {sample['open']} opens, "
+              f"{sample['close']} closes by the node, {sample['write']} bytes written")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

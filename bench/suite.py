@@ -10,6 +10,8 @@ Steps, one after the other (each on its own fresh brokers; a failing step is rep
                  (2,000 connections x 3 rounds; quick: 300 x 1)
   subscriptions  bench.bench_subscriptions at 1k and 10k subscriptions (quick: 1k)
   retained       bench.bench_retained at 1k and 10k retained messages (quick: 1k)
+  replicas       only with --replicas: bench.bench_replicas --quick, queue replicas R=1 vs R=2 on 3 nodes
+                 (127.0.0.11-13); its ratio column is R=2/R=1 msgs/s
 
 It prints one markdown table (rate, vmqpy/Mosquitto ratio, broker CPU per message, p50/p99, RSS) and writes it,
 with the machine's description (CPU model, cores, memory, kernel, Python, load average, git commit), to
@@ -55,6 +57,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--idle-rounds", type=int, default=None, help="bench_idle rounds (3; quick 1)")
     ap.add_argument("--sub-sizes", default=None, help="bench_subscriptions sizes (1k,10k; quick 1k)")
     ap.add_argument("--ret-sizes", default=None, help="bench_retained sizes (1k,10k; quick 1k)")
+    ap.add_argument("--replicas", action="store_true", help="also the queue-replica bench (bench.bench_replicas)")
     ap.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results",
                     help="where the dated summary goes (raw outputs in its raw/ directory)")
     args = ap.parse_args(argv)
@@ -111,8 +114,17 @@ def step_retained(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[
     return retained_rows(json.loads(out.read_text())), {"exit": code, "raw": str(out)}
 
 
+def step_replicas(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
+    from bench import bench_replicas
+
+    out = raw / "replicas.json"
+    code = bench_replicas.main(["--quick", "--out", str(out)])
+    return bench_replicas.suite_rows(json.loads(out.read_text())["summary"]), {"exit": code, "raw": str(out)}
+
+
 RUNNERS: dict[str, Callable[[argparse.Namespace, Path], tuple[list[Row], dict[str, Any]]]] = {
     "compare": step_compare, "idle": step_idle, "subscriptions": step_subscriptions, "retained": step_retained,
+    "replicas": step_replicas,
 }
 
 
@@ -125,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     raw.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     steps: dict[str, dict[str, Any]] = {}
-    for name in STEPS:
+    for name in (*STEPS, *(("replicas",) if args.replicas else ())):
         if name in args.skipped:
             steps[name] = {"skipped": True}
             continue

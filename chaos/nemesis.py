@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterable
 from typing import Protocol
 
+from chaos import owner_loss
 from chaos.cluster import Cluster, HarnessError, Node
 from chaos.haproxy import Balancer
 from chaos.history import Recorder
@@ -48,6 +49,8 @@ class Nemesis:
         self.current = "healthy"
         self.errors: list[str] = []
         self.left: set[str] = set()  # nodes a churn step made leave and that did not join again yet
+        self.lost: list[Node] = []  # nodes an owner-loss step killed with their disk, not yet removed
+        self.removed: list[Node] = []  # lost nodes removed with leave -k; an empty node joins at the end
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._finished = threading.Event()  # every step carried out (or the nemesis stopped)
@@ -86,7 +89,7 @@ class Nemesis:
         if step.action in ("heal", "resume", "unskew"):  # in force as soon as the step begins to undo it
             self.heals.append(began)
             self.current = "healthy"
-        elif step.action in ("restart", "join"):  # in force once the node is up again
+        elif step.action in ("restart", "join", "replace"):  # in force once the node is up again
             self.heals.append(time.time_ns())
             self.current = "healthy"
         elif step.action == "roll":  # a fault from its drain until the node is back
@@ -103,6 +106,10 @@ class Nemesis:
             self.network.cut(step.cut)
         elif step.action == "heal":
             self.network.heal()
+        elif step.action == "lose":
+            self._lose()
+        elif step.action == "replace":
+            self._replace()
         elif node is None:
             raise HarnessError(f"step {step.action} names no node")
         elif step.action == "kill":
@@ -128,6 +135,28 @@ class Nemesis:
                 self._leave(node, other)
             else:
                 self._join(node, other)
+
+    def _lose(self) -> None:
+        """Owner loss (chaos/owner_loss.py): the node with the most persistent sessions killed, its disk deleted;
+        which node, and the counts it was chosen by, are recorded in the history."""
+        victim, counts = owner_loss.lose(self.cluster)
+        self.lost.append(victim)
+        chosen = {name: {"persistent_sessions": s, "queued": q} for name, (s, q) in sorted(counts.items())}
+        self.recorder.record("info", "nemesis", "nemesis", {"step": f"lost {victim.name}", "sessions": chosen}, "")
+
+    def _replace(self) -> None:
+        """Every lost node removed with `cluster leave -k` on a survivor; its replacement (an empty node with its
+        name) joins in `heal_everything`, once the workloads stopped: until its join it is a one-node cluster
+        that would acknowledge publishes for subscribers it does not know."""
+        if not self.lost:
+            raise HarnessError("replace: no node was lost")
+        while self.lost:
+            victim = self.lost[0]
+            said = owner_loss.remove(self.cluster, victim)
+            self.lost.pop(0)
+            self.removed.append(victim)
+            self.recorder.record("info", "nemesis", "nemesis", {"step": f"removed {victim.name}", "leave": said},
+                                 "")
 
     def _roll(self, node: Node) -> None:
         """One node of a rolling restart: `vmq-admin node drain` (HAProxy takes it out, its clients are told to
@@ -178,6 +207,15 @@ class Nemesis:
         """Undo whatever is still in force: heal the network, resume, restart, unskew (the end of a run)."""
         began = time.time_ns()
         self.network.heal()
+        try:
+            if self.lost:  # an owner-loss step whose removal did not run: remove the node now
+                self._replace()
+            while self.removed:  # the replacement of every removed node joins
+                owner_loss.rejoin(self.cluster, self.removed[0])
+                self.recorder.record("info", "nemesis", "nemesis", {"step": f"rejoined {self.removed[0].name}"}, "")
+                self.removed.pop(0)
+        except HarnessError as exc:
+            self.errors.append(f"replacement of a lost node at the end: {exc}")
         for node in self.cluster.nodes:
             if not node.owned:
                 continue

@@ -42,12 +42,14 @@ from chaos.workloads import Context, Endpoint, Workload
 from chaos.workloads.queues import Queues
 from chaos.workloads.registration import Registration
 from chaos.workloads.retained import Retained
+from chaos.workloads.roaming import RoamingQueues
 from chaos.workloads.steady import PROCESS_PREFIX as STEADY
 from chaos.workloads.steady import Steady
 from chaos.workloads.subscriptions import Subscriptions
 
 WORKLOADS: dict[str, type[Workload]] = {"subscriptions": Subscriptions, "retained": Retained, "queues": Queues,
-                                        "registration": Registration, "steady": Steady}
+                                        "registration": Registration, "steady": Steady,
+                                        "queues-roaming": RoamingQueues}
 #: How long a run waits after its workload time for the nemesis to finish its steps (a rolling restart whose
 #: nodes come back slowly runs past its planned times).
 NEMESIS_OVERRUN_S = 240.0
@@ -126,6 +128,8 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     else:
         cluster = build(workdir, opts.nodes, opts.base, opts.mode, proxy=backend == "proxy", skewable=skewable,
                         source=source)
+        for node in cluster.nodes:  # the experiment's own node configuration (e.g. queue.replicas)
+            node.settings.update(dict(experiment.settings))
     balancer = None
     if via == "haproxy":
         servers = []
@@ -144,7 +148,7 @@ def run(experiment: Experiment, opts: Options, log: TextIO = sys.stderr) -> tupl
     meta: dict[str, Any] = {
         "experiment": experiment.name, "description": experiment.description, "mode": opts.mode,
         "seed": opts.seed, "nodes": cluster.names, "backend": backend, "duration_s": duration,
-        "via": via,
+        "via": via, "settings": dict(experiment.settings),
         "quiet_s": opts.quiet_s, "build": build_info(source),
         "schedule": [{"at": s.at, "step": s.describe(cluster.names)} for s in steps],
         "replay": f"python -m chaos run {experiment.name} --nodes {opts.nodes} --seed {opts.seed} "

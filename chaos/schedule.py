@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Literal
 
-Fault = Literal["halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn"]
+Fault = Literal["halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn", "ownerloss"]
 FAULTS: tuple[Fault, ...] = ("halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn")
-Action = Literal["cut", "heal", "kill", "restart", "pause", "resume", "skew", "unskew", "leave", "join", "roll"]
+Action = Literal["cut", "heal", "kill", "restart", "pause", "resume", "skew", "unskew", "leave", "join", "roll",
+                 "lose", "replace"]
+#: `ownerloss` is not in FAULTS (the faults of the partition suite): it runs in its own experiments, `owner-loss`
+#: and `owner-loss-r1` (chaos/owner_loss.py), whose victim is chosen at run time, not by the schedule.
 Pair = tuple[int, int]
 
 
@@ -42,6 +45,10 @@ class Step:
             return f"leave {name(self.node or 0)} -k (run on {name(self.other or 0)})"
         if self.action == "join":
             return f"join {name(self.node or 0)} (discovery {name(self.other or 0)})"
+        if self.action == "lose" and self.node is None:
+            return "lose (kill -9, data directory deleted) the node with the most persistent sessions"
+        if self.action == "replace" and self.node is None:
+            return "remove the lost node (cluster leave -k on a survivor; an empty node joins after the workload)"
         if self.node is not None:
             return f"{self.action} {name(self.node)}"
         return self.action
@@ -64,6 +71,8 @@ class Experiment:
     tags: tuple[str, ...] = field(default_factory=tuple)
     rolling: bool = False  # a rolling restart instead of `faults`: every node drained and restarted once
     balancer: bool = False  # the clients go through HAProxy in every run (as with `--via haproxy`)
+    settings: tuple[tuple[str, str], ...] = ()  # node configuration keys of every run (e.g. queue.replicas)
+    first_fault_s: float | None = None  # workload seconds before the first fault (default: 15 %, at most 3 s)
 
 
 def pair(a: int, b: int) -> Pair:
@@ -125,6 +134,8 @@ def plan(experiment: Experiment, nodes: int, seed: int, duration: float | None =
     rng = random.Random(f"{experiment.name}/{nodes}/{seed}")
     total = experiment.duration if duration is None else duration
     start = min(3.0, total * 0.15)
+    if experiment.first_fault_s is not None:  # never so late that no fault fits in a shortened run
+        start = min(experiment.first_fault_s, max(start, total - experiment.fault_s - 1.0))
     end = total - 1.0
     if experiment.rolling:
         return rolling_restart(nodes, rng, start, end)
@@ -171,6 +182,8 @@ def _fault_steps(fault: Fault, t: float, length: float, nodes: int, rng: random.
     victim = rng.randrange(nodes)
     if fault == "churn":
         return _churn_steps(t, length, nodes, victim, rng)
+    if fault == "ownerloss":  # the victim is the node with the most persistent sessions when the step runs
+        return [Step(t, "lose"), Step(t + length, "replace")]
     if fault == "kill":
         return [Step(t, "kill", node=victim), Step(t + length, "restart", node=victim)]
     if fault == "pause":

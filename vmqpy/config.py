@@ -82,6 +82,7 @@ class Config:
     queue_replicas: int = 2  # queue.replicas (vmqpy.replicas)
     queue_write_quorum: int | None = None  # queue.write_quorum; None: queue.replicas
     queue_failover_timeout: float = 30.0  # queue.failover_timeout
+    queue_rebalance_rate: int = 1000  # queue.rebalance_rate: sessions per second (vmqpy.replicas.rebalance)
     outgoing_clustering_buffer_size: int = 10 * 1024 * 1024
     incoming_clustering_buffer_size: int = 64 * 1024 * 1024
     metadata_sync_interval: float = 1.0
@@ -253,6 +254,7 @@ def build(settings: Sequence[_Setting]) -> Config:
         queue_replicas=get("queue.replicas"),
         queue_write_quorum=get("queue.write_quorum"),
         queue_failover_timeout=get("queue.failover_timeout"),
+        queue_rebalance_rate=get("queue.rebalance_rate"),
         outgoing_clustering_buffer_size=get("outgoing_clustering_buffer_size"),
         incoming_clustering_buffer_size=get("incoming_clustering_buffer_size"),
         metadata_sync_interval=get("metadata.sync_interval"),
@@ -371,7 +373,7 @@ _FIELD_OF = {
     "listener.vmq.clustering": "cluster_listener", "cluster.detect_timeout": "detect_timeout",
     "cluster.readiness": "readiness",
     "queue.replicas": "queue_replicas", "queue.write_quorum": "queue_write_quorum",
-    "queue.failover_timeout": "queue_failover_timeout",
+    "queue.failover_timeout": "queue_failover_timeout", "queue.rebalance_rate": "queue_rebalance_rate",
     "metadata.sync_interval": "metadata_sync_interval", "metadata.replication_log": "replication_log",
     "metrics.public": "metrics_public", "status.public": "status_public",
     "log.console": "log_format", "log.console.level": "log_level", "log.console.file": "log_file",

@@ -135,6 +135,11 @@ SCHEMA: Mapping[str, Key] = {
         "a session recreated while its old owner is still a member takes the replicas' copies once that owner has "
         "been unreachable this long (docs/replication.md)",
     ),
+    "queue.rebalance_rate": Key(
+        parse_int(1, 1_000_000), 1000,
+        "persistent sessions per second the queue replicas' rebalancer looks at after a membership change or a "
+        "start (vmqpy extension; docs/replication.md)",
+    ),
     "queue.write_quorum": Key(
         parse_int(1, 9), None,
         "copies a message needs before its publisher is acknowledged in the consistency modes (default and "

@@ -1,10 +1,11 @@
 """The exhaustive small-scope model check (tests/sim/modelcheck.py) inside `make test`: two scopes explored
 completely with today's rules, where nothing is found, and with the rules before issue 19's fixes
-(tests/sim/legacy.py), where each finds its history: the crash scope the lost gap dots (history 2), the
+(tests/sim/legacy.py), where each finds its history: the short crash scope the lost gap dots (history 2), the
 uneven-join scope a deleted key alive on the joiner for ever (history 1).
 
-`MODELCHECK_FULL=1` adds the wider scopes (several minutes); `.venv/bin/python -m tests.sim.modelcheck [--legacy]`
-runs every scope from the command line (docs/replication.md, section 10)."""
+`MODELCHECK_FULL=1` adds the whole crash scope (the short one plus an exchange the environment may start) and the
+wider scopes (several minutes); `.venv/bin/python -m tests.sim.modelcheck [--legacy]` runs every scope from the
+command line (docs/replication.md, section 10)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from tests.sim.modelcheck import (
     DELETED_VALUE_BACK,
     GAPS_THEN_CRASH,
+    GAPS_THEN_CRASH_SHORT,
     GAPS_THEN_CRASH_WIDE,
     UNEVEN_JOIN,
     UNEVEN_JOIN_WIDE,
@@ -44,15 +46,30 @@ def _keeps_a_deleted_key_on_the_joiner(scope: Scope, max_states: int) -> list[st
     return result.path
 
 
+def _loses_announced_gap_dots(scope: Scope) -> None:
+    """History 2 found with the old rules: x crashes after the SyncReply that brought a's gap dots."""
+    result = check(with_old_rules(scope), max_states=400_000)
+    print(report(result))
+    assert result.violation is not None and "without dots it had announced" in result.violation
+    assert result.path[-1] == "crash x" and any("SyncReply a->x" in step for step in result.path)
+
+
+def test_the_short_crash_scope_is_explored_completely_and_holds() -> None:
+    _holds(GAPS_THEN_CRASH_SHORT, 400_000)
+
+
+def test_with_the_old_rules_the_short_crash_scope_loses_announced_gap_dots() -> None:
+    _loses_announced_gap_dots(GAPS_THEN_CRASH_SHORT)
+
+
+@FULL
 def test_the_crash_scope_is_explored_completely_and_holds() -> None:
     _holds(GAPS_THEN_CRASH, 400_000)
 
 
+@FULL
 def test_with_the_old_rules_the_crash_scope_loses_announced_gap_dots() -> None:
-    result = check(with_old_rules(GAPS_THEN_CRASH), max_states=400_000)
-    print(report(result))
-    assert result.violation is not None and "without dots it had announced" in result.violation
-    assert result.path[-1] == "crash x" and any("SyncReply a->x" in step for step in result.path)
+    _loses_announced_gap_dots(GAPS_THEN_CRASH)
 
 
 def test_the_uneven_join_scope_is_explored_completely_and_holds() -> None:

@@ -21,11 +21,14 @@ from vmqpy.broker import records
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import MOVED_ROUTE_TTL
 from vmqpy.broker.session import FORWARD_MEMORY, Outgoing, Session
+from vmqpy.replicas.lineage import Lineage, fingerprint
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
 
 log = structlog.get_logger("vmqpy.broker")
+
+LINEAGE_PRUNE_EVERY = 60.0  # seconds between two sweeps of the lineage (on a recovery)
 
 
 class SessionMigration:
@@ -33,6 +36,17 @@ class SessionMigration:
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
+        self._lineage: Lineage | None = None  # loaded from storage at first use
+        self._pruned_at = 0.0
+
+    @property
+    def lineage(self) -> Lineage:
+        """The messages recovered from old owners' replica copies, per session (vmqpy.replicas.lineage)."""
+        if self._lineage is None:
+            self._lineage = Lineage(self._broker.store.storage)
+            if self._lineage.malformed:
+                log.error("unreadable lineage entries skipped", entries=self._lineage.malformed)
+        return self._lineage
 
     def on_session_change(self, key: records.Key, old: Any, new: Any) -> None:
         """The client id now lives on another node (a newer connect there, the winner after a heal, a node
@@ -120,6 +134,8 @@ class SessionMigration:
             return False
         del broker.sessions[client_id]
         broker.store.delete_session(client_id)
+        if self._lineage is not None:  # not loaded yet: a later sweep forgets what is stored (`_unseen`)
+            self._lineage.forget(client_id)
         session.release_waiters()
         broker.metrics["session_migrations_done"] += 1
         return True
@@ -163,21 +179,51 @@ class SessionMigration:
             broker.store.save_session(session)
             value = records.session_value(broker.metadata.hlc_now(), broker.node, False, image.expiry_interval)
             broker.metadata.put(records.SESSION, records.session_key(image.client_id), value)
+        elif self.lineage.holds(image.client_id):
+            # recovered here from an old owner's copies: its state is the later one (divergent copies). The old
+            # owner's image would bring back QoS 2 packet ids this session completed since (a new PUBLISH with
+            # one of them would be taken for a duplicate and dropped) and subscriptions it may have removed.
+            broker.metrics["handover_image_ignored"] += 1
+            log.info("older image of a recovered session ignored (divergent copies)", client_id=image.client_id)
+            return session
         self.adopt_image(session, image)
         return session
 
-    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
-        """Messages handed over by the previous owner; False when there is no session here to take them."""
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
+        """Messages handed over by the previous owner, or (`origin`: that old owner) recovered from its replica
+        copies; False when there is no session here to take them. Divergent copies (docs/replication.md): a
+        message this session already took from either path is skipped (vmqpy.replicas.lineage)."""
         broker = self._broker
         session = broker.sessions.get(client_id)
         if session is None or session.moving_to is not None:
             return False
+        if outs and (origin is not None or self.lineage.holds(client_id)):
+            outs = self._unseen(client_id, outs, origin)
         for out in outs:
             if not session.adopt(out):
                 broker.metrics["handover_dropped"] += 1
         broker.metrics["messages_adopted"] += len(outs)
         session.pump(now)
         return True
+
+    def _unseen(self, client_id: str, outs: list[Outgoing], origin: str | None) -> list[Outgoing]:
+        """The messages of `outs` this session has not taken yet (named before `Session.adopt` renumbers them)."""
+        broker = self._broker
+        lineage = self.lineage
+        if origin is not None and time.monotonic() - self._pruned_at >= LINEAGE_PRUNE_EVERY:
+            self._pruned_at = time.monotonic()
+            sessions = broker.sessions
+            members = self.known_nodes()
+            lineage.prune(lambda cid: cid in sessions and sessions[cid].moving_to is None, members or None)
+        verdicts = lineage.admit(client_id, [(out.seq, fingerprint(out.message)) for out in outs], origin)
+        fresh = [out for out, new in zip(outs, verdicts, strict=True) if new]
+        skipped = len(outs) - len(fresh)
+        if skipped:
+            broker.metrics["recovered_already_adopted" if origin is not None else "handover_already_recovered"] += (
+                skipped)
+            log.info("messages this session already took skipped (divergent copies)", client_id=client_id,
+                     skipped=skipped, path="replicas" if origin is not None else "handover")
+        return fresh
 
     def image_from_store(self, client_id: str, released: str | None = None) -> SessionImage | None:
         """The session of `client_id` as the replicated store knows it, when its owner node is out of reach:

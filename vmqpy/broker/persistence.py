@@ -19,6 +19,7 @@ from typing import Protocol
 from vmqpy.broker.handover import outgoing_from_record, outgoing_record
 from vmqpy.broker.message import decode_record, encode_record
 from vmqpy.broker.session import Outgoing, Session
+from vmqpy.bulk_load import bulk_load
 from vmqpy.storage import Storage
 
 SESSIONS = "session"
@@ -104,6 +105,12 @@ class SessionStore:
     # --------------------------------------------------------------------------- loading at start
 
     def load_sessions(self) -> dict[str, StoredSession]:
+        with bulk_load() as load:
+            sessions = self._load_sessions()
+            load.records = len(sessions)
+        return sessions
+
+    def _load_sessions(self) -> dict[str, StoredSession]:
         sessions: dict[str, StoredSession] = {}
         for key, value in self.storage.load(SESSIONS):
             level, expiry, disconnected_at = decode_record(value)

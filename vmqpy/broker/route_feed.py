@@ -20,6 +20,7 @@ from vmqpy.broker.ports import MetadataPort
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.router import Router
 from vmqpy.broker.session import Session
+from vmqpy.bulk_load import bulk_load
 
 __all__ = ["RouteFeed"]
 
@@ -75,17 +76,24 @@ class RouteFeed:
 
     def load_retained(self, now: float) -> None:
         """Take the retained messages of the store; expired ones are deleted."""
-        for key, value in list(self.metadata.fold(records.RETAIN)):
-            message = records.retained_message(value)
-            if message.expired(now):
-                self.metadata.delete(records.RETAIN, key)
-            else:
-                self.retained.set(message.topic, message)
+        with bulk_load() as load:
+            for key, value in list(self.metadata.fold(records.RETAIN)):
+                message = records.retained_message(value)
+                if message.expired(now):
+                    self.metadata.delete(records.RETAIN, key)
+                else:
+                    self.retained.set(message.topic, message)
+            load.records = len(self.retained)
 
     def load_subscriptions(self) -> None:
         """Route every subscription of the store, once the persistent sessions are back in `sessions`: the
         owner records and subscriptions of this node's sessions that are not (clean sessions of before a
         crash) are deleted."""
+        with bulk_load() as load:
+            self._load_subscriptions()
+            load.records = len(self.sessions)
+
+    def _load_subscriptions(self) -> None:
         for key, value in list(self.metadata.fold(records.SESSION)):
             if records.session_owner(value) == self.node and str(key[1]) not in self.sessions:
                 self.metadata.delete(records.SESSION, key)  # a clean session of before a crash

@@ -98,6 +98,7 @@ class ClusterService:
         self.control_handlers: list[Callable[[str, dict[str, Any]], None]] = []
         self.on_congestion: Callable[[str, bool], None] | None = None
         self.reachability_handlers: list[Callable[[str, bool], None]] = []
+        self.membership_handlers: list[Callable[[], None]] = []  # the members or their incarnations changed
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -182,6 +183,9 @@ class ClusterService:
                 del self._joining[name]
         self._set_replica_peers()
         self._update_view()
+        if before != members:
+            for handler in list(self.membership_handlers):
+                handler()
 
     def _set_replica_peers(self) -> None:
         peers = set(ms.replica_ids(self.members.values(), self.name)) | {rid for rid, _since in self._joining.values()}

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from vmqpy.bulk_load import bulk_load
 from vmqpy.metadata import messages
 from vmqpy.metadata.errors import DecodeError
 from vmqpy.metadata.replica import Changed, Key, Logged, Output, Persist, Replica, Send
@@ -81,8 +82,11 @@ class MetadataService:
     def start(self) -> None:
         """Rebuild the replica from storage and arm its timer. Call from the event loop."""
         self._loop = asyncio.get_running_loop()
-        rows = {table: self.storage.load(table) for table in Replica.TABLES}
-        self.replica = self._build(rows)
+        with bulk_load() as load:
+            rows = {table: self.storage.load(table) for table in Replica.TABLES}
+            load.records = sum(map(len, rows.values()))
+            self.replica = self._build(rows)
+            del rows
         if self.transport is not None:
             self.transport.set_receiver(self._on_frame)
         self._arm()

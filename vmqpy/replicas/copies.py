@@ -11,6 +11,10 @@ next link), so each is applied with its number in the owner's numbering (its `ve
 deletion, is only replaced by an operation with a higher number. A deletion leaves a tombstone (its number, in
 memory) until every operation numbered below it has arrived (`prune(owner, settled)`); a new run of the owner
 numbers from 1 again and starts afresh (`new_run`). After a restart of this node the versions start at 0.
+
+A `sync` numbered v (the owner's whole state of the session, sent by its rebalancer) is a `drop` numbered v
+followed by that state written at v: what was numbered below v is gone, what arrived numbered above v stays
+(it is newer than the snapshot), and an operation numbered below v that arrives later is ignored.
 """
 
 from __future__ import annotations
@@ -90,7 +94,7 @@ class ReplicaCopies:
         key = (owner, op.client_id)
         if version and version < self._dropped.get(key, 0):
             return False
-        if op.kind == "drop":
+        if op.kind in ("drop", "sync"):
             if version:
                 self._dropped[key] = version
             copy = self._copies.get(key)
@@ -98,7 +102,15 @@ class ReplicaCopies:
                 self._drop_older(owner, op.client_id, copy, version)  # newer operations overtook the drop
             else:
                 self.forget(owner, op.client_id)
+            if op.kind == "sync":  # the state from here on: this record and these ids (messages follow)
+                self._apply_entry(owner, Op("session", op.client_id, value=op.value), version)
+                for packet_id in op.incoming:
+                    self._apply_entry(owner, Op("in", op.client_id, packet_id=packet_id, present=True), version)
             return True
+        return self._apply_entry(owner, op, version)
+
+    def _apply_entry(self, owner: str, op: Op, version: int) -> bool:
+        """Apply a put, del, in or session operation numbered `version` (not when a higher one replaced it)."""
         entry = {"put": "m", "del": "m", "in": "i", "session": "s"}[op.kind]
         item = (entry, op.seq if entry == "m" else op.packet_id)
         copy = self._copy(owner, op.client_id)

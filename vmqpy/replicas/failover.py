@@ -49,7 +49,8 @@ class Adopter(Protocol):
 
     def adopt_offline(self, image: SessionImage, now: float) -> Session: ...
 
-    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool: ...
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
+        """`origin`: the old owner whose replica copies `outs` are (their seqs are its numbers)."""
 
     def owner_of(self, client_id: str) -> str | None: ...
 
@@ -193,10 +194,11 @@ class Failover:
     def _adopt(self, client_id: str, copies: dict[str, Copy], create: bool) -> int:
         """Adopt the copies into the session here (`create`: made offline when there is none; else only into
         a session that is still here). How many messages; -1 when there is no session to take them."""
-        outs: list[Outgoing] = []
+        by_owner: dict[str, list[Outgoing]] = {}  # each owner's apart: its seqs name them (divergent copies)
         incoming: set[int] = set()
-        for copy in copies.values():
+        for owner, copy in copies.items():
             incoming |= copy.incoming
+            outs = by_owner.setdefault(owner, [])
             for seq in sorted(copy.messages):
                 try:
                     outs.append(outgoing_from_record(seq, decode_record(copy.messages[seq])))
@@ -209,12 +211,14 @@ class Failover:
             return -1
         if incoming or not present:
             self.broker.adopt_offline(image, now)  # merged into the session here, or one kept offline
-        self.broker.adopt_messages(client_id, outs, now)
+        for owner, outs in by_owner.items():
+            self.broker.adopt_messages(client_id, outs, now, origin=owner)
+        recovered = sum(len(outs) for outs in by_owner.values())
         self.counters["recoveries"] += 1
-        self.counters["messages_recovered"] += len(outs)
-        log.info("session messages recovered from queue replicas", client_id=client_id, messages=len(outs),
+        self.counters["messages_recovered"] += recovered
+        log.info("session messages recovered from queue replicas", client_id=client_id, messages=recovered,
                  owners=sorted(copies))
-        return len(outs)
+        return recovered
 
     async def held_for(self, owner: str) -> int:
         """How many messages of `owner`'s sessions the reachable replicas hold (`cluster leave` of a dead node

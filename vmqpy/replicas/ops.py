@@ -12,6 +12,10 @@ del         ["del", client_id, seq]                message `seq` is gone (delive
 in          ["in", client_id, packet_id, present]  incoming QoS 2 packet id awaiting PUBREL (or not any more)
 session     ["session", client_id, record]         the session record (protocol level, expiry, disconnected at)
 drop        ["drop", client_id]                    the session ended or moved away: forget every copy of it
+sync        ["sync", client_id, record, [ids]]     the owner's whole state of the session from here on: the
+                                                   copy is replaced by this session record and these
+                                                   incoming QoS 2 ids, no message; the messages follow as
+                                                   `put` operations sent right after it (rebalance.py)
 ==========  =====================================  ================================================
 """
 
@@ -22,12 +26,13 @@ from typing import Any
 
 __all__ = ["Op", "decode_op", "encode_op"]
 
-KINDS = ("put", "del", "in", "session", "drop")
+KINDS = ("put", "del", "in", "session", "drop", "sync")
 
 
 @dataclass(frozen=True, slots=True)
 class Op:
-    """One replica operation. `seq`: put/del; `packet_id`/`present`: in; `value`: put (message), session."""
+    """One replica operation. `seq`: put/del; `packet_id`/`present`: in; `value`: put (message), session,
+    sync (the session record); `incoming`: sync (the incoming QoS 2 packet ids)."""
 
     kind: str
     client_id: str
@@ -35,6 +40,7 @@ class Op:
     packet_id: int = 0
     present: bool = False
     value: bytes = b""
+    incoming: tuple[int, ...] = ()
 
 
 def encode_op(op: Op) -> list[Any]:
@@ -48,6 +54,8 @@ def encode_op(op: Op) -> list[Any]:
         return ["session", op.client_id, op.value]
     if op.kind == "drop":
         return ["drop", op.client_id]
+    if op.kind == "sync":
+        return ["sync", op.client_id, op.value, list(op.incoming)]
     raise ValueError(f"unknown replica operation {op.kind!r}")
 
 
@@ -70,7 +78,7 @@ def decode_op(record: Any) -> Op:
     kind, client_id = record[0], record[1]
     if type(client_id) is not str:
         raise ValueError("a replica operation's client id is a string")
-    shape = {"put": 4, "del": 3, "in": 4, "session": 3, "drop": 2}[kind]
+    shape = {"put": 4, "del": 3, "in": 4, "session": 3, "drop": 2, "sync": 4}[kind]
     if len(record) != shape:
         raise ValueError(f"a replica {kind} operation has {shape} elements, not {len(record)}")
     if kind == "put":
@@ -83,4 +91,9 @@ def decode_op(record: Any) -> Op:
         return Op(kind, client_id, packet_id=_int(record[2], "packet id", 1, 65535), present=record[3])
     if kind == "session":
         return Op(kind, client_id, value=_bytes(record[2], "session record"))
+    if kind == "sync":
+        if type(record[3]) is not list or len(record[3]) > 65535:
+            raise ValueError("a replica sync operation's incoming packet ids are a list")
+        incoming = tuple(_int(p, "packet id", 1, 65535) for p in record[3])
+        return Op(kind, client_id, value=_bytes(record[2], "session record"), incoming=incoming)
     return Op(kind, client_id)

@@ -8,6 +8,11 @@ own storage barrier, sent again after a broken link, failed when the node leaves
 `WriteLedger`. `barrier()` is the composite barrier: a future resolved once the local storage barrier is and
 every write issued before it is settled (ledger.py). A write the transport cannot even buffer (the outgoing
 buffer is full) waits in a backlog, in order, and is offered again shortly: the acknowledgements wait.
+
+Membership changes (rebalance.py): a session's writes go to its replica nodes among the current members *and*
+to the nodes that still hold its copy (`holders`: placed by the rebalancer, or the replica nodes over the members
+of the last completed rebalance), so no copy falls behind while the rebalancer fills the new replica nodes
+(`sync`) and only then drops the old ones (`drop_on`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,27 @@ class _Waiter:
     local: bool = False  # the local storage barrier resolved
 
 
+@dataclass(slots=True)
+class _SyncProgress:
+    """The writes of one sync to one node: `done(node, ok)` once all were acknowledged or one failed."""
+
+    node: str
+    left: int
+    done: Callable[[str, bool], None]
+    over: bool = False
+
+    def acked(self) -> None:
+        self.left -= 1
+        if self.left == 0 and not self.over:
+            self.over = True
+            self.done(self.node, True)
+
+    def failed(self) -> None:
+        if not self.over:
+            self.over = True
+            self.done(self.node, False)
+
+
 class QueueReplicator:
     """Sends a persistent session's journal writes to its replica nodes; the composite barrier."""
 
@@ -65,6 +91,10 @@ class QueueReplicator:
         self._retry_armed = False
         self._seen_members: tuple[str, ...] = ()
         self._targets: dict[str, list[str]] = {}
+        self._placed: dict[str, tuple[str, ...]] = {}  # client id -> the nodes holding its copy (rebalance.py)
+        self._settled: tuple[str, ...] | None = None  # members every session was last placed for (None: not yet)
+        self._settled_targets: dict[str, list[str]] = {}  # client id -> its replica nodes over `_settled`
+        self._progress: dict[int, _SyncProgress] = {}  # write -> the sync it belongs to
         self.counters = {"operations_sent": 0, "operations_acked": 0, "operations_failed": 0}
 
     # ------------------------------------------------------------------------------------------ the journal
@@ -83,6 +113,7 @@ class QueueReplicator:
 
     def drop(self, client_id: str) -> None:
         self._emit(Op("drop", client_id))
+        self._placed.pop(client_id, None)
 
     def targets(self, client_id: str) -> list[str]:
         """The replica nodes of `client_id` (this node owning it) among the current members."""
@@ -95,11 +126,70 @@ class QueueReplicator:
             targets = self._targets[client_id] = replica_nodes(client_id, self.node, members, self.replicas)
         return targets
 
-    def _emit(self, op: Op) -> None:
-        targets = self.targets(op.client_id)
+    def members(self) -> tuple[str, ...]:
+        """The current members (this node's included), as `settle` wants them."""
+        return tuple(self._members())
+
+    def holders(self, client_id: str) -> list[str]:
+        """The nodes believed to hold a copy of `client_id` (current members only; before the first completed
+        rebalance: its replica nodes now)."""
+        placed = self._placed.get(client_id)
+        members = self._seen_members if self._seen_members else tuple(self._members())
+        if placed is not None:
+            return [n for n in placed if n in members]
+        if self._settled is None or self._settled == members:
+            return self.targets(client_id)
+        old = self._settled_targets.get(client_id)
+        if old is None:
+            if len(self._settled_targets) > _TARGETS_CACHE:
+                self._settled_targets = {}
+            old = self._settled_targets[client_id] = replica_nodes(client_id, self.node, self._settled,
+                                                                   self.replicas)
+        return [n for n in old if n in members]
+
+    def write_targets(self, client_id: str) -> list[str]:
+        """Where a write of `client_id` goes: its replica nodes and the nodes still holding its copy."""
+        targets = self.targets(client_id)
+        if self._settled == self._seen_members and client_id not in self._placed:
+            return targets
+        return targets + [n for n in self.holders(client_id) if n not in targets]
+
+    def place(self, client_id: str, nodes: list[str]) -> None:
+        """`nodes` hold a complete copy of `client_id` (the rebalancer filled them or dropped the others)."""
+        self._placed[client_id] = tuple(nodes)
+
+    def settle(self, members: tuple[str, ...]) -> None:
+        """Every session was placed for `members` (a rebalance completed): forget the placements that say so."""
+        self._settled = members
+        self._settled_targets = {}
+        for client_id, placed in list(self._placed.items()):
+            if sorted(placed) == sorted(replica_nodes(client_id, self.node, members, self.replicas)):
+                del self._placed[client_id]
+
+    def sync(self, client_id: str, record: bytes, incoming: list[int], messages: list[tuple[int, bytes]],
+             nodes: list[str], done: Callable[[str, bool], None]) -> None:
+        """Replace the copy of `client_id` on each of `nodes` by this state (`sync`, then a `put` per message,
+        numbered one after the other before any later write); `done(node, ok)` once `node` acknowledged all
+        of them (ok) or left the cluster (not ok)."""
+        ops = [Op("sync", client_id, value=record, incoming=tuple(sorted(incoming)))]
+        ops += [Op("put", client_id, seq=seq, value=value) for seq, value in messages]
+        for node in nodes:
+            progress = _SyncProgress(node, len(ops), done)
+            for op in ops:
+                self._emit(op, [node], progress)
+
+    def drop_on(self, client_id: str, nodes: list[str]) -> None:
+        """Forget the copy of `client_id` on `nodes` (no longer its replica nodes)."""
+        if nodes:
+            self._emit(Op("drop", client_id), nodes)
+
+    def _emit(self, op: Op, nodes: list[str] | None = None, progress: _SyncProgress | None = None) -> None:
+        targets = self.write_targets(op.client_id) if nodes is None else nodes
         if not targets:
             return
         write = self.ledger.issue(targets, self.write_quorum)
+        if progress is not None:
+            self._progress[write] = progress
         record = encode_op(op)
         size = len(op.client_id.encode()) + len(op.value) + 48  # msgpack of the record, at most
         for node in targets:
@@ -144,11 +234,17 @@ class QueueReplicator:
     def _acked(self, write: int, node: str) -> None:
         self.counters["operations_acked"] += 1
         self.ledger.acked(write, node)
+        progress = self._progress.pop(write, None)
+        if progress is not None:
+            progress.acked()
         self.refresh()
 
     def _failed(self, write: int, node: str, _why: str) -> None:
         self.counters["operations_failed"] += 1
         self.ledger.failed(write, node)
+        progress = self._progress.pop(write, None)
+        if progress is not None:
+            progress.failed()
         self.refresh()
 
     # ------------------------------------------------------------------------------------------ the barrier

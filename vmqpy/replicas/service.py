@@ -1,6 +1,7 @@
 """The queue replicas of one node, wired: the replica side applies what arrives on the replica transport, the
 owner side (`replicator`) sends, `failover` fetches. node.py builds it when `queue.replicas` > 1 and the node
-has cluster links; the transport is the cluster service's second forwarding driver (`ClusterService.replication`).
+has cluster links; the transport is the cluster service's second forwarding driver (`ClusterService.replication`);
+`rebalancer` moves the copies when the membership changes and fills every replica node once after a start.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from vmqpy.replicas.copies import KeyValue, ReplicaCopies
 from vmqpy.replicas.failover import Failover
 from vmqpy.replicas.ops import decode_op
 from vmqpy.replicas.owner import QueueReplicator
+from vmqpy.replicas.rebalancer import Rebalancer
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
@@ -53,8 +55,10 @@ class QueueReplication:
     """Both sides of the queue replicas of this node."""
 
     def __init__(self, storage: Storage, *, replicas: int, write_quorum: int, strict: Callable[[], bool],
-                 failover_timeout: float = 0.0) -> None:
+                 failover_timeout: float = 0.0, rebalance_rate: float = 1000.0) -> None:
         self.storage = storage
+        self.rebalance_rate = rebalance_rate
+        self.rebalancer: Rebalancer | None = None
         self.failover_timeout = failover_timeout
         self.settings = (replicas, write_quorum)
         self.strict = strict
@@ -81,7 +85,7 @@ class QueueReplication:
 
         quorum = min(config.queue_write_quorum or replicas, replicas)
         return cls(storage, replicas=replicas, write_quorum=quorum, strict=strict,
-                   failover_timeout=config.queue_failover_timeout)
+                   failover_timeout=config.queue_failover_timeout, rebalance_rate=config.queue_rebalance_rate)
 
     def attach(self, cluster: ClusterService, broker: Broker, registration: RegistrationService,
                departure: Departure) -> None:
@@ -101,8 +105,15 @@ class QueueReplication:
         cluster.reachability_handlers.append(self.on_reachability)
         registration.recovery = self.recovered
         departure.recoverable = self.held_for
+        rebalancer = self.rebalancer = Rebalancer(
+            replicator, broker.sessions, broker.store,
+            lambda: {name: member.incarnation for name, member in cluster.members.items()}, self.rebalance_rate)
+        cluster.membership_handlers.append(rebalancer.on_membership)
+        rebalancer.start()  # every replica node gets each session's whole state (rebalance.py)
 
     def detach(self, broker: Broker) -> None:
+        if self.rebalancer is not None:
+            self.rebalancer.stop()
         broker.store.replicas = None
         broker.on_recreated = None
 
@@ -169,6 +180,8 @@ class QueueReplication:
             out.update(self.replicator.stats())
         if self.failover is not None:
             out.update(self.failover.counters)
+        if self.rebalancer is not None:
+            out.update(self.rebalancer.stats())
         if self._driver is not None:
             out.update({f"transport_{k}": v for k, v in self._driver.counters.items()})
         out["copies_sessions"] = self.copies.sessions()

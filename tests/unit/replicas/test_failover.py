@@ -34,7 +34,7 @@ class NoBroker:
     def adopt_offline(self, image: SessionImage, now: float) -> Session:
         raise AssertionError("not expected")
 
-    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
         raise AssertionError("not expected")
 
     def owner_of(self, client_id: str) -> str | None:
@@ -94,7 +94,7 @@ class RecordingBroker:
         return Session(image.client_id, protocol_level=5, expiry_interval=None, max_inflight=10, max_online=10,
                        max_offline=10)
 
-    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
         if outs:
             self.adopted.append((client_id, len(outs)))
         return client_id in self.sessions

@@ -18,6 +18,7 @@ OPS = [
     Op("in", "c", packet_id=1, present=False),
     Op("session", "c", value=b"rec"),
     Op("drop", "c"),
+    Op("sync", "c", value=b"rec", incoming=(1, 65535)),
 ]
 
 
@@ -41,6 +42,10 @@ def test_round_trip_through_msgpack(op: Op) -> None:
     (["in", "c", 1, 1], "presence is a boolean"),
     (["session", "c", None], "session record is bytes"),
     (["drop", "c", 1], "2 elements"),
+    (["sync", "c", b"rec"], "4 elements"),
+    (["sync", "c", None, []], "session record is bytes"),
+    (["sync", "c", b"rec", 5], "incoming packet ids are a list"),
+    (["sync", "c", b"rec", [0]], "packet id is an integer from 1 to 65535"),
 ])
 def test_malformed_records_are_refused_with_the_reason(record: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):

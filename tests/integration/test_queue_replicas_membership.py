@@ -1,0 +1,69 @@
+"""Queue replicas follow membership changes (issue 18 test (6)): the rebalancer fills a node that joins with
+the queues of the sessions whose replica node it becomes, and only then the node it replaces drops them.
+
+Real node processes on 127.0.0.11 upwards, real clients, the real vmq-admin; the helpers are
+test_queue_replicas.py's (docs/replication.md section 11).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster import ClusterNode, cluster_ready, start_cluster
+from tests.integration.conftest import wait_until
+from tests.integration.test_queue_replicas import MESSAGES, SUBSCRIBERS, collect_all, lose, metrics, queue_offline
+from vmqpy.cluster.leader import ranking
+
+pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy queue replicas")]
+
+MAJORITY = {"cluster.readiness": "majority", "queue.failover_timeout": "0s"}
+
+
+@pytest.fixture
+def two_then_three(tmp_path: Path) -> Iterator[list[ClusterNode]]:
+    """A and B joined; C started (not joined)."""
+    nodes = start_cluster(tmp_path, MAJORITY, count=2)
+    try:
+        nodes.append(ClusterNode(3, tmp_path, MAJORITY).start())
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_a_join_moves_replicas_to_the_new_node_and_r_copies_exist_after_it(
+        two_then_three: list[ClusterNode]) -> None:
+    """2 nodes, R=2: 50 offline sessions on A with 1,000 acknowledged messages, all copied to B. C joins: the
+    sessions whose ranking puts C before B get their whole queue on C, then B drops them; A is lost with its
+    disk and the subscribers get every message on C (from C's own copies and from B's)."""
+    a, b, c = two_then_three
+    ids, _topics, payloads = queue_offline(a, b, "join")
+    wait_until(lambda: metrics(a).get("queue_replica.operations_pending") == 0, 20, interval=0.2,
+               what="A's replica operations acknowledged")
+    assert metrics(b).get("queue_replica.copies_messages") == MESSAGES
+
+    answer = c.admin("cluster", "join", f"discovery-node={a.discovery}")
+    assert answer.returncode == 0, answer.stderr
+    wait_until(lambda: cluster_ready([a, b, c]), 20, interval=0.2, what="C joined")
+    on_c = [cid for cid in ids if ranking(cid, [b.name, c.name])[0] == c.name]
+    assert 0 < len(on_c) < SUBSCRIBERS  # 50 random client ids: both sides get some
+    share = MESSAGES // SUBSCRIBERS
+
+    def moved() -> bool:
+        ma, mb, mc = metrics(a), metrics(b), metrics(c)
+        return (ma.get("queue_replica.sessions_under_replicated") == 0
+                and ma.get("queue_replica.operations_pending") == 0
+                and mc.get("queue_replica.copies_messages") == share * len(on_c)
+                and mb.get("queue_replica.copies_messages") == share * (SUBSCRIBERS - len(on_c)))
+
+    wait_until(moved, 30, interval=0.3, what="C holds the moved sessions' queues and B dropped them")
+    assert metrics(c).get("queue_replica.copies_sessions") == len(on_c)
+
+    lose(a)
+    wait_until(lambda: not any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 20, interval=0.2,
+               what="C sees A unreachable")
+    received = collect_all(c, ids)
+    assert sorted(received) == sorted(payloads)

@@ -1,0 +1,230 @@
+"""The rebalancer of queue replicas: its decisions (vmqpy.replicas.rebalance, pure) and its driver
+(vmqpy.replicas.rebalancer) over a fake transport whose operations are applied to real replica copies."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.unit.replicas.test_copies import MemoryTable
+from vmqpy.broker.message import Message
+from vmqpy.broker.session import NullJournal, Session
+from vmqpy.cluster.leader import ranking
+from vmqpy.replicas.copies import ReplicaCopies
+from vmqpy.replicas.ops import decode_op
+from vmqpy.replicas.owner import QueueReplicator
+from vmqpy.replicas.rebalance import Plan, Walk, plan
+from vmqpy.replicas.rebalancer import TICK, Rebalancer, snapshot
+
+# ------------------------------------------------------------------------------------------ plan and walk
+
+
+@pytest.mark.parametrize(("targets", "holders", "fresh", "expected"), [
+    (["b"], ["b"], False, Plan((), ())),
+    (["c"], ["b"], False, Plan(("c",), ("b",))),  # a join: c is filled, then b drops its copy
+    (["b", "c"], ["b"], False, Plan(("c",), ())),  # more replicas: c is filled, b keeps its copy
+    (["b"], ["b", "c"], False, Plan((), ("c",))),  # c is no longer a replica node
+    (["b"], [], False, Plan(("b",), ())),  # nobody had a copy (the only member before)
+    (["b", "c"], ["b", "c"], True, Plan(("b", "c"), ())),  # after a start every target is filled again
+    ([], ["b"], False, Plan((), ("b",))),  # alone now (b left: the owner.py holders are members only)
+])
+def test_plan(targets: list[str], holders: list[str], fresh: bool, expected: Plan) -> None:
+    assert plan(targets, holders, fresh) == expected
+
+
+NODES = st.lists(st.sampled_from("bcdef"), unique=True, max_size=4)
+
+
+@given(NODES, NODES, st.booleans())
+def test_a_plan_never_drops_a_target_and_leaves_every_target_filled(targets: list[str], holders: list[str],
+                                                                    fresh: bool) -> None:
+    todo = plan(targets, holders, fresh)
+    assert not set(todo.drop) & set(targets)
+    assert set(todo.sync) | set(holders) >= set(targets)
+    assert set(todo.drop) | set(targets) >= set(holders)  # every copy is kept or dropped on purpose
+
+
+def test_the_walk_takes_client_ids_at_its_rate_once_each() -> None:
+    walk = Walk(rate=100, burst=0.1)  # 10 at most at once
+    walk.restart(f"c{i}" for i in range(30))
+    walk.restart(["c0", "c1"])  # already waiting: not twice
+    assert walk.take(0.0) == [f"c{i}" for i in range(10)]
+    assert walk.take(0.0) == []
+    assert walk.take(0.05) == [f"c{i}" for i in range(10, 15)]
+    assert walk.take(10.0, most=2) == ["c15", "c16"]
+    assert len(walk) == 13 and walk.waiting()[0] == "c17"
+    walk.restart(["c0"])  # taken already: looked at again
+    assert walk.waiting()[-1] == "c0"
+
+
+def test_a_rate_that_is_not_positive_is_refused() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        Walk(0)
+
+
+# ------------------------------------------------------------------------------------------ the driver
+
+
+class Links:
+    """The replica transport: what each node was sent, applied to that node's copies when delivered."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any, Callable[[], None], Callable[[str], None]]] = []
+        self.copies: dict[str, ReplicaCopies] = {}
+        self.numbers: dict[str, int] = {}
+
+    def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
+                on_fail: Callable[[str], None] | None = None) -> bool:
+        assert on_ack is not None and on_fail is not None
+        self.sent.append((node, record, on_ack, on_fail))
+        return True
+
+    def deliver_all(self) -> list[tuple[str, str]]:
+        """Deliver and acknowledge everything sent (and what the acknowledgements send): (node, kind) each."""
+        done = []
+        while self.sent:
+            node, record, on_ack, _on_fail = self.sent.pop(0)
+            number = self.numbers[node] = self.numbers.get(node, 0) + 1
+            op = decode_op(record)
+            self.copies.setdefault(node, ReplicaCopies(MemoryTable())).apply("a@h", op, number)
+            done.append((node, op.kind))
+            on_ack()
+        return done
+
+    def holds(self, node: str, client_id: str) -> tuple[object, ...] | None:
+        copy = self.copies.get(node, ReplicaCopies(MemoryTable())).copies_of(client_id).get("a@h")
+        return None if copy is None else (copy.session, dict(copy.messages), set(copy.incoming))
+
+
+def resolved() -> Future[None]:
+    future: Future[None] = Future()
+    future.set_result(None)
+    return future
+
+
+def client_ids() -> tuple[str, str]:
+    """A client id whose replica node moves from b to c when c joins a, b; one whose stays b."""
+    moving = next(f"m{i}" for i in range(100) if ranking(f"m{i}", ["b@h", "c@h"])[0] == "c@h")
+    staying = next(f"s{i}" for i in range(100) if ranking(f"s{i}", ["b@h", "c@h"])[0] == "b@h")
+    return moving, staying
+
+
+def session_with_messages(client_id: str, journal: NullJournal, count: int) -> Session:
+    session = Session(client_id, protocol_level=5, expiry_interval=None, max_inflight=10, max_online=100,
+                      max_offline=100, journal=journal)
+    for n in range(count):
+        session.deliver(Message("t", b"p%d" % n, 1), 1, False, [], 0.0)
+    session.awaiting_release = {7}
+    return session
+
+
+def state_of(session: Session) -> tuple[object, ...]:
+    record, incoming, messages = snapshot(session)
+    return record, dict(messages), set(incoming)
+
+
+async def ticks(n: int = 3) -> None:
+    await asyncio.sleep(TICK * n)
+
+
+def test_a_start_fills_every_replica_node_then_a_join_moves_the_copy_before_dropping_the_old_one() -> None:
+    async def run() -> None:
+        members = ["a@h", "b@h"]
+        links = Links()
+        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
+                                     write_quorum=2, strict=lambda: False)
+        journal = NullJournal()
+        moving, staying = client_ids()
+        sessions = {cid: session_with_messages(cid, journal, 3) for cid in (moving, staying)}
+        sessions["clean"] = Session("clean", protocol_level=5, expiry_interval=0, max_inflight=10,
+                                    max_online=10, max_offline=10)
+        rebalancer = Rebalancer(replicator, sessions, journal, lambda: {m: 1 for m in members}, rate=1000)
+        rebalancer.start()
+        await ticks()
+        assert rebalancer.stats()["sessions_under_replicated"] == 2
+        assert rebalancer.stats()["messages_under_replicated"] == 6
+        links.deliver_all()
+        await ticks()
+        assert rebalancer.stats()["sessions_under_replicated"] == 0
+        assert links.holds("b@h", moving) == state_of(sessions[moving])
+        assert links.holds("b@h", "clean") is None
+
+        members.append("c@h")
+        rebalancer.on_membership()
+        replicator.message(moving, 99, b"written during the move")  # to c (its new target) and b (a holder)
+        assert {node for node, *_ in links.sent} == {"b@h", "c@h"}
+        await ticks()
+        kinds = links.deliver_all()
+        assert ("c@h", "sync") in kinds and ("b@h", "drop") in kinds
+        assert kinds.index(("b@h", "drop")) > max(i for i, k in enumerate(kinds) if k[0] == "c@h")
+        assert kinds.count(("c@h", "sync")) == 1  # for the moved session only
+        await ticks()
+        assert links.holds("c@h", moving) == state_of(sessions[moving])
+        assert links.holds("b@h", moving) is None
+        assert links.holds("b@h", staying) == state_of(sessions[staying])
+        assert links.holds("c@h", staying) is None
+        assert rebalancer.stats()["sessions_under_replicated"] == 0
+        replicator.message(moving, 100, b"after")  # settled: to c only
+        assert [node for node, *_ in links.sent] == ["c@h"]
+        rebalancer.stop()
+
+    asyncio.run(run())
+
+
+def test_a_member_back_with_a_new_incarnation_is_filled_again() -> None:
+    async def run() -> None:
+        members = ["a@h", "b@h"]
+        incarnation = {"b@h": 1}
+        links = Links()
+        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
+                                     write_quorum=2, strict=lambda: False)
+        journal = NullJournal()
+        sessions = {"c1": session_with_messages("c1", journal, 2)}
+        rebalancer = Rebalancer(replicator, sessions, journal, lambda: {"a@h": 1, **incarnation}, rate=1000)
+        rebalancer.start()
+        await ticks()
+        links.deliver_all()
+        await ticks()
+        links.copies.pop("b@h")  # b lost its disk and joined again
+        incarnation["b@h"] = 2
+        rebalancer.on_membership()
+        await ticks()
+        assert [k for _n, k in links.deliver_all()] == ["sync", "put", "put"]
+        assert links.holds("b@h", "c1") == state_of(sessions["c1"])
+        rebalancer.stop()
+
+    asyncio.run(run())
+
+
+def test_a_sync_to_a_node_that_left_keeps_the_old_copies() -> None:
+    async def run() -> None:
+        members = ["a@h", "b@h"]
+        links = Links()
+        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
+                                     write_quorum=2, strict=lambda: False)
+        journal = NullJournal()
+        moving, _staying = client_ids()
+        sessions = {moving: session_with_messages(moving, journal, 1)}
+        rebalancer = Rebalancer(replicator, sessions, journal, lambda: {m: 1 for m in members}, rate=1000)
+        rebalancer.start()
+        await ticks()
+        links.deliver_all()
+        await ticks()
+        members.append("c@h")
+        rebalancer.on_membership()
+        await ticks()
+        for _node, _record, _ack, fail in [s for s in links.sent if s[0] == "c@h"]:
+            fail("c@h left the cluster")
+        links.sent = [s for s in links.sent if s[0] != "c@h"]
+        assert links.deliver_all() == []  # b is not told to drop its copy
+        assert links.holds("b@h", moving) == state_of(sessions[moving])
+        assert rebalancer.stats()["rebalance_failed"] == 1
+        rebalancer.stop()
+
+    asyncio.run(run())

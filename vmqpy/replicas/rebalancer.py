@@ -1,0 +1,187 @@
+"""The rebalancer of this node's persistent sessions' queue replicas: the asyncio side of rebalance.py.
+
+Once after the node starts and after every membership change (a member added or removed, or a member's new
+incarnation: its disk is empty) it walks the persistent sessions this node owns, `queue.rebalance_rate` per
+second and at most MAX_SYNCING at a time, and for each one sends a `sync` (its whole state, taken from the
+in-memory session, which is what its journal holds) to the replica nodes that lack a complete copy; once they
+all acknowledged it, the nodes that are no longer replica nodes drop theirs (owner.py keeps writing to them
+until then). Sessions not yet looked at and sessions whose sync is not yet acknowledged are the
+under-replicated ones (`stats()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import structlog
+
+from vmqpy.broker.handover import outgoing_record
+from vmqpy.broker.message import encode_record
+from vmqpy.broker.session import Session
+from vmqpy.replicas.owner import QueueReplicator
+from vmqpy.replicas.rebalance import Walk, plan
+
+__all__ = ["Rebalancer", "snapshot"]
+
+log = structlog.get_logger("vmqpy.replicas")
+
+TICK = 0.05  # seconds between two slices of the walk
+MAX_SYNCING = 1000  # sessions whose sync is not yet acknowledged: the walk waits while there are more
+
+
+def snapshot(session: Session) -> tuple[bytes, list[int], list[tuple[int, bytes]]]:
+    """What `session`'s journal holds (vmqpy.broker.persistence records): its session record, its incoming
+    QoS 2 packet ids, its messages (in flight, and queued QoS 1/2) by seq."""
+    record = encode_record([session.protocol_level, session.expiry_interval, session.disconnected_at])
+    outs = list(session.inflight.values()) + [out for out in session.queue if out.qos > 0]
+    messages = [(out.seq, encode_record(outgoing_record(out))) for out in sorted(outs, key=lambda o: o.seq)]
+    return record, sorted(session.awaiting_release), messages
+
+
+@dataclass(slots=True)
+class _Syncing:
+    session: Session
+    targets: list[str]
+    drop: list[str]
+    left: set[str]
+    failed: set[str] = field(default_factory=set)
+
+
+class Rebalancer:
+    """Moves the copies of this node's persistent sessions when the membership changes (module doc)."""
+
+    def __init__(self, replicator: QueueReplicator, sessions: Mapping[str, Session], journal: object,
+                 incarnations: Callable[[], dict[str, int]], rate: float) -> None:
+        """`sessions`: the broker's; a session is this node's persistent one when its journal is `journal`.
+        `incarnations()`: the members and their incarnations."""
+        self._replicator = replicator
+        self._sessions = sessions
+        self._journal = journal
+        self._incarnations = incarnations
+        self._walk = Walk(rate)
+        self._fresh: set[str] = set()  # client ids whose every replica node gets a sync (this node started)
+        self._reborn: set[str] = set()  # members that came back with a new incarnation during this rebalance
+        self._known: dict[str, int] = {}
+        self._members: tuple[str, ...] = ()
+        self._syncing: dict[str, _Syncing] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.counters = {"rebalance_syncs": 0, "rebalance_drops": 0, "rebalance_failed": 0, "rebalances": 0}
+
+    # ------------------------------------------------------------------------------------------ triggers
+
+    def start(self) -> None:
+        """This node started: every session's replica nodes get its whole state."""
+        self._known = dict(self._incarnations())
+        owned = self._owned()
+        self._fresh.update(owned)
+        self._begin(owned)
+
+    def on_membership(self) -> None:
+        """The members (or one's incarnation) changed: look at every session again."""
+        now = dict(self._incarnations())
+        if now == self._known:
+            return
+        self._reborn.update(n for n, inc in now.items() if n in self._known and self._known[n] != inc)
+        self._known = now
+        self._begin(self._owned())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def _owned(self) -> list[str]:
+        return [cid for cid, s in self._sessions.items() if s.journal is self._journal and s.persistent]
+
+    def _begin(self, client_ids: list[str]) -> None:
+        self.counters["rebalances"] += 1
+        self._members = self._replicator.members()
+        self._walk.restart(client_ids)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    # ------------------------------------------------------------------------------------------ the walk
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            for client_id in self._walk.take(loop.time(), MAX_SYNCING - len(self._syncing)):
+                try:
+                    self._visit(client_id)
+                except Exception:  # one session's trouble must not stop the others' rebalancing
+                    log.exception("queue replica rebalance of a session failed", client_id=client_id)
+            if not self._walk and not self._syncing:
+                if self._members == self._replicator.members():
+                    self._replicator.settle(self._members)
+                    self._reborn.clear()
+                    return
+                self._begin(self._owned())  # the members changed under us without a hook: once more
+            await asyncio.sleep(TICK)
+
+    def _visit(self, client_id: str) -> None:
+        fresh = client_id in self._fresh
+        self._fresh.discard(client_id)
+        session = self._sessions.get(client_id)
+        if session is None or session.journal is not self._journal or not session.persistent \
+                or session.moving_to is not None or client_id in self._syncing:
+            return
+        replicator = self._replicator
+        targets = replicator.targets(client_id)
+        holders = [n for n in replicator.holders(client_id) if n not in self._reborn]
+        todo = plan(targets, holders, fresh)
+        if todo.sync:
+            self._syncing[client_id] = _Syncing(session, list(targets), list(todo.drop), set(todo.sync))
+            record, incoming, messages = snapshot(session)
+            self.counters["rebalance_syncs"] += len(todo.sync)
+            replicator.sync(client_id, record, incoming, messages, list(todo.sync),
+                            functools.partial(self._synced, client_id))
+        elif todo.drop:
+            self.counters["rebalance_drops"] += len(todo.drop)
+            replicator.drop_on(client_id, list(todo.drop))
+            replicator.place(client_id, list(targets))
+        elif fresh or sorted(holders) != sorted(targets):
+            replicator.place(client_id, list(targets))
+
+    def _synced(self, client_id: str, node: str, ok: bool) -> None:
+        syncing = self._syncing.get(client_id)
+        if syncing is None:
+            return
+        syncing.left.discard(node)
+        if not ok:
+            syncing.failed.add(node)
+            self.counters["rebalance_failed"] += 1
+        if syncing.left:
+            return
+        del self._syncing[client_id]
+        if self._sessions.get(client_id) is not syncing.session or syncing.session.journal is not self._journal:
+            return  # the session ended or moved meanwhile (its drop went to every holder)
+        complete = [n for n in syncing.targets if n not in syncing.failed]
+        if syncing.failed:  # keep every copy there is; the next rebalance tries again
+            self._replicator.place(client_id, complete + syncing.drop)
+            return
+        self.counters["rebalance_drops"] += len(syncing.drop)
+        self._replicator.drop_on(client_id, syncing.drop)
+        self._replicator.place(client_id, complete)
+
+    # ------------------------------------------------------------------------------------------ accounting
+
+    def under_replicated(self) -> tuple[int, int]:
+        """Sessions (and their messages) whose replica nodes are not yet confirmed to hold a complete copy:
+        not yet looked at by the running rebalance, or their sync not yet acknowledged."""
+        client_ids = set(self._walk.waiting()) | set(self._syncing)
+        sessions = messages = 0
+        for client_id in client_ids:
+            session = self._sessions.get(client_id)
+            if session is None or session.journal is not self._journal:
+                continue
+            sessions += 1
+            messages += len(session.inflight) + sum(1 for out in session.queue if out.qos > 0)
+        return sessions, messages
+
+    def stats(self) -> dict[str, int]:
+        sessions, messages = self.under_replicated()
+        return {**self.counters, "sessions_under_replicated": sessions, "messages_under_replicated": messages,
+                "rebalance_syncing": len(self._syncing)}
