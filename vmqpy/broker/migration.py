@@ -232,7 +232,7 @@ class SessionMigration:
         operator removed with `cluster leave`, whose copies are taken at once (no failover timeout)."""
         metadata = self._broker.metadata
         value = metadata.get(records.SESSION, records.session_key(client_id))
-        if value is None or bool(value[2]):
+        if value is None or not records.session_persistent(value):  # a 5.0 clean start with an expiry persists
             return None
         image = SessionImage(client_id, True, 4, value[3])
         for key, sub in metadata.fold(records.SUBSCRIPTION):
@@ -249,7 +249,7 @@ class SessionMigration:
         metadata = self._broker.metadata
         reassigned = 0
         for key, value in list(metadata.fold(records.SESSION)):
-            if records.session_owner(value) != node or bool(value[2]):
+            if records.session_owner(value) != node or not records.session_persistent(value):
                 continue
             record = records.session_value(metadata.hlc_now(), new_owner(str(key[1])), False, value[3], origin=node)
             metadata.put(records.SESSION, key, record)

@@ -139,18 +139,22 @@ def test_a_newer_owner_record_elsewhere_moves_a_persistent_session_there(
 def test_the_persistent_sessions_of_a_dead_node_are_recreated_on_their_next_owners(
         node_b: tuple[Broker, MemoryMetadata]) -> None:
     broker, metadata = node_b
-    for client_id, owner, clean in [("p1", "a", False), ("p2", "a", False), ("clean", "a", True), ("q", "c", False)]:
+    # "fresh": a 5.0 clean start with a session expiry, persistent all the same; "clean": 3.1.1 clean session
+    for client_id, owner, clean, expiry in [("p1", "a", False, None), ("p2", "a", False, None),
+                                            ("clean", "a", True, 0.0), ("fresh", "a", True, 3600.0),
+                                            ("q", "c", False, None)]:
         metadata.put(records.SESSION, records.session_key(client_id),
-                     records.session_value(metadata.hlc_now(), owner, clean, None))
+                     records.session_value(metadata.hlc_now(), owner, clean, expiry))
     subscription = records.subscription_value(metadata.hlc_now(), "a", _entry("x/#"))
     metadata.put(records.SUBSCRIPTION, records.subscription_key("p1", "x/#"), subscription)
 
-    assert broker.reassign_sessions("a", lambda client_id: "b" if client_id == "p1" else "c") == 2
+    assert broker.reassign_sessions("a", lambda client_id: "b" if client_id == "p1" else "c") == 3
 
     owners = {str(key[1]): (records.session_owner(v), records.session_origin(v))
               for key, v in metadata.fold(records.SESSION)}
     # p1 is recreated here at once, and b writes its own owner record (without an origin)
-    assert owners == {"p1": ("b", None), "p2": ("c", "a"), "clean": ("a", None), "q": ("c", None)}
+    assert owners == {"p1": ("b", None), "p2": ("c", "a"), "clean": ("a", None), "fresh": ("c", "a"),
+                      "q": ("c", None)}
     [recreated] = broker.local_sessions()  # b owns p1 now: recreated here from the store, with its subscription
     assert recreated.client_id == "p1" and list(recreated.subscriptions) == ["x/#"]
     assert broker.metrics["sessions_recreated"] == 1
