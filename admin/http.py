@@ -69,6 +69,7 @@ from admin.errors import CommandError
 from admin.facade import AdminNode
 from admin.keys import KeyStore
 from admin.results import STREAM_CONTENT_TYPE, Lines
+from admin.young_garbage import YoungGarbage
 
 API_PREFIX = "/api/v1"
 #: the short paths VerneMQ's HTTP API documents, for the commands they name
@@ -85,6 +86,7 @@ CONTEXT = web.AppKey("admin_context", Context)
 _COMMAND_NAME = web.RequestKey("admin_command", str)
 #: bytes of request body allowed (and ignored: no route reads a body); more gets 413 before it is read
 MAX_IGNORED_BODY = 1024
+REFUSED = YoungGarbage()  # refused requests: their young garbage collected now and then (admin.young_garbage)
 #: seconds a chunked body of at most MAX_IGNORED_BODY bytes has to arrive whole (else 408)
 BODY_TIMEOUT = 10.0
 
@@ -115,10 +117,16 @@ async def _errors_and_log(request: web.Request, handler: Handler) -> web.StreamR
         response = await handler(request)
     except CommandError as exc:
         response = _error(exc.status, exc.message)
+        exc.__traceback__ = None  # answered, never logged: see below
     except web.HTTPException as exc:
         headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "www-authenticate")}
         what = f"no such path: {request.path}" if exc.status == 404 else (exc.reason or "error")
         response = _error(exc.status, what, headers)
+        # aiohttp's router answers a path it does not know (404) or a method a route does not take (405) by
+        # raising the exception its match info holds: the traceback's frames hold the request, whose match info
+        # holds the exception again, a reference cycle per request (request, headers, URL, frames) that only the
+        # collector frees, and it runs rarely on a node (`tune_garbage_collector`). Nothing reads the traceback.
+        exc.__traceback__ = None
     except Exception as exc:
         log.exception("admin_request_failed", method=request.method, path=request.path)
         response = _error(500, f"internal error: {type(exc).__name__}: {exc}")
@@ -130,6 +138,8 @@ async def _errors_and_log(request: web.Request, handler: Handler) -> web.StreamR
         "ms": round((time.perf_counter() - started) * 1000, 1),
         "peer": request.remote,
     }
+    if response.status >= 400:
+        REFUSED.refused()
     if request.path.startswith("/health"):
         log.debug("admin_request", **fields)
     else:
@@ -387,10 +397,14 @@ class RequestErrorLog(logging.Logger):
     def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
         super().debug(msg, *args, **kwargs)
         _drop_traceback(kwargs.get("exc_info"))
+        if kwargs.get("exc_info") is not None:
+            REFUSED.refused()
 
     def error(self, msg: object, *args: object, **kwargs: Any) -> None:
         super().error(msg, *args, **kwargs)
         _drop_traceback(kwargs.get("exc_info"))
+        if kwargs.get("exc_info") is not None:
+            REFUSED.refused()
 
 
 def _drop_traceback(exc_info: object) -> None:

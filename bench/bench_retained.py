@@ -9,8 +9,9 @@ clients publish QoS 1 retained messages of 64 bytes, each keeping `--window` PUB
 
 - RSS (VmRSS) and the size of the data directory;
 - restart: SIGTERM, then a new process on the same data directory; seconds from the spawn to the listener
-  accepting connections (retained messages are loaded before it listens), RSS after it, and a check that a
-  subscription to the last topic gets its retained message;
+  accepting connections (retained messages are loaded before it listens), the CPU seconds the node had used by
+  then (`restart_cpu_s`: the same figure on a busy machine, where the seconds are not), RSS after it, and a
+  check that a subscription to the last topic gets its retained message;
 - wildcard delivery: a probe client makes a QoS 1 round trip (PUBLISH to a topic it subscribes to, the PUBLISH
   back) every 10 ms; after a baseline of 2 s another client subscribes (QoS 1, PUBACKing every message) to
   `ret/0/#`, which matches min(size, 100,000) retained messages. Reported: seconds until all of them arrived
@@ -221,6 +222,7 @@ def measure_point(node: CurveNode, size: int, made: int, args: argparse.Namespac
     rss = node.rss_kib()
     disk = node.disk_bytes()
     stop_s, start_s = node.restart()
+    start_cpu_s = node.start_cpu
     settle(node)
     rss_restart = node.rss_kib()
     present = asyncio.run(retained_of(node.port, topic_of(size - 1)))
@@ -228,6 +230,7 @@ def measure_point(node: CurveNode, size: int, made: int, args: argparse.Namespac
     return {"retained": size, "create_s": create_s, "create_per_s": (size - made) / create_s if create_s else None,
             "settle_s": settled_s, "rss_kib": rss, "rss_bytes_per_retained": (rss - base_rss) * 1024 / size,
             "disk_bytes": disk, "stop_s": stop_s, "killed": node.killed, "restart_s": start_s,
+            "restart_cpu_s": start_cpu_s,
             "rss_after_restart_kib": rss_restart, "retained_after_restart": present, **delivery}
 
 
@@ -248,6 +251,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             b, d = p["probe_before"], p["probe_during"]
             print(f"retained {size:>9,}: created at {p['create_per_s']:,.0f}/s, RSS {p['rss_kib'] / 1024:,.0f} MiB "
                   f"({p['rss_bytes_per_retained']:,.0f} B/msg), restart {p['restart_s']:.2f} s "
+                  f"({p['restart_cpu_s']:.2f} CPU s), stop {p['stop_s']:.2f} s "
                   f"(found after restart: {p['retained_after_restart']}); wildcard: {p['delivered']:,}/"
                   f"{p['matches']:,} in {p['deliver_s']:.2f} s; probe p99 {_ms(b['p99_ms'])} -> {_ms(d['p99_ms'])}"
                   f" ms (max {_ms(d['max_ms'])})", flush=True)

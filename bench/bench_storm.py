@@ -33,6 +33,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.brokers import KINDS, BrokerProcess
 from bench.mqtt_raw import close_client, open_client, publish_all, subscribe_packet
@@ -209,6 +210,30 @@ def main(argv: list[str] | None = None) -> int:
                                          "storm": {k: [asdict(x) for x in v] for k, v in storms.items()}},
                                         indent=1))
     return 0
+
+
+def suite_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """bench.suite's rows (bench.suite_report.row) from the file `--json` writes: medians per broker."""
+    from bench.suite_report import row
+
+    med = statistics.median
+    clients = max(1, int(result.get("args", {}).get("clients", 1)))
+    out = []
+    for kind, rounds in result.get("persistent", {}).items():
+        if rounds:
+            out.append(row("persistent connects (new / resumed)", kind, rate=med(r["new_per_s"] for r in rounds),
+                           cpu_us=med(r["new_us_cpu"] for r in rounds), unit="connect",
+                           note=f"resumed {med(r['resume_per_s'] for r in rounds):.0f}/s, "
+                                f"{med(r['resume_us_cpu'] for r in rounds):.0f} us CPU"))
+    for kind, srounds in result.get("storm", {}).items():
+        if srounds:
+            out.append(row(f"reconnect storm ({clients:,} clients)", kind, unit="reconnect",
+                           cpu_us=med(r["cpu_s"] for r in srounds) / clients * 1e6,
+                           p50_ms=med(r["connect_p50_ms"] for r in srounds),
+                           p99_ms=med(r["connect_p99_ms"] for r in srounds),
+                           rss=f"peak {med(r['rss_kib'] for r in srounds) / 1024:.0f} MiB",
+                           note=f"all delivered in {med(r['all_delivered_s'] for r in srounds):.2f} s"))
+    return out
 
 
 def _loop_policy() -> asyncio.AbstractEventLoopPolicy:

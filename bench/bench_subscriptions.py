@@ -13,7 +13,9 @@ disconnect, leaving their sessions and subscriptions on the node. Then, once the
   /proc/PID/stat) during that window, minus its idle CPU over the same time, per publish (each publish is
   delivered three times). None of the persistent filters matches the probe topic;
 - restart: SIGTERM, then a new process on the same data directory; seconds from the spawn to the listener
-  accepting connections (the node loads its sessions and subscriptions before it listens), and RSS after it;
+  accepting connections (the node loads its sessions and subscriptions before it listens), the CPU seconds the
+  node had used by then (`restart_cpu_s`: the same figure on a busy machine, where the seconds are not), and RSS
+  after it;
   and a check that the first and the last persistent client get `session present` back.
 
 Writes the figures as JSON (`--out`, default bench/results/subscriptions.json) and, with `--plot`, the curve as a
@@ -150,6 +152,7 @@ def measure_point(node: CurveNode, size: int, made: int, args: argparse.Namespac
     rss = node.rss_kib()
     cost = asyncio.run(publish_cost(node, args.rate, args.seconds))
     stop_s, start_s = node.restart()
+    start_cpu_s = node.start_cpu
     settle(node)
     rss_restart = node.rss_kib()
     present = asyncio.run(session_present(node.port, 0)) and asyncio.run(session_present(node.port, clients - 1))
@@ -159,7 +162,8 @@ def measure_point(node: CurveNode, size: int, made: int, args: argparse.Namespac
         "create_s": create_s, "create_per_s": added / create_s if create_s else None, "settle_s": settled_s,
         "rss_kib": rss, "rss_bytes_per_subscription": (rss - base_rss) * 1024 / (clients * FILTERS_PER_CLIENT),
         "disk_bytes": node.disk_bytes(), **cost,
-        "stop_s": stop_s, "killed": node.killed, "restart_s": start_s, "rss_after_restart_kib": rss_restart,
+        "stop_s": stop_s, "killed": node.killed, "restart_s": start_s, "restart_cpu_s": start_cpu_s,
+        "rss_after_restart_kib": rss_restart,
         "sessions_present_after_restart": present,
     }
 
@@ -181,7 +185,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"subscriptions {point['subscriptions']:>9,}: created at {point['create_per_s']:,.0f}/s, "
                   f"RSS {point['rss_kib'] / 1024:,.0f} MiB ({point['rss_bytes_per_subscription']:,.0f} B/sub), "
                   f"{point['us_per_publish']:.1f} us CPU/publish (idle {point['idle_cpu_pct']:.1f}%), "
-                  f"delivered {point['delivered']:,}/{point['expected']:,}, restart {point['restart_s']:.2f} s, "
+                  f"delivered {point['delivered']:,}/{point['expected']:,}, restart {point['restart_s']:.2f} s "
+                  f"({point['restart_cpu_s']:.2f} CPU s), "
                   f"sessions present {point['sessions_present_after_restart']}", flush=True)
     xs = [p["subscriptions"] for p in points]
     return {"bench": "subscriptions", "base_rss_kib": base_rss, "rate": args.rate, "seconds": args.seconds,

@@ -42,6 +42,7 @@ class CurveNode:
         self.stop_timeout = stop_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.killed = False  # True when a stop needed SIGKILL
+        self.start_cpu = 0.0  # CPU seconds the node had used when its listener opened (the last start)
 
     @property
     def pid(self) -> int:
@@ -76,7 +77,9 @@ class CurveNode:
                 self.stop()
                 raise RuntimeError(f"vmqpy did not listen within {self.start_timeout}s:\n{self.log_tail()}")
             time.sleep(0.02)
-        return time.monotonic() - t0
+        took = time.monotonic() - t0
+        self.start_cpu = cpu_seconds(self.proc.pid)
+        return took
 
     def stop(self) -> float:
         """SIGTERM to our PID, wait, SIGKILL to our PID if needed; the seconds it took."""

@@ -13,7 +13,9 @@ count against our descriptor limit) holds its sockets open for S seconds:
 A socket the node closes is opened again after `--reopen-delay` seconds, so the pressure lasts the whole window.
 Reported: the round trips' p50/p99 with and without the attack, the node's RSS before, at its peak during and
 after (and per attack socket held), its CPU during the window, how many attack sockets the node closed and how
-long after they were opened. `--max-connections N` sets `listener.max_connections` (the probe clients connect
+long after they were opened, and when the slowest 2 % of the round trips during the attack happened next to what
+the attacker was doing then (opens, closes by the node, bytes written: bench.flood_timeline), the 20 slowest
+listed. `--max-connections N` sets `listener.max_connections` (the probe clients connect
 before the attack, so they hold two of the places); `--connect-timeout T` sets `mqtt.connect_timeout`.
 `--source DIR` runs the node from another tree of vmqpy (`--revision REV`: a committed one, exported with
 bench.brokers.export_revision), to measure before and after a change in one session.

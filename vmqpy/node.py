@@ -482,6 +482,7 @@ async def serve(config: Config) -> None:
     async with node.running():
         tune_garbage_collector()
         await stop.wait()
+        gc.freeze()  # what the node built while it ran: the interpreter's exit collections would walk all of it
 
 
 def tune_garbage_collector() -> None:

@@ -1,5 +1,6 @@
 """Queue replicas follow membership changes (issue 18 test (6)): the rebalancer fills a node that joins with
-the queues of the sessions whose replica node it becomes, and only then the node it replaces drops them.
+the queues of the sessions whose replica node it becomes, and only then the node it replaces drops them; and a
+replica cut off while the messages are written catches up after the heal (test (4)).
 
 Real node processes on 127.0.0.11 upwards, real clients, the real vmq-admin; the helpers are
 test_queue_replicas.py's (docs/replication.md section 11).
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import ClusterNode, cluster_ready, start_cluster
+from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, partition_chain, start_cluster
 from tests.integration.conftest import wait_until
 from tests.integration.test_queue_replicas import MESSAGES, SUBSCRIBERS, collect_all, lose, metrics, queue_offline
 from vmqpy.cluster.leader import ranking
@@ -61,7 +62,46 @@ def test_a_join_moves_replicas_to_the_new_node_and_r_copies_exist_after_it(
 
     wait_until(moved, 30, interval=0.3, what="C holds the moved sessions' queues and B dropped them")
     assert metrics(c).get("queue_replica.copies_sessions") == len(on_c)
+    own = next(r for r in a.show() if r["Node"] == a.name)
+    assert (own["Under-replicated sessions"], own["Under-replicated messages"]) == (0, 0)
 
+    lose(a)
+    wait_until(lambda: not any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 20, interval=0.2,
+               what="C sees A unreachable")
+    received = collect_all(c, ids)
+    assert sorted(received) == sorted(payloads)
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Iterator[list[ClusterNode]]:
+    nodes = start_cluster(tmp_path, MAJORITY)
+    try:
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_a_replica_cut_off_during_the_writes_catches_up_after_the_heal(three: list[ClusterNode]) -> None:
+    """Issue 18 test (4), majority mode: B is cut off from A while 1,000 messages for A's offline sessions are
+    published on C and acknowledged (those whose replica node is B are under-replicated); after the heal A's
+    operations are all acknowledged; A is lost with its disk: the subscribers get every message on C."""
+    a, b, c = three
+    with partition_chain():
+        cut(a, b)
+        wait_until(lambda: not any(r["Node"] == b.name and r["Reachable"] for r in a.show()), 20, interval=0.2,
+                   what="A sees B unreachable")
+        ids, _topics, payloads = queue_offline(a, c, "split")
+        on_b = [cid for cid in ids if ranking(cid, [b.name, c.name])[0] == b.name]
+        assert on_b
+        assert metrics(a).get("queue_replica.under_replicated", 0) > 0
+        heal()
+    wait_until(lambda: cluster_ready([a, b, c]), 20, interval=0.2, what="healed")
+    wait_until(lambda: metrics(a).get("queue_replica.operations_pending") == 0
+               and metrics(a).get("queue_replica.under_replicated") == 0, 30, interval=0.3,
+               what="A's replica operations acknowledged after the heal")
+    share = MESSAGES // SUBSCRIBERS
+    assert metrics(b).get("queue_replica.copies_messages") == share * len(on_b)
     lose(a)
     wait_until(lambda: not any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 20, interval=0.2,
                what="C sees A unreachable")

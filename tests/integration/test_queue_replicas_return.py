@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import ClusterNode
+from tests.integration.clients import PahoClient
+from tests.integration.cluster import ClusterNode, heal, partition_chain
 from tests.integration.conftest import wait_until
+from tests.integration.test_netsplit import isolate
 from tests.integration.test_queue_replicas import (
     MESSAGES,
     SUBSCRIBERS,
@@ -40,9 +41,50 @@ def sessions_on(node: ClusterNode, ids: list[str]) -> int:
     return len(listed & set(ids))
 
 
+def reconnect_all(node: ClusterNode, ids: list[str], payloads: set[bytes]) -> tuple[list[PahoClient],
+                                                                                   Counter[bytes]]:
+    """Every subscriber reconnects (persistent) on `node`, stays connected, and reads its share: all of
+    `payloads`, each once. (the clients, how often each payload arrived)"""
+    clients = [node.client(5, cid, clean=False, session_expiry=3600) for cid in ids]
+    received: Counter[bytes] = Counter()
+    share = MESSAGES // SUBSCRIBERS
+    for client in clients:
+        received.update(bytes(m.payload) for m in client.collect(share, 30))
+    assert set(received) == payloads and max(received.values()) == 1
+    return clients, received
+
+
+def nothing_twice_after_handover(old: ClusterNode, new: ClusterNode, ids: list[str], clients: list[PahoClient],
+                                 received: Counter[bytes], payloads: set[bytes]) -> None:
+    """`old` finds `new` named as the owner of its sessions and hands each over (its whole old queue): once
+    that is done, the subscribers (still connected to `new`) got no message a second time, and none is
+    missing; `new` counts each message of the handover it already had as skipped."""
+    wait_until(lambda: sessions_on(old, ids) == 0, 60, interval=0.5, what="the old owner handed its sessions over")
+    skipped = metrics(new).get("broker.handover_already_recovered", 0)
+    deadline = time.monotonic() + 3.0  # what the new owner passes on of the handed-over queues: read it
+    while time.monotonic() < deadline:
+        for client in clients:
+            while not client.messages.empty():
+                received[bytes(client.messages.get_nowait().payload)] += 1
+        time.sleep(0.1)
+    duplicated = sorted(p for p, n in received.items() if n > 1)
+    assert not duplicated, f"{len(duplicated)} messages delivered twice, e.g. {duplicated[:3]}"
+    assert set(received) == payloads
+    assert skipped >= MESSAGES
+
+
+def replicated(owner: ClusterNode) -> None:
+    wait_until(lambda: metrics(owner).get("queue_replica.operations_pending") == 0, 20, interval=0.2,
+               what="the owner's replica operations acknowledged")
+
+
+def unreachable_from(node: ClusterNode, lost: ClusterNode) -> bool:
+    return not any(r["Node"] == lost.name and r["Reachable"] for r in node.show())
+
+
 @pytest.mark.parametrize("qos", [2, 1])
 def test_old_owner_back_with_its_disk_delivers_nothing_twice_and_loses_nothing(
-        majority: list[ClusterNode], tmp_path: Path, qos: int) -> None:
+        majority: list[ClusterNode], qos: int) -> None:
     """Issue 18, divergent copies: 1,000 acknowledged messages for 50 offline sessions on A; A killed (disk
     kept); the subscribers reconnect on C and get all 1,000 (recovered from the replicas), acknowledging
     each; A starts again with its old queues and hands them over to C: the subscribers, still connected,
@@ -50,30 +92,26 @@ def test_old_owner_back_with_its_disk_delivers_nothing_twice_and_loses_nothing(
     message it already had as skipped."""
     a, b, c = majority
     ids, _topics, payloads = queue_offline(a, b, f"return{qos}", qos=qos)
-    wait_until(lambda: metrics(a).get("queue_replica.operations_pending") == 0, 20, interval=0.2,
-               what="A's replica operations acknowledged")
+    replicated(a)
     a.kill9()  # its data directory stays: it comes back with its old queues
-    wait_until(lambda: not any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 20, interval=0.2,
-               what="C sees A unreachable")
-    clients = [c.client(5, cid, clean=False, session_expiry=3600) for cid in ids]
-    received: Counter[bytes] = Counter()
-    share = MESSAGES // SUBSCRIBERS
-    for client in clients:
-        received.update(m.payload for m in client.collect(share, 30))
-    assert set(received) == payloads and max(received.values()) == 1
+    wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
+    clients, received = reconnect_all(c, ids, payloads)
     a.start()
-    wait_until(lambda: any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 30, interval=0.2,
-               what="C sees A again")
-    # A finds C named as the owner of its sessions and hands each over (its whole old queue) to C
-    wait_until(lambda: sessions_on(a, ids) == 0, 60, interval=0.5, what="A handed its sessions over")
-    skipped = metrics(c).get("broker.handover_already_recovered", 0)
-    deadline = time.monotonic() + 3.0  # what C passes on of the handed-over queues is on its way: read it
-    while time.monotonic() < deadline:
-        for client in clients:
-            while not client.messages.empty():
-                received[client.messages.get_nowait().payload] += 1
-        time.sleep(0.1)
-    duplicated = sorted(p for p, n in received.items() if n > 1)
-    assert not duplicated, f"{len(duplicated)} messages delivered twice, e.g. {duplicated[:3]}"
-    assert set(received) == payloads
-    assert skipped >= MESSAGES
+    wait_until(lambda: not unreachable_from(c, a), 30, interval=0.2, what="C sees A again")
+    nothing_twice_after_handover(a, c, ids, clients, received, payloads)
+
+
+def test_old_owner_cut_off_past_the_failover_timeout_delivers_nothing_twice_after_the_heal(
+        majority: list[ClusterNode]) -> None:
+    """The same with A alive but cut off from B and C (iptables) for longer than `queue.failover_timeout`:
+    C recovers the sessions from B's copies; after the heal A hands its queues over; QoS 2, nothing twice."""
+    a, b, c = majority
+    ids, _topics, payloads = queue_offline(a, b, "cutoff", qos=2)
+    replicated(a)
+    with partition_chain():
+        isolate(majority, a)
+        wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
+        clients, received = reconnect_all(c, ids, payloads)
+        heal()
+        wait_until(lambda: not unreachable_from(c, a), 30, interval=0.2, what="C sees A again")
+        nothing_twice_after_handover(a, c, ids, clients, received, payloads)

@@ -9,8 +9,14 @@ it at `pause_until(...)`, between `PAUSE_MIN` and `PAUSE_MIN + PAUSE_SPREAD` sec
 span drawn at random for each pause. Meanwhile the kernel gathers the socket's bytes, and the next read takes
 them in one go; the random points spread the reads of sockets that wrote together over the whole span.
 
-Pure: time and the random draw (`jitter`, in [0, 1)) are arguments. The CONNECT deadline is not moved: a paused
-socket is closed at `mqtt.connect_timeout` like any other, and a pause never ends after that deadline.
+The CONNECT deadline of each socket (`connect_deadline`) is `mqtt.connect_timeout` after its accept plus a random
+part of `CLOSE_SPREAD` times that timeout: an attacker opens its sockets in one burst, and with one fixed deadline
+the node closed them all in the same burst `mqtt.connect_timeout` later (the slowest probe round trips of
+bench.flood came there), then accepted the attacker's reopened sockets in a burst again. Spread, the closes are
+fewer per moment, and so are the reopens that follow them, wave after wave. No socket is closed before its
+`mqtt.connect_timeout`. A paused socket is closed at its deadline like any other; a pause never ends after it.
+
+Pure: time and the random draws (`jitter`, in [0, 1)) are arguments.
 """
 
 from __future__ import annotations
@@ -18,14 +24,26 @@ from __future__ import annotations
 TRICKLE_AFTER = 0.5  # seconds after the accept: a CONNECT still incomplete then is trickling
 PAUSE_MIN = 1.0  # seconds a trickling socket is not read, at least
 PAUSE_SPREAD = 2.0  # seconds: each pause lasts PAUSE_MIN plus a random part of this
+CLOSE_SPREAD = 0.2  # of mqtt.connect_timeout: a socket's CONNECT deadline is its timeout plus a random part of this
+
+
+def _check_jitter(jitter: float) -> None:
+    if not 0.0 <= jitter < 1.0:
+        raise ValueError(f"jitter must be in [0, 1), not {jitter!r}")
+
+
+def connect_deadline(opened_at: float, timeout: float, jitter: float) -> float:
+    """When a socket accepted at `opened_at` is closed if its CONNECT is still incomplete: `timeout` seconds
+    later plus `jitter` (in [0, 1)) times `CLOSE_SPREAD` of `timeout`."""
+    _check_jitter(jitter)
+    return opened_at + timeout * (1.0 + CLOSE_SPREAD * jitter)
 
 
 def pause_until(opened_at: float, now: float, jitter: float, deadline: float) -> float | None:
     """After a read at `now` that left the CONNECT of a socket accepted at `opened_at` incomplete: the time to
     read it again, or None to keep reading it. `jitter` (in [0, 1)) picks the point of the pause span;
     `deadline` is when the socket's CONNECT time is up (a pause never ends later)."""
-    if not 0.0 <= jitter < 1.0:
-        raise ValueError(f"jitter must be in [0, 1), not {jitter!r}")
+    _check_jitter(jitter)
     if now - opened_at < TRICKLE_AFTER:
         return None
     return min(now + PAUSE_MIN + jitter * PAUSE_SPREAD, deadline)

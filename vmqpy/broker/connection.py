@@ -79,7 +79,7 @@ class MQTTConnection(asyncio.Protocol):
 
     # No attribute dictionary: a node holds one of these per client (about 1.5 KB less each, docs/performance.md).
     __slots__ = (
-        "__weakref__", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
+        "__weakref__", "_abort_timer", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
         "_flush_scheduled", "_out", "_rate", "_rate_held", "_reading_paused", "_refusing", "_registering", "_retries",
         "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing", "config", "decoder",
         "identity_as_username", "keep_alive", "last_received", "listener", "log", "loop", "machine", "normal_close",
@@ -121,6 +121,7 @@ class MQTTConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._retries = False  # resends of what the client leaves unacknowledged (3.1.1 with retry_interval)
         self._retry_timer: asyncio.TimerHandle | None = None
+        self._abort_timer: asyncio.TimerHandle | None = None
         self._aliases_out: OutboundAliases | None = None
         self.acks = AckQueue(self.loop, storage, self._ack_failed)  # acknowledgements, durable and in order
         self._registering = False
@@ -199,11 +200,10 @@ class MQTTConnection(asyncio.Protocol):
             callback(self)
         self.closing = True
         self.acks.close()
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
-            self._retry_timer = None
+        for timer in (self._timer, self._retry_timer, self._abort_timer):  # the abort's: the socket is gone
+            if timer is not None:
+                timer.cancel()
+        self._retry_timer = None
         self.broker.metrics["socket_close"] += 1
         session = self.session
         self.session = None
@@ -324,7 +324,7 @@ class MQTTConnection(asyncio.Protocol):
         transport = self.transport
         if transport is not None:
             transport.close()
-            self.loop.call_later(CLOSE_TIMEOUT, transport.abort)
+            self._abort_timer = self.loop.call_later(CLOSE_TIMEOUT, transport.abort)
 
     def protocol_error(self, reason_code: int) -> None:
         """The client broke the protocol: 5.0 gets DISCONNECT with the reason code, or a CONNACK carrying it when

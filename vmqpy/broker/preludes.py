@@ -27,7 +27,7 @@ from collections.abc import Callable
 import structlog
 
 from vmqpy.broker import proxy_protocol
-from vmqpy.broker.connect_pacing import pause_until
+from vmqpy.broker.connect_pacing import connect_deadline, pause_until
 from vmqpy.broker.proxy_protocol import NEED_DATA, ProxyHeader, ProxyHeaderError
 
 log = structlog.get_logger("vmqpy.listener")
@@ -212,7 +212,8 @@ class ConnectPrelude(asyncio.Protocol):
     scan) is closed without a log line. `on_lost` runs once if the socket goes away before it was handed on.
     The socket counts in the broker's `socket_open` while it waits (the connection counts it once handed on).
     A socket whose CONNECT is still incomplete after a moment (a slow-loris) is read only now and then, at
-    random points (`vmqpy.broker.connect_pacing`): the node does not read thousands of them in one burst."""
+    random points, and the deadlines of sockets accepted together are spread over a fifth of the timeout after
+    it (`vmqpy.broker.connect_pacing`): the node does not read or close thousands of them in one burst."""
 
     def __init__(self, open_connection: Callable[[], asyncio.Protocol], wait: ConnectWait,
                  on_lost: Callable[[], None]) -> None:
@@ -225,6 +226,7 @@ class ConnectPrelude(asyncio.Protocol):
         self.done = False  # handed on, or closed
         self.handed_on = False
         self.opened_at = 0.0
+        self.deadline = 0.0  # when the socket is closed if its CONNECT is still incomplete (connect_deadline)
         self.paused = False  # reading paused by connect_pacing until `_resume` fires
         self._needed: int | None = None  # the CONNECT's whole length, once its fixed header was read
         self._timer: asyncio.TimerHandle | None = None
@@ -234,7 +236,8 @@ class ConnectPrelude(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.wait.metrics["socket_open"] += 1
         self.opened_at = self.loop.time()
-        self._timer = self.loop.call_at(self.opened_at + self.wait.timeout, self._expired)
+        self.deadline = connect_deadline(self.opened_at, self.wait.timeout, self.wait.jitter())
+        self._timer = self.loop.call_at(self.deadline, self._expired)
 
     def data_received(self, data: bytes) -> None:
         if self.done:
@@ -251,7 +254,7 @@ class ConnectPrelude(asyncio.Protocol):
             self._hand_on()
             return
         now = self.loop.time()
-        resume_at = pause_until(self.opened_at, now, self.wait.jitter(), self.opened_at + self.wait.timeout)
+        resume_at = pause_until(self.opened_at, now, self.wait.jitter(), self.deadline)
         if resume_at is not None and self.transport is not None and not self.paused:
             self.paused = True
             self.transport.pause_reading()

@@ -9,7 +9,7 @@ level is ``+`` or ``#``. Filters are assumed to be valid.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Generic, TypeVar
 
 __all__ = ["RetainedStore"]
@@ -59,6 +59,31 @@ class RetainedStore(Generic[V]):
         if node.item is None:
             self._len += 1
         node.item = (topic, value)
+
+    def set_many(self, items: Iterable[tuple[str, V]]) -> None:
+        """``set`` of every ``(topic, value)`` in order. Topics that share their parent level with the one before
+        them (a restart reads them in key order, so nearly all do) reuse that parent instead of walking the
+        tree from the root again."""
+        last_parent_path: str | None = None
+        parent = self._root
+        for topic, value in items:
+            parent_path, slash, leaf = topic.rpartition("/")
+            if not slash:
+                parent, last_parent_path = self._root, None
+            elif parent_path != last_parent_path:
+                parent = self._root
+                for level in parent_path.split("/"):
+                    nxt = parent.children.get(level)
+                    if nxt is None:
+                        nxt = parent.children[level] = _Node()
+                    parent = nxt
+                last_parent_path = parent_path
+            node = parent.children.get(leaf)
+            if node is None:
+                node = parent.children[leaf] = _Node()
+            if node.item is None:
+                self._len += 1
+            node.item = (topic, value)
 
     def get(self, topic: str) -> V | None:
         """The retained value of ``topic``, or None."""

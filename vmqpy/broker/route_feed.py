@@ -77,13 +77,15 @@ class RouteFeed:
     def load_retained(self, now: float) -> None:
         """Take the retained messages of the store; expired ones are deleted."""
         with bulk_load() as load:
+            live: list[tuple[str, Message]] = []
             for key, value in list(self.metadata.fold(records.RETAIN)):
                 message = records.retained_message(value)
                 if message.expired(now):
                     self.metadata.delete(records.RETAIN, key)
                 else:
-                    self.retained.set(message.topic, message)
-            load.records = len(self.retained)
+                    live.append((message.topic, message))
+            self.retained.set_many(live)
+            load.records = len(live)
 
     def load_subscriptions(self) -> None:
         """Route every subscription of the store, once the persistent sessions are back in `sessions`: the

@@ -99,6 +99,7 @@ class ClusterService:
         self.on_congestion: Callable[[str, bool], None] | None = None
         self.reachability_handlers: list[Callable[[str, bool], None]] = []
         self.membership_handlers: list[Callable[[], None]] = []  # the members or their incarnations changed
+        self.show_columns: list[Callable[[str], dict[str, Any]]] = []  # member name -> extra columns of `show`
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -491,6 +492,8 @@ class ClusterService:
                 "Address": f"{member.host}:{member.port}",
                 "Incarnation": member.incarnation,
             })
+            for columns in self.show_columns:
+                rows[-1].update(columns(name))
         return rows
 
     def health(self) -> tuple[bool, str]:

@@ -21,9 +21,28 @@ from dvv.dots import Counters, Dot
 from dvv.node_clock import NodeClock, normalise
 from dvv.version_vector import VersionVector
 
-__all__ = ["RESERVE_BLOCK", "ReplicaClock", "add_runs", "clock_of_base"]
+__all__ = ["RESERVE_BLOCK", "ReplicaClock", "add_dots", "add_runs", "clock_of_base"]
 
 RESERVE_BLOCK = 1000  # own counters are reserved in blocks, so a restart never reuses one
+
+
+def add_dots(clock: NodeClock, dots: Iterable[Dot]) -> NodeClock:
+    """``clock`` plus every dot of ``dots`` (valid dots: read from this replica's own rows), each node's bitmap
+    built in one pass. Same result as ``clock.add_all(dots)``, which ORs one bit at a time into a bitmap that,
+    with gaps below, grows to every counter of the node: quadratic at a restart on a million keys."""
+    entries = dict(clock.items())
+    above: dict[str, list[int]] = {}
+    for node, counter in dots:
+        base = entries[node][0] if node in entries else 0
+        if counter > base:
+            above.setdefault(node, []).append(counter - base - 1)
+    for node, offsets in above.items():
+        base, bitmap = entries.get(node, (0, 0))
+        bits = bytearray((max(offsets) >> 3) + 1)
+        for offset in offsets:
+            bits[offset >> 3] |= 1 << (offset & 7)
+        entries[node] = normalise(base, bitmap | int.from_bytes(bits, "little"))
+    return NodeClock(entries)
 
 
 def add_runs(clock: NodeClock, runs_by_node: Mapping[str, Counters]) -> NodeClock:

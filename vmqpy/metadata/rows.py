@@ -240,7 +240,7 @@ def _common_object(raw_key: bytes, raw_obj: bytes) -> tuple[FullKey, StoredObjec
     if raw_key[:1] != _VERSION_BYTE or raw_obj[:1] != _VERSION_BYTE:
         return None
     try:
-        key_obj = msgpack.unpackb(raw_key[1:], raw=False, strict_map_key=False, use_list=True)
+        key_obj = msgpack.unpackb(raw_key[1:])  # a map in a key is not ours: the general path refuses it
         obj = msgpack.unpackb(raw_obj[1:], raw=False, strict_map_key=False, use_list=True)
     except Exception:
         return None  # the general path says what is wrong

@@ -109,7 +109,16 @@ class QueueReplication:
             replicator, broker.sessions, broker.store,
             lambda: {name: member.incarnation for name, member in cluster.members.items()}, self.rebalance_rate)
         cluster.membership_handlers.append(rebalancer.on_membership)
+        cluster.show_columns.append(self.show_columns)
         rebalancer.start()  # every replica node gets each session's whole state (rebalance.py)
+
+    def show_columns(self, member: str) -> dict[str, Any]:
+        """`cluster show`'s columns of `member`: this node's sessions (and messages) not yet confirmed on all
+        their replica nodes ("-": another node's, not known here)."""
+        if self.rebalancer is None or self.replicator is None or member != self.replicator.node:
+            return {"Under-replicated sessions": "-", "Under-replicated messages": "-"}
+        sessions, messages = self.rebalancer.under_replicated()
+        return {"Under-replicated sessions": sessions, "Under-replicated messages": messages}
 
     def detach(self, broker: Broker) -> None:
         if self.rebalancer is not None:

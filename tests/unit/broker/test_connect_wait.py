@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 
 from tests.unit.broker.test_preludes import FakeTransport
 from vmqpy.broker import connect_pacing
-from vmqpy.broker.connect_pacing import PAUSE_MIN, PAUSE_SPREAD, TRICKLE_AFTER, pause_until
+from vmqpy.broker.connect_pacing import (
+    CLOSE_SPREAD,
+    PAUSE_MIN,
+    PAUSE_SPREAD,
+    TRICKLE_AFTER,
+    connect_deadline,
+    pause_until,
+)
 from vmqpy.broker.preludes import (
     CONNECT_TIMEOUT_METRIC,
     CONNECT_TOO_LARGE_METRIC,
@@ -315,3 +322,48 @@ def test_a_socket_lost_while_paused_leaves_no_timer() -> None:
 
     run = asyncio.run(scenario())
     assert run.prelude._resume is None and run.prelude._timer is None and run.lost == [1]
+
+
+@pytest.mark.parametrize(("opened_at", "timeout", "jitter", "deadline"), [
+    (100.0, 10.0, 0.0, 110.0),  # never before the timeout
+    (100.0, 10.0, 0.5, 100.0 + 10.0 * (1 + CLOSE_SPREAD / 2)),
+    (0.0, 2.0, 0.25, 2.0 * (1 + CLOSE_SPREAD / 4)),  # the spread scales with the timeout
+])
+def test_when_a_socket_without_its_connect_is_closed(opened_at: float, timeout: float, jitter: float,
+                                                      deadline: float) -> None:
+    assert connect_deadline(opened_at, timeout, jitter) == pytest.approx(deadline)
+
+
+@pytest.mark.parametrize("jitter", [-0.1, 1.0, float("nan")])
+def test_a_deadline_jitter_outside_the_unit_interval_is_a_usage_error(jitter: float) -> None:
+    with pytest.raises(ValueError, match="jitter must be in"):
+        connect_deadline(0.0, 10.0, jitter)
+
+
+@given(st.floats(0, 1e6), st.floats(0.001, 3600), st.floats(0, 0.999), st.floats(0, 0.999))
+def test_deadlines_of_sockets_opened_together_spread_over_a_fifth_of_the_timeout(
+        opened_at: float, timeout: float, jitter: float, other: float) -> None:
+    deadline = connect_deadline(opened_at, timeout, jitter)
+    assert opened_at + timeout <= deadline <= opened_at + timeout * (1 + CLOSE_SPREAD)
+    if jitter <= other:  # draws in order give deadlines in order: sockets opened at once spread over the span
+        assert deadline <= connect_deadline(opened_at, timeout, other)
+
+
+def test_the_prelude_closes_at_its_drawn_deadline_not_before() -> None:
+    async def scenario() -> tuple[Run, bool]:
+        run = Run(timeout=1.0, jitter=0.9)  # deadline 1.18 s after the accept
+        assert run.prelude.deadline == pytest.approx(run.prelude.opened_at + 1.0 * (1 + CLOSE_SPREAD * 0.9))
+        loop = asyncio.get_running_loop()
+        run.feed(CONNECT[:3])
+        while loop.time() < run.prelude.opened_at + 1.02:  # bounded: 1.02 s
+            await asyncio.sleep(0.01)
+        aborted_at_timeout = run.transport.aborted  # the timeout has passed, the drawn deadline has not
+        for _ in range(200):  # bounded: 2 s at most
+            if run.transport.aborted:
+                break
+            await asyncio.sleep(0.01)
+        return run, aborted_at_timeout
+
+    run, aborted_at_timeout = asyncio.run(scenario())
+    assert not aborted_at_timeout and run.transport.aborted and run.made == []
+    assert run.metrics[CONNECT_TIMEOUT_METRIC] == 1

@@ -143,3 +143,30 @@ def test_match_equals_brute_force(ops: list[tuple[bool, str, int]], probe: list[
         assert sorted(got) == sorted((t, v) for t, v in model.items() if ref_matches(f, t))
     for t in model:
         assert store.get(t) == model[t]
+
+
+
+_levels = st.sampled_from(["a", "b", "", "$s", "ret", "0"])
+_topics = st.lists(_levels, min_size=1, max_size=4).map("/".join)
+
+
+@given(st.lists(_topics, max_size=30), st.lists(st.tuples(_topics, st.integers()), max_size=60), st.booleans())
+def test_set_many_is_set_in_order(before: list[str], items: list[tuple[str, int]], in_key_order: bool) -> None:
+    """The restart's bulk insert (reusing the parent level of the topic before) leaves the tree `set` leaves."""
+    if in_key_order:  # as a restart reads them
+        items.sort(key=lambda item: item[0])
+    one_by_one: RetainedStore[int] = RetainedStore()
+    bulk: RetainedStore[int] = RetainedStore()
+    for topic in before:
+        one_by_one.set(topic, -1)
+        bulk.set(topic, -1)
+    for topic, value in items:
+        one_by_one.set(topic, value)
+    bulk.set_many(items)
+    assert len(bulk) == len(one_by_one)
+    assert sorted(bulk.items()) == sorted(one_by_one.items())
+    for pattern in ("#", "+/#", "a/+", "ret/0/#", "$s/#", "+", "/"):
+        assert sorted(bulk.match(pattern)) == sorted(one_by_one.match(pattern))
+    for topic, _value in list(bulk.items()):
+        bulk.delete(topic)
+    assert_pruned(bulk)
