@@ -38,7 +38,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
 
 #: The suite run by `python -m chaos run --all` (and `make chaos`).
 SUITE: tuple[str, ...] = ("partition-halves", "partition-isolate", "partition-bridge", "partition-ring",
-                          "flapping", "kill-restart", "pause-resume", "clock-skew", "membership-churn")
+                          "flapping", "kill-restart", "pause-resume", "clock-skew", "membership-churn", "owner-loss")
 
 
 def by_name(name: str) -> Experiment:

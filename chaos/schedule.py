@@ -14,11 +14,12 @@ from itertools import combinations
 from typing import Literal
 
 Fault = Literal["halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn", "ownerloss"]
-FAULTS: tuple[Fault, ...] = ("halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn")
+FAULTS: tuple[Fault, ...] = ("halves", "isolate", "bridge", "ring", "flap", "kill", "pause", "skew", "churn",
+                             "ownerloss")
 Action = Literal["cut", "heal", "kill", "restart", "pause", "resume", "skew", "unskew", "leave", "join", "roll",
                  "lose", "replace"]
-#: `ownerloss` is not in FAULTS (the faults of the partition suite): it runs in its own experiments, `owner-loss`
-#: and `owner-loss-r1` (chaos/owner_loss.py), whose victim is chosen at run time, not by the schedule.
+#: `ownerloss` runs in its own experiments, `owner-loss` (in the suite) and `owner-loss-r1` (chaos/owner_loss.py),
+#: whose victim is chosen at run time, not by the schedule.
 Pair = tuple[int, int]
 
 

@@ -48,7 +48,7 @@ def test_every_fault_is_undone_by_the_end(fault: str) -> None:
     e = Experiment("x", "", (fault,), duration=40.0)  # type: ignore[arg-type]
     steps = plan(e, 3, 5)
     assert steps, fault
-    undo = {"cut": "heal", "kill": "restart", "pause": "resume", "skew": "unskew", "leave": "join"}
+    undo = {"cut": "heal", "kill": "restart", "pause": "resume", "skew": "unskew", "leave": "join", "lose": "replace"}
     pending: list[str] = []
     for step in steps:
         if step.action in undo:
