@@ -87,7 +87,8 @@ SCHEMA: Mapping[str, Key] = {
     "max_message_size": Key(parse_int(0), 0, "largest packet accepted, bytes; 0 is unlimited"),
     "mqtt.connect_timeout": Key(
         parse_positive_duration, 10.0,
-        "a new connection that has not sent its whole CONNECT (WebSocket: upgrade request) this long is closed",
+        "a new connection that has not sent its whole CONNECT (WebSocket: upgrade request) this long is closed "
+        "(tcp/ssl: at a random point of the following fifth, so a burst of sockets is not closed in one burst)",
     ),
     "max_client_id_size": Key(
         parse_int(23, 65535), 65535, "longest client id accepted (at least 23: every server must accept those)"
