@@ -284,6 +284,11 @@ class Broker:
             elif message.topic in self.retained:
                 self.metadata.delete(records.RETAIN, key)
                 durable = True
+        if self.forwarder is not None and message.forward_id is None:
+            # named before the local deliveries, so that a subscriber here that moved from another node watches
+            # for this id: that node may pass a copy back (vmqpy.broker.holdback.MovedRoutes.pass_on)
+            self._forward_ids += 1
+            message.forward_id = self._forward_ids
         result = self.router.route(message, now)
         result.durable = result.durable or durable
         self.metrics["publish_dropped"] += result.dropped

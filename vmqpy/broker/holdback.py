@@ -126,8 +126,11 @@ class MovedRoutes:
                 continue
             here = self._sessions.get(client_id)
             # A session here that is not moving away is routed here again (it came back); one still handing
-            # over is not routed here any more, so its late forwards go on too.
-            if (node == peer or (here is not None and here.moving_to is None)
+            # over is not routed here any more, so its late forwards go on too. The sender itself may be the new
+            # node: it routed this here before the subscriber moved to it (a forward buffered while this node
+            # was down, sent when it came back), so it goes back there too; a copy the sender delivered itself
+            # is not delivered twice (the id is set before local deliveries, Session.watch_forwards).
+            if ((here is not None and here.moving_to is None)
                     or (clients is not None and client_id not in clients)
                     or entry.group is not None or not topics.matches(entry.match_filter, message.topic)):
                 continue

@@ -130,7 +130,6 @@ def test_nothing_is_passed_on_that_the_sender_routes_itself() -> None:
     forwarder = RecordingForwarder()
     routes, _metrics = moved_routes(forwarder, {"c1": session("c1")})
     routes.moved("c1", entry("t/#"), "n3")  # back here since
-    routes.moved("c4", entry("t/#"), "n1")  # moved to the sender itself
     routes.moved("c5", entry("t/#"), "n3")
     routes.removed("c5", "t/#")
     routes.pass_on(Message("t/x", b"p", 0), "n1", 0, None)
@@ -172,4 +171,19 @@ def test_a_forward_is_passed_on_while_the_moved_session_is_still_here_handing_ov
     [(node, record, _on_ack, _on_fail)] = forwarder.forwards
     assert (node, records.parse_forward(record)[2]) == ("n3", {"c1"})
     assert forwarder.held == [("n1", 7)]
+    assert metrics["forwards_passed_on"] == 1
+
+
+def test_a_forward_for_a_subscriber_that_moved_to_its_sender_goes_back_to_the_sender() -> None:
+    """n3 forwarded a message here for c4 while this node was down (buffered); c4 registered on n3 meanwhile and
+    this node, back, handed its session over to n3 before the buffered forward arrived: nothing here routes
+    to c4 any more, and n3 will not deliver it by itself (it routed it here). It must go back to n3 (an
+    acknowledged QoS 1 message was lost in this window: tests/integration/test_haproxy_failover.py)."""
+    forwarder = RecordingForwarder()
+    routes, metrics = moved_routes(forwarder)
+    routes.moved("c4", entry("t/#"), "n3")
+    routes.pass_on(Message("t/x", b"p", 1), "n3", 7, None)
+    [(node, record, _on_ack, _on_fail)] = forwarder.forwards
+    assert (node, records.parse_forward(record)[2]) == ("n3", {"c4"})
+    assert forwarder.held == [("n3", 7)]
     assert metrics["forwards_passed_on"] == 1

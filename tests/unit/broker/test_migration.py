@@ -162,3 +162,30 @@ def test_the_persistent_sessions_of_a_dead_node_are_recreated_on_their_next_owne
 
 def _entry(topic_filter: str) -> SubEntry:
     return SubEntry(topic_filter, topic_filter, SubOptions(1), None, None)
+
+
+class AcceptingForwarder:
+    """The cluster's forwarding port: takes every forward."""
+
+    def forward(self, node: str, record: Any, size: int, on_ack: Any = None, on_fail: Any = None) -> bool:
+        return True
+
+
+def test_a_copy_passed_back_by_the_old_node_is_not_delivered_twice(node_b: tuple[Broker, MemoryMetadata]) -> None:
+    """A subscriber that moved here watches for duplicate forwards. A message published here is named (its
+    forward id) before it is delivered here, so the copy the subscriber's old node passes back here (it cannot
+    tell whether this node routed it to the subscriber itself: vmqpy.broker.holdback.MovedRoutes.pass_on) is
+    not delivered a second time."""
+    broker, _metadata = node_b
+    broker.forwarder = AcceptingForwarder()  # type: ignore[assignment]
+    sink = TakenOverSink()
+    session, _present = broker.open_session("c1", 5, False, None, sink, 100.0)
+    broker.attach(session, sink, 10, 0, 100.0)
+    broker.subscribe(session, [Subscription("t/#", SubOptions(1))], None)
+    session.watch_forwards(200.0)  # as adopting a handed-over session does
+    message = Message("t/1", b"p", 1)
+    broker.publish(message, 101.0)
+    assert message.forward_id is not None
+    record, _size = records.forward_record(message, [], ["c1"])
+    broker.deliver_forwarded(record, 101.5, "a", 0)
+    assert [p.payload for p in sink.publishes()] == [b"p"]
