@@ -540,7 +540,8 @@ async def test_remove_peer_closes_the_link_and_stops_dialing(make_net: MakeNet) 
     await a.start()
     await b.start()
     a.add_peer("b", *b.bound_address())
-    await wait_until(lambda: b.reachable() == {"a"}, SETTLE, "link")
+    # both ends: under load b may see the link up before a's side of the handshake completed
+    await wait_until(lambda: b.reachable() == {"a"} and a.reachable() == {"b"}, SETTLE, "link")
     assert b.peers() == {"a": None}  # learned from the incoming link, not dialed
     a.remove_peer("b")
     await wait_until(lambda: ("a", False) in rec_b.reach, SETTLE, "b sees a go")
