@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.brokers import HOST, REPO, cpu_seconds, free_port, port_open, read_status, vmqpy_config
+from bench.mqtt_raw import mqtt_string, remaining_length
 
 RESULTS = REPO / "bench" / "results"
 IMAGES = REPO / "docs" / "images"
@@ -163,36 +164,22 @@ def settle(node: CurveNode, step: float = 1.0, limit: float = 300.0) -> float:
 
 # ----------------------------------------------------------------------------- a minimal MQTT 3.1.1 client
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n % 128, n // 128
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _str(s: str) -> bytes:
-    b = s.encode()
-    return len(b).to_bytes(2, "big") + b
-
-
 def frame(first: int, body: bytes) -> bytes:
-    return bytes([first]) + _varint(len(body)) + body
+    return bytes([first]) + remaining_length(len(body)) + body
 
 
 def connect_frame(client_id: str, clean: bool, keepalive: int = 600) -> bytes:
     return frame(0x10, b"\x00\x04MQTT\x04" + bytes([0x02 if clean else 0x00]) + keepalive.to_bytes(2, "big")
-                 + _str(client_id))
+                 + mqtt_string(client_id))
 
 
 def subscribe_frame(packet_id: int, filters: Sequence[str], qos: int) -> bytes:
-    return frame(0x82, packet_id.to_bytes(2, "big") + b"".join(_str(f) + bytes([qos]) for f in filters))
+    return frame(0x82, packet_id.to_bytes(2, "big") + b"".join(mqtt_string(f) + bytes([qos]) for f in filters))
 
 
 def publish_frame(topic: str, payload: bytes, qos: int = 0, retain: bool = False, packet_id: int = 0,
                   dup: bool = False) -> bytes:
-    head = _str(topic) + (packet_id.to_bytes(2, "big") if qos else b"")
+    head = mqtt_string(topic) + (packet_id.to_bytes(2, "big") if qos else b"")
     return frame(0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0), head + payload)
 
 

@@ -18,7 +18,8 @@ HOST = "127.0.0.1"
 DISCONNECT = b"\xe0\x00"
 
 
-def _remaining_length(n: int) -> bytes:
+def remaining_length(n: int) -> bytes:
+    """MQTT's variable-length integer."""
     out = bytearray()
     while True:
         byte, n = n % 128, n // 128
@@ -27,26 +28,28 @@ def _remaining_length(n: int) -> bytes:
             return bytes(out)
 
 
-def _string(s: str) -> bytes:
+def mqtt_string(s: str) -> bytes:
+    """A UTF-8 string with its two-byte length."""
     raw = s.encode()
     return len(raw).to_bytes(2, "big") + raw
 
 
 def connect_packet(client_id: str, clean: bool, keep_alive: int = 600) -> bytes:
     """CONNECT, MQTT 3.1.1; `clean` sets the clean session flag."""
-    body = b"\x00\x04MQTT\x04" + bytes([0x02 if clean else 0x00]) + keep_alive.to_bytes(2, "big") + _string(client_id)
-    return b"\x10" + _remaining_length(len(body)) + body
+    flags = bytes([0x02 if clean else 0x00])
+    body = b"\x00\x04MQTT\x04" + flags + keep_alive.to_bytes(2, "big") + mqtt_string(client_id)
+    return b"\x10" + remaining_length(len(body)) + body
 
 
 def subscribe_packet(packet_id: int, topic_filter: str, qos: int = 1) -> bytes:
-    body = packet_id.to_bytes(2, "big") + _string(topic_filter) + bytes([qos])
-    return b"\x82" + _remaining_length(len(body)) + body
+    body = packet_id.to_bytes(2, "big") + mqtt_string(topic_filter) + bytes([qos])
+    return b"\x82" + remaining_length(len(body)) + body
 
 
 def publish_packet(topic: str, payload: bytes, packet_id: int) -> bytes:
     """PUBLISH QoS 1."""
-    body = _string(topic) + packet_id.to_bytes(2, "big") + payload
-    return b"\x32" + _remaining_length(len(body)) + body
+    body = mqtt_string(topic) + packet_id.to_bytes(2, "big") + payload
+    return b"\x32" + remaining_length(len(body)) + body
 
 
 def puback_packet(packet_id: int) -> bytes:
