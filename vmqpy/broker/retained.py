@@ -27,6 +27,16 @@ class _Node(Generic[V]):
         self.item: tuple[str, V] | None = None
 
 
+def _make_path(node: _Node[V], levels: Iterable[str]) -> _Node[V]:
+    """The node below `node` at `levels`, made where missing."""
+    for level in levels:
+        nxt = node.children.get(level)
+        if nxt is None:
+            nxt = node.children[level] = _Node()
+        node = nxt
+    return node
+
+
 class RetainedStore(Generic[V]):
     """Concrete topic -> retained value."""
 
@@ -50,15 +60,7 @@ class RetainedStore(Generic[V]):
 
     def set(self, topic: str, value: V) -> None:
         """Store (or replace) the retained value of ``topic``."""
-        node = self._root
-        for level in topic.split("/"):
-            nxt = node.children.get(level)
-            if nxt is None:
-                nxt = node.children[level] = _Node()
-            node = nxt
-        if node.item is None:
-            self._len += 1
-        node.item = (topic, value)
+        self._put(_make_path(self._root, topic.split("/")), topic, value)
 
     def set_many(self, items: Iterable[tuple[str, V]]) -> None:
         """``set`` of every ``(topic, value)`` in order. Topics that share their parent level with the one before
@@ -71,19 +73,14 @@ class RetainedStore(Generic[V]):
             if not slash:
                 parent, last_parent_path = self._root, None
             elif parent_path != last_parent_path:
-                parent = self._root
-                for level in parent_path.split("/"):
-                    nxt = parent.children.get(level)
-                    if nxt is None:
-                        nxt = parent.children[level] = _Node()
-                    parent = nxt
+                parent = _make_path(self._root, parent_path.split("/"))
                 last_parent_path = parent_path
-            node = parent.children.get(leaf)
-            if node is None:
-                node = parent.children[leaf] = _Node()
-            if node.item is None:
-                self._len += 1
-            node.item = (topic, value)
+            self._put(_make_path(parent, (leaf,)), topic, value)
+
+    def _put(self, node: _Node[V], topic: str, value: V) -> None:
+        if node.item is None:
+            self._len += 1
+        node.item = (topic, value)
 
     def get(self, topic: str) -> V | None:
         """The retained value of ``topic``, or None."""

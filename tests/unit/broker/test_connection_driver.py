@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,16 +54,6 @@ class FakeTransport(asyncio.Transport):
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 5555) if name == "peername" else default
-
-
-@pytest.fixture
-def storage(tmp_path: Path) -> Iterator[Storage]:
-    store = Storage(tmp_path / "b.db")
-    store.open()
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def connection(storage: Storage, config: Config, level: int = 5) -> tuple[MQTTConnection, FakeTransport, Broker]:

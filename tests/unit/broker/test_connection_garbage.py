@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -29,16 +28,6 @@ from vmqpy.storage import Storage
 
 CONFIG = Config(tcp_listeners=(("default", "127.0.0.1", 1883),), ws_listeners=(("web", "127.0.0.1", 8080),),
                 allow_anonymous=True)
-
-
-@pytest.fixture
-def storage(tmp_path: Path) -> Iterator[Storage]:
-    store = Storage(tmp_path / "b.db")
-    store.open()
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 @pytest.fixture

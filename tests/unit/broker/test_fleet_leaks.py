@@ -11,7 +11,6 @@ import asyncio
 import gc
 import tracemalloc
 from collections.abc import Iterator, Mapping, MutableMapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,16 +34,6 @@ CONFIG = Config(tcp_listeners=(("default", "127.0.0.1", 1883),), allow_anonymous
 WARMUP = 200
 CLIENTS = 2_000
 BYTES_PER_CLIENT = 40
-
-
-@pytest.fixture
-def storage(tmp_path: Path) -> Iterator[Storage]:
-    store = Storage(tmp_path / "b.db")
-    store.open()
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 @pytest.fixture
