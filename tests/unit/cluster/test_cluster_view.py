@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from vmqpy.cluster.view import compute
 
 A, B, C, D, E = "a@h", "b@h", "c@h", "d@h", "e@h"
@@ -76,3 +80,22 @@ def test_own_link_counts_before_peer_report_arrives() -> None:
 def test_reports_about_non_members_are_ignored() -> None:
     view = compute(A, [A, B], {A: {B, "x@h"}, B: {A}})
     assert view.members == (A, B) and view.reachable == frozenset({A, B})
+
+
+def test_a_node_alone_is_one_group_and_its_own_majority_whatever_it_reports() -> None:
+    cases: list[dict[str, set[str]]] = [{}, {A: set()}, {A: {A, B}}, {A: {B}, B: {A}}]
+    for reports in cases:
+        view = compute(A, [A], reports)
+        assert (view.groups, view.majority, view.ready, view.in_majority) == (((A,),), (A,), True, True), reports
+        assert view.members == (A,) and not view.partitioned
+
+
+def test_a_node_alone_computes_its_view_without_importing_networkx() -> None:
+    """The single-member view is built without a graph (vmqpy.cluster.view's docstring): a node's start does not
+    pay for networkx's import until a second member appears."""
+    probe = ("import sys; from vmqpy.cluster.view import compute; compute('a@h', ['a@h'], {}); "
+             "print('networkx' in sys.modules); compute('a@h', ['a@h', 'b@h'], {'a@h': {'b@h'}, 'b@h': {'a@h'}}); "
+             "print('networkx' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[3])
+    assert done.stdout.split() == ["False", "True"], done.stderr
