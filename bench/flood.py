@@ -18,7 +18,10 @@ the attacker was doing then (opens, closes by the node, bytes written: bench.flo
 listed. `--max-connections N` sets `listener.max_connections` (the probe clients connect
 before the attack, so they hold two of the places); `--connect-timeout T` sets `mqtt.connect_timeout`.
 `--source DIR` runs the node from another tree of vmqpy (`--revision REV`: a committed one, exported with
-bench.brokers.export_revision), to measure before and after a change in one session.
+bench.brokers.export_revision), to measure before and after a change in one session. `--attacker-cpus 1`
+`--node-cpus 0` pin the attacker to its own CPUs and the node (every thread) and the probe to theirs
+(`os.sched_setaffinity`), as when the attacker is on another machine: on loopback the attacker's sends and the
+kernel's TCP work for its segments otherwise share the node's cores.
 Both processes raise RLIMIT_NOFILE to its hard limit.
 """
 
@@ -28,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -48,6 +52,29 @@ ROUND_TRIP_TIMEOUT = 10.0  # seconds; a round trip slower than this counts as fa
 CONNECT_CONCURRENCY = 256  # attack connects in flight at once (the node's accept backlog is 1024)
 ATTACK_READY_TIMEOUT = 120.0  # seconds the attacker may take to open its sockets
 SLOW_SHOWN = 20  # slowest round trips of the attack window printed with the attacker's events around them
+
+
+def cpu_set(text: str | None) -> set[int] | None:
+    """`--node-cpus`/`--attacker-cpus`: "0" or "0,2" -> {0} or {0, 2}; None when not given."""
+    if not text:
+        return None
+    try:
+        cpus = {int(part) for part in text.split(",")}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of CPU numbers: {text!r}") from None
+    if not cpus or min(cpus) < 0:
+        raise argparse.ArgumentTypeError(f"not a list of CPU numbers: {text!r}")
+    return cpus
+
+
+def pin(pid: int, cpus: set[int] | None) -> None:
+    """Pin every thread of process `pid` (0: this one) to `cpus`; nothing when None."""
+    if cpus is None:
+        return
+    tasks = Path(f"/proc/{pid or 'self'}/task")
+    for task in tasks.iterdir():
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(task.name), cpus)
 
 
 def raise_fd_limit() -> int:
@@ -333,6 +360,8 @@ async def run_attack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     node = FloodNode(extra, args.source)
     node.start()
     try:
+        pin(node.pid, args.node_cpus)
+        pin(0, args.node_cpus)  # the probe: a real client, where the node is
         probe = await Probe.start(node.port, f"probe-{kind}")
         await probe.measure(20, 0.005)  # warm-up, not counted
         rss_before = node.rss_kib()
@@ -341,6 +370,7 @@ async def run_attack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             sys.executable, "-m", "bench.flood", "--attacker", kind, "--port", str(node.port),
             "--connections", str(count), "--seconds", str(args.seconds), "--reopen-delay", str(args.reopen_delay),
             stdout=asyncio.subprocess.PIPE)
+        pin(attacker.pid, args.attacker_cpus)
         try:
             assert attacker.stdout is not None
             ready = json.loads(await asyncio.wait_for(attacker.stdout.readline(), ATTACK_READY_TIMEOUT + 10))
@@ -374,6 +404,7 @@ async def run_attack(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     slow = explain(timeline, events, percentile(during, 98), attack_report["window_start"])
     return {
         "attack": kind, "connections": count, "extra": extra, "source": str(args.source or "this checkout"),
+        "node_cpus": sorted(args.node_cpus or ()), "attacker_cpus": sorted(args.attacker_cpus or ()),
         "ready": ready, "attacker": attack_report,
         "baseline": summary(baseline), "during": summary(during), "after": summary(after),
         "probe_failures": probe.failed, "node_alive": alive,
@@ -396,7 +427,8 @@ def print_report(result: dict[str, Any]) -> None:
     ratio = d["p99_ms"] / b["p99_ms"] if b["p99_ms"] else float("nan")
     rss = result["rss_kib"]
     print(f"## {result['attack']}: {result['connections']} sockets, {a['seconds']} s window "
-          f"(config: {result['extra'] or 'defaults'}; vmqpy from {result['source']})")
+          f"(config: {result['extra'] or 'defaults'}; vmqpy from {result['source']}; CPUs of the node and probe "
+          f"{result['node_cpus'] or 'any'}, of the attacker {result['attacker_cpus'] or 'any'})")
     print(f"  attack sockets: {a['ready_after']} s to open; at most {a['most_open']} open at once; "
           f"{a['opened']} opened, {a['closed_by_node']} closed by the node "
           f"(after {a['close_after_min']} / {a['close_after_p50']} / {a['close_after_max']} s min/median/max), "
@@ -435,6 +467,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="run the node from this tree of vmqpy (default: this checkout)")
     parser.add_argument("--revision", default=None,
                         help="run the node from this committed revision (exported to a temporary directory)")
+    parser.add_argument("--node-cpus", type=cpu_set, default=None,
+                        help="pin the node and the probe to these CPUs, e.g. 0 (default: not pinned)")
+    parser.add_argument("--attacker-cpus", type=cpu_set, default=None,
+                        help="pin the attacker process to these CPUs, e.g. 1 (default: not pinned)")
     parser.add_argument("--attacker", choices=("slowloris", "flood"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     return parser.parse_args(argv)

@@ -128,9 +128,17 @@ def test_owner_lost_with_its_disk_subscribers_get_every_message_on_another_node(
 
 def test_leave_of_a_dead_node_recovers_its_queues(default_mode: list[ClusterNode]) -> None:
     """Issue 18 test (5): the sessions of a dead node whose disk is gone are recreated elsewhere by
-    `vmq-admin cluster leave node=DEAD`, with their messages, from the queue replicas."""
+    `vmq-admin cluster leave node=DEAD`, with their messages, from the queue replicas. And the will of a
+    persistent client connected to A when it died, kept in its replicated session record
+    (vmqpy.broker.stored_will), is published by the node that recovers the session: its connection was lost."""
     a, b, c = default_mode
     ids, _topics, payloads = queue_offline(a, b, "leave")
+    will_topic = unique("replicas/will/")
+    watcher = b.client(5, unique("watcher-"))
+    watcher.subscribe(will_topic, qos=1)
+    willer = raw(a)
+    willer.connect(unique("willer-"), clean=False, props=PERSISTENT,
+                   will={"topic": will_topic, "payload": b"A died with me", "qos": 1})
     wait_until(lambda: metrics(a).get("queue_replica.operations_pending") == 0, 20, interval=0.2,
                what="A's replica operations acknowledged")
     lose(a)
@@ -141,6 +149,8 @@ def test_leave_of_a_dead_node_recovers_its_queues(default_mode: list[ClusterNode
     assert f"{MESSAGES} messages queued on {a.name} are recovered from the queue replicas" in answer.stdout, \
         answer.stdout
     wait_until(lambda: cluster_ready([b, c]), 20, interval=0.2, what="B and C ready without A")
+    assert watcher.get(20).payload == b"A died with me"
+    watcher.assert_no_message(0.5)  # once
     received = collect_all(b, ids)
     assert set(received) == payloads
 

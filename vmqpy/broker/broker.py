@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import monotonic_ns
 from typing import Any
 
@@ -39,6 +39,7 @@ from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.route_feed import RouteFeed
 from vmqpy.broker.router import Router, RouteResult, outgoing_qos
 from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
+from vmqpy.broker.stored_will import StoredWill
 from vmqpy.broker.systree import is_system_topic
 from vmqpy.broker.trace import Tracers
 from vmqpy.config import Config
@@ -48,6 +49,9 @@ from vmqpy.mqtt.packets import Subscription
 from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
 
 log = structlog.get_logger("vmqpy.broker")
+
+
+WILL_RETRY = 1.0  # seconds between two tries of a due will the netsplit policy refused (`_publish_due_will`)
 
 
 @dataclass(slots=True)
@@ -144,12 +148,14 @@ class Broker:
 
     def open_session(
         self, client_id: str, level: int, clean_start: bool, expiry: float | None, owner: Sink, now: float,
-        image: SessionImage | None = None, username: str | None = None,
+        image: SessionImage | None = None, username: str | None = None, will: Message | None = None,
+        will_delay: float = 0.0,
     ) -> tuple[Session, bool]:
         """Register a CONNECT: take over a live connection of the same id, resume or replace the session.
         `image` is the session handed over by its previous owner node (or rebuilt from the store when that
         node is unreachable); its messages follow through `adopt_messages`. `username`: the authenticated
-        user; the subscriptions of a resumed session are judged again for it (`enforce_acl`)."""
+        user; the subscriptions of a resumed session are judged again for it (`enforce_acl`). `will`: the
+        connection's, kept in the session record while it is connected (vmqpy.broker.stored_will)."""
         existing = self.sessions.get(client_id)
         if existing is not None and existing.moving_to is not None:
             # It was moving away, and the client id comes back here first: it stays. What was already handed
@@ -181,7 +187,7 @@ class Broker:
             if was_persistent and not session.persistent:
                 self.store.delete_session(client_id)
         if session.persistent:
-            self.store.save_session(session)
+            self.store.save_session(session, None if will is None else StoredWill(will, will_delay, None, username))
         # The owner record: every node learns where this client id lives now (a newer connect wins by HLC). A
         # clean session of a node without cluster links has nobody to tell, and ends with the node at the latest:
         # no record (the node's own `sessions` is where it is found), unless one is there to be replaced.
@@ -207,17 +213,18 @@ class Broker:
         if session.sink is not owner:
             return  # taken over: the new connection owns the session now
         session.detach(now)
+        pending: StoredWill | None = None
         if will is not None:
-            expiry = session.expiry_interval
             if will_delay > 0 and session.persistent:
-                delay = will_delay if expiry is None else min(will_delay, expiry)
-                self._wills[session.client_id] = PendingWill(now + delay, will)
+                due = StoredWill(will, will_delay).due_at(now, session.expiry_interval)
+                pending = StoredWill(will, will_delay, due, self.enforcer.usernames.get(session.client_id))
+                self._wills[session.client_id] = PendingWill(due, will)
             else:
                 self.publish_will(will, now)
         if not session.persistent:
             self.discard(session)
         else:
-            self.store.save_session(session)
+            self.store.save_session(session, pending)
 
     def discard(self, session: Session, keep_owner: bool = False) -> None:
         """End `session` here: its subscriptions, its storage and (unless `keep_owner`) the owner record
@@ -235,6 +242,37 @@ class Broker:
         if not keep_owner and owner is not None and records.session_owner(owner) == self.node:
             self.metadata.delete(records.SESSION, records.session_key(client_id))  # not when it moved elsewhere
         session.release_waiters()
+
+    def adopt_will(self, client_id: str, will: StoredWill, now: float) -> None:
+        """The will kept in the record of a session recovered from the replicas of its lost owner
+        (vmqpy.replicas.failover): that connection was lost with its node. A client connected here again
+        cancels a delayed will (as a reconnection within the delay does); otherwise it is published when due."""
+        session = self.sessions.get(client_id)
+        if session is None or (session.sink is not None and will.delay > 0):
+            return
+        if will.username is not None:
+            self.enforcer.usernames.setdefault(client_id, will.username)
+        due = will.due_at(now, session.expiry_interval)
+        self._wills[client_id] = PendingWill(due, will.message)
+        if session.sink is None:  # replicated on: a second loss keeps it (a client here has its own will)
+            self.store.save_session(session, replace(will, due=due))
+        if due <= now:
+            del self._wills[client_id]
+            self._publish_due_will(client_id, will.message, now)
+
+    def _publish_due_will(self, client_id: str, message: Message, now: float) -> None:
+        """A delayed (or recovered) will that is due: published, and its session record no longer carries it;
+        or, while the netsplit policy refuses to publish, tried again `WILL_RETRY` seconds later for as long as
+        its session lives here (when the session ends, `release_will` makes the last try)."""
+        published = self.publish_will(message, now)
+        session = self.sessions.get(client_id)
+        if session is None or not session.persistent or session.moving_to is not None:
+            return
+        if published:
+            if session.sink is None:  # a connected client's record holds its own connection's will
+                self.store.save_session(session)
+        else:
+            self._wills[client_id] = PendingWill(now + WILL_RETRY, message)
 
     def release_will(self, client_id: str, now: float) -> None:
         """The delayed will of `client_id`, if one waits, is due now: publish it."""
@@ -261,7 +299,7 @@ class Broker:
         for client_id, pending in list(self._wills.items()):
             if pending.due <= now:
                 del self._wills[client_id]
-                self.publish_will(pending.message, now)
+                self._publish_due_will(client_id, pending.message, now)
         for session in list(self._expiry.due(now)):
             self.release_will(session.client_id, now)
             self.metrics["session_expired"] += 1
@@ -312,20 +350,21 @@ class Broker:
         result.remote = {}
         return result
 
-    def publish_will(self, message: Message, now: float) -> None:
+    def publish_will(self, message: Message, now: float) -> bool:
         """A will is published only where publishing is allowed (netsplit policy) and to a topic the ACL in force
-        lets its client write; otherwise it is dropped."""
+        lets its client write; otherwise it is dropped. False: the netsplit policy refused it (now)."""
         client_id = message.publisher
         if not self.access.may_publish(client_id, self.enforcer.usernames.get(client_id), message.topic):
             self.metrics["will_not_authorized"] += 1
             log.warning("will not published: the ACL does not allow its client to publish there",
                         client_id=client_id, topic=message.topic)
-            return
+            return True
         if self.policy.may("publish"):
             self.publish(message, now)
-        else:
-            self.metrics["will_dropped_netsplit"] += 1
-            log.warning("will not published: the cluster is not ready", topic=message.topic)
+            return True
+        self.metrics["will_dropped_netsplit"] += 1
+        log.warning("will not published: the cluster is not ready", topic=message.topic)
+        return False
 
     def _forward(self, message: Message, result: RouteResult) -> None:
         """Hand the publish to the other nodes. For QoS 1/2, `result.remote_ack` completes once every one of

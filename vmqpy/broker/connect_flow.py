@@ -114,7 +114,8 @@ def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | 
     now = time.time()
     session, present = conn.broker.open_session(accepted.client_id, accepted.level, accepted.clean_start,
                                                 accepted.expiry, conn, now,
-                                                None if ticket is None else ticket.image, accepted.username)
+                                                None if ticket is None else ticket.image, accepted.username,
+                                                will=conn.will, will_delay=conn.will_delay)
     if ticket is not None and conn.broker.registrar is not None:
         conn.broker.registrar.connected(ticket, conn.broker.node)
     if conn.closing:  # the client went away while it was registering: its session stays, offline

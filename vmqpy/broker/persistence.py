@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from vmqpy.broker.handover import outgoing_from_record, outgoing_record
 from vmqpy.broker.message import decode_record, encode_record
 from vmqpy.broker.session import Outgoing, Session
+from vmqpy.broker.stored_will import StoredWill
 from vmqpy.bulk_load import bulk_load
 from vmqpy.storage import Storage
 
@@ -41,6 +42,7 @@ class StoredSession:
     disconnected_at: float | None
     messages: list[Outgoing] = field(default_factory=list)
     incoming: set[int] = field(default_factory=set)
+    will: StoredWill | None = None
 
 
 class ReplicaJournal(Protocol):
@@ -66,8 +68,9 @@ class SessionStore:
 
     # --------------------------------------------------------------------------- sessions and subscriptions
 
-    def save_session(self, session: Session) -> None:
-        record = encode_record([session.protocol_level, session.expiry_interval, session.disconnected_at])
+    def save_session(self, session: Session, will: StoredWill | None = None) -> None:
+        """The session record: level, expiry, when it went offline, and `will` (vmqpy.broker.stored_will)."""
+        record = encode_record(session_record(session, will))
         self.storage.put(SESSIONS, session.client_id.encode(), record)
         if self.replicas is not None:
             self.replicas.session(session.client_id, record)
@@ -113,9 +116,8 @@ class SessionStore:
     def _load_sessions(self) -> dict[str, StoredSession]:
         sessions: dict[str, StoredSession] = {}
         for key, value in self.storage.load(SESSIONS):
-            level, expiry, disconnected_at = decode_record(value)
             client_id = key.decode()
-            sessions[client_id] = StoredSession(client_id, level, expiry, disconnected_at)
+            sessions[client_id] = stored_session(client_id, decode_record(value))
         for key, value in self.storage.load(MESSAGES):
             client_id, seq_bytes = _split(key)
             stored = sessions.get(client_id)
@@ -128,6 +130,20 @@ class SessionStore:
             if client_id in sessions:
                 sessions[client_id].incoming.add(struct.unpack(">H", pid_bytes)[0])
         return sessions
+
+
+def session_record(session: Session, will: StoredWill | None) -> list[object]:
+    fields: list[object] = [session.protocol_level, session.expiry_interval, session.disconnected_at]
+    if will is not None:
+        fields.append(will.pack())
+    return fields
+
+
+def stored_session(client_id: str, fields: Any) -> StoredSession:
+    """A decoded session record; one written before wills were kept has three fields."""
+    level, expiry, disconnected_at = fields[:3]
+    will = StoredWill.unpack(fields[3]) if len(fields) > 3 and fields[3] is not None else None
+    return StoredSession(client_id, level, expiry, disconnected_at, will=will)
 
 
 def _message_key(client_id: str, seq: int) -> bytes:

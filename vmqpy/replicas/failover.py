@@ -25,7 +25,9 @@ import structlog
 
 from vmqpy.broker.handover import SessionImage, outgoing_from_record
 from vmqpy.broker.message import decode_record
+from vmqpy.broker.persistence import stored_session
 from vmqpy.broker.session import Outgoing, Session
+from vmqpy.broker.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
 
 __all__ = ["Failover", "FetchLinks", "merge_copies"]
@@ -49,6 +51,8 @@ class Adopter(Protocol):
 
     def adopt_offline(self, image: SessionImage, now: float) -> Session: ...
 
+    def adopt_will(self, client_id: str, will: StoredWill, now: float) -> None: ...
+
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
         """`origin`: the old owner whose replica copies `outs` are (their seqs are its numbers)."""
 
@@ -62,6 +66,23 @@ class _Fetch:
     copies: dict[str, Copy] = field(default_factory=dict)  # owner -> merged copy
     holders: set[str] = field(default_factory=set)  # members that sent a copy
     done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def recovered_will(client_id: str, copies: dict[str, Copy]) -> StoredWill | None:
+    """The will in the session records of the lost owners' copies (vmqpy.broker.stored_will); of two owners (a
+    session that moved between them), one kept while its client was connected first, else the one due last."""
+    found: list[tuple[bool, float, str, StoredWill]] = []
+    for owner, copy in copies.items():
+        if copy.session is None:
+            continue
+        try:
+            record = stored_session(client_id, decode_record(copy.session))
+        except Exception as exc:  # a record this build cannot read: said, not fatal
+            log.error("unreadable replica session record skipped", client_id=client_id, owner=owner, error=str(exc))
+            continue
+        if record.will is not None:
+            found.append((record.will.due is None, record.will.due or 0.0, owner, record.will))
+    return max(found, key=lambda f: f[:3])[3] if found else None
 
 
 def merge_copies(into: dict[str, Copy], owner: str, copy: Copy) -> None:
@@ -213,6 +234,9 @@ class Failover:
             self.broker.adopt_offline(image, now)  # merged into the session here, or one kept offline
         for owner, outs in by_owner.items():
             self.broker.adopt_messages(client_id, outs, now, origin=owner)
+        will = recovered_will(client_id, copies)
+        if will is not None:
+            self.broker.adopt_will(client_id, will, now)
         recovered = sum(len(outs) for outs in by_owner.values())
         self.counters["recoveries"] += 1
         self.counters["messages_recovered"] += recovered

@@ -9,6 +9,7 @@ from tests.unit.replicas.test_copies import MemoryTable
 from vmqpy.broker.handover import SessionImage, outgoing_record
 from vmqpy.broker.message import Message, encode_record
 from vmqpy.broker.session import Outgoing, Session
+from vmqpy.broker.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
 from vmqpy.replicas.failover import Failover, merge_copies
 from vmqpy.replicas.ops import Op
@@ -32,6 +33,9 @@ class Links:
 
 class NoBroker:
     def adopt_offline(self, image: SessionImage, now: float) -> Session:
+        raise AssertionError("not expected")
+
+    def adopt_will(self, client_id: str, will: StoredWill, now: float) -> None:
         raise AssertionError("not expected")
 
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
@@ -88,11 +92,15 @@ class RecordingBroker:
         self.adopted: list[tuple[str, int]] = []
         self.sessions: set[str] = set()
         self.owners: dict[str, str] = {}
+        self.wills: list[tuple[str, StoredWill]] = []
 
     def adopt_offline(self, image: SessionImage, now: float) -> Session:
         self.sessions.add(image.client_id)
         return Session(image.client_id, protocol_level=5, expiry_interval=None, max_inflight=10, max_online=10,
                        max_offline=10)
+
+    def adopt_will(self, client_id: str, will: StoredWill, now: float) -> None:
+        self.wills.append((client_id, will))
 
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
         if outs:
@@ -171,3 +179,31 @@ def test_a_recovery_whose_session_moved_while_it_waited_is_passed_to_the_new_nod
     sent, other_links = asyncio.run(scenario())
     assert ("b", {"op": "rep_recover", "client_id": "c"}) in sent
     assert [body["op"] for _n, body in other_links.sent] == ["rep_fetch"]
+
+
+def test_the_will_kept_in_a_lost_owners_session_record_goes_to_the_broker_with_its_messages() -> None:
+    """The copy's session record carries the will of a client connected to the owner when it died
+    (vmqpy.broker.stored_will): the recovery hands it to the broker, which publishes it when due."""
+    import asyncio
+
+    async def scenario() -> tuple[list[tuple[str, int]], list[tuple[str, StoredWill]]]:
+        links = Links(["me", "dead"], set())
+        broker = RecordingBroker()
+        done: Future[None] = Future()
+        done.set_result(None)
+        node = Failover("me", ReplicaCopies(MemoryTable()), links, broker, lambda: done, 3600)
+        will = StoredWill(Message("will/c", b"gone", 1, publisher="c"), 0.0, None, "alice")
+        node.copies.apply("dead", Op("session", "c", value=encode_record([5, 600.0, None, will.pack()])), 1)
+        node.copies.apply("dead", Op("put", "c", seq=1, value=_record(1)), 2)
+        node.on_reachability("dead", False)
+        node.recover("c", released="dead")
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if broker.wills:
+                break
+        return broker.adopted, broker.wills
+
+    adopted, wills = asyncio.run(scenario())
+    assert adopted == [("c", 1)]
+    assert [(cid, w.message.topic, w.message.payload, w.username) for cid, w in wills] == [
+        ("c", "will/c", b"gone", "alice")]
