@@ -124,7 +124,8 @@ class Broker:
             session.disconnected_at = disconnected_at
             for out in sorted(stored.messages, key=lambda o: o.seq):
                 session.restore(out)
-            session.awaiting_release = stored.incoming
+            if stored.incoming:
+                session.await_release(stored.incoming)
             self.sessions[session.client_id] = session
         self._feed.load_subscriptions()
         log.info("storage loaded", sessions=len(self.sessions), retained=len(self.retained))

@@ -158,7 +158,7 @@ class SessionMigration:
         their publisher's node sends here too (`Session.watch_forwards`)."""
         broker = self._broker
         session.watch_forwards(time.time() + MOVED_ROUTE_TTL + FORWARD_MEMORY)
-        session.awaiting_release.update(image.awaiting_release)
+        session.await_release(image.awaiting_release)
         for packet_id in image.awaiting_release:
             session.journal.save_incoming(session, packet_id, True)
         for entry in image.subscriptions:

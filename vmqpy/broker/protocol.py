@@ -298,7 +298,7 @@ class ConnectionMachine:
             return (Reply(Puback(packet_id), result.durable, result.remote_ack), *throttle)
         session = state.session
         assert session is not None
-        session.awaiting_release.add(packet_id)
+        session.await_release((packet_id,))
         state.unreleased_qos2.add(packet_id)
         session.journal.save_incoming(session, packet_id, True)
         return (Reply(Pubrec(packet_id), result.durable or session.persistent, result.remote_ack), *throttle)
@@ -333,8 +333,7 @@ class ConnectionMachine:
         session = self.state.session
         packet_id = packet.packet_id
         self.state.unreleased_qos2.discard(packet_id)
-        if packet_id in session.awaiting_release:
-            session.awaiting_release.discard(packet_id)
+        if session.release(packet_id):
             session.journal.save_incoming(session, packet_id, False)
             return (Reply(Pubcomp(packet_id)),)
         return (Reply(Pubcomp(packet_id, rc.PACKET_IDENTIFIER_NOT_FOUND if self.state.level == 5 else 0)),)

@@ -20,7 +20,8 @@ session's own count of drops (`vmq-admin session show`).
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -31,6 +32,8 @@ from vmqpy.broker.session_ports import NullJournal as NullJournal
 from vmqpy.broker.session_ports import Sink as Sink
 from vmqpy.mqtt.codec import encode
 from vmqpy.mqtt.packets import Pubrel, SubOptions
+
+NO_IDS: frozenset[int] = frozenset()  # the awaiting_release of every session that has none (Session)
 
 
 class OutState(IntEnum):
@@ -105,7 +108,9 @@ class Session:
         self.subscriptions: dict[str, SubEntry] = {}
         self.inflight: dict[int, Outgoing] = {}
         self.queue: deque[Outgoing] = EMPTY  # messages waiting for the window or the connection, oldest first
-        self.awaiting_release: set[int] = set()
+        # incoming QoS 2 packet ids whose PUBREL has not come (PUBREC sent): the one shared empty frozenset until
+        # the session gets one (`await_release`): most sessions never do, and an empty set is 216 bytes
+        self.awaiting_release: AbstractSet[int] = NO_IDS
         self.sink: Sink | None = None
         self.window = max_inflight
         self.max_inflight = max_inflight
@@ -122,12 +127,29 @@ class Session:
         self.moving_to: str | None = None  # the node this session is being handed over to
         self._next_packet_id = 1
         self._next_seq = 1
-        self._drain_waiters: list[Callable[[], None]] = []
+        self._drain_waiters: list[Callable[[], None]] | None = None  # publishers waiting for room; a list when one does
         # packet id -> when its PUBLISH (or PUBREL) last went out on the live connection: what `resend_overdue`
         # resends (`retry_interval`); emptied when the connection goes
         self.sent_at: dict[int, float] = {}
 
     # ------------------------------------------------------------------------------------------ properties
+
+    def await_release(self, packet_ids: Iterable[int]) -> None:
+        """Incoming QoS 2 packet ids received and answered with PUBREC: their PUBREL is awaited."""
+        ids = self.awaiting_release
+        if not isinstance(ids, set):
+            ids = self.awaiting_release = set(ids)
+        ids.update(packet_ids)
+
+    def release(self, packet_id: int) -> bool:
+        """The PUBREL of `packet_id` came: True when it was awaited (and is no longer)."""
+        ids = self.awaiting_release
+        if packet_id not in ids:
+            return False
+        assert isinstance(ids, set)  # only `await_release` puts ids in, into a set of the session's own
+        ids.discard(packet_id)
+        return True
+
 
     @property
     def persistent(self) -> bool:
@@ -300,11 +322,13 @@ class Session:
             self.release_waiters()
 
     def wait_for_drain(self, callback: Callable[[], None]) -> None:
+        if self._drain_waiters is None:
+            self._drain_waiters = []
         self._drain_waiters.append(callback)
 
     def release_waiters(self) -> None:
-        waiters, self._drain_waiters = self._drain_waiters, []
-        for callback in waiters:
+        waiters, self._drain_waiters = self._drain_waiters, None
+        for callback in waiters or ():
             callback()
 
     # ------------------------------------------------------------------------------------------ acknowledgements

@@ -105,7 +105,7 @@ def test_the_old_owners_image_does_not_bring_back_completed_qos2_state(
     broker.adopt_messages("c1", old_owner_queue(1), 100.0, origin="a")
     session = broker.sessions["c1"]
     assert session.awaiting_release == {7}
-    session.awaiting_release.discard(7)  # PUBREL received here
+    assert session.release(7)  # PUBREL received here
     broker.adopt_offline(SessionImage("c1", True, 5, 3600.0, awaiting_release=[7, 9]), 101.0)  # A's handover
     assert session.awaiting_release == set()
     assert broker.metrics["handover_image_ignored"] == 1

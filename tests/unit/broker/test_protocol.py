@@ -377,7 +377,7 @@ def test_receive_maximum_counts_this_connection_only() -> None:
     m = machine()  # announced 4
     session = m.state.session
     assert session is not None
-    session.awaiting_release.update({101, 102, 103, 104})  # left by the previous connection
+    session.await_release({101, 102, 103, 104})  # left by the previous connection
     for packet_id in range(1, 5):
         routed(m, Publish("t", b"x", 2, packet_id=packet_id))
     with pytest.raises(RemoteProtocolError) as caught:

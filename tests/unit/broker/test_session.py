@@ -186,3 +186,19 @@ def test_resume_drops_what_the_new_maximum_packet_size_does_not_allow() -> None:
     s.attach(again, 4, 100, 2.0)
     assert [p.topic for p in again.publishes()] == ["t/1"]
     assert s.dropped == 1 and len(s.inflight) == 1
+
+
+def test_sessions_share_one_empty_awaiting_release_until_they_await_one() -> None:
+    """An empty set is 216 bytes and most sessions never receive QoS 2: they share one frozenset (NO_IDS) until
+    `await_release`, and that one stays empty whatever any session does."""
+    from vmqpy.broker.session import NO_IDS
+
+    a, b = (Session(cid, protocol_level=5, expiry_interval=None, max_inflight=10, max_online=10, max_offline=10)
+            for cid in ("a", "b"))
+    assert a.awaiting_release is NO_IDS and b.awaiting_release is NO_IDS
+    assert not a.release(7)
+    a.await_release((7, 8))
+    assert a.awaiting_release == {7, 8} and b.awaiting_release is NO_IDS and not NO_IDS
+    assert a.release(7) and not a.release(7) and a.awaiting_release == {8}
+    b.await_release(())
+    assert b.awaiting_release == set() and not NO_IDS
