@@ -26,6 +26,8 @@ import asyncio
 import gc
 from collections.abc import Callable
 
+from vmqpy import heap_trim
+
 COLLECT_EVERY = 100  # refused requests between two collections of the two younger generations
 FULL_AFTER = 1.0  # seconds from a refusal to the full collection it schedules (at most one pending)
 
@@ -38,10 +40,11 @@ def _call_later(delay: float, callback: Callable[[], None]) -> object:
 
 class YoungGarbage:
     """Counts refused requests; `refused()` runs `collect(1)` once every `every` of them, and schedules one full
-    `collect(2)` `full_after` seconds later unless one is already pending."""
+    `collect(2)`, followed by `trim()` (vmqpy.heap_trim), `full_after` seconds later unless one is pending."""
 
     def __init__(self, every: int = COLLECT_EVERY, collect: Callable[[int], int] = gc.collect,
-                 full_after: float = FULL_AFTER, schedule: Schedule = _call_later) -> None:
+                 full_after: float = FULL_AFTER, schedule: Schedule = _call_later,
+                 trim: Callable[[], bool] = heap_trim.trim) -> None:
         if every < 1:
             raise ValueError(f"every must be at least 1, not {every!r}")
         if full_after <= 0:
@@ -50,6 +53,7 @@ class YoungGarbage:
         self.collect = collect
         self.full_after = full_after
         self.schedule = schedule
+        self.trim = trim
         self.pending = 0
         self.collections = 0
         self.full_collections = 0
@@ -69,3 +73,4 @@ class YoungGarbage:
         self.full_pending = False
         self.full_collections += 1
         self.collect(2)
+        self.trim()  # what the collection freed goes back to the system, not only to the allocator

@@ -95,14 +95,20 @@ def test_one_full_collection_is_pending_at_most_whatever_the_refusals(bursts: li
     assert not garbage.full_pending
 
 
-async def test_the_event_loop_runs_the_full_collection_after_its_delay() -> None:
-    collector = Collector()
-    garbage = YoungGarbage(100, collector, 0.05)
+async def test_the_event_loop_runs_the_full_collection_after_its_delay_then_trims_the_heap() -> None:
+    collector, trims = Collector(), list[list[int]]()
+
+    def trim() -> bool:
+        trims.append(collector.generations[:])
+        return True
+
+    garbage = YoungGarbage(100, collector, 0.05, trim=trim)
     garbage.refused()
     garbage.refused()
-    assert collector.generations == [] and garbage.full_pending
+    assert collector.generations == [] and garbage.full_pending and trims == []
     await asyncio.sleep(0.2)
     assert collector.generations == [2] and not garbage.full_pending
+    assert trims == [[2]]  # after the collection: what it freed goes back to the system
 
 
 async def _not_found(request: web.Request) -> web.StreamResponse:
