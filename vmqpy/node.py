@@ -17,7 +17,7 @@ import structlog
 from admin.http import start_api
 from admin.keys import KeyStore, ensure_node_key
 from vmqpy import config as config_module
-from vmqpy import logconfig
+from vmqpy import heap_trim, logconfig
 from vmqpy.broker import records, systree
 from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
@@ -333,11 +333,14 @@ class Node:
 
     @contextlib.asynccontextmanager
     async def _ticker(self, broker: Broker) -> AsyncIterator[None]:
+        burst = heap_trim.BurstTrim()
+
         async def tick() -> None:
             while True:
                 await asyncio.sleep(TICK_INTERVAL)
                 try:
                     broker.tick(time.time())
+                    burst.tick(broker.metrics["socket_close"])
                 except Exception:
                     log.exception("tick failed")
 
