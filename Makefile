@@ -42,10 +42,11 @@ pytest: venv
 test: debian-deps venv lint typecheck pytest
 
 # The long runs left out of `make test` (README): the report on a standalone Spark cluster, a whole tiny `make bench`,
-# the whole model check (every scope, docs/replication.md section 10).
+# the whole model check (every scope, docs/replication.md section 10), 30 leave/rejoin cycles (docs/cluster.md).
 test-long: debian-deps venv
 	LONG_TESTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_spark_cluster.py tests/integration/test_bench_suite.py
 	MODELCHECK_FULL=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests/sim/test_modelcheck.py
+	LEAVE_CYCLES=30 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_leave.py -k cycles
 
 # The chaos suite (docs/chaos.md): every experiment of the suite, in MODE (stop-serving, trade-consistency,
 # majority), on NODES nodes from address BASE; the runs land in chaos-runs/MODE/.

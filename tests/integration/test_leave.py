@@ -2,7 +2,7 @@
 serves no client, and comes back only through `cluster join`, as a new incarnation with an empty store.
 
 Real nodes on 127.0.0.11 upwards, the real vmq-admin, real MQTT clients. The leave/rejoin cycles run
-LEAVE_CYCLES times (6 in `make test`; `LEAVE_CYCLES=30 .venv/bin/python -m pytest
+LEAVE_CYCLES times (3 in `make test`, 30 in `make test-long`; `LEAVE_CYCLES=30 .venv/bin/python -m pytest
 tests/integration/test_leave.py -k cycles` is the long run of docs/cluster.md), with the random seed printed.
 """
 
@@ -28,7 +28,7 @@ from tests.integration.conftest import chosen_seed, wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
 
 SEED = chosen_seed()
-CYCLES = int(os.environ.get("LEAVE_CYCLES", "6"))
+CYCLES = int(os.environ.get("LEAVE_CYCLES", "3"))
 PERSISTENT = {"session_expiry_interval": 3600}
 SERVER_UNAVAILABLE = 0x88
 
