@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -115,25 +117,29 @@ def test_the_copies_of_a_node_an_operator_removed_are_taken_at_once_before_its_r
     """`cluster leave node=DEAD`: the owner records naming this node can arrive before the membership change;
     the dead node is still a member here, unreachable for less than the failover timeout. Its copies must be
     adopted at once, not after queue.failover_timeout (by then the client may have moved elsewhere)."""
-    import asyncio
+    ops = [Op("put", "c", seq=seq, value=_record(seq)) for seq in (1, 2)]
+    broker = asyncio.run(recover_released(ops, lambda b: bool(b.adopted)))
+    assert broker.adopted == [("c", 2)]
 
-    async def scenario() -> list[tuple[str, int]]:
-        links = Links(["me", "dead"], set())
-        broker = RecordingBroker()
-        done: Future[None] = Future()
-        done.set_result(None)
-        node = Failover("me", ReplicaCopies(MemoryTable()), links, broker, lambda: done, 3600)
-        for seq in (1, 2):
-            node.copies.apply("dead", Op("put", "c", seq=seq, value=_record(seq)), seq)
-        node.on_reachability("dead", False)
-        node.recover("c", released="dead")
-        for _ in range(50):
-            await asyncio.sleep(0.01)
-            if broker.adopted:
-                break
-        return broker.adopted
 
-    assert asyncio.run(scenario()) == [("c", 2)]
+async def recover_released(ops: list[Op], done_when: Callable[[RecordingBroker], bool]) -> RecordingBroker:
+    """The copies of client id c written by owner "dead" (`ops`, numbered in order), then `cluster leave` of
+    that node seen here as `released` while it is still a member here (unreachable for less than the failover
+    timeout); what the broker got once `done_when` says so (or after 0.5 s)."""
+    links = Links(["me", "dead"], set())
+    broker = RecordingBroker()
+    done: Future[None] = Future()
+    done.set_result(None)
+    node = Failover("me", ReplicaCopies(MemoryTable()), links, broker, lambda: done, 3600)
+    for version, op in enumerate(ops, 1):
+        node.copies.apply("dead", op, version)
+    node.on_reachability("dead", False)
+    node.recover("c", released="dead")
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if done_when(broker):
+            break
+    return broker
 
 
 def _record(seq: int) -> bytes:
@@ -145,8 +151,6 @@ def test_a_recovery_whose_session_moved_while_it_waited_is_passed_to_the_new_nod
     """A CONNECT here recreated the session of an unreachable owner; its copies wait for the failover timeout;
     meanwhile the client connects on B, which takes the (empty) session over. When the timeout ends, B is asked
     to recover it (`rep_recover`); a node asked so recovers a session it holds, and ignores one it does not."""
-    import asyncio
-
     async def scenario() -> tuple[list[tuple[str, dict[str, Any]]], Links]:
         links = Links(["me", "dead", "b"], {"b"})
         broker = RecordingBroker()
@@ -184,26 +188,11 @@ def test_a_recovery_whose_session_moved_while_it_waited_is_passed_to_the_new_nod
 def test_the_will_kept_in_a_lost_owners_session_record_goes_to_the_broker_with_its_messages() -> None:
     """The copy's session record carries the will of a client connected to the owner when it died
     (vmqpy.broker.stored_will): the recovery hands it to the broker, which publishes it when due."""
-    import asyncio
-
-    async def scenario() -> tuple[list[tuple[str, int]], list[tuple[str, StoredWill]]]:
-        links = Links(["me", "dead"], set())
-        broker = RecordingBroker()
-        done: Future[None] = Future()
-        done.set_result(None)
-        node = Failover("me", ReplicaCopies(MemoryTable()), links, broker, lambda: done, 3600)
-        will = StoredWill(Message("will/c", b"gone", 1, publisher="c"), 0.0, None, "alice")
-        node.copies.apply("dead", Op("session", "c", value=encode_record([5, 600.0, None, will.pack()])), 1)
-        node.copies.apply("dead", Op("put", "c", seq=1, value=_record(1)), 2)
-        node.on_reachability("dead", False)
-        node.recover("c", released="dead")
-        for _ in range(50):
-            await asyncio.sleep(0.01)
-            if broker.wills:
-                break
-        return broker.adopted, broker.wills
-
-    adopted, wills = asyncio.run(scenario())
+    will = StoredWill(Message("will/c", b"gone", 1, publisher="c"), 0.0, None, "alice")
+    ops = [Op("session", "c", value=encode_record([5, 600.0, None, will.pack()])),
+           Op("put", "c", seq=1, value=_record(1))]
+    broker = asyncio.run(recover_released(ops, lambda b: bool(b.wills)))
+    adopted, wills = broker.adopted, broker.wills
     assert adopted == [("c", 1)]
     assert [(cid, w.message.topic, w.message.payload, w.username) for cid, w in wills] == [
         ("c", "will/c", b"gone", "alice")]
