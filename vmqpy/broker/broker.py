@@ -113,7 +113,8 @@ class Broker:
     def load(self, now: float) -> None:
         """Rebuild persistent sessions from storage, subscriptions and retained messages from the metadata
         store; expired sessions and messages are removed, and so are subscriptions of sessions that did not
-        survive (clean sessions of a node that crashed)."""
+        survive (clean sessions of a node that crashed). A will kept in a session record is due again: its
+        connection was lost when the node stopped (vmqpy.broker.stored_will)."""
         self._feed.load_retained(now)
         for stored in self.store.load_sessions().values():
             disconnected_at = stored.disconnected_at if stored.disconnected_at is not None else now
@@ -122,6 +123,11 @@ class Broker:
                 continue
             session = self.new_session(stored.client_id, stored.protocol_level, stored.expiry_interval)
             session.disconnected_at = disconnected_at
+            if stored.will is not None:  # the connection was lost with the node, or its will was pending
+                self._wills[session.client_id] = PendingWill(
+                    stored.will.due_at(disconnected_at, stored.expiry_interval), stored.will.message)
+                if stored.will.username is not None:
+                    self.enforcer.usernames.setdefault(session.client_id, stored.will.username)
             for out in sorted(stored.messages, key=lambda o: o.seq):
                 session.restore(out)
             if stored.incoming:

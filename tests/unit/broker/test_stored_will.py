@@ -18,9 +18,9 @@ from tests.unit.broker.test_wills import CLOSED_AT, CONNECTED_AT, WILL_TOPIC, Cl
 from vmqpy.broker.broker import WILL_RETRY, Broker
 from vmqpy.broker.message import Message, decode_record, encode_record
 from vmqpy.broker.negotiation import Accepted, negotiate
-from vmqpy.broker.persistence import SESSIONS, stored_session
+from vmqpy.broker.persistence import SESSIONS, SessionStore, stored_session
 from vmqpy.broker.stored_will import StoredWill
-from vmqpy.mqtt.packets import Connect, Properties, Will
+from vmqpy.mqtt.packets import Connect, Properties, SubOptions, Subscription, Will
 from vmqpy.replicas.copies import Copy
 from vmqpy.replicas.failover import recovered_will
 
@@ -226,6 +226,65 @@ def test_a_recovered_will_published_while_the_client_is_back_leaves_its_connecti
     broker.adopt_will("c1", StoredWill(Message("will/old", b"old", 1), 0.0), CLOSED_AT)
     kept = kept_will(broker)
     assert kept is not None and (kept.message.topic, kept.delay, kept.due) == (WILL_TOPIC, 3.0, None)
+
+
+def restarted(broker: Broker, metadata: MemoryMetadata, now: float) -> Broker:
+    """The node stops without a word (its storage and metadata stay) and a new Broker loads them."""
+    broker.store.storage.barrier().result(10)
+    again = Broker(broker.config, SessionStore(broker.store.storage), metadata)
+    again.load(now)
+    return again
+
+
+def persistent_watcher(broker: Broker) -> None:
+    """A persistent session "watcher" subscribed to WILL_TOPIC at QoS 1, offline: it outlives a restart."""
+    sink = RecordingSink()
+    session, _present = broker.open_session("watcher", 5, True, 600.0, sink, CONNECTED_AT)
+    broker.attach(session, sink, 65535, 0, CONNECTED_AT)
+    broker.subscribe(session, [Subscription(WILL_TOPIC, SubOptions(1))], None)
+    broker.close_session(session, sink, CONNECTED_AT, None, 0.0)
+
+
+def queued_wills(broker: Broker) -> list[bytes]:
+    return [o.message.payload for o in broker.sessions["watcher"].queue if o.message.topic == WILL_TOPIC]
+
+
+def test_a_will_kept_while_connected_is_due_again_after_a_crash_and_restart(node_b: Node) -> None:
+    """The node crashed with c1 connected: its connection was lost without a DISCONNECT, so the restarted node
+    publishes the will after its delay, counted from the load (its watcher is a persistent session: offline
+    after the restart, the will is queued for it)."""
+    broker, metadata = node_b
+    persistent_watcher(broker)
+    connect(broker, CONNECTED_AT, expiry=600, will_delay=5)
+    again = restarted(broker, metadata, CLOSED_AT)
+    again.tick(CLOSED_AT + 4.9)
+    assert queued_wills(again) == []
+    again.tick(CLOSED_AT + 5)
+    assert queued_wills(again) == [b"gone"]
+    again.tick(CLOSED_AT + 10)
+    assert queued_wills(again) == [b"gone"]  # once
+
+
+def test_a_pending_will_keeps_its_time_across_a_restart(node_b: Node) -> None:
+    broker, metadata = node_b
+    persistent_watcher(broker)
+    client = connect(broker, CONNECTED_AT, expiry=600, will_delay=30)
+    broker.close_session(client.session, client.sink, CLOSED_AT, client.terms.will, client.terms.will_delay)
+    again = restarted(broker, metadata, CLOSED_AT + 10)
+    again.tick(CLOSED_AT + 29)
+    assert queued_wills(again) == []
+    again.tick(CLOSED_AT + 30)
+    assert queued_wills(again) == [b"gone"]
+
+
+def test_no_will_after_a_restart_when_the_client_had_said_goodbye(node_b: Node) -> None:
+    broker, metadata = node_b
+    persistent_watcher(broker)
+    client = connect(broker, CONNECTED_AT, expiry=600, will_delay=0)
+    broker.close_session(client.session, client.sink, CLOSED_AT, None, client.terms.will_delay)
+    again = restarted(broker, metadata, CLOSED_AT + 1)
+    again.tick(CLOSED_AT + 100)
+    assert queued_wills(again) == []
 
 
 def record(will: StoredWill | None, disconnected_at: float | None = None) -> bytes:
