@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
@@ -68,8 +69,7 @@ class World:
         write = self.ledger.issue(list(targets), 1 + len(REPLICAS))
         record = encode_op(op)
         for name in targets:
-            seq, low = self.sender.add(name, record, lambda name=name: self.ledger.acked(write, name),
-                                       lambda _w: None)
+            seq, low = self.sender.add(name, record, partial(self.ledger.acked, write, name), lambda _w: None)
             self.replicas[name].to_replica.append((seq, low, record))
         return write
 
