@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
 from time import monotonic_ns
 from typing import Any
 
@@ -42,6 +41,7 @@ from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.broker.systree import is_system_topic
 from vmqpy.broker.trace import Tracers
+from vmqpy.broker.wills import PendingWills
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation
@@ -49,15 +49,6 @@ from vmqpy.mqtt.packets import Subscription
 from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
 
 log = structlog.get_logger("vmqpy.broker")
-
-
-WILL_RETRY = 1.0  # seconds between two tries of a due will the netsplit policy refused (`_publish_due_will`)
-
-
-@dataclass(slots=True)
-class PendingWill:
-    due: float
-    message: Message
 
 
 class Broker:
@@ -87,7 +78,7 @@ class Broker:
         self.access = AccessControl(config.allow_anonymous, self.metrics)
         # the ACL's hold on the local sessions' subscriptions, and the user name each client last connected with
         self.enforcer = AclEnforcer(self.access, self.sessions, self.unsubscribe, self.metrics)
-        self._wills: dict[str, PendingWill] = {}
+        self.wills = PendingWills(self.sessions, self.store, self.enforcer.usernames, self.publish_will)
         self._expiry = ExpiryScan(self.sessions)  # the offline sessions that expired, a slice per tick
         # The cluster's hooks, set by the node: the member names, who starts handing a session over to its new
         # owner, how a CONNECT is registered and, with `persistent_session_placement = assigned`, where it goes.
@@ -124,10 +115,7 @@ class Broker:
             session = self.new_session(stored.client_id, stored.protocol_level, stored.expiry_interval)
             session.disconnected_at = disconnected_at
             if stored.will is not None:  # the connection was lost with the node, or its will was pending
-                self._wills[session.client_id] = PendingWill(
-                    stored.will.due_at(disconnected_at, stored.expiry_interval), stored.will.message)
-                if stored.will.username is not None:
-                    self.enforcer.usernames.setdefault(session.client_id, stored.will.username)
+                self.wills.restore(session, stored.will, disconnected_at)
             for out in sorted(stored.messages, key=lambda o: o.seq):
                 session.restore(out)
             if stored.incoming:
@@ -174,7 +162,7 @@ class Broker:
             self.metrics["session_takeover"] += 1
             if old_will is not None and (clean_start or old_delay <= 0):
                 self.publish_will(old_will, now)
-        pending = self._wills.pop(client_id, None)
+        pending = self.wills.take(client_id)
         if pending is not None and clean_start:
             self.publish_will(pending.message, now)  # the old session ends now, so its delayed will is due
         if existing is not None and clean_start:
@@ -220,14 +208,7 @@ class Broker:
         if session.sink is not owner:
             return  # taken over: the new connection owns the session now
         session.detach(now)
-        pending: StoredWill | None = None
-        if will is not None:
-            if will_delay > 0 and session.persistent:
-                due = StoredWill(will, will_delay).due_at(now, session.expiry_interval)
-                pending = StoredWill(will, will_delay, due, self.enforcer.usernames.get(session.client_id))
-                self._wills[session.client_id] = PendingWill(due, will)
-            else:
-                self.publish_will(will, now)
+        pending = None if will is None else self.wills.lost(session, will, will_delay, now)
         if not session.persistent:
             self.discard(session)
         else:
@@ -251,41 +232,12 @@ class Broker:
         session.release_waiters()
 
     def adopt_will(self, client_id: str, will: StoredWill, now: float) -> None:
-        """The will kept in the record of a session recovered from the replicas of its lost owner
-        (vmqpy.replicas.failover): that connection was lost with its node. A client connected here again
-        cancels a delayed will (as a reconnection within the delay does); otherwise it is published when due."""
-        session = self.sessions.get(client_id)
-        if session is None or (session.sink is not None and will.delay > 0):
-            return
-        if will.username is not None:
-            self.enforcer.usernames.setdefault(client_id, will.username)
-        due = will.due_at(now, session.expiry_interval)
-        self._wills[client_id] = PendingWill(due, will.message)
-        if session.sink is None:  # replicated on: a second loss keeps it (a client here has its own will)
-            self.store.save_session(session, replace(will, due=due))
-        if due <= now:
-            del self._wills[client_id]
-            self._publish_due_will(client_id, will.message, now)
-
-    def _publish_due_will(self, client_id: str, message: Message, now: float) -> None:
-        """A delayed (or recovered) will that is due: published, and its session record no longer carries it;
-        or, while the netsplit policy refuses to publish, tried again `WILL_RETRY` seconds later for as long as
-        its session lives here (when the session ends, `release_will` makes the last try)."""
-        published = self.publish_will(message, now)
-        session = self.sessions.get(client_id)
-        if session is None or not session.persistent or session.moving_to is not None:
-            return
-        if published:
-            if session.sink is None:  # a connected client's record holds its own connection's will
-                self.store.save_session(session)
-        else:
-            self._wills[client_id] = PendingWill(now + WILL_RETRY, message)
+        """The will in the record of a session recovered from a lost owner's replicas (vmqpy.broker.wills)."""
+        self.wills.adopt(client_id, will, now)
 
     def release_will(self, client_id: str, now: float) -> None:
         """The delayed will of `client_id`, if one waits, is due now: publish it."""
-        pending = self._wills.pop(client_id, None)
-        if pending is not None:
-            self.publish_will(pending.message, now)
+        self.wills.release(client_id, now)
 
     def disconnect_for_move(self, session: Session, now: float, clean: bool, reason: str) -> None:
         """Disconnect a live connection of `session`, which goes to another node; its will as for a takeover."""
@@ -299,14 +251,11 @@ class Broker:
         if clean:
             self.release_will(session.client_id, now)
         else:
-            self._wills.pop(session.client_id, None)
+            self.wills.take(session.client_id)
 
     def tick(self, now: float) -> None:
         """Publish delayed wills that are due and end offline sessions that expired."""
-        for client_id, pending in list(self._wills.items()):
-            if pending.due <= now:
-                del self._wills[client_id]
-                self._publish_due_will(client_id, pending.message, now)
+        self.wills.due(now)
         for session in list(self._expiry.due(now)):
             self.release_will(session.client_id, now)
             self.metrics["session_expired"] += 1
@@ -552,4 +501,4 @@ class Broker:
         self._backpressure.wait_for_node(node, callback)
 
 
-__all__ = ["Broker", "PendingWill"]
+__all__ = ["Broker"]

@@ -81,7 +81,7 @@ async def test_a_clean_client_that_left_is_in_no_map_of_the_node(storage: Storag
         await come_and_go(listeners.open_mqtt("tcp", "default"), f"c{i}", level)
     assert broker.sessions == {}
     assert broker.enforcer.usernames == {}
-    assert broker._wills == {}
+    assert broker.wills.pending == {}
     assert connections == set()
     assert len(broker.router) == 0, "the subscriptions of the clean sessions left the routing trie"
 

@@ -15,11 +15,12 @@ from tests.unit.broker.test_migration import MemoryMetadata, node_b
 from tests.unit.broker.test_protocol import Auth_, Policy
 from tests.unit.broker.test_session import RecordingSink
 from tests.unit.broker.test_wills import CLOSED_AT, CONNECTED_AT, WILL_TOPIC, Client, will_watcher, wills
-from vmqpy.broker.broker import WILL_RETRY, Broker
+from vmqpy.broker.broker import Broker
 from vmqpy.broker.message import Message, decode_record, encode_record
 from vmqpy.broker.negotiation import Accepted, negotiate
 from vmqpy.broker.persistence import SESSIONS, SessionStore, stored_session
 from vmqpy.broker.stored_will import StoredWill
+from vmqpy.broker.wills import WILL_RETRY
 from vmqpy.mqtt.packets import Connect, Properties, SubOptions, Subscription, Will
 from vmqpy.replicas.copies import Copy
 from vmqpy.replicas.failover import recovered_will
