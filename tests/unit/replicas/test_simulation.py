@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -23,6 +24,7 @@ from vmqpy.replicas.ops import Op, decode_op, encode_op
 
 OWNER, REPLICA, CLIENT = "owner", "replica", "c"
 RUNS = int(os.environ.get("REPLICA_SIM_RUNS", "200"))
+T = TypeVar("T")
 
 
 @dataclass
@@ -138,11 +140,18 @@ def run(seed: int, steps: int = 120) -> None:
     assert world.ledger.advance(lambda n: True, True) == world.ledger.last and world.ledger.pending() == 0
 
 
-def test_simulated_histories() -> None:
+def seeded_runs(what: str, run: Callable[[int], T]) -> list[T]:
+    """`run` for RUNS seeds from a printed base (REPLICA_SIM_SEED repeats it); a failure names its seed."""
     base = int(os.environ.get("REPLICA_SIM_SEED", random.SystemRandom().randrange(2**32)))
-    print(f"queue replica simulation seed {base} ({RUNS} runs; REPLICA_SIM_SEED={base} to repeat)")
+    print(f"{what} seed {base} ({RUNS} runs; REPLICA_SIM_SEED={base} to repeat)")
+    results = []
     for i in range(RUNS):
         try:
-            run(base + i)
+            results.append(run(base + i))
         except AssertionError as exc:
             pytest.fail(f"seed {base + i}: {exc}")
+    return results
+
+
+def test_simulated_histories() -> None:
+    seeded_runs("queue replica simulation", run)

@@ -13,7 +13,6 @@ replicas' copies equal the owner's state."""
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass, field
 from functools import partial
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.unit.replicas.test_copies import MemoryTable
+from tests.unit.replicas.test_simulation import seeded_runs
 from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender, new_epoch
 from vmqpy.replicas.copies import ReplicaCopies
 from vmqpy.replicas.ledger import WriteLedger
@@ -29,7 +29,6 @@ from vmqpy.replicas.ops import Op, decode_op, encode_op
 
 OWNER, CLIENT = "owner", "c"
 REPLICAS = ("r1", "r2")
-RUNS = int(os.environ.get("REPLICA_SIM_RUNS", "200"))
 SESSION_RECORD = b"session"
 
 
@@ -200,15 +199,8 @@ def run(seed: int, steps: int = 160) -> int:
 
 
 def test_simulated_histories_with_disk_loss() -> None:
-    base = int(os.environ.get("REPLICA_SIM_SEED", random.SystemRandom().randrange(2**32)))
-    print(f"queue replica disk-loss simulation seed {base} ({RUNS} runs; REPLICA_SIM_SEED={base} to repeat)")
-    lost = 0
-    for i in range(RUNS):
-        try:
-            lost += run(base + i)
-        except AssertionError as exc:
-            pytest.fail(f"seed {base + i}: {exc}")
-    assert lost > 0, "no history lost a disk: the simulation did not test what it says"
+    lost = seeded_runs("queue replica disk-loss simulation", run)
+    assert sum(lost) > 0, "no history lost a disk: the simulation did not test what it says"
 
 
 @pytest.mark.parametrize("seed", range(20))
