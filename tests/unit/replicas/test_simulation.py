@@ -28,11 +28,22 @@ T = TypeVar("T")
 
 
 @dataclass
-class World:
+class Owner:
+    """The owner's side of a simulated world: its randomness, its numbered links and its barrier."""
+
     rng: random.Random
     sender: ForwardSender = field(default_factory=ForwardSender)
     epoch: int = field(default_factory=new_epoch)
     ledger: WriteLedger = field(default_factory=WriteLedger)
+
+    def unacknowledged(self, peer: str) -> list[tuple[int, int, Any]]:
+        """What the owner sends `peer` again when its link comes back: every unacknowledged record, in order."""
+        low = self.sender.low(peer)
+        return [(seq, low, record) for seq, record, _size in self.sender.unacknowledged(peer)]
+
+
+@dataclass
+class World(Owner):
     disk: MemoryTable = field(default_factory=MemoryTable)
     receiver: ForwardReceiver = field(default_factory=ForwardReceiver)
     copies: ReplicaCopies | None = None
@@ -66,8 +77,7 @@ class World:
             self.write(Op("del", CLIENT, seq=seq))
 
     def resend(self) -> None:
-        low = self.sender.low(REPLICA)
-        self.to_replica += [(seq, low, record) for seq, record, _size in self.sender.unacknowledged(REPLICA)]
+        self.to_replica += self.unacknowledged(REPLICA)
 
     # the replica
     def deliver(self, index: int) -> None:

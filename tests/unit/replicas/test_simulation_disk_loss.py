@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 
 from tests.unit.replicas.test_copies import MemoryTable
-from tests.unit.replicas.test_simulation import seeded_runs
-from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender, new_epoch
+from tests.unit.replicas.test_simulation import Owner, seeded_runs
+from vmqpy.cluster.forwarding import ForwardReceiver
 from vmqpy.replicas.copies import ReplicaCopies
-from vmqpy.replicas.ledger import WriteLedger
 from vmqpy.replicas.ops import Op, decode_op, encode_op
 
 OWNER, CLIENT = "owner", "c"
@@ -53,11 +52,7 @@ class Replica:
 
 
 @dataclass
-class World:
-    rng: random.Random
-    sender: ForwardSender = field(default_factory=ForwardSender)
-    epoch: int = field(default_factory=new_epoch)
-    ledger: WriteLedger = field(default_factory=WriteLedger)
+class World(Owner):
     replicas: dict[str, Replica] = field(default_factory=lambda: {name: Replica() for name in REPLICAS})
     owner_messages: dict[int, bytes] = field(default_factory=dict)
     last_write_of: dict[int, int] = field(default_factory=dict)  # message seq -> the last write touching it
@@ -85,9 +80,7 @@ class World:
             self.write(Op("del", CLIENT, seq=seq))
 
     def resend(self, name: str) -> None:
-        low = self.sender.low(name)
-        self.replicas[name].to_replica += [(seq, low, record)
-                                           for seq, record, _size in self.sender.unacknowledged(name)]
+        self.replicas[name].to_replica += self.unacknowledged(name)
 
     def refill(self, name: str) -> None:
         """The rebalancer's answer to a replica that came back empty: the session's whole state, then each
