@@ -22,55 +22,20 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
-from enum import IntEnum
 
 from vmqpy.broker.empty_deque import EMPTY
 from vmqpy.broker.message import Message
+from vmqpy.broker.session_parts import Delivery as Delivery
+from vmqpy.broker.session_parts import Outgoing as Outgoing
+from vmqpy.broker.session_parts import OutState as OutState
+from vmqpy.broker.session_parts import SubEntry as SubEntry
 from vmqpy.broker.session_ports import Journal as Journal
 from vmqpy.broker.session_ports import NullJournal as NullJournal
 from vmqpy.broker.session_ports import Sink as Sink
 from vmqpy.mqtt.codec import encode
-from vmqpy.mqtt.packets import Pubrel, SubOptions
+from vmqpy.mqtt.packets import Pubrel
 
 NO_IDS: frozenset[int] = frozenset()  # the awaiting_release of every session that has none (Session)
-
-
-class OutState(IntEnum):
-    QUEUED = 0  # waiting for the window
-    PUBLISHED = 1  # PUBLISH sent, waiting for PUBACK (QoS 1) or PUBREC (QoS 2)
-    RELEASED = 2  # PUBREL sent, waiting for PUBCOMP
-
-
-@dataclass(slots=True)
-class Outgoing:
-    """One message on its way to this session's client."""
-
-    seq: int
-    message: Message
-    qos: int
-    retain: bool
-    subscription_ids: list[int] = field(default_factory=list)
-    packet_id: int | None = None
-    state: OutState = OutState.QUEUED
-
-
-@dataclass(slots=True)
-class SubEntry:
-    """One subscription of this session. `match_filter` is the filter without a `$share/group/` prefix."""
-
-    topic_filter: str
-    match_filter: str
-    options: SubOptions
-    subscription_id: int | None = None
-    group: str | None = None
-
-
-class Delivery(IntEnum):
-    SENT = 0
-    QUEUED = 1
-    DROPPED = 2
-    DUPLICATE = 3  # a forward this session already got (`watch_forwards`)
 
 
 FORWARD_MEMORY = 10.0  # seconds a forwarded message's id is remembered by a session that watches for duplicates

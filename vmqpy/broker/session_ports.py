@@ -12,7 +12,8 @@ from vmqpy.mqtt.packets import Packet
 from vmqpy.mqtt.reason_codes import SESSION_TAKEN_OVER
 
 if TYPE_CHECKING:
-    from vmqpy.broker.session import Outgoing, Session
+    from vmqpy.broker.session import Session
+    from vmqpy.broker.session_parts import Outgoing
 
 __all__ = ["Journal", "NullJournal", "Sink"]
 

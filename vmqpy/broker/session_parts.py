@@ -1,0 +1,51 @@
+"""The plain records a session (vmqpy.broker.session) is made of and answers with: a message on its way to the
+client (`Outgoing`, in its `OutState`), a subscription (`SubEntry`) and what became of a delivery (`Delivery`).
+vmqpy.broker.session re-exports them; the session's persistence, handover and replicas read and write them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from vmqpy.broker.message import Message
+from vmqpy.mqtt.packets import SubOptions
+
+__all__ = ["Delivery", "OutState", "Outgoing", "SubEntry"]
+
+
+class OutState(IntEnum):
+    QUEUED = 0  # waiting for the window
+    PUBLISHED = 1  # PUBLISH sent, waiting for PUBACK (QoS 1) or PUBREC (QoS 2)
+    RELEASED = 2  # PUBREL sent, waiting for PUBCOMP
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One message on its way to this session's client."""
+
+    seq: int
+    message: Message
+    qos: int
+    retain: bool
+    subscription_ids: list[int] = field(default_factory=list)
+    packet_id: int | None = None
+    state: OutState = OutState.QUEUED
+
+
+@dataclass(slots=True)
+class SubEntry:
+    """One subscription of this session. `match_filter` is the filter without a `$share/group/` prefix."""
+
+    topic_filter: str
+    match_filter: str
+    options: SubOptions
+    subscription_id: int | None = None
+    group: str | None = None
+
+
+class Delivery(IntEnum):
+    SENT = 0
+    QUEUED = 1
+    DROPPED = 2
+    DUPLICATE = 3  # a forward this session already got (`watch_forwards`)
