@@ -115,3 +115,25 @@ def test_old_owner_cut_off_past_the_failover_timeout_delivers_nothing_twice_afte
         heal()
         wait_until(lambda: not unreachable_from(c, a), 30, interval=0.2, what="C sees A again")
         nothing_twice_after_handover(a, c, ids, clients, received, payloads)
+
+
+def test_a_session_moved_on_to_a_third_node_gets_nothing_twice_when_the_old_owner_returns(
+        majority: list[ClusterNode]) -> None:
+    """Issue 18, divergent copies across a move: A killed (disk kept); the subscribers reconnect on C, which
+    recovers their QoS 2 messages from the replicas; they get all 1,000, go offline, and reconnect on B, so C
+    hands the sessions over to B (with the names of what it recovered: the lineage); then A starts again and
+    hands its stale queues over to B: the subscribers, connected to B, get none of them a second time."""
+    a, b, c = majority
+    ids, _topics, payloads = queue_offline(a, b, "moved", qos=2)
+    replicated(a)
+    a.kill9()
+    wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
+    on_c, received = reconnect_all(c, ids, payloads)
+    for client in on_c:
+        client.disconnect()
+    on_b = [b.client(5, cid, clean=False, session_expiry=3600) for cid in ids]
+    wait_until(lambda: sessions_on(c, ids) == 0, 30, interval=0.5, what="C handed the sessions over to B")
+    assert metrics(b).get("broker.lineage_inherited", 0) >= MESSAGES
+    a.start()
+    wait_until(lambda: not unreachable_from(b, a), 30, interval=0.2, what="B sees A again")
+    nothing_twice_after_handover(a, b, ids, on_b, received, payloads)

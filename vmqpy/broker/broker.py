@@ -479,8 +479,9 @@ class Broker:
     def adopt_offline(self, image: SessionImage, now: float) -> Session:
         return self._migration.adopt_offline(image, now)
 
-    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
-        return self._migration.adopt_messages(client_id, outs, now, origin)
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None,
+                       source: str | None = None) -> bool:
+        return self._migration.adopt_messages(client_id, outs, now, origin, source)
 
     def image_from_store(self, client_id: str) -> SessionImage | None:
         return self._migration.image_from_store(client_id)

@@ -16,6 +16,7 @@ from vmqpy.broker.message import Message
 from vmqpy.broker.session import Outgoing, OutState, Session, SubEntry
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.mqtt.topics import parse_shared
+from vmqpy.replicas.lineage import Entry, pack_entries, unpack_entries
 
 
 def outgoing_record(out: Outgoing) -> list[Any]:
@@ -60,6 +61,9 @@ class SessionImage:
     expiry_interval: float | None = None
     awaiting_release: list[int] = field(default_factory=list)
     subscriptions: list[SubEntry] = field(default_factory=list)
+    # the names of the messages the sending node recovered from an old owner's copies (vmqpy.replicas.lineage)
+    lineage: list[Entry] = field(default_factory=list)
+    source: str | None = None  # the node that sent this image (set by the receiver; not in the frame)
 
     @classmethod
     def of(cls, session: Session) -> SessionImage:
@@ -71,14 +75,20 @@ class SessionImage:
         return cls(client_id, False)
 
     def pack(self) -> list[Any]:
-        return [self.client_id, self.present, self.protocol_level, self.expiry_interval, self.awaiting_release,
-                [subscription_record(e) for e in self.subscriptions]]
+        packed = [self.client_id, self.present, self.protocol_level, self.expiry_interval, self.awaiting_release,
+                  [subscription_record(e) for e in self.subscriptions]]
+        if self.lineage:  # only then: a node of an earlier version reads the six fields
+            packed.append(pack_entries(self.lineage))
+        return packed
 
     @classmethod
-    def unpack(cls, data: Any) -> SessionImage:
-        client_id, present, level, expiry, awaiting, subs = data
+    def unpack(cls, data: Any, source: str | None = None) -> SessionImage:
+        client_id, present, level, expiry, awaiting, subs, *rest = data
+        if len(rest) > 1:
+            raise ValueError("session image: too many fields")
         return cls(str(client_id), bool(present), int(level), None if expiry is None else float(expiry),
-                   [int(p) for p in awaiting], [subscription_from_record(s) for s in subs])
+                   [int(p) for p in awaiting], [subscription_from_record(s) for s in subs],
+                   unpack_entries(rest[0]) if rest else [], source)
 
 
 class RegistrationRefused(Exception):

@@ -106,12 +106,19 @@ class SessionMigration:
             return SessionImage.absent(client_id)
         session.moving_to = new_owner
         broker.metrics["session_migrations_started"] += 1
-        return SessionImage.of(session)
+        return self._image(session, new_owner)
 
     def moving_image(self, client_id: str) -> SessionImage | None:
         """The image of the session of `client_id` while it is handed over from here (None: it is not)."""
         session = self._moving(client_id)
-        return None if session is None else SessionImage.of(session)
+        return None if session is None or session.moving_to is None else self._image(session, session.moving_to)
+
+    def _image(self, session: Session, to: str) -> SessionImage:
+        """A session's image for the node `to`, with the lineage it takes along (an old owner that comes back
+        may hand its older copy over there: vmqpy.replicas.lineage)."""
+        image = SessionImage.of(session)
+        image.lineage = self.lineage.carried(session.client_id, to)
+        return image
 
     def pending_for_handover(self, client_id: str, after_seq: int) -> list[Outgoing] | None:
         """Messages of a moving session not yet sent to its new owner; None when the session is gone."""
@@ -157,6 +164,9 @@ class SessionMigration:
         while the session gets each forwarded message once, though the node it left passes some on here that
         their publisher's node sends here too (`Session.watch_forwards`)."""
         broker = self._broker
+        if image.lineage:
+            inherited = self.lineage.inherit(session.client_id, image.lineage, image.source or "")
+            broker.metrics["lineage_inherited"] += inherited
         session.watch_forwards(time.time() + MOVED_ROUTE_TTL + FORWARD_MEMORY)
         session.await_release(image.awaiting_release)
         for packet_id in image.awaiting_release:
@@ -179,26 +189,30 @@ class SessionMigration:
             broker.store.save_session(session)
             value = records.session_value(broker.metadata.hlc_now(), broker.node, False, image.expiry_interval)
             broker.metadata.put(records.SESSION, records.session_key(image.client_id), value)
-        elif self.lineage.holds(image.client_id):
-            # recovered here from an old owner's copies: its state is the later one (divergent copies). The old
-            # owner's image would bring back QoS 2 packet ids this session completed since (a new PUBLISH with
-            # one of them would be taken for a duplicate and dropped) and subscriptions it may have removed.
+        elif self.lineage.guards(image.client_id, image.source):
+            # recovered here (or by the node it came from) from an old owner's copies, and this is that old
+            # owner's image: the state here is the later one (divergent copies). The old owner's image would
+            # bring back QoS 2 packet ids this session completed since (a new PUBLISH with one of them would be
+            # taken for a duplicate and dropped) and subscriptions it may have removed.
             broker.metrics["handover_image_ignored"] += 1
-            log.info("older image of a recovered session ignored (divergent copies)", client_id=image.client_id)
+            log.info("older image of a recovered session ignored (divergent copies)", client_id=image.client_id,
+                     by=image.source)
             return session
         self.adopt_image(session, image)
         return session
 
-    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
-        """Messages handed over by the previous owner, or (`origin`: that old owner) recovered from its replica
-        copies; False when there is no session here to take them. Divergent copies (docs/replication.md): a
-        message this session already took from either path is skipped (vmqpy.replicas.lineage)."""
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None,
+                       source: str | None = None) -> bool:
+        """Messages handed over by the previous owner (`source`: that node, when known), or (`origin`: that old
+        owner) recovered from its replica copies; False when there is no session here to take them. Divergent
+        copies (docs/replication.md): a message this session already took from the same owner, by either path,
+        is skipped (vmqpy.replicas.lineage)."""
         broker = self._broker
         session = broker.sessions.get(client_id)
         if session is None or session.moving_to is not None:
             return False
         if outs and (origin is not None or self.lineage.holds(client_id)):
-            outs = self._unseen(client_id, outs, origin)
+            outs = self._unseen(client_id, outs, origin, source)
         for out in outs:
             if not session.adopt(out):
                 broker.metrics["handover_dropped"] += 1
@@ -206,7 +220,8 @@ class SessionMigration:
         session.pump(now)
         return True
 
-    def _unseen(self, client_id: str, outs: list[Outgoing], origin: str | None) -> list[Outgoing]:
+    def _unseen(self, client_id: str, outs: list[Outgoing], origin: str | None, source: str | None
+                ) -> list[Outgoing]:
         """The messages of `outs` this session has not taken yet (named before `Session.adopt` renumbers them)."""
         broker = self._broker
         lineage = self.lineage
@@ -215,7 +230,7 @@ class SessionMigration:
             sessions = broker.sessions
             members = self.known_nodes()
             lineage.prune(lambda cid: cid in sessions and sessions[cid].moving_to is None, members or None)
-        verdicts = lineage.admit(client_id, [(out.seq, fingerprint(out.message)) for out in outs], origin)
+        verdicts = lineage.admit(client_id, [(out.seq, fingerprint(out.message)) for out in outs], origin, source)
         fresh = [out for out, new in zip(outs, verdicts, strict=True) if new]
         skipped = len(outs) - len(fresh)
         if skipped:

@@ -70,8 +70,9 @@ class BrokerPort(Protocol):
         """A session handed over without a connect: kept here offline, and this node becomes its owner."""
         ...
 
-    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float) -> bool:
-        """Messages handed over by the previous owner; False when no session here takes them."""
+    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None,
+                       source: str | None = None) -> bool:
+        """Messages handed over by the previous owner `source`; False when no session here takes them."""
         ...
 
     def reassign_sessions(self, node: str, new_owner: Callable[[str], str]) -> int:

@@ -287,9 +287,9 @@ class RegistrationService:
         fresh = [o for o in outs if o.seq > incoming.upto]
         self.counters["handover_duplicates_ignored"] += len(outs) - len(fresh)
         if fresh:
-            if not self.broker.adopt_messages(client_id, fresh, time.time()):
-                self.broker.adopt_offline(SessionImage(client_id, True), time.time())
-                self.broker.adopt_messages(client_id, fresh, time.time())
+            if not self.broker.adopt_messages(client_id, fresh, time.time(), source=source):
+                self.broker.adopt_offline(SessionImage(client_id, True, source=source), time.time())
+                self.broker.adopt_messages(client_id, fresh, time.time(), source=source)
             incoming.upto = fresh[-1].seq
         self._ack_when_durable(source, migration, client_id, incoming.upto)
 
@@ -447,7 +447,7 @@ class RegistrationService:
 
     def _on_mig_begin(self, peer: str, body: dict[str, Any]) -> None:
         migration = int(body["migration"])
-        image = SessionImage.unpack(body["image"])
+        image = SessionImage.unpack(body["image"], source=peer)
         pending = self._tickets.get((peer, migration))
         if pending is not None:
             pending[0].image = image

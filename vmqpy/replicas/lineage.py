@@ -4,13 +4,14 @@ A node that recovered a session from the queue replicas (vmqpy.replicas.failover
 queue; the old owner may come back with its old disk and hand its own, older copy over (a takeover). The rule
 (docs/replication.md, "Divergent copies"): the later owner's queue wins, and the old owner's handover adds only
 the messages this node never had. A message is named by its old owner's sequence number for the session (the
-key of its replica copy, and the number the handover carries) and a digest of its record (`fingerprint`): the
-handover does not say which node it comes from, and two owners' sequence numbers may overlap.
+key of its replica copy, and the number the handover carries) and a digest of its record (`fingerprint`), and
+remembered with that owner: two owners' sequence numbers overlap, so a name guards only against its own owner.
 
 `Lineage` remembers, per client id, the names of the messages recovered from replicas, and of those handed
-over to a session that has some; `admit` keeps only the messages it has not seen. It is persisted in the
-node's storage (table `lineage`), and forgotten when the session leaves this node or the old owner leaves the
-cluster (`prune`). Pure: no I/O beyond the storage port.
+over to a session that has some; `admit` keeps only the messages it has not seen from that owner. It is
+persisted in the node's storage (table `lineage`), travels with the session when it moves on to another node
+(`carried`, `inherit`: that node may be the one the old owner hands over to), and is forgotten when the session
+leaves this node or the old owner leaves the cluster (`prune`). Pure: no I/O beyond the storage port.
 """
 
 from __future__ import annotations
@@ -18,18 +19,22 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgpack
 
 from vmqpy.broker.message import Message
 
-__all__ = ["HANDED_OVER", "LINEAGE_TABLE", "Lineage", "LineageStorage", "Name", "fingerprint"]
+__all__ = ["CARRIED_MAX", "HANDED_OVER", "LINEAGE_TABLE", "Entry", "Lineage", "LineageStorage", "Name", "fingerprint"]
 
 LINEAGE_TABLE = "lineage"
-HANDED_OVER = ""  # the owner recorded for a message handed over (its sending node is not known here)
+# The owner recorded for a message handed over by a node this one did not know (entries of earlier versions):
+# such an entry guards against every owner.
+HANDED_OVER = ""
+CARRIED_MAX = 20_000  # names carried with a session to its next node (about 20 bytes each in the frame)
 
 Name = tuple[int, bytes]  # (the old owner's sequence number, the digest of the message)
+Entry = tuple[str, int, bytes]  # (the owner, its sequence number, the digest): one remembered name
 
 
 def fingerprint(message: Message) -> bytes:
@@ -73,10 +78,34 @@ def _parse(key: bytes) -> tuple[str, str, int]:
     return client_id, owner, seq
 
 
+def pack_entries(entries: list[Entry]) -> dict[str, list[Any]]:
+    """Entries as a frame carries them: per owner, its sequence numbers and digests in turn."""
+    packed: dict[str, list[Any]] = {}
+    for owner, seq, digest in entries:
+        packed.setdefault(owner, []).extend((seq, digest))
+    return packed
+
+
+def unpack_entries(data: Any) -> list[Entry]:
+    """The inverse of `pack_entries`; ValueError for anything else."""
+    if not isinstance(data, dict):
+        raise ValueError("lineage: not a map")
+    entries: list[Entry] = []
+    for owner, flat in data.items():
+        if not isinstance(owner, str) or not isinstance(flat, list) or len(flat) % 2:
+            raise ValueError("lineage: malformed owner entry")
+        for i in range(0, len(flat), 2):
+            seq, digest = flat[i], flat[i + 1]
+            if type(seq) is not int or not 0 <= seq < 1 << 64 or not isinstance(digest, bytes):
+                raise ValueError("lineage: malformed name")
+            entries.append((owner, seq, digest))
+    return entries
+
+
 class Lineage:
     def __init__(self, storage: LineageStorage | None = None) -> None:
         self._storage = storage
-        self._seen: dict[str, dict[Name, str]] = {}  # client id -> message name -> the owner it came from
+        self._seen: dict[str, dict[Name, set[str]]] = {}  # client id -> message name -> the owners it came from
         self.malformed = 0  # stored entries that could not be read (skipped)
         if storage is not None:
             for key, digest in storage.load(LINEAGE_TABLE):
@@ -85,30 +114,72 @@ class Lineage:
                 except (ValueError, UnicodeDecodeError, struct.error):
                     self.malformed += 1
                     continue
-                self._seen.setdefault(client_id, {})[(seq, bytes(digest))] = owner
+                self._seen.setdefault(client_id, {}).setdefault((seq, bytes(digest)), set()).add(owner)
 
-    def admit(self, client_id: str, names: Iterable[Name], origin: str | None) -> list[bool]:
+    def admit(self, client_id: str, names: Iterable[Name], origin: str | None, source: str | None = None
+              ) -> list[bool]:
         """For each message name arriving for `client_id`: True when it is new here (adopt it), False when
-        this node already took it. `origin`: the old owner whose replica copies these are; None for a handover
-        (its names are remembered only when the session already has some, i.e. was recovered)."""
+        this node already took it from the same owner. `origin`: the old owner whose replica copies these are;
+        None for a handover, from `source` (the sending node; None: not known, any owner's name matches). A
+        handover's names are remembered only when the session already has some, i.e. was recovered."""
+        owner = origin if origin is not None else source
         seen = self._seen.get(client_id)
         remember = origin is not None or bool(seen)
         verdicts: list[bool] = []
         for name in names:
-            new = seen is None or name not in seen
+            owners = None if seen is None else seen.get(name)
+            new = owners is None or (owner is not None and owner not in owners and HANDED_OVER not in owners)
             verdicts.append(new)
             if new and remember:
                 if seen is None:
                     seen = self._seen[client_id] = {}
-                owner = HANDED_OVER if origin is None else origin
-                seen[name] = owner
-                if self._storage is not None:
-                    self._storage.put(LINEAGE_TABLE, _key(client_id, owner, name[0]), name[1])
+                self._remember(client_id, seen, name, HANDED_OVER if owner is None else owner)
         return verdicts
+
+    def _remember(self, client_id: str, seen: dict[Name, set[str]], name: Name, owner: str) -> None:
+        seen.setdefault(name, set()).add(owner)
+        if self._storage is not None:
+            self._storage.put(LINEAGE_TABLE, _key(client_id, owner, name[0]), name[1])
 
     def holds(self, client_id: str) -> bool:
         """Whether anything is remembered for `client_id` (a handover to it needs `admit`)."""
         return client_id in self._seen
+
+    def guards(self, client_id: str, source: str | None) -> bool:
+        """Whether a session image from `source` (None: not a handover, or its sender is not known) is an old
+        owner's older state, not to be merged: `source` is an owner some remembered message came from."""
+        seen = self._seen.get(client_id)
+        if not seen:
+            return False
+        if source is None:
+            return True
+        return any(source in owners or HANDED_OVER in owners for owners in seen.values())
+
+    def carried(self, client_id: str, to: str) -> list[Entry]:
+        """The entries of `client_id` that go with its session to the node `to` (its own are of no use there),
+        at most CARRIED_MAX (the latest sequence numbers first)."""
+        entries = [(owner, seq, digest) for (seq, digest), owners in self._seen.get(client_id, {}).items()
+                   for owner in owners if owner != to]
+        if len(entries) > CARRIED_MAX:
+            entries.sort(key=lambda entry: entry[1], reverse=True)
+            del entries[CARRIED_MAX:]
+        return entries
+
+    def inherit(self, client_id: str, entries: Iterable[Entry], sender: str) -> int:
+        """The entries a session brought from `sender`, the node it moved from; how many were new here. Those of
+        `sender` itself are left out: its handover of the session is the current state, taken whole."""
+        seen = self._seen.get(client_id)
+        added = 0
+        for owner, seq, digest in entries:
+            if owner == sender:
+                continue
+            if seen is None:
+                seen = self._seen[client_id] = {}
+            name = (seq, digest)
+            if owner not in seen.get(name, ()):
+                self._remember(client_id, seen, name, owner)
+                added += 1
+        return added
 
     def forget(self, client_id: str) -> None:
         """The session is no longer here."""
@@ -117,30 +188,33 @@ class Lineage:
 
     def prune(self, present: Callable[[str], bool], members: set[str] | None) -> int:
         """Forget the sessions that are not `present` here and, when `members` is known, the messages of old
-        owners that are no longer members (they cannot hand anything over). How many names were forgotten."""
+        owners that are no longer members (they cannot hand anything over). How many entries were forgotten."""
         forgotten = 0
         for client_id in list(self._seen):
+            seen = self._seen[client_id]
             if not present(client_id):
-                forgotten += len(self._seen[client_id])
+                forgotten += sum(len(owners) for owners in seen.values())
                 self.forget(client_id)
                 continue
             if members is None:
                 continue
-            seen = self._seen[client_id]
-            gone = [name for name, owner in seen.items() if owner != HANDED_OVER and owner not in members]
-            for name in gone:
-                owner = seen.pop(name)
-                if self._storage is not None:
-                    self._storage.delete(LINEAGE_TABLE, _key(client_id, owner, name[0]))
-            forgotten += len(gone)
-            if all(owner == HANDED_OVER for owner in seen.values()):  # nothing recovered left to guard
+            for name in list(seen):
+                owners = seen[name]
+                for owner in [o for o in owners if o != HANDED_OVER and o not in members]:
+                    owners.discard(owner)
+                    forgotten += 1
+                    if self._storage is not None:
+                        self._storage.delete(LINEAGE_TABLE, _key(client_id, owner, name[0]))
+                if not owners:
+                    del seen[name]
+            if all(owners == {HANDED_OVER} for owners in seen.values()):  # nothing recovered left to guard
                 forgotten += len(seen)
                 self.forget(client_id)
         return forgotten
 
-    def names(self, client_id: str) -> dict[Name, str]:
-        """The message names remembered for `client_id` (a copy), with the owner each came from."""
-        return dict(self._seen.get(client_id, {}))
+    def names(self, client_id: str) -> dict[Name, set[str]]:
+        """The message names remembered for `client_id` (a copy), with the owners each came from."""
+        return {name: set(owners) for name, owners in self._seen.get(client_id, {}).items()}
 
     def __len__(self) -> int:
-        return sum(len(seen) for seen in self._seen.values())
+        return sum(len(owners) for seen in self._seen.values() for owners in seen.values())

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.unit.broker.test_migration import MemoryMetadata, node_b
+from tests.unit.broker.test_session import RecordingSink
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.handover import SessionImage
+from vmqpy.broker.handover import SessionImage, pack_messages, unpack_messages
 from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.session import Outgoing, OutState
@@ -113,3 +114,62 @@ def test_the_old_owners_image_does_not_bring_back_completed_qos2_state(
     broker.adopt_offline(SessionImage("c2", True, 5, 3600.0), 100.0)
     broker.adopt_offline(SessionImage("c2", True, 5, 3600.0, awaiting_release=[3]), 101.0)
     assert broker.sessions["c2"].awaiting_release == {3}
+
+
+def test_the_lineage_goes_with_the_session_to_a_third_node(tmp_path: Path) -> None:
+    """C recovered the session from A's copies; the client moves on to D (a connect there, or C hands it over
+    when it leaves); then A comes back with its old disk and hands its old queue over to D: D takes only what
+    neither C nor D ever had, and ignores A's image, as C would have."""
+    brokers: dict[str, Broker] = {}
+    storages = []
+    try:
+        for node in ("c", "d"):
+            storage = Storage(tmp_path / f"{node}.db")
+            storage.open()
+            storages.append(storage)
+            brokers[node] = Broker(Config(nodename=node), SessionStore(storage), MemoryMetadata())
+            brokers[node].nodes = lambda: ["a", "b", "c", "d"]
+        c, d = brokers["c"], brokers["d"]
+        c.adopt_offline(SessionImage("c1", True, 5, 3600.0, awaiting_release=[7]), 100.0)  # C's recovery
+        c.adopt_messages("c1", old_owner_queue(3), 100.0, origin="a")
+        c.sessions["c1"].forget_upto(c.sessions["c1"].queue[0].seq)  # message 1 delivered and acknowledged on C
+        assert c.sessions["c1"].release(7)  # and the PUBREL of packet id 7 came on C
+
+        image = c.hand_over("c1", False, "d", 101.0)  # the handover C -> D, through the frame's encoding
+        assert image.lineage
+        d.adopt_offline(SessionImage.unpack(image.pack(), source="c"), 101.0)
+        outs = c.pending_for_handover("c1", 0)
+        assert outs is not None
+        assert d.adopt_messages("c1", unpack_messages(pack_messages(outs)), 101.0, source="c")
+        assert queued(d, "c1") == ["t/2", "t/3"]  # C's messages, under C's numbers, taken whole
+        c.handed_over("c1", outs[-1].seq)
+        assert c.finish_handover("c1", force=True)
+
+        # A is back with its old disk: its image (packet id 7 still awaiting PUBREL) and its whole old queue
+        d.adopt_offline(SessionImage("c1", True, 5, 3600.0, awaiting_release=[7], source="a"), 102.0)
+        assert d.sessions["c1"].awaiting_release == set() and d.metrics["handover_image_ignored"] == 1
+        assert d.adopt_messages("c1", old_owner_queue(4), 102.0, source="a")
+        assert queued(d, "c1") == ["t/2", "t/3", "t/4"]  # only the message its replicas never had
+        assert d.metrics["handover_already_recovered"] == 3
+    finally:
+        for storage in storages:
+            storage.close()
+
+
+def test_a_connect_on_the_third_node_takes_the_lineage_with_the_image(tmp_path: Path) -> None:
+    storage_c, storage_d = Storage(tmp_path / "c.db"), Storage(tmp_path / "d.db")
+    storage_c.open()
+    storage_d.open()
+    try:
+        c = Broker(Config(nodename="c"), SessionStore(storage_c), MemoryMetadata())
+        d = Broker(Config(nodename="d"), SessionStore(storage_d), MemoryMetadata())
+        c.adopt_offline(SessionImage("c1", True, 5, 3600.0), 100.0)
+        c.adopt_messages("c1", old_owner_queue(2), 100.0, origin="a")
+        image = SessionImage.unpack(c.hand_over("c1", False, "d", 101.0).pack(), source="c")
+        sink = RecordingSink()
+        d.open_session("c1", 5, False, 3600.0, sink, 101.0, image=image)
+        assert d.adopt_messages("c1", old_owner_queue(3), 102.0, source="a")  # A's handover after its return
+        assert queued(d, "c1") == ["t/3"]
+    finally:
+        storage_c.close()
+        storage_d.close()
