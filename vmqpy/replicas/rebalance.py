@@ -10,6 +10,7 @@ before the restart is lost with the restart (a `del` among it would make a failo
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -60,7 +61,8 @@ class Walk:
         else:
             self._tokens = self._cap
         self._at = now
-        count = min(int(self._tokens), len(self._left), len(self._left) if most is None else max(0, most))
+        allowed = len(self._left) if self._tokens == math.inf else int(self._tokens)  # rate inf: no limit
+        count = min(allowed, len(self._left), len(self._left) if most is None else max(0, most))
         self._tokens -= count
         out = [self._left.popleft() for _ in range(count)]
         self._queued.difference_update(out)

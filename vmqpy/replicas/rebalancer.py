@@ -5,14 +5,20 @@ incarnation: its disk is empty) it walks the persistent sessions this node owns,
 second and at most MAX_SYNCING at a time, and for each one sends a `sync` (its whole state, taken from the
 in-memory session, which is what its journal holds) to the replica nodes that lack a complete copy; once they
 all acknowledged it, the nodes that are no longer replica nodes drop theirs (owner.py keeps writing to them
-until then). Sessions not yet looked at and sessions whose sync is not yet acknowledged are the
-under-replicated ones (`stats()`).
+until then). Each session is first looked at without a share of the rate (up to CHEAP_PER_TICK per tick): one
+that needs no sync is done there (a drop, its placement), so the sessions a change did not touch leave the
+walk at once, and only those that need a sync wait for the rate. A replica node that is unreachable when its
+session is looked at gets no sync then: the session keeps every copy it has, waits for that node (`_deferred`)
+and is looked at again when it is reachable, so one unreachable member does not hold up the walk for the others.
+Sessions not yet looked at, sessions whose sync is not yet acknowledged and sessions waiting for an unreachable
+replica node are the under-replicated ones (`stats()`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -30,6 +36,7 @@ log = structlog.get_logger("vmqpy.replicas")
 
 TICK = 0.05  # seconds between two slices of the walk
 MAX_SYNCING = 1000  # sessions whose sync is not yet acknowledged: the walk waits while there are more
+CHEAP_PER_TICK = 1000  # sessions a tick looks at before the rate (about 20 ms of CPU; those needing no sync end there)
 
 
 def snapshot(session: Session) -> tuple[bytes, list[int], list[tuple[int, bytes]]]:
@@ -54,21 +61,26 @@ class Rebalancer:
     """Moves the copies of this node's persistent sessions when the membership changes (module doc)."""
 
     def __init__(self, replicator: QueueReplicator, sessions: Mapping[str, Session], journal: object,
-                 incarnations: Callable[[], dict[str, int]], rate: float) -> None:
+                 incarnations: Callable[[], dict[str, int]], rate: float,
+                 reachable: Callable[[str], bool] = lambda node: True) -> None:
         """`sessions`: the broker's; a session is this node's persistent one when its journal is `journal`.
-        `incarnations()`: the members and their incarnations."""
+        `incarnations()`: the members and their incarnations; `reachable(node)`: whether a sync can reach it."""
         self._replicator = replicator
+        self._reachable = reachable
+        self._deferred: dict[str, set[str]] = {}  # client id -> its replica nodes that were unreachable
         self._sessions = sessions
         self._journal = journal
         self._incarnations = incarnations
-        self._walk = Walk(rate)
+        self._walk = Walk(rate)  # the sessions that need a sync, at the rate
+        self._unsorted = Walk(math.inf)  # the sessions to look at first, before the rate (cheap ones end there)
         self._fresh: set[str] = set()  # client ids whose every replica node gets a sync (this node started)
         self._reborn: set[str] = set()  # members that came back with a new incarnation during this rebalance
         self._known: dict[str, int] = {}
         self._members: tuple[str, ...] = ()
         self._syncing: dict[str, _Syncing] = {}
         self._task: asyncio.Task[None] | None = None
-        self.counters = {"rebalance_syncs": 0, "rebalance_drops": 0, "rebalance_failed": 0, "rebalances": 0}
+        self.counters = {"rebalance_syncs": 0, "rebalance_drops": 0, "rebalance_failed": 0, "rebalances": 0,
+                         "rebalance_deferred": 0}
 
     # ------------------------------------------------------------------------------------------ triggers
 
@@ -88,6 +100,15 @@ class Rebalancer:
         self._known = now
         self._begin(self._owned())
 
+    def on_reachability(self, peer: str, reachable: bool) -> None:
+        """A member is reachable again: look again at the sessions that wait for it."""
+        if not reachable:
+            return
+        waiting = [cid for cid, nodes in self._deferred.items() if peer in nodes]
+        if waiting:
+            self._unsorted.restart(waiting)
+            self._run_walk()
+
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -99,7 +120,10 @@ class Rebalancer:
     def _begin(self, client_ids: list[str]) -> None:
         self.counters["rebalances"] += 1
         self._members = self._replicator.members()
-        self._walk.restart(client_ids)
+        self._unsorted.restart(client_ids)
+        self._run_walk()
+
+    def _run_walk(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -108,12 +132,12 @@ class Rebalancer:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            for client_id in self._unsorted.take(loop.time(), CHEAP_PER_TICK):
+                if not self._try(client_id, False):
+                    self._walk.restart([client_id])  # it needs a sync: at the rate
             for client_id in self._walk.take(loop.time(), MAX_SYNCING - len(self._syncing)):
-                try:
-                    self._visit(client_id)
-                except Exception:  # one session's trouble must not stop the others' rebalancing
-                    log.exception("queue replica rebalance of a session failed", client_id=client_id)
-            if not self._walk and not self._syncing:
+                self._try(client_id, True)
+            if not self._unsorted and not self._walk and not self._syncing:
                 if self._members == self._replicator.members():
                     self._replicator.settle(self._members)
                     self._reborn.clear()
@@ -121,29 +145,51 @@ class Rebalancer:
                 self._begin(self._owned())  # the members changed under us without a hook: once more
             await asyncio.sleep(TICK)
 
-    def _visit(self, client_id: str) -> None:
+    def _try(self, client_id: str, may_sync: bool) -> bool:
+        try:
+            return self._visit(client_id, may_sync)
+        except Exception:  # one session's trouble must not stop the others' rebalancing
+            log.exception("queue replica rebalance of a session failed", client_id=client_id)
+            return True
+
+    def _visit(self, client_id: str, may_sync: bool) -> bool:
+        """Look at one session and do what it needs; False (and nothing done) when that is a sync and
+        `may_sync` is not set."""
         fresh = client_id in self._fresh
-        self._fresh.discard(client_id)
         session = self._sessions.get(client_id)
         if session is None or session.journal is not self._journal or not session.persistent \
                 or session.moving_to is not None or client_id in self._syncing:
-            return
+            self._fresh.discard(client_id)
+            self._deferred.pop(client_id, None)
+            return True
         replicator = self._replicator
         targets = replicator.targets(client_id)
         holders = [n for n in replicator.holders(client_id) if n not in self._reborn]
         todo = plan(targets, holders, fresh)
-        if todo.sync:
-            self._syncing[client_id] = _Syncing(session, list(targets), list(todo.drop), set(todo.sync))
+        absent = {n for n in todo.sync if not self._reachable(n)}
+        sync = [n for n in todo.sync if n not in absent]
+        if sync and not may_sync:
+            return False
+        self._fresh.discard(client_id)
+        self._deferred.pop(client_id, None)
+        if absent:  # no sync for them now: every copy stays, and the session waits for them
+            self._deferred[client_id] = absent
+            self.counters["rebalance_deferred"] += len(absent)
+        if sync:
+            self._syncing[client_id] = _Syncing(session, list(targets), list(todo.drop), set(sync), set(absent))
             record, incoming, messages = snapshot(session)
-            self.counters["rebalance_syncs"] += len(todo.sync)
-            replicator.sync(client_id, record, incoming, messages, list(todo.sync),
-                            functools.partial(self._synced, client_id))
+            self.counters["rebalance_syncs"] += len(sync)
+            replicator.sync(client_id, record, incoming, messages, sync, functools.partial(self._synced, client_id))
+            return True
+        if absent:
+            replicator.place(client_id, [n for n in targets if n not in todo.sync] + list(todo.drop))
         elif todo.drop:
             self.counters["rebalance_drops"] += len(todo.drop)
             replicator.drop_on(client_id, list(todo.drop))
             replicator.place(client_id, list(targets))
         elif fresh or sorted(holders) != sorted(targets):
             replicator.place(client_id, list(targets))
+        return True
 
     def _synced(self, client_id: str, node: str, ok: bool) -> None:
         syncing = self._syncing.get(client_id)
@@ -153,6 +199,7 @@ class Rebalancer:
         if not ok:
             syncing.failed.add(node)
             self.counters["rebalance_failed"] += 1
+            self._deferred.pop(client_id, None)  # it left: the membership change looks at the session again
         if syncing.left:
             return
         del self._syncing[client_id]
@@ -170,8 +217,9 @@ class Rebalancer:
 
     def under_replicated(self) -> tuple[int, int]:
         """Sessions (and their messages) whose replica nodes are not yet confirmed to hold a complete copy:
-        not yet looked at by the running rebalance, or their sync not yet acknowledged."""
-        client_ids = set(self._walk.waiting()) | set(self._syncing)
+        not yet looked at by the running rebalance, their sync not yet acknowledged, or waiting for an
+        unreachable replica node."""
+        client_ids = {*self._unsorted.waiting(), *self._walk.waiting(), *self._syncing, *self._deferred}
         sessions = messages = 0
         for client_id in client_ids:
             session = self._sessions.get(client_id)

@@ -107,7 +107,8 @@ class QueueReplication:
         departure.recoverable = self.held_for
         rebalancer = self.rebalancer = Rebalancer(
             replicator, broker.sessions, broker.store,
-            lambda: {name: member.incarnation for name, member in cluster.members.items()}, self.rebalance_rate)
+            lambda: {name: member.incarnation for name, member in cluster.members.items()}, self.rebalance_rate,
+            cluster.is_reachable)
         cluster.membership_handlers.append(rebalancer.on_membership)
         cluster.show_columns.append(self.show_columns)
         rebalancer.start()  # every replica node gets each session's whole state (rebalance.py)
@@ -165,6 +166,8 @@ class QueueReplication:
             self.replicator.refresh()
         if self.failover is not None:
             self.failover.on_reachability(peer, reachable)
+        if self.rebalancer is not None:
+            self.rebalancer.on_reachability(peer, reachable)
 
     def on_control(self, peer: str, body: dict[str, Any]) -> None:
         if self.failover is not None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -228,3 +229,88 @@ def test_a_sync_to_a_node_that_left_keeps_the_old_copies() -> None:
         rebalancer.stop()
 
     asyncio.run(run())
+
+
+def deliver_reachable(links: Links, reachable: set[str]) -> None:
+    """Deliver and acknowledge what was sent to the reachable nodes; the rest stays on its way."""
+    held = [s for s in links.sent if s[0] not in reachable]
+    links.sent = [s for s in links.sent if s[0] in reachable]
+    links.deliver_all()
+    links.sent = held + links.sent
+
+
+def test_an_unreachable_member_does_not_hold_up_the_others_and_is_filled_when_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """a restarts (every replica node of every session gets a sync) while c is unreachable: with room for only
+    2 syncs at a time, the sessions whose replica node is b are all filled all the same; those of c wait for
+    it, keep counting as under-replicated, and are filled once c is reachable again."""
+    monkeypatch.setattr("vmqpy.replicas.rebalancer.MAX_SYNCING", 2)
+
+    async def run() -> None:
+        members = ["a@h", "b@h", "c@h"]
+        reachable = {"a@h", "b@h"}
+        links = Links()
+        replicator = QueueReplicator("a@h", lambda: members, lambda n: n in reachable, links, resolved,
+                                     replicas=2, write_quorum=2, strict=lambda: False)
+        journal = NullJournal()
+        sessions = {f"s{i}": session_with_messages(f"s{i}", journal, 1) for i in range(20)}
+        on_c = {cid for cid in sessions if replicator.targets(cid) == ["c@h"]}
+        assert 0 < len(on_c) < len(sessions)
+        rebalancer = Rebalancer(replicator, sessions, journal, lambda: {m: 1 for m in members}, rate=1000,
+                                reachable=lambda n: n in reachable)
+        rebalancer.start()
+        for _round in range(20):
+            await ticks(1)
+            deliver_reachable(links, reachable)
+        await ticks()
+        for cid in set(sessions) - on_c:
+            assert links.holds("b@h", cid) == state_of(sessions[cid])
+        assert rebalancer.stats()["sessions_under_replicated"] == len(on_c)
+        assert rebalancer.stats()["rebalance_deferred"] == len(on_c)
+
+        reachable.add("c@h")
+        rebalancer.on_reachability("c@h", True)
+        for _round in range(20):
+            await ticks(1)
+            deliver_reachable(links, reachable)
+        for cid in on_c:
+            assert links.holds("c@h", cid) == state_of(sessions[cid])
+        assert rebalancer.stats()["sessions_under_replicated"] == 0
+        rebalancer.stop()
+
+    asyncio.run(run())
+
+
+def test_after_a_join_only_the_sessions_that_move_count_as_under_replicated() -> None:
+    """At 10 sessions per second, the 60 sessions a join does not touch are looked at at once (they need no
+    sync), so right after the join only those whose copy moves to c count as under-replicated."""
+    async def run() -> None:
+        members = ["a@h", "b@h"]
+        links = Links()
+        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
+                                     write_quorum=2, strict=lambda: False)
+        journal = NullJournal()
+        sessions = {f"s{i}": session_with_messages(f"s{i}", journal, 1) for i in range(60)}
+        rebalancer = Rebalancer(replicator, sessions, journal, lambda: {m: 1 for m in members}, rate=1000)
+        rebalancer.start()
+        for _round in range(5):
+            await ticks(1)
+            links.deliver_all()
+        assert rebalancer.stats()["sessions_under_replicated"] == 0
+        rebalancer._walk = Walk(10.0)  # slow from here on
+        members.append("c@h")
+        rebalancer.on_membership()
+        await ticks(2)
+        moving = {cid for cid in sessions if replicator.targets(cid) == ["c@h"]}
+        assert 0 < len(moving) < len(sessions)
+        assert rebalancer.stats()["sessions_under_replicated"] <= len(moving)
+        rebalancer.stop()
+
+    asyncio.run(run())
+
+
+def test_a_walk_without_a_rate_takes_what_it_is_allowed() -> None:
+    walk = Walk(math.inf)
+    walk.restart(["a", "b", "c"])
+    assert walk.take(0.0, 2) == ["a", "b"]
+    assert walk.take(0.0) == ["c"] and walk.take(5.0) == [] and not walk
