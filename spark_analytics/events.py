@@ -21,6 +21,9 @@ from pyspark.sql import functions as F
 from spark_analytics.schema import CORRUPT, EVENTS, SCHEMA_VERSION
 
 OK = "ok"
+QUEUE_REPLICA_COLUMNS = (
+    "under_replicated", "sessions", "messages", "writes", "peak_sessions", "peak_messages", "peak_writes",
+)
 
 
 def _long_at(array: str, index: int) -> Column:
@@ -73,6 +76,7 @@ def normalize(raw: DataFrame, hashed_keys: bool = False) -> DataFrame:
         "groups",
         "ready",
         "majority",
+        *QUEUE_REPLICA_COLUMNS,
         F.col(CORRUPT).isNotNull().alias("_corrupt"),
     )
     event = F.col("event")
@@ -92,6 +96,7 @@ def normalize(raw: DataFrame, hashed_keys: bool = False) -> DataFrame:
         )
         .when((event == "md_exchange") & _missing("peer", "result"), "missing_field")
         .when((event == "cluster_view") & _missing("groups"), "missing_field")
+        .when((event == "queue_replicas") & _missing("under_replicated"), "missing_field")
         .otherwise(OK)
     )
     has_key = F.col("prefix").isNotNull() & F.col("_key").isNotNull()
@@ -167,6 +172,14 @@ def gcs(events: DataFrame) -> DataFrame:
     )
 
 
+def replica_states(events: DataFrame) -> DataFrame:
+    """queue_replicas lines: where a node's window of under-replication starts or ends (counts read as 0)."""
+    return _flat(_of(events, "queue_replicas")).select(
+        "node", "ts", "under_replicated",
+        *[F.coalesce(c, F.lit(0)).alias(c) for c in QUEUE_REPLICA_COLUMNS if c != "under_replicated"],
+    )
+
+
 def views(events: DataFrame) -> DataFrame:
     """cluster_view lines with `n_groups`, the number of groups in the node's view."""
     return _flat(_of(events, "cluster_view")).select(
@@ -185,13 +198,13 @@ KEY_COLUMNS = (
 EXTRA = "extra"
 EXTRA_COLUMNS = (
     "peer", "result", "rounds", "dots_asked", "objects_received", "repaired", "gaps", "bytes_sent", "bytes_received",
-    "duration", "dots_pruned", "keys_deleted", "groups", "ready", "majority",
+    "duration", "dots_pruned", "keys_deleted", "groups", "ready", "majority", *QUEUE_REPLICA_COLUMNS,
 )
 REPORT_COLUMNS = (*KEY_COLUMNS, EXTRA)
 
 
 def other_events(events: DataFrame) -> DataFrame:
-    """The md_exchange, md_gc and cluster_view lines of for_report's table, in one partition."""
+    """The md_exchange, md_gc, cluster_view and queue_replicas lines of for_report's table, in one partition."""
     return events.where(F.col(EXTRA).isNotNull()).coalesce(1)
 
 
@@ -203,7 +216,7 @@ def for_report(raw: DataFrame, partitions: int | None = None) -> DataFrame:
     the lines of a key in one partition they all run without another shuffle (the session lets a join use a
     partitioning on part of its keys, session.DEFAULT_CONF). The lines without a key go to one partition."""
     ev = normalize(raw, hashed_keys=True)
-    rare = F.col("event").isin("md_exchange", "md_gc", "cluster_view")
+    rare = F.col("event").isin("md_exchange", "md_gc", "cluster_view", "queue_replicas")
     # Only md_write lines are ordered, by their hlc and then by their dot as written (not by its hash).
     write_only = ("hlc_wall", "hlc_logical", "hlc_node")
     out = ev.select(

@@ -217,6 +217,18 @@ def _by_faults(faults: dict[str, Any]) -> str:
     ])
 
 
+def _queue_replicas(q: dict[str, Any]) -> str:
+    if not q.get("recorded"):
+        return ('<p class="note">no <code>queue_replicas</code> line in the logs (queue.replicas = 1, or nodes of an '
+                "earlier version): nothing to count.</p>")
+    totals = [("windows", q["windows"]), ("still open at the end of the logs", q["open_at_end"]),
+              ("seconds under-replicated (all nodes)", q["total_s"]), ("longest window (s)", q["longest_s"]),
+              ("peak sessions", q["peak_sessions"]), ("peak messages", q["peak_messages"]),
+              ("peak acknowledged writes missing a copy", q["peak_writes"])]
+    rows = [[n, v["windows"], v["total_s"], v["longest_s"]] for n, v in q["by_node"].items()]
+    return _table(["", ""], totals) + _table(["node", "windows", "seconds", "longest s"], rows)
+
+
 def render(summary: dict[str, Any]) -> str:
     """The HTML page of a summary (report.analyze)."""
     run, vis, conv = summary["run"], summary["visibility"], summary["convergence"]
@@ -279,6 +291,7 @@ def render(summary: dict[str, Any]) -> str:
         _table(["result", "exchanges"], list(ae["results"].items())),
         _table(["node", "gc runs", "dots pruned", "keys deleted"],
                [[n, v["runs"], v["dots_pruned"], v["keys_deleted"]] for n, v in ae["gc"].items()]),
+        "<h2>Queue replicas: under-replication windows</h2>", _queue_replicas(summary.get("queue_replicas", {})),
         f'<p class="note">generated {_e(summary["generated_at"])}; every figure is in summary.json '
         "(docs/analytics.md).</p>",
         "</body></html>",

@@ -13,7 +13,18 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from spark_analytics import convergence, events, exchanges, phases, safety, siblings, staleness, visibility, windows
+from spark_analytics import (
+    convergence,
+    events,
+    exchanges,
+    phases,
+    replica_windows,
+    safety,
+    siblings,
+    staleness,
+    visibility,
+    windows,
+)
 from spark_analytics.readers import (
     InputError,
     Sources,
@@ -179,6 +190,13 @@ def _analyze(
     result_rows = exchanges.exchange_results(ex).collect()
     gc_rows = exchanges.gc_totals(events.gcs(others)).collect()
 
+    stage("queue replicas")
+    state_lines = [replica_windows.StateLine(r["node"], r["ts"], bool(r["under_replicated"]), r["sessions"],
+                                             r["messages"], r["writes"], r["peak_sessions"], r["peak_messages"],
+                                             r["peak_writes"])
+                   for r in events.replica_states(others).collect()]
+    under_windows = replica_windows.windows_of(state_lines, {n: span[n][1] for n in nodes})
+
     if history is not None:
         stage("safety")
     safety_figures = _safety(spark, history, cache) if history is not None else {"checked": False}
@@ -253,6 +271,7 @@ def _analyze(
             "gc": {r["node"]: _row(r, drop=("node",)) for r in sorted(gc_rows, key=lambda r: r["node"])},
         },
         "safety": safety_figures,
+        "queue_replicas": replica_windows.summarize(len(state_lines), under_windows),
     }
     if parquet_dir is not None:
         tables = {

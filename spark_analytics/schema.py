@@ -18,7 +18,7 @@ from pyspark.sql.types import (
 SCHEMA_VERSION = 1
 CORRUPT = "_corrupt_record"
 
-EVENTS = ("md_write", "md_apply", "md_exchange", "md_gc", "cluster_view")
+EVENTS = ("md_write", "md_apply", "md_exchange", "md_gc", "cluster_view", "queue_replicas")
 
 # Arrays that mix numbers and strings ([wall_ms, logical, node], [node, counter]) are read as arrays of strings:
 # Spark's JSON reader keeps a number's text for a string element; the numbers are cast afterwards.
@@ -61,6 +61,14 @@ LOG_SCHEMA = StructType(
         StructField("groups", ArrayType(ArrayType(StringType()))),
         StructField("ready", BooleanType()),
         StructField("majority", BooleanType()),
+        # queue_replicas
+        StructField("under_replicated", BooleanType()),
+        StructField("sessions", LongType()),
+        StructField("messages", LongType()),
+        StructField("writes", LongType()),
+        StructField("peak_sessions", LongType()),
+        StructField("peak_messages", LongType()),
+        StructField("peak_writes", LongType()),
         StructField(CORRUPT, StringType()),
     ]
 )

@@ -8,8 +8,10 @@ test_queue_replicas.py's (docs/replication.md section 11).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,6 +84,13 @@ def three(tmp_path: Path) -> Iterator[list[ClusterNode]]:
             node.stop()
 
 
+def replica_lines(node: ClusterNode) -> list[dict[str, Any]]:
+    """The queue_replicas lines of `node`'s replication log (docs/replication-log.md)."""
+    path = node.data_dir / "replication.log"
+    lines = [json.loads(line) for line in path.read_text().splitlines() if '"queue_replicas"' in line]
+    return [line for line in lines if line.get("event") == "queue_replicas"]
+
+
 def test_a_replica_cut_off_during_the_writes_catches_up_after_the_heal(three: list[ClusterNode]) -> None:
     """Issue 18 test (4), majority mode: B is cut off from A while 1,000 messages for A's offline sessions are
     published on C and acknowledged (those whose replica node is B are under-replicated); after the heal A's
@@ -102,6 +111,9 @@ def test_a_replica_cut_off_during_the_writes_catches_up_after_the_heal(three: li
                what="A's replica operations acknowledged after the heal")
     share = MESSAGES // SUBSCRIBERS
     assert metrics(b).get("queue_replica.copies_messages") == share * len(on_b)
+    wait_until(lambda: [line["under_replicated"] for line in replica_lines(a)] == [True, False], 10, interval=0.3,
+               what="A's replication log: one window of under-replication, started and ended")
+    assert replica_lines(a)[1]["peak_writes"] > 0  # the writes acknowledged with one copy missing
     lose(a)
     wait_until(lambda: not any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 20, interval=0.2,
                what="C sees A unreachable")

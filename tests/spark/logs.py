@@ -69,6 +69,15 @@ def gc(node: str, at_ms: float, pruned: int, deleted: int = 0) -> dict[str, Any]
     return _line(node, at_ms, "md_gc", dots_pruned=pruned, keys_deleted=deleted)
 
 
+def replicas(node: str, at_ms: float, under: bool, sessions: int = 0, messages: int = 0, writes: int = 0,
+             peaks: tuple[int, int, int] | None = None) -> dict[str, Any]:
+    """A queue_replicas line: a window of under-replication starts (`under`) or ends (with its `peaks`)."""
+    fields: dict[str, Any] = {"under_replicated": under, "sessions": sessions, "messages": messages, "writes": writes}
+    if peaks is not None:
+        fields.update(peak_sessions=peaks[0], peak_messages=peaks[1], peak_writes=peaks[2])
+    return _line(node, at_ms, "queue_replicas", **fields)
+
+
 def write_logs(directory: Path, lines: Iterable[Mapping[str, Any] | str]) -> Path:
     """One `NODE/replication.log` per node (raw strings go to n1's file); returns `directory`."""
     per_node: dict[str, list[str]] = {}

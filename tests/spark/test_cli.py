@@ -15,7 +15,7 @@ from spark_analytics import cli
 from spark_analytics.readers import InputError
 from spark_analytics.report import analyze
 from tests.spark.history import History
-from tests.spark.logs import T0_MS, apply, exchange, gc, ts, view, write, write_logs
+from tests.spark.logs import T0_MS, apply, exchange, gc, replicas, ts, view, write, write_logs
 
 NODES = ("n1", "n2", "n3")
 ALL = [list(NODES)]
@@ -62,6 +62,10 @@ def generated_run() -> list[dict[str, Any] | str]:
     for i in range(10):
         normal(i, 5550 + 100 * i)
     lines += [gc(n, 7000, 5) for n in NODES]
+    # n1's queue replicas on n3 are cut off with it: under-replicated from 3.1 s to 5.6 s (peak 4 sessions, 40
+    # messages, 3 writes accepted with fewer copies); n2 starts a window at 6.5 s that is open when its log ends
+    lines += [replicas("n1", 3100, True, 2, 20), replicas("n1", 5600, False, peaks=(4, 40, 3)),
+              replicas("n2", 6500, True, 1, 5, 0)]
     lines += ["garbage", '{"schema":1,"ts":"x","node":"n1","hlc":[1,0,"n1#1"],"event":"md_gc"}',
               '{"schema":1,"ts":1,"node":"n1","hlc":[1,0,"n1#1"],"event":"md_write","prefix":"retain","key":[""],'
               '"op":"put"}']
@@ -95,8 +99,8 @@ def test_run_metadata(report: tuple[Path, dict[str, Any]]) -> None:
     assert run["nodes"] == ["n1", "n2", "n3"]
     assert (run["first_ts"], run["last_ts"]) == (T0_MS * 1_000_000, (T0_MS + 7000) * 1_000_000)
     assert run["events_by_type"] == {"cluster_view": 9, "md_apply": 93, "md_exchange": 24, "md_gc": 3,
-                                     "md_write": 50}
-    assert run["events"] == 179
+                                     "md_write": 50, "queue_replicas": 3}
+    assert run["events"] == 182
     assert run["malformed_lines"] == 3
     assert run["applies_without_write"] == 0
     assert (run["mode"], run["seed"]) == ("partition", 42)
@@ -146,6 +150,18 @@ def test_other_figures(report: tuple[Path, dict[str, Any]]) -> None:
     safety = s["safety"]
     assert (safety["lost"], safety["unexpected"], safety["duplicated"], safety["resurrected"]) == (0, 0, 1, 0)
     assert safety["examples"]["duplicated"] == [{"what": "delivery", "client": "c1", "msg": "m2", "times": 2}]
+
+
+def test_under_replication_windows(report: tuple[Path, dict[str, Any]]) -> None:
+    q = report[1]["queue_replicas"]
+    assert (q["recorded"], q["lines"], q["windows"], q["open_at_end"]) == (True, 3, 2, 1)
+    assert q["by_node"] == {"n1": {"windows": 1, "total_s": 2.5, "longest_s": 2.5},
+                            "n2": {"windows": 1, "total_s": 0.5, "longest_s": 0.5}}  # n2's log ends at 7 s
+    assert (q["total_s"], q["longest_s"], q["peak_sessions"], q["peak_messages"], q["peak_writes"]) == (
+        3.0, 2.5, 4, 40, 3)
+    assert [(w["node"], w["end"]) for w in q["longest"]] == [("n1", "logged"), ("n2", "open")]
+    page = (report[0] / "report.html").read_text()
+    assert "<h2>Queue replicas: under-replication windows</h2>" in page
 
 
 def test_report_html_and_parquet(spark: SparkSession, report: tuple[Path, dict[str, Any]]) -> None:

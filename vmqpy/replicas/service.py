@@ -6,6 +6,7 @@ has cluster links; the transport is the cluster service's second forwarding driv
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import structlog
 
 from vmqpy.cluster.forward_driver import ForwardDriver
+from vmqpy.replicas.audit import EVENT, UnderReplication
 from vmqpy.replicas.copies import KeyValue, ReplicaCopies
 from vmqpy.replicas.failover import Failover
 from vmqpy.replicas.ops import decode_op
@@ -33,6 +35,7 @@ __all__ = ["DurableStorage", "QueueReplication"]
 log = structlog.get_logger("vmqpy.replicas")
 
 PRUNE_EVERY = 10_000  # operations applied between two prunings of the tombstones
+AUDIT_EVERY = 1.0  # seconds between two samples of the under-replicated counts (audit.py)
 
 
 class Storage(KeyValue, Protocol):
@@ -69,6 +72,7 @@ class QueueReplication:
         self._driver: ForwardDriver | None = None
         self._epochs: dict[str, int] = {}
         self._applied = 0
+        self._audit: asyncio.Task[None] | None = None
         self.counters = {"operations_applied": 0, "operations_superseded": 0, "operations_malformed": 0}
 
     @classmethod
@@ -112,6 +116,10 @@ class QueueReplication:
         cluster.membership_handlers.append(rebalancer.on_membership)
         cluster.show_columns.append(self.show_columns)
         rebalancer.start()  # every replica node gets each session's whole state (rebalance.py)
+        metadata = broker.metadata
+        replication_log = getattr(metadata, "replication_log", None)
+        if replication_log is not None:
+            self.audit(lambda fields: replication_log.write(EVENT, metadata.hlc_now(), fields))
 
     def show_columns(self, member: str) -> dict[str, Any]:
         """`cluster show`'s columns of `member`: this node's sessions (and messages) not yet confirmed on all
@@ -121,7 +129,24 @@ class QueueReplication:
         sessions, messages = self.rebalancer.under_replicated()
         return {"Under-replicated sessions": sessions, "Under-replicated messages": messages}
 
+    def audit(self, write: Callable[[dict[str, Any]], None]) -> None:
+        """Write a line (`write(fields)`) where a window of under-replication starts and where it ends
+        (audit.py): the replication log's `queue_replicas` lines."""
+        self._audit = asyncio.get_running_loop().create_task(self._sample(write))
+
+    async def _sample(self, write: Callable[[dict[str, Any]], None]) -> None:
+        state = UnderReplication()
+        while self.rebalancer is not None and self.replicator is not None:
+            sessions, messages = self.rebalancer.under_replicated()
+            fields = state.sample(sessions, messages, self.replicator.ledger.under_replicated)
+            if fields is not None:
+                write(fields)
+            await asyncio.sleep(AUDIT_EVERY)
+
     def detach(self, broker: Broker) -> None:
+        if self._audit is not None:
+            self._audit.cancel()
+            self._audit = None
         if self.rebalancer is not None:
             self.rebalancer.stop()
         broker.store.replicas = None
