@@ -65,17 +65,29 @@ class SessionStore:
     def __init__(self, storage: Storage, replicas: ReplicaJournal | None = None) -> None:
         self.storage = storage
         self.replicas = replicas
+        self._wills: dict[str, StoredWill] = {}  # the will in each stored session record that has one
+
 
     # --------------------------------------------------------------------------- sessions and subscriptions
 
     def save_session(self, session: Session, will: StoredWill | None = None) -> None:
         """The session record: level, expiry, when it went offline, and `will` (vmqpy.broker.stored_will)."""
-        record = encode_record(session_record(session, will))
+        if will is None:
+            self._wills.pop(session.client_id, None)
+        else:
+            self._wills[session.client_id] = will
+        record = self.record_of(session)
         self.storage.put(SESSIONS, session.client_id.encode(), record)
         if self.replicas is not None:
             self.replicas.session(session.client_id, record)
 
+    def record_of(self, session: Session) -> bytes:
+        """`session`'s record as last stored (with its will): what a replica's copy of it must hold
+        (the rebalancer's sync, vmqpy.replicas.rebalancer)."""
+        return encode_record(session_record(session, self._wills.get(session.client_id)))
+
     def delete_session(self, client_id: str) -> None:
+        self._wills.pop(client_id, None)
         self.storage.delete(SESSIONS, client_id.encode())
         prefix = _session_key(client_id)
         for table in (MESSAGES, INCOMING):
@@ -117,7 +129,9 @@ class SessionStore:
         sessions: dict[str, StoredSession] = {}
         for key, value in self.storage.load(SESSIONS):
             client_id = key.decode()
-            sessions[client_id] = stored_session(client_id, decode_record(value))
+            record = sessions[client_id] = stored_session(client_id, decode_record(value))
+            if record.will is not None:
+                self._wills[client_id] = record.will
         for key, value in self.storage.load(MESSAGES):
             client_id, seq_bytes = _split(key)
             stored = sessions.get(client_id)

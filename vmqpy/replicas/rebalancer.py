@@ -39,10 +39,12 @@ MAX_SYNCING = 1000  # sessions whose sync is not yet acknowledged: the walk wait
 CHEAP_PER_TICK = 1000  # sessions a tick looks at before the rate (about 20 ms of CPU; those needing no sync end there)
 
 
-def snapshot(session: Session) -> tuple[bytes, list[int], list[tuple[int, bytes]]]:
-    """What `session`'s journal holds (vmqpy.broker.persistence records): its session record, its incoming
-    QoS 2 packet ids, its messages (in flight, and queued QoS 1/2) by seq."""
-    record = encode_record([session.protocol_level, session.expiry_interval, session.disconnected_at])
+def snapshot(session: Session, record: bytes | None = None) -> tuple[bytes, list[int], list[tuple[int, bytes]]]:
+    """What `session`'s journal holds (vmqpy.broker.persistence records): its session record (`record`: as the
+    journal stored it, with its will; else the three plain fields), its incoming QoS 2 packet ids, its messages
+    (in flight, and queued QoS 1/2) by seq."""
+    if record is None:
+        record = encode_record([session.protocol_level, session.expiry_interval, session.disconnected_at])
     outs = list(session.inflight.values()) + [out for out in session.queue if out.qos > 0]
     messages = [(out.seq, encode_record(outgoing_record(out))) for out in sorted(outs, key=lambda o: o.seq)]
     return record, sorted(session.awaiting_release), messages
@@ -177,7 +179,8 @@ class Rebalancer:
             self.counters["rebalance_deferred"] += len(absent)
         if sync:
             self._syncing[client_id] = _Syncing(session, list(targets), list(todo.drop), set(sync), set(absent))
-            record, incoming, messages = snapshot(session)
+            record_of = getattr(self._journal, "record_of", None)  # the SessionStore: the record with its will
+            record, incoming, messages = snapshot(session, None if record_of is None else record_of(session))
             self.counters["rebalance_syncs"] += len(sync)
             replicator.sync(client_id, record, incoming, messages, sync, functools.partial(self._synced, client_id))
             return True

@@ -7,6 +7,7 @@ import asyncio
 import math
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,14 +15,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.replicas.test_copies import MemoryTable
-from vmqpy.broker.message import Message
+from vmqpy.broker.message import Message, decode_record
+from vmqpy.broker.persistence import SessionStore, stored_session
 from vmqpy.broker.session import NullJournal, Session
+from vmqpy.broker.stored_will import StoredWill
 from vmqpy.cluster.leader import ranking
 from vmqpy.replicas.copies import ReplicaCopies
 from vmqpy.replicas.ops import decode_op
 from vmqpy.replicas.owner import QueueReplicator
 from vmqpy.replicas.rebalance import Plan, Walk, plan
 from vmqpy.replicas.rebalancer import TICK, Rebalancer, snapshot
+from vmqpy.storage import Storage
 
 # ------------------------------------------------------------------------------------------ plan and walk
 
@@ -314,3 +318,41 @@ def test_a_walk_without_a_rate_takes_what_it_is_allowed() -> None:
     walk.restart(["a", "b", "c"])
     assert walk.take(0.0, 2) == ["a", "b"]
     assert walk.take(0.0) == ["c"] and walk.take(5.0) == [] and not walk
+
+
+def test_a_sync_carries_the_session_record_as_stored_with_its_will(tmp_path: Path) -> None:
+    """The rebalancer's sync replaces the replica's copy of the session record: it must be the record the
+    journal wrote (with the will kept for a connected client or a pending one), or a recovery after a
+    rebalance would lose the will."""
+    async def run() -> None:
+        storage = Storage(tmp_path / "a.db")
+        storage.open()
+        try:
+            members = ["a@h", "b@h"]
+            links = Links()
+            replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
+                                         write_quorum=2, strict=lambda: False)
+            store = SessionStore(storage)
+            session = Session("c1", protocol_level=5, expiry_interval=3600.0, max_inflight=10, max_online=100,
+                              max_offline=100, journal=store)
+            will = StoredWill(Message("wills/c1", b"gone", 1), 30.0, None, "alice")
+            store.save_session(session, will)
+            rebalancer = Rebalancer(replicator, {"c1": session}, store, lambda: {m: 1 for m in members},
+                                    rate=1000)
+            rebalancer.start()
+            await ticks()
+            assert ("b@h", "sync") in links.deliver_all()
+            copy = links.copies["b@h"].copies_of("c1")["a@h"]
+            assert copy.session is not None
+            assert stored_session("c1", decode_record(copy.session)).will == will
+            storage.barrier().result(5)
+            restarted = SessionStore(storage)  # after a restart the record is known from the disk
+            restarted.load_sessions()
+            assert stored_session("c1", decode_record(restarted.record_of(session))).will == will
+            store.save_session(session)  # the client said goodbye: no will any more
+            assert stored_session("c1", decode_record(store.record_of(session))).will is None
+            rebalancer.stop()
+        finally:
+            storage.close()
+
+    asyncio.run(run())
