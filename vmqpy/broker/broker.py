@@ -47,6 +47,7 @@ from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation
 from vmqpy.mqtt.packets import Subscription
 from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
+from vmqpy.replicas.lineage import Entry
 
 log = structlog.get_logger("vmqpy.broker")
 
@@ -482,6 +483,12 @@ class Broker:
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None,
                        source: str | None = None) -> bool:
         return self._migration.adopt_messages(client_id, outs, now, origin, source)
+
+    def inherit_lineage(self, client_id: str, entries: list[Entry], sender: str) -> None:
+        self._migration.inherit_lineage(client_id, entries, sender)
+
+    def lineage_names(self, client_id: str) -> bytes | None:
+        return self._migration.lineage_names(client_id)
 
     def image_from_store(self, client_id: str) -> SessionImage | None:
         return self._migration.image_from_store(client_id)

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import msgpack
 import structlog
 
 from vmqpy.broker import records
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import MOVED_ROUTE_TTL
 from vmqpy.broker.session import FORWARD_MEMORY, Outgoing, Session
-from vmqpy.replicas.lineage import Lineage, fingerprint
+from vmqpy.replicas.lineage import Entry, Lineage, fingerprint, pack_entries
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
@@ -44,9 +45,31 @@ class SessionMigration:
         """The messages recovered from old owners' replica copies, per session (vmqpy.replicas.lineage)."""
         if self._lineage is None:
             self._lineage = Lineage(self._broker.store.storage)
+            self._lineage.on_added = self._replicate_lineage
             if self._lineage.malformed:
                 log.error("unreadable lineage entries skipped", entries=self._lineage.malformed)
         return self._lineage
+
+    def _replicate_lineage(self, client_id: str, entries: list[Entry]) -> None:
+        """New names in a persistent session's lineage go to its queue replicas too (a `lin` operation): a node
+        that recovers the session from this node's copies inherits them (`inherit_lineage`)."""
+        replicas = self._broker.store.replicas
+        session = self._broker.sessions.get(client_id)
+        if replicas is not None and session is not None and session.persistent:
+            replicas.lineage(client_id, msgpack.packb(pack_entries(entries)))
+
+    def lineage_names(self, client_id: str) -> bytes | None:
+        """The whole lineage of `client_id` as a `lin` operation carries it (the rebalancer's sync); None: none."""
+        if self._lineage is None and not self._broker.store.replicas:
+            return None
+        entries = self.lineage.carried(client_id, self._broker.node)
+        return msgpack.packb(pack_entries(entries)) if entries else None
+
+    def inherit_lineage(self, client_id: str, entries: list[Entry], sender: str) -> None:
+        """The lineage found in the copies of a lost owner `sender` (failover.py): before its messages are
+        adopted, so that an older owner's later handover skips what `sender` had already taken."""
+        inherited = self.lineage.inherit(client_id, entries, sender)
+        self._broker.metrics["lineage_inherited"] += inherited
 
     def on_session_change(self, key: records.Key, old: Any, new: Any) -> None:
         """The client id now lives on another node (a newer connect there, the winner after a heal, a node

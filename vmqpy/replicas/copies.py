@@ -4,7 +4,8 @@ Operations (ops.py) from an owner are applied to the `replica` table of the node
 memory, keyed by (owner node, client id): the same client id may have copies from two owners (its old and its
 new one during a handover). Keys are ``owner NUL client_id NUL kind [suffix]`` (node names and MQTT strings
 hold no NUL): kind ``m`` + 8-byte seq for a message, ``i`` + 2-byte packet id for an incoming QoS 2 id, ``s``
-for the session record. Deleting a session's copy is one prefix delete.
+for the session record, ``l`` + 8-byte index for a batch of lineage names (a `lin` operation, kept as it came:
+vmqpy.replicas.lineage). Deleting a session's copy is one prefix delete.
 
 Operations may arrive out of order (a batch lost with a broken link is sent again after newer ones went on the
 next link), so each is applied with its number in the owner's numbering (its `version`): an entry, or its
@@ -44,12 +45,14 @@ class KeyValue(Protocol):
 
 @dataclass(slots=True)
 class Copy:
-    """One owner's copy of one session: its session record, its messages by seq, its incoming QoS 2 ids."""
+    """One owner's copy of one session: its session record, its messages by seq, its incoming QoS 2 ids, and the
+    batches of names of messages the owner took from older owners (its lineage, by index)."""
 
     session: bytes | None = None
     messages: dict[int, bytes] = field(default_factory=dict)
     incoming: set[int] = field(default_factory=set)
     versions: dict[tuple[str, int], int] = field(default_factory=dict)  # entries and tombstones: their number
+    lineage: dict[int, bytes] = field(default_factory=dict)
 
     def empty(self) -> bool:
         return self.session is None and not self.messages and not self.incoming
@@ -80,6 +83,8 @@ class ReplicaCopies:
                 copy.incoming.add(struct.unpack(">H", tail[1:])[0])
             elif tail == b"s":
                 copy.session = value
+            elif tail[:1] == b"l" and len(tail) == 9:
+                copy.lineage[struct.unpack(">Q", tail[1:])[0]] = value
 
     def _copy(self, owner: str, client_id: str) -> Copy:
         copy = self._copies.get((owner, client_id))
@@ -111,9 +116,12 @@ class ReplicaCopies:
 
     def _apply_entry(self, owner: str, op: Op, version: int) -> bool:
         """Apply a put, del, in or session operation numbered `version` (not when a higher one replaced it)."""
-        entry = {"put": "m", "del": "m", "in": "i", "session": "s"}[op.kind]
-        item = (entry, op.seq if entry == "m" else op.packet_id)
         copy = self._copy(owner, op.client_id)
+        entry = {"put": "m", "del": "m", "in": "i", "session": "s", "lin": "l"}[op.kind]
+        if entry == "l":  # names are only ever added: each batch is a new entry
+            item = ("l", max(copy.lineage, default=0) + 1)
+        else:
+            item = (entry, op.seq if entry == "m" else op.packet_id)
         if version and version < copy.versions.get(item, 0):
             return False
         if version:
@@ -134,6 +142,9 @@ class ReplicaCopies:
             else:
                 copy.incoming.discard(op.packet_id)
                 store.delete(REPLICA_TABLE, key_bytes)
+        elif op.kind == "lin":
+            copy.lineage[item[1]] = op.value
+            store.put(REPLICA_TABLE, prefix + b"l" + struct.pack(">Q", item[1]), op.value)
         else:
             copy.session = op.value
             store.put(REPLICA_TABLE, prefix + b"s", op.value)
@@ -151,6 +162,9 @@ class ReplicaCopies:
         if copy.session is not None and copy.versions.get(("s", 0), 0) < version:
             copy.session = None
             self._storage.delete(REPLICA_TABLE, prefix + b"s")
+        for index in [i for i in copy.lineage if copy.versions.get(("l", i), 0) < version]:
+            del copy.lineage[index]
+            self._storage.delete(REPLICA_TABLE, prefix + b"l" + struct.pack(">Q", index))
         copy.versions = {item: v for item, v in copy.versions.items() if v > version}
 
     def prune(self, owner: str, settled: int) -> None:
@@ -179,6 +193,8 @@ class ReplicaCopies:
             return n in copy.messages
         if kind == "i":
             return n in copy.incoming
+        if kind == "l":
+            return n in copy.lineage
         return copy.session is not None
 
     def forget(self, owner: str, client_id: str) -> None:

@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgpack
 import structlog
 
 from vmqpy.broker.handover import SessionImage, outgoing_from_record
@@ -29,6 +30,7 @@ from vmqpy.broker.persistence import stored_session
 from vmqpy.broker.session import Outgoing, Session
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
+from vmqpy.replicas.lineage import Entry, unpack_entries
 
 __all__ = ["Failover", "FetchLinks", "merge_copies"]
 
@@ -55,6 +57,9 @@ class Adopter(Protocol):
 
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
         """`origin`: the old owner whose replica copies `outs` are (their seqs are its numbers)."""
+
+    def inherit_lineage(self, client_id: str, entries: list[Entry], sender: str) -> None:
+        """The lineage found in the copies of the lost owner `sender` (vmqpy.replicas.lineage)."""
 
     def owner_of(self, client_id: str) -> str | None: ...
 
@@ -92,6 +97,20 @@ def merge_copies(into: dict[str, Copy], owner: str, copy: Copy) -> None:
     for seq, record in copy.messages.items():
         merged.messages.setdefault(seq, record)
     merged.incoming |= copy.incoming
+    for names in copy.lineage.values():
+        if names not in merged.lineage.values():
+            merged.lineage[len(merged.lineage) + 1] = names
+
+
+def lineage_in(client_id: str, owner: str, copy: Copy) -> list[Entry]:
+    """The lineage names kept in `owner`'s copy (its `lin` operations); an unreadable batch is said and skipped."""
+    entries: list[Entry] = []
+    for names in copy.lineage.values():
+        try:
+            entries += unpack_entries(msgpack.unpackb(names))
+        except Exception as exc:  # written by a build this one cannot read: said, not fatal
+            log.error("unreadable replica lineage skipped", client_id=client_id, owner=owner, error=str(exc))
+    return entries
 
 
 class Failover:
@@ -232,6 +251,10 @@ class Failover:
             return -1
         if incoming or not present:
             self.broker.adopt_offline(image, now)  # merged into the session here, or one kept offline
+        for owner, copy in copies.items():  # what the lost owner had taken from older owners (divergent copies)
+            names = lineage_in(client_id, owner, copy)
+            if names:
+                self.broker.inherit_lineage(client_id, names, owner)
         for owner, outs in by_owner.items():
             self.broker.adopt_messages(client_id, outs, now, origin=owner)
         will = recovered_will(client_id, copies)
@@ -314,6 +337,7 @@ class Failover:
                     "op": "rep_copy", "ref": ref, "owner": owner, "session": copy.session,
                     "messages": [[seq, record] for seq, record in items[start:start + CHUNK]],
                     "incoming": sorted(copy.incoming),
+                    "lineage": list(copy.lineage.values()) if start == 0 else [],
                 })
         self.links.send_control(peer, {"op": "rep_copy", "ref": ref, "done": True})
 
@@ -335,5 +359,8 @@ class Failover:
             if type(entry) is list and len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is bytes:
                 copy.messages[entry[0]] = entry[1]
         copy.incoming = {p for p in incoming if type(p) is int and 0 < p < 65536}
+        lineage = body.get("lineage")
+        if type(lineage) is list:
+            copy.lineage = {i: names for i, names in enumerate(lineage, 1) if type(names) is bytes}
         merge_copies(fetch.copies, owner, copy)
         fetch.holders.add(peer)

@@ -10,7 +10,9 @@ remembered with that owner: two owners' sequence numbers overlap, so a name guar
 `Lineage` remembers, per client id, the names of the messages recovered from replicas, and of those handed
 over to a session that has some; `admit` keeps only the messages it has not seen from that owner. It is
 persisted in the node's storage (table `lineage`), travels with the session when it moves on to another node
-(`carried`, `inherit`: that node may be the one the old owner hands over to), and is forgotten when the session
+(`carried`, `inherit`: that node may be the one the old owner hands over to) and, through `on_added`, with the
+session's queue replicas (a node that recovers the session from this node's copies inherits it), and is
+forgotten when the session
 leaves this node or the old owner leaves the cluster (`prune`). Pure: no I/O beyond the storage port.
 """
 
@@ -106,6 +108,7 @@ class Lineage:
     def __init__(self, storage: LineageStorage | None = None) -> None:
         self._storage = storage
         self._seen: dict[str, dict[Name, set[str]]] = {}  # client id -> message name -> the owners it came from
+        self.on_added: Callable[[str, list[Entry]], None] | None = None  # entries remembered, per call
         self.malformed = 0  # stored entries that could not be read (skipped)
         if storage is not None:
             for key, digest in storage.load(LINEAGE_TABLE):
@@ -126,6 +129,7 @@ class Lineage:
         seen = self._seen.get(client_id)
         remember = origin is not None or bool(seen)
         verdicts: list[bool] = []
+        added: list[Entry] = []
         for name in names:
             owners = None if seen is None else seen.get(name)
             new = owners is None or (owner is not None and owner not in owners and HANDED_OVER not in owners)
@@ -133,13 +137,19 @@ class Lineage:
             if new and remember:
                 if seen is None:
                     seen = self._seen[client_id] = {}
-                self._remember(client_id, seen, name, HANDED_OVER if owner is None else owner)
+                added.append(self._remember(client_id, seen, name, HANDED_OVER if owner is None else owner))
+        self._added(client_id, added)
         return verdicts
 
-    def _remember(self, client_id: str, seen: dict[Name, set[str]], name: Name, owner: str) -> None:
+    def _added(self, client_id: str, entries: list[Entry]) -> None:
+        if entries and self.on_added is not None:
+            self.on_added(client_id, entries)
+
+    def _remember(self, client_id: str, seen: dict[Name, set[str]], name: Name, owner: str) -> Entry:
         seen.setdefault(name, set()).add(owner)
         if self._storage is not None:
             self._storage.put(LINEAGE_TABLE, _key(client_id, owner, name[0]), name[1])
+        return owner, name[0], name[1]
 
     def holds(self, client_id: str) -> bool:
         """Whether anything is remembered for `client_id` (a handover to it needs `admit`)."""
@@ -169,7 +179,7 @@ class Lineage:
         """The entries a session brought from `sender`, the node it moved from; how many were new here. Those of
         `sender` itself are left out: its handover of the session is the current state, taken whole."""
         seen = self._seen.get(client_id)
-        added = 0
+        added: list[Entry] = []
         for owner, seq, digest in entries:
             if owner == sender:
                 continue
@@ -177,9 +187,9 @@ class Lineage:
                 seen = self._seen[client_id] = {}
             name = (seq, digest)
             if owner not in seen.get(name, ()):
-                self._remember(client_id, seen, name, owner)
-                added += 1
-        return added
+                added.append(self._remember(client_id, seen, name, owner))
+        self._added(client_id, added)
+        return len(added)
 
     def forget(self, client_id: str) -> None:
         """The session is no longer here."""

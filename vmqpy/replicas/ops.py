@@ -16,6 +16,9 @@ sync        ["sync", client_id, record, [ids]]     the owner's whole state of th
                                                    copy is replaced by this session record and these
                                                    incoming QoS 2 ids, no message; the messages follow as
                                                    `put` operations sent right after it (rebalance.py)
+lin         ["lin", client_id, names]              names of messages the owner took from an older owner
+                                                   (vmqpy.replicas.lineage: msgpack of `pack_entries`),
+                                                   added to what the copy holds
 ==========  =====================================  ================================================
 """
 
@@ -26,13 +29,13 @@ from typing import Any
 
 __all__ = ["Op", "decode_op", "encode_op"]
 
-KINDS = ("put", "del", "in", "session", "drop", "sync")
+KINDS = ("put", "del", "in", "session", "drop", "sync", "lin")
 
 
 @dataclass(frozen=True, slots=True)
 class Op:
     """One replica operation. `seq`: put/del; `packet_id`/`present`: in; `value`: put (message), session,
-    sync (the session record); `incoming`: sync (the incoming QoS 2 packet ids)."""
+    sync (the session record), lin (the names); `incoming`: sync (the incoming QoS 2 packet ids)."""
 
     kind: str
     client_id: str
@@ -56,6 +59,8 @@ def encode_op(op: Op) -> list[Any]:
         return ["drop", op.client_id]
     if op.kind == "sync":
         return ["sync", op.client_id, op.value, list(op.incoming)]
+    if op.kind == "lin":
+        return ["lin", op.client_id, op.value]
     raise ValueError(f"unknown replica operation {op.kind!r}")
 
 
@@ -78,7 +83,7 @@ def decode_op(record: Any) -> Op:
     kind, client_id = record[0], record[1]
     if type(client_id) is not str:
         raise ValueError("a replica operation's client id is a string")
-    shape = {"put": 4, "del": 3, "in": 4, "session": 3, "drop": 2, "sync": 4}[kind]
+    shape = {"put": 4, "del": 3, "in": 4, "session": 3, "drop": 2, "sync": 4, "lin": 3}[kind]
     if len(record) != shape:
         raise ValueError(f"a replica {kind} operation has {shape} elements, not {len(record)}")
     if kind == "put":
@@ -91,6 +96,8 @@ def decode_op(record: Any) -> Op:
         return Op(kind, client_id, packet_id=_int(record[2], "packet id", 1, 65535), present=record[3])
     if kind == "session":
         return Op(kind, client_id, value=_bytes(record[2], "session record"))
+    if kind == "lin":
+        return Op(kind, client_id, value=_bytes(record[2], "names"))
     if kind == "sync":
         if type(record[3]) is not list or len(record[3]) > 65535:
             raise ValueError("a replica sync operation's incoming packet ids are a list")

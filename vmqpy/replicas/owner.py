@@ -111,6 +111,9 @@ class QueueReplicator:
     def session(self, client_id: str, record: bytes) -> None:
         self._emit(Op("session", client_id, value=record))
 
+    def lineage(self, client_id: str, names: bytes) -> None:
+        self._emit(Op("lin", client_id, value=names))
+
     def drop(self, client_id: str) -> None:
         self._emit(Op("drop", client_id))
         self._placed.pop(client_id, None)
@@ -167,12 +170,14 @@ class QueueReplicator:
                 del self._placed[client_id]
 
     def sync(self, client_id: str, record: bytes, incoming: list[int], messages: list[tuple[int, bytes]],
-             nodes: list[str], done: Callable[[str, bool], None]) -> None:
-        """Replace the copy of `client_id` on each of `nodes` by this state (`sync`, then a `put` per message,
-        numbered one after the other before any later write); `done(node, ok)` once `node` acknowledged all
-        of them (ok) or left the cluster (not ok)."""
+             nodes: list[str], done: Callable[[str, bool], None], lineage: bytes | None = None) -> None:
+        """Replace the copy of `client_id` on each of `nodes` by this state (`sync`, then a `put` per message
+        and a `lin` with the session's lineage, numbered one after the other before any later write);
+        `done(node, ok)` once `node` acknowledged all of them (ok) or left the cluster (not ok)."""
         ops = [Op("sync", client_id, value=record, incoming=tuple(sorted(incoming)))]
         ops += [Op("put", client_id, seq=seq, value=value) for seq, value in messages]
+        if lineage is not None:
+            ops.append(Op("lin", client_id, value=lineage))
         for node in nodes:
             progress = _SyncProgress(node, len(ops), done)
             for op in ops:

@@ -64,10 +64,13 @@ class Rebalancer:
 
     def __init__(self, replicator: QueueReplicator, sessions: Mapping[str, Session], journal: object,
                  incarnations: Callable[[], dict[str, int]], rate: float,
-                 reachable: Callable[[str], bool] = lambda node: True) -> None:
+                 reachable: Callable[[str], bool] = lambda node: True,
+                 lineage_of: Callable[[str], bytes | None] = lambda client_id: None) -> None:
         """`sessions`: the broker's; a session is this node's persistent one when its journal is `journal`.
-        `incarnations()`: the members and their incarnations; `reachable(node)`: whether a sync can reach it."""
+        `incarnations()`: the members and their incarnations; `reachable(node)`: whether a sync can reach it;
+        `lineage_of(client_id)`: the session's lineage as a `lin` operation carries it (a sync includes it)."""
         self._replicator = replicator
+        self._lineage_of = lineage_of
         self._reachable = reachable
         self._deferred: dict[str, set[str]] = {}  # client id -> its replica nodes that were unreachable
         self._sessions = sessions
@@ -182,7 +185,8 @@ class Rebalancer:
             record_of = getattr(self._journal, "record_of", None)  # the SessionStore: the record with its will
             record, incoming, messages = snapshot(session, None if record_of is None else record_of(session))
             self.counters["rebalance_syncs"] += len(sync)
-            replicator.sync(client_id, record, incoming, messages, sync, functools.partial(self._synced, client_id))
+            replicator.sync(client_id, record, incoming, messages, sync, functools.partial(self._synced, client_id),
+                            self._lineage_of(client_id))
             return True
         if absent:
             replicator.place(client_id, [n for n in targets if n not in todo.sync] + list(todo.drop))

@@ -112,7 +112,7 @@ class QueueReplication:
         rebalancer = self.rebalancer = Rebalancer(
             replicator, broker.sessions, broker.store,
             lambda: {name: member.incarnation for name, member in cluster.members.items()}, self.rebalance_rate,
-            cluster.is_reachable)
+            cluster.is_reachable, broker.lineage_names)
         cluster.membership_handlers.append(rebalancer.on_membership)
         cluster.show_columns.append(self.show_columns)
         rebalancer.start()  # every replica node gets each session's whole state (rebalance.py)

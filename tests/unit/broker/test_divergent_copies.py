@@ -4,16 +4,22 @@ an in-memory metadata store and a real storage file."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 from tests.unit.broker.test_migration import MemoryMetadata, node_b
 from tests.unit.broker.test_session import RecordingSink
+from tests.unit.replicas.test_copies import MemoryTable
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.handover import SessionImage, pack_messages, unpack_messages
 from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.session import Outgoing, OutState
 from vmqpy.config import Config
+from vmqpy.replicas.copies import ReplicaCopies
+from vmqpy.replicas.failover import Failover
+from vmqpy.replicas.ops import Op
 from vmqpy.storage import Storage
 
 __all__ = ["node_b"]  # the fixture, reused
@@ -173,3 +179,71 @@ def test_a_connect_on_the_third_node_takes_the_lineage_with_the_image(tmp_path: 
     finally:
         storage_c.close()
         storage_d.close()
+
+
+class ReplicaOn:
+    """A queue replica node for one owner: the owner's journal writes, applied in order to real copies."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner, self.copies, self.number = owner, ReplicaCopies(MemoryTable()), 0
+
+    def _apply(self, op: Op) -> None:
+        self.number += 1
+        self.copies.apply(self.owner, op, self.number)
+
+    def message(self, client_id: str, seq: int, record: bytes) -> None:
+        self._apply(Op("put", client_id, seq=seq, value=record))
+
+    def message_gone(self, client_id: str, seq: int) -> None:
+        self._apply(Op("del", client_id, seq=seq))
+
+    def incoming(self, client_id: str, packet_id: int, present: bool) -> None:
+        self._apply(Op("in", client_id, packet_id=packet_id, present=present))
+
+    def session(self, client_id: str, record: bytes) -> None:
+        self._apply(Op("session", client_id, value=record))
+
+    def lineage(self, client_id: str, names: bytes) -> None:
+        self._apply(Op("lin", client_id, value=names))
+
+    def drop(self, client_id: str) -> None:
+        self._apply(Op("drop", client_id))
+
+
+def test_the_lineage_goes_with_the_queue_replicas_to_a_node_that_recovers_from_them(tmp_path: Path) -> None:
+    """C recovered the session from A's copies and is lost too, with its disk; D recovers it from C's copies on
+    B, which hold C's lineage as well; then A comes back with its old disk and hands over to D: D takes only
+    what neither C nor D ever had."""
+    b = ReplicaOn("c")
+    storage_c, storage_d = Storage(tmp_path / "c.db"), Storage(tmp_path / "d.db")
+    storage_c.open()
+    storage_d.open()
+    try:
+        c = Broker(Config(nodename="c"), SessionStore(storage_c, b), MemoryMetadata())
+        d = Broker(Config(nodename="d"), SessionStore(storage_d), MemoryMetadata())
+        c.adopt_offline(SessionImage("c1", True, 5, 3600.0), 100.0)  # C's recovery of A's copies
+        c.adopt_messages("c1", old_owner_queue(3), 100.0, origin="a")
+        c.sessions["c1"].forget_upto(c.sessions["c1"].queue[0].seq)  # message 1 delivered on C
+        # C is lost; D recovers the session from C's copies on B (what Failover._adopt does)
+        failover = Failover("d", ReplicaCopies(MemoryTable()), NoLinks(), d, lambda: Future())
+        assert failover._adopt("c1", b.copies.copies_of("c1"), create=True) == 2
+        assert queued(d, "c1") == ["t/2", "t/3"] and d.metrics["lineage_inherited"] == 3
+        # A is back with its old disk: its image and its whole old queue
+        d.adopt_offline(SessionImage("c1", True, 5, 3600.0, awaiting_release=[7], source="a"), 102.0)
+        assert d.metrics["handover_image_ignored"] == 1
+        assert d.adopt_messages("c1", old_owner_queue(4), 102.0, source="a")
+        assert queued(d, "c1") == ["t/2", "t/3", "t/4"]
+    finally:
+        storage_c.close()
+        storage_d.close()
+
+
+class NoLinks:
+    def member_names(self) -> list[str]:
+        return []
+
+    def is_reachable(self, node: str) -> bool:
+        return False
+
+    def send_control(self, node: str, body: dict[str, Any]) -> bool:
+        return False

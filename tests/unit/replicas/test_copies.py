@@ -113,3 +113,22 @@ def test_any_arrival_order_gives_the_state_of_the_numbered_order(ops: list[Op], 
     shuffled.prune("a", len(ops))
     assert shuffled.tombstones() == 0
     assert all(t == REPLICA_TABLE for t, _k in disk.rows)
+
+
+def test_lineage_batches_are_added_kept_across_a_restart_and_replaced_by_a_sync() -> None:
+    disk = MemoryTable()
+    copies = ReplicaCopies(disk)
+    copies.apply("a", Op("session", "c1", value=b"s"), 1)
+    copies.apply("a", Op("lin", "c1", value=b"first"), 2)
+    copies.apply("a", Op("lin", "c1", value=b"second"), 3)
+    assert copies.copies_of("c1")["a"].lineage == {1: b"first", 2: b"second"}
+    reloaded = ReplicaCopies(disk)
+    reloaded.load()
+    assert reloaded.copies_of("c1")["a"].lineage == {1: b"first", 2: b"second"}
+    copies.apply("a", Op("lin", "c1", value=b"after the sync"), 6)  # overtook the sync below
+    copies.apply("a", Op("sync", "c1", value=b"s2"), 5)  # the owner's whole state as of 5: older batches go
+    assert sorted(copies.copies_of("c1")["a"].lineage.values()) == [b"after the sync"]
+    copies.apply("a", Op("lin", "c1", value=b"numbered before the sync"), 4)
+    assert sorted(copies.copies_of("c1")["a"].lineage.values()) == [b"after the sync"]
+    copies.apply("a", Op("drop", "c1"), 7)
+    assert copies.copies_of("c1") == {} and not any(k.startswith(b"a\0") for _t, k in disk.rows)

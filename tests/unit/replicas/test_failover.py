@@ -7,6 +7,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+import msgpack
+
 from tests.unit.replicas.test_copies import MemoryTable
 from vmqpy.broker.handover import SessionImage, outgoing_record
 from vmqpy.broker.message import Message, encode_record
@@ -14,6 +16,7 @@ from vmqpy.broker.session import Outgoing, Session
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
 from vmqpy.replicas.failover import Failover, merge_copies
+from vmqpy.replicas.lineage import Entry, pack_entries
 from vmqpy.replicas.ops import Op
 
 
@@ -43,6 +46,9 @@ class NoBroker:
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None) -> bool:
         raise AssertionError("not expected")
 
+    def inherit_lineage(self, client_id: str, entries: list[Entry], sender: str) -> None:
+        raise AssertionError("not expected")
+
     def owner_of(self, client_id: str) -> str | None:
         raise AssertionError("not expected")
 
@@ -59,6 +65,23 @@ def test_copies_of_one_owner_from_two_replicas_merge_into_their_union() -> None:
     merge_copies(merged, "b", Copy(None, {1: b"other"}, set()))
     assert merged["a"].session == b"s" and merged["a"].messages == {1: b"x", 2: b"y", 3: b"z"}
     assert merged["a"].incoming == {5, 6} and merged["b"].messages == {1: b"other"}
+    merge_copies(merged, "a", Copy(None, {}, set(), lineage={1: b"n1", 2: b"n2"}))
+    merge_copies(merged, "a", Copy(None, {}, set(), lineage={1: b"n2", 2: b"n3"}))  # another replica's numbering
+    assert sorted(merged["a"].lineage.values()) == [b"n1", b"n2", b"n3"]
+
+
+def test_a_fetch_answer_carries_the_lineage_and_the_recovery_hands_it_to_the_broker() -> None:
+    names = msgpack.packb(pack_entries([("old", 4, b"d" * 8)]))
+    links = Links(["me", "r"], {"r"})
+    replica = failover(links)
+    replica.copies.apply("a", Op("session", "c", value=b"s"), 1)
+    replica.copies.apply("a", Op("lin", "c", value=names), 2)
+    replica.on_control("x", {"op": "rep_fetch", "client_id": "c", "ref": 4})
+    assert links.sent[0][1]["lineage"] == [names]
+    broker = RecordingBroker()
+    node = Failover("me", ReplicaCopies(MemoryTable()), links, broker, lambda: Future(), 0)
+    node._adopt("c", replica.copies.copies_of("c"), create=True)
+    assert broker.lineages == [("c", "a", [("old", 4, b"d" * 8)])]
 
 
 def test_an_owner_that_left_is_taken_at_once_a_member_after_the_timeout() -> None:
@@ -79,7 +102,8 @@ def test_a_fetch_is_answered_with_the_copies_of_other_owners_and_done() -> None:
     node.on_control("r", {"op": "rep_fetch", "client_id": "c", "ref": 4})
     node.on_control("r", {"op": "rep_fetch", "client_id": 5, "ref": "x"})  # malformed: logged, not answered
     assert [body for _n, body in links.sent] == [
-        {"op": "rep_copy", "ref": 4, "owner": "a", "session": None, "messages": [[1, b"m"]], "incoming": []},
+        {"op": "rep_copy", "ref": 4, "owner": "a", "session": None, "messages": [[1, b"m"]], "incoming": [],
+         "lineage": []},
         {"op": "rep_copy", "ref": 4, "done": True},
     ]
     node.on_control("r", {"op": "rep_count", "owner": "a", "ref": 9})
@@ -95,6 +119,7 @@ class RecordingBroker:
         self.sessions: set[str] = set()
         self.owners: dict[str, str] = {}
         self.wills: list[tuple[str, StoredWill]] = []
+        self.lineages: list[tuple[str, str, list[Entry]]] = []
 
     def adopt_offline(self, image: SessionImage, now: float) -> Session:
         self.sessions.add(image.client_id)
@@ -108,6 +133,9 @@ class RecordingBroker:
         if outs:
             self.adopted.append((client_id, len(outs)))
         return client_id in self.sessions
+
+    def inherit_lineage(self, client_id: str, entries: list[Entry], sender: str) -> None:
+        self.lineages.append((client_id, sender, sorted(entries)))
 
     def owner_of(self, client_id: str) -> str | None:
         return self.owners.get(client_id)

@@ -19,6 +19,7 @@ OPS = [
     Op("session", "c", value=b"rec"),
     Op("drop", "c"),
     Op("sync", "c", value=b"rec", incoming=(1, 65535)),
+    Op("lin", "c", value=b"names"),
 ]
 
 
@@ -46,6 +47,8 @@ def test_round_trip_through_msgpack(op: Op) -> None:
     (["sync", "c", None, []], "session record is bytes"),
     (["sync", "c", b"rec", 5], "incoming packet ids are a list"),
     (["sync", "c", b"rec", [0]], "packet id is an integer from 1 to 65535"),
+    (["lin", "c", None], "names is bytes"),
+    (["lin", "c"], "3 elements"),
 ])
 def test_malformed_records_are_refused_with_the_reason(record: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -356,3 +356,24 @@ def test_a_sync_carries_the_session_record_as_stored_with_its_will(tmp_path: Pat
             storage.close()
 
     asyncio.run(run())
+
+
+def test_a_sync_carries_the_sessions_lineage() -> None:
+    async def run() -> None:
+        members = ["a@h", "b@h"]
+        links = Links()
+        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
+                                     write_quorum=2, strict=lambda: False)
+        journal = NullJournal()
+        sessions = {"c1": session_with_messages("c1", journal, 1), "c2": session_with_messages("c2", journal, 1)}
+        rebalancer = Rebalancer(replicator, sessions, journal, lambda: {m: 1 for m in members}, rate=1000,
+                                lineage_of=lambda cid: b"names of " + cid.encode() if cid == "c1" else None)
+        rebalancer.start()
+        await ticks()
+        kinds = links.deliver_all()
+        assert kinds.count(("b@h", "lin")) == 1
+        assert list(links.copies["b@h"].copies_of("c1")["a@h"].lineage.values()) == [b"names of c1"]
+        assert links.copies["b@h"].copies_of("c2")["a@h"].lineage == {}
+        rebalancer.stop()
+
+    asyncio.run(run())
