@@ -13,16 +13,18 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from tests.integration.clients import PahoClient
-from tests.integration.cluster import ClusterNode, heal, partition_chain
+from tests.integration.cluster import ClusterNode, heal, partition_chain, start_cluster
 from tests.integration.conftest import wait_until
 from tests.integration.test_netsplit import isolate
 from tests.integration.test_queue_replicas import (
     MESSAGES,
     SUBSCRIBERS,
+    lose,
     majority,
     metrics,
     queue_offline,
@@ -137,3 +139,34 @@ def test_a_session_moved_on_to_a_third_node_gets_nothing_twice_when_the_old_owne
     a.start()
     wait_until(lambda: not unreachable_from(b, a), 30, interval=0.2, what="B sees A again")
     nothing_twice_after_handover(a, b, ids, on_b, received, payloads)
+
+
+def test_a_session_recovered_twice_gets_nothing_twice_when_the_first_owner_returns(tmp_path: Path) -> None:
+    """Issue 18, divergent copies after two losses (trade_consistency, R = 3): A killed (disk kept); the
+    subscribers reconnect on C, which recovers their 1,000 QoS 2 messages from the replicas and delivers them;
+    C is lost with its disk; the subscribers reconnect on B, which recovers the sessions from C's copies, and
+    with them the names of what C had taken from A (the lineage, replicated with the copies); A starts again
+    and hands its stale queues over to B: nothing is delivered twice."""
+    a, b, c = nodes = start_cluster(tmp_path, {"trade_consistency": "on", "queue.replicas": "3",
+                                               "queue.failover_timeout": "0s"})
+    try:
+        ids, _topics, payloads = queue_offline(a, b, "twice", qos=2)
+        replicated(a)
+        a.kill9()
+        wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
+        on_c, received = reconnect_all(c, ids, payloads)
+        for client in on_c:
+            client.disconnect()
+        wait_until(lambda: metrics(b).get("queue_replica.copies_lineage", 0) >= SUBSCRIBERS, 20, interval=0.3,
+                   what="B holds C's copies with their lineage")
+        lose(c)
+        wait_until(lambda: unreachable_from(b, c), 20, interval=0.2, what="B sees C unreachable")
+        on_b = [b.client(5, cid, clean=False, session_expiry=3600) for cid in ids]
+        wait_until(lambda: metrics(b).get("broker.lineage_inherited", 0) >= MESSAGES, 20, interval=0.3,
+                   what="B inherited the lineage from C's copies")
+        a.start()
+        wait_until(lambda: not unreachable_from(b, a), 30, interval=0.2, what="B sees A again")
+        nothing_twice_after_handover(a, b, ids, on_b, received, payloads)
+    finally:
+        for node in nodes:
+            node.stop()

@@ -225,6 +225,10 @@ class ReplicaCopies:
     def sessions(self) -> int:
         return sum(1 for c in self._copies.values() if not c.empty())
 
+    def lineage_batches(self) -> int:
+        """How many batches of lineage names the copies here hold (`lin` operations)."""
+        return sum(len(c.lineage) for c in self._copies.values())
+
     def tombstones(self) -> int:
         """Entries remembered only by their number (deleted), and dropped sessions."""
         dead = sum(1 for c in self._copies.values() for item in c.versions if not self._live(c, item))

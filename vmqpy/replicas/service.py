@@ -223,4 +223,5 @@ class QueueReplication:
             out.update({f"transport_{k}": v for k, v in self._driver.counters.items()})
         out["copies_sessions"] = self.copies.sessions()
         out["copies_messages"] = self.copies.messages()
+        out["copies_lineage"] = self.copies.lineage_batches()
         return out
