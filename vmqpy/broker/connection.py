@@ -239,6 +239,14 @@ class MQTTConnection(asyncio.Protocol):
         self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
         now: float, dup: bool = False,
     ) -> None:
+        if qos == 2 and self.session is not None and self.session.persistent:  # exactly once across a failover:
+            self.acks.after(True, partial(self._write_publish, message, 2, retain, packet_id, subscription_ids, now,
+                                          dup))  # once its packet id is on disk (and the queue replicas')
+        else:
+            self._write_publish(message, qos, retain, packet_id, subscription_ids, now, dup)
+
+    def _write_publish(self, message: Message, qos: int, retain: bool, packet_id: int | None,
+                       subscription_ids: list[int], now: float, dup: bool) -> None:
         metrics = self.broker.metrics
         metrics["mqtt_publish_sent"] += 1
         if message.arrived_ns and not dup:  # publish-to-delivery latency (vmqpy.broker.client_metrics)

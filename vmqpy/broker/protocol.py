@@ -230,8 +230,8 @@ class ConnectionMachine:
             packet.topic = inbound_topic(state.aliases_in, state.aliases_in_maximum, packet.topic, alias)
         qos = packet.qos
         packet_id = packet.packet_id or NO_PACKET_ID
-        if qos == 2 and packet_id in session.awaiting_release:
-            return (Reply(Pubrec(packet_id)),)  # a resend: routed already, not again
+        if qos == 2 and packet_id in session.awaiting_release:  # a resend: routed already, not again; answered
+            return (Reply(Pubrec(packet_id), session.persistent),)  # once the first PUBREC's state is durable
         if not self.policy.may("publish"):
             if qos and state.level == 5:
                 refusal = Puback(packet_id, rc.IMPLEMENTATION_SPECIFIC_ERROR) if qos == 1 else \
@@ -318,8 +318,10 @@ class ConnectionMachine:
     def _pubrec(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Pubrec) and self.state.session is not None
         self.metrics["mqtt_pubrec_received"] += 1
-        answer = self.state.session.on_pubrec(packet.packet_id, packet.reason_code, now)
-        return () if answer is None else (Send(answer),)
+        session = self.state.session
+        answer = session.on_pubrec(packet.packet_id, packet.reason_code, now)
+        # PUBREL once "PUBREC received" is durable: a failover before it would send the PUBLISH again
+        return () if answer is None else (Reply(answer, session.persistent),)
 
     def _pubcomp(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Pubcomp) and self.state.session is not None
@@ -335,7 +337,7 @@ class ConnectionMachine:
         self.state.unreleased_qos2.discard(packet_id)
         if session.release(packet_id):
             session.journal.save_incoming(session, packet_id, False)
-            return (Reply(Pubcomp(packet_id)),)
+            return (Reply(Pubcomp(packet_id), session.persistent),)  # once the release is durable (the id reused)
         return (Reply(Pubcomp(packet_id, rc.PACKET_IDENTIFIER_NOT_FOUND if self.state.level == 5 else 0)),)
 
     def _subscribe(self, packet: Packet, now: float) -> Decisions:

@@ -13,7 +13,7 @@ from tests.unit.broker.test_protocol import Auth_, Policy
 from tests.unit.broker.test_router import entry, online
 from tests.unit.broker.test_session import RecordingSink
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.decisions import Register, Reply, Send, SubscribeTo, suback_codes
+from vmqpy.broker.decisions import Register, Reply, SubscribeTo, suback_codes
 from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.protocol import RETRY_RECHECK, ConnectionMachine
@@ -135,7 +135,7 @@ def test_311_resends_an_unacknowledged_publish_with_dup_every_interval() -> None
 def test_311_resends_the_pubrel_of_an_unfinished_qos2_flow() -> None:
     m, sink = connected(Config(retry_interval=20.0), 4)
     packet_id = deliver(m, 2, T0)
-    assert list(m.receive(Pubrec(packet_id), T0 + 5)) == [Send(Pubrel(packet_id))]
+    assert list(m.receive(Pubrec(packet_id), T0 + 5)) == [Reply(Pubrel(packet_id))]  # a clean session: at once
     assert m.retry_deadline() == T0 + 25  # counted from the PUBREL
     before = len(sink.packets)
     m.handle_retry(T0 + 25)

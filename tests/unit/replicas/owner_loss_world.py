@@ -59,7 +59,8 @@ CLIENT_IDS = 3  # packet ids the client uses for its own QoS 2 publishes (reused
 @dataclass(frozen=True)
 class Rules:
     """Which packets to the client the simulated connection holds until the barrier passed the writes issued
-    before them (the real broker holds none of them: `AS_THE_BROKER_DOES`; `HOLDING_SENDS` is a proposed fix),
+    before them (the broker holds all four since 2026-11-27: `AS_THE_BROKER_DOES`, which
+    tests/unit/broker/test_qos2_held.py checks on the real connection; before, it held none: `BEFORE_THE_FIX`),
     and mutations the simulation must catch."""
 
     hold_publish: bool = False  # a QoS 2 PUBLISH, until its in-flight state (packet id) is on the replicas
@@ -71,8 +72,9 @@ class Rules:
     forget_incoming: bool = False  # incoming QoS 2 packet ids are not replicated
 
 
-AS_THE_BROKER_DOES = Rules()
 HOLDING_SENDS = Rules(hold_publish=True, hold_pubrel=True, hold_pubcomp=True, hold_repeated_pubrec=True)
+AS_THE_BROKER_DOES = HOLDING_SENDS
+BEFORE_THE_FIX = Rules()
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ acknowledged it, sent again by the client and routed again by the recovering nod
 receipt, before its state is durable). A violation is reported with its seed and the trace of the message and
 the failover (`REPLICA_SIM_SEED`, `REPLICA_SIM_RUNS` repeat or lengthen the seeded run).
 
-The first holds with the connection as vmqpy has it (test_as_the_broker_behaves_no_message_acknowledged_...).
-Found (test_the_broker_as_it_behaves_now, xfail): with the connection as vmqpy has it, which writes a QoS 2
-PUBLISH, a PUBREL, a PUBCOMP and the PUBREC of a resent PUBLISH at once, before the replica writes they follow
-from passed the barrier, the invariants fail; with those four held for the barrier (`HOLDING_SENDS`) they hold,
-and removing any one hold fails them again (test_a_mutation_is_caught).
+Found by this simulation (2026-11-27), and fixed: the connection wrote a QoS 2 PUBLISH, a PUBREL, a PUBCOMP and
+the PUBREC of a resent PUBLISH at once, before the replica writes they follow from passed the barrier, and the
+exactly-once invariants failed (`BEFORE_THE_FIX`, test_with_the_four_written_at_once_qos2_breaks); with those
+four held for the barrier (`HOLDING_SENDS`, what the connection does now: tests/unit/broker/test_qos2_held.py)
+they hold, and removing any one hold fails them again (test_a_mutation_is_caught).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.unit.replicas.owner_loss_world import AS_THE_BROKER_DOES, HOLDING_SENDS, Rules, World
+from tests.unit.replicas.owner_loss_world import AS_THE_BROKER_DOES, BEFORE_THE_FIX, HOLDING_SENDS, Rules, World
 from tests.unit.replicas.test_simulation import seeded_runs
 
 STEPS = 160
@@ -189,12 +189,8 @@ def test_as_the_broker_behaves_no_message_acknowledged_to_its_publisher_is_lost(
     seeded_runs("owner-loss simulation (as the broker behaves)", holds(AS_THE_BROKER_DOES, ("lost",)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "vmqpy bug (issue 18): the connection writes a QoS 2 PUBLISH (Session._send), the PUBREL answering a PUBREC "
-    "(protocol.py _pubrec -> Send), the PUBCOMP answering a PUBREL and the PUBREC of a resent QoS 2 PUBLISH "
-    "(protocol.py publish: Reply without durable) at once, before the replica writes they follow from passed the "
-    "barrier; losing the owner then duplicates QoS 2 messages and loses acknowledged ones"))
-def test_the_broker_as_it_behaves_now() -> None:
-    """The real broker's connection: what the failover after the owner's loss gets wrong (seeds 0, 2, 4, ...)."""
-    found = first_violation(AS_THE_BROKER_DOES, range(20))
-    assert found is None, found
+def test_with_the_four_written_at_once_qos2_breaks() -> None:
+    """The connection before 2026-11-27 (a QoS 2 PUBLISH, a PUBREL, a PUBCOMP and a repeated PUBREC written at
+    once): the failover after the owner's loss duplicates QoS 2 messages (14 of these 20 histories break)."""
+    found = first_violation(BEFORE_THE_FIX, range(20))
+    assert found is not None and "reached the client's application 2 times" in found
