@@ -321,7 +321,8 @@ class NodeFacade:
 
     def _status_page_fields(self) -> Row:
         """What the status page adds to a member's status row: messages sent, the store's keys and last
-        exchange, and the groups this member sees (its view of a split)."""
+        exchange, the groups this member sees (its view of a split), and its sessions and messages not yet
+        confirmed on their queue replica nodes (None without queue replicas)."""
         broker = self._broker
         replica = self._metadata.replica
         stats = replica.stats() if replica is not None else {}
@@ -331,7 +332,10 @@ class NodeFacade:
             self._exchanges_seen = (completed, time.time() if count or seen_at is not None else None)
         view = self._policy.view
         name = self.node_name()
+        replicas = self.queue_replicas() if self.queue_replicas is not None else {}  # none: queue.replicas = 1
         return {
+            "under_replicated": [replicas["sessions_under_replicated"], replicas["messages_under_replicated"]]
+            if "sessions_under_replicated" in replicas else None,
             "publish_sent": broker.metrics["mqtt_publish_sent"],
             "metadata_keys": int(stats.get("keys", 0)),
             "exchanges_completed": completed,

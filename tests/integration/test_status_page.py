@@ -117,6 +117,9 @@ def test_status_page_follows_the_cluster(cluster: list[ClusterNode], browser: An
                "clients-online"), cell(browser, "nodes", n3.name, "clients-online")) == ("2", "1", "0"),
                10, interval=0.1, what="client counts 2/1/0 on the page")
     assert not banner_shown(browser)
+    # Each node's sessions and messages not yet on all their queue replica nodes (queue.replicas is 2 by default)
+    wait_until(lambda: [cell(browser, "nodes", n.name, "under-replicated") for n in (n1, n2, n3)] == ["0 / 0"] * 3,
+               10, interval=0.1, what="the under-replicated column 0 / 0 on every node")
     # Messages in and out show as rates and in the sparklines.
     reader.subscribe("page/traffic", qos=1)
     for i in range(20):
