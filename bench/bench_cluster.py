@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from bench.loadgen import Scenario, run
+from bench.loadgen.results import RunResult
 from tests.integration.cluster import ClusterNode, cut, heal, join_all, partition_chain
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -35,6 +36,11 @@ def cpu_seconds(nodes: list[ClusterNode]) -> float:
         fields = Path(f"/proc/{node.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14 and 15 of stat)
     return total
+
+
+def cpu_per_message(result: RunResult) -> float:
+    """The nodes' CPU seconds per message delivered in the measurement window (a `run` given a `probe`)."""
+    return (result.broker_cpu or 0.0) / 100 * result.window_s / max(1, result.delivered_in_window)
 
 
 def tls_keys(directory: Path) -> dict[str, str]:
@@ -74,9 +80,7 @@ def tls_cost(runs: int, duration: float, pairs: int) -> None:
                         scenario = Scenario(f"qos{qos}-pairs{pairs}", "pairs", pairs, qos)
                         result = run(n1.host, n1.mqtt_port, scenario, duration=duration,
                                      sub_addr=(n2.host, n2.mqtt_port), probe=probe)
-                        cpu_per_message = ((result.broker_cpu or 0.0) / 100 * result.window_s
-                                           / max(1, result.delivered_in_window))
-                        results.setdefault((mode, qos), []).append((result.rate, cpu_per_message))
+                        results.setdefault((mode, qos), []).append((result.rate, cpu_per_message(result)))
                 finally:
                     for node in nodes:
                         node.stop()
@@ -132,31 +136,43 @@ def main() -> None:
         join_all(nodes)
         n1, n2 = nodes
         detection = [detection_time(n1, n2) for _ in range(5)] if shutil.which("iptables") else []
-        rows: dict[str, list[tuple[float, float | None]]] = {}
+        rows: dict[str, list[tuple[float, float | None, float]]] = {}
         ratios: dict[str, list[float]] = {}
+        cpu_ratios: dict[str, list[float]] = {}
+
+        def probe() -> float:
+            return cpu_seconds(nodes)
+
         for qos in () if args.runs_only_detection else (0, 1):
             scenario = Scenario(f"qos{qos}-pairs{args.pairs}", "pairs", args.pairs, qos)
             for _ in range(args.runs):
-                same = run(n1.host, n1.mqtt_port, scenario, duration=args.duration)
+                same = run(n1.host, n1.mqtt_port, scenario, duration=args.duration, probe=probe)
                 cross = run(n1.host, n1.mqtt_port, scenario, duration=args.duration,
-                            sub_addr=(n2.host, n2.mqtt_port))
-                rows.setdefault(f"{scenario.name} same node", []).append((same.rate, same.p99_ms))
-                rows.setdefault(f"{scenario.name} cross node", []).append((cross.rate, cross.p99_ms))
+                            sub_addr=(n2.host, n2.mqtt_port), probe=probe)
+                same_cpu, cross_cpu = cpu_per_message(same), cpu_per_message(cross)
+                rows.setdefault(f"{scenario.name} same node", []).append((same.rate, same.p99_ms, same_cpu))
+                rows.setdefault(f"{scenario.name} cross node", []).append((cross.rate, cross.p99_ms, cross_cpu))
                 ratios.setdefault(scenario.name, []).append(cross.rate / same.rate if same.rate else 0.0)
+                cpu_ratios.setdefault(scenario.name, []).append(cross_cpu / same_cpu if same_cpu else 0.0)
                 if qos and cross.acked_lost:
                     print(f"!! {cross.acked_lost} acknowledged QoS 1 messages lost cross-node")
         print(f"# vmqpy cluster: 2 nodes, {args.pairs} pairs, 64-byte payloads, {args.runs} runs of "
               f"{args.duration:g} s\n")
-        print("| scenario | delivered msg/s (median) | p99 ms (median) |")
-        print("|---|---:|---:|")
+        print("| scenario | delivered msg/s (median) | p99 ms (median) | CPU of both nodes per message (median) |")
+        print("|---|---:|---:|---:|")
         for name, values in rows.items():
             rate = statistics.median(v[0] for v in values)
             p99s = [v[1] for v in values if v[1] is not None]
             p99 = f"{statistics.median(p99s):.1f}" if p99s else "-"
-            print(f"| {name} | {rate:,.0f} | {p99} |")
+            cpu = statistics.median(v[2] for v in values)
+            print(f"| {name} | {rate:,.0f} | {p99} | {cpu * 1e6:.1f} us |")
         print()
         for name, values in ratios.items():
             print(f"cross-node / same-node, {name}: {statistics.median(values):.2f}x (target >= 0.7x)")
+        for name, values in cpu_ratios.items():
+            shown = ", ".join(f"{v:.2f}" for v in values)
+            print(f"CPU per message cross-node / same-node, {name}: {statistics.median(values):.2f}x of [{shown}] "
+                  f"(issue 21 target <= 1.3x)")
         if detection:
             shown = ", ".join(f"{t:.2f}" for t in detection)
             print(f"\npartition detection (iptables DROP until `cluster show` says unreachable, measured before the "
