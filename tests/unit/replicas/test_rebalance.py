@@ -345,7 +345,7 @@ def test_a_sync_carries_the_session_record_as_stored_with_its_will(tmp_path: Pat
             copy = links.copies["b@h"].copies_of("c1")["a@h"]
             assert copy.session is not None
             assert stored_session("c1", decode_record(copy.session)).will == will
-            storage.barrier().result(5)
+            await asyncio.wrap_future(storage.barrier())
             restarted = SessionStore(storage)  # after a restart the record is known from the disk
             restarted.load_sessions()
             assert stored_session("c1", decode_record(restarted.record_of(session))).will == will
