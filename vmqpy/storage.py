@@ -112,8 +112,6 @@ class Storage:
         self._reader: sqlite3.Connection | None = None
         self._read_lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        # the barrier of the current turn of the event loop: every barrier asked in one turn shares it (`barrier`)
-        self._turn: concurrent.futures.Future[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -166,9 +164,6 @@ class Storage:
         self._reject = "storage is closed"
         if not was_open:
             return
-        turn, self._turn = self._turn, None
-        if turn is not None:  # asked for in this turn, not queued yet: it resolves with the last commit
-            self._queue.put((_BARRIER, turn))
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._queue.put((_STOP, done))
         thread = self._thread
@@ -232,34 +227,12 @@ class Storage:
         self._queue.put((_DELETE_PREFIX, table, prefix, prefix_upper_bound(prefix)))
 
     def barrier(self) -> concurrent.futures.Future[None]:
-        """A future resolved once everything queued before it is committed (or failed with StorageError).
-
-        Called from an event loop, every barrier asked for in one turn of the loop is one future, queued to the
-        writer when the turn ends (`_queue_turn`): it covers what was queued before each call, and what the rest
-        of the turn queued too. A burst of acknowledgements (every QoS 1/2 publish of a persistent session asks
-        for one) then costs the writer and the loop one barrier, not one each."""
+        """A future resolved once everything queued before it is committed (or failed with StorageError)."""
         if self._reject is not None:
             raise self._refuse()
-        turn = self._turn
-        if turn is not None:
-            return turn
         fut: concurrent.futures.Future[None] = concurrent.futures.Future()
-        try:
-            asyncio.get_running_loop().call_soon(self._queue_turn)
-        except RuntimeError:  # no loop in this thread: queued at once
-            self._queue.put((_BARRIER, fut))
-            return fut
-        self._turn = fut
+        self._queue.put((_BARRIER, fut))
         return fut
-
-    def _queue_turn(self) -> None:
-        turn, self._turn = self._turn, None
-        if turn is None:  # close() queued it already
-            return
-        if self._reject is not None and not self._failed:
-            turn.set_exception(self._refuse())
-        else:
-            self._queue.put((_BARRIER, turn))
 
     async def sync(self) -> None:
         """Wait until everything queued so far is committed."""

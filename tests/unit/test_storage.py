@@ -603,35 +603,3 @@ def test_synced_writes_survive_kill_9(tmp_path: Path) -> None:
         assert rows.get(b"%08d" % i) == b"payload-%d" % i
     # whatever of the unsynced tail made it is intact
     assert all(rows[k] == b"unsynced" for k in rows if int(k) >= n)
-
-
-def test_the_barriers_of_one_turn_of_the_event_loop_are_one(storage: Storage, db_path: Path) -> None:
-    """Every barrier asked in one turn is one future, queued when the turn ends: it covers the writes queued
-    before each call and after them in that turn; the next turn gets a new one; without a loop, one each."""
-    async def run() -> None:
-        storage.put("t", b"a", b"1")
-        first = storage.barrier()
-        storage.put("t", b"b", b"2")  # queued after the first barrier was asked, in the same turn
-        second = storage.barrier()
-        assert second is first and not first.done()
-        await asyncio.wrap_future(first)
-        assert dict(storage.load("t")) == {b"a": b"1", b"b": b"2"}
-        third = storage.barrier()
-        assert third is not first
-        await asyncio.wrap_future(third)
-
-    asyncio.run(run())
-    assert storage.barrier() is not storage.barrier()  # no loop in this thread: queued at once, one each
-
-
-def test_a_barrier_asked_in_the_turn_that_closes_the_storage_still_resolves(db_path: Path) -> None:
-    async def run() -> concurrent.futures.Future[None]:
-        store = Storage(db_path)
-        store.open()
-        store.put("t", b"k", b"v")
-        pending = store.barrier()
-        store.close()  # before the turn ends
-        return pending
-
-    pending = asyncio.run(run())
-    assert pending.result(timeout=5) is None
