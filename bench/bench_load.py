@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.bench_load make DIR N      # a data directory holding N retained messages
     .venv/bin/python -m bench.bench_load load DIR [--profile OUT]
+    flock /tmp/vmqpy-net.lock .venv/bin/python -m bench.bench_load node DIR [--rounds 3]
 
 `make` builds a node the way `vmqpy start` does (storage, metadata store, broker; no listener, no cluster) on
 DIR/data and publishes retained QoS 1 messages of 64 bytes on bench.bench_retained's topics through
@@ -10,6 +11,12 @@ directory as a restarting node does and prints the CPU and wall-clock seconds of
 `Broker.load`: everything a node does with its data before its listener opens. With `--profile`, the load runs
 under cProfile and the profile is written to OUT and summarised. No socket is opened: this runs without the
 network lock (the restart figure with a real node and its listener is bench.bench_retained's).
+
+`node` measures that real restart on DIR without publishing anything: each round copies DIR/data into a fresh
+work directory, spawns `vmqpy start` on it (bench.curves_common.CurveNode, a free port on 127.0.0.1) and reports
+the seconds from the spawn to the listener accepting a connection, the CPU seconds the node had used then
+(interpreter start and imports included) and its RSS; then stops it by its PID. It opens a socket: run it
+under the network lock.
 """
 
 from __future__ import annotations
@@ -19,11 +26,14 @@ import asyncio
 import contextlib
 import cProfile
 import pstats
+import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
 
 from bench.bench_retained import PAYLOAD, topic_of
+from bench.curves_common import CurveNode
 from vmqpy import config as config_module
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.message import Message
@@ -71,6 +81,25 @@ def report(figures: dict[str, float]) -> str:
             f"({figures['broker_s']:.2f} s), total {figures['metadata_cpu_s'] + figures['broker_cpu_s']:.2f} CPU s")
 
 
+def node_restart(directory: Path) -> dict[str, float]:
+    """One real node's start on a copy of `directory`/data: seconds and CPU seconds to listening, RSS then."""
+    node = CurveNode()
+    try:
+        shutil.copytree(directory / "data", node.data_dir, dirs_exist_ok=True)
+        seconds = node.start()
+        return {"restart_s": seconds, "restart_cpu_s": node.start_cpu, "rss_mib": node.rss_kib() / 1024}
+    finally:
+        node.close()
+
+
+def node_report(rounds: list[dict[str, float]]) -> str:
+    wall = statistics.median(r["restart_s"] for r in rounds)
+    cpu = statistics.median(r["restart_cpu_s"] for r in rounds)
+    each = ", ".join(f"{r['restart_s']:.2f} s ({r['restart_cpu_s']:.2f} CPU s, {r['rss_mib']:,.0f} MiB)"
+                     for r in rounds)
+    return f"spawn to listening, median of {len(rounds)}: {wall:.2f} s ({cpu:.2f} CPU s); rounds: {each}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_load", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -80,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     load = sub.add_parser("load", help="time the load of DIR's node")
     load.add_argument("directory", type=Path)
     load.add_argument("--profile", type=Path, default=None, help="write a cProfile of the load here")
+    node = sub.add_parser("node", help="time a real node's start (vmqpy start) on a copy of DIR (network lock)")
+    node.add_argument("directory", type=Path)
+    node.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     if args.command == "make":
         if args.retained < 0:
@@ -90,6 +122,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.directory / "data").is_dir():
         ap.error(f"{args.directory}/data does not exist: make it first")
+    if args.command == "node":
+        if args.rounds < 1:
+            ap.error("--rounds must be >= 1")
+        rounds = []
+        for i in range(args.rounds):
+            rounds.append(node_restart(args.directory))
+            print(f"round {i + 1}: {node_report(rounds[-1:])}", flush=True)
+        print(node_report(rounds))
+        return 0
     if args.profile is None:
         print(report(asyncio.run(open_node(args.directory, 0))))
         return 0

@@ -22,3 +22,14 @@ def test_loading_a_directory_that_was_never_made_is_a_clear_error(tmp_path: Path
     with pytest.raises(SystemExit) as exit_info:
         main(["load", str(tmp_path / "none")])
     assert exit_info.value.code == 2 and "make it first" in capsys.readouterr().err
+
+
+def test_the_real_node_restart_refuses_a_missing_directory_and_no_rounds(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["node", str(tmp_path / "none")])
+    assert exit_info.value.code == 2 and "make it first" in capsys.readouterr().err
+    (tmp_path / "data").mkdir()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["node", str(tmp_path), "--rounds", "0"])
+    assert exit_info.value.code == 2 and "--rounds must be >= 1" in capsys.readouterr().err

@@ -67,7 +67,7 @@ class Broker:
         self.sessions: dict[str, Session] = {}
         self.router = Router(self.sessions, rng)
         self.router.upgrade_qos = config.upgrade_outgoing_qos
-        self.retained: RetainedStore[Message] = RetainedStore()
+        self.retained: RetainedStore[Message] = RetainedStore(Message.unpack)  # restart: records kept packed
         # the node's own `$SYS` tree (vmqpy.broker.systree): retained here only, never replicated
         self.system_retained: RetainedStore[Message] = RetainedStore()
         self.tracers = Tracers()  # `vmq-admin trace client` (vmqpy.broker.trace)

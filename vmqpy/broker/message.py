@@ -123,6 +123,19 @@ class Message:
         return msg
 
 
+def plain_record(data: Any) -> bool:
+    """Whether `data` is the record `Message.pack` makes of a plain message (no property, no expiry, no forward
+    id) with the exact types msgpack gives back. `Message.unpack` of such a record cannot fail and gives a
+    message that never expires, so a holder may keep the record and unpack it when it is first needed (the
+    retained tree does at a restart: vmqpy.broker.retained). Any other record is for `Message.unpack` now
+    (which refuses it, or takes what it can, as it always did)."""
+    return (
+        type(data) is list and len(data) == 8 and type(data[0]) is str and type(data[1]) is bytes
+        and type(data[2]) is int and type(data[3]) is bool and type(data[4]) is str and data[5] is None
+        and data[6] == _NOTHING_PASSED and type(data[7]) in (list, tuple) and not data[7]
+    )
+
+
 def encode_record(data: object) -> bytes:
     packed: bytes = msgpack.packb(data, use_bin_type=True)
     return packed

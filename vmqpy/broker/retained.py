@@ -5,26 +5,36 @@ Topics are kept in a tree of levels (split on ``/``; empty levels are real level
 ``+`` follows every child, ``#`` collects the whole subtree including the node itself (``a/#``
 matches ``a``). Topics whose first character is ``$`` are not matched by a filter whose first
 level is ``+`` or ``#``. Filters are assumed to be valid.
+
+A store made with an ``unpack`` function also takes *packed* values: a value that is a ``list`` is a packed
+record, kept as it is and turned into the value (``unpack(record)``, once; the value then replaces it) when
+``get``, ``items`` or ``match`` first hands it out. A restart on a million retained messages fills the tree with
+the records the metadata store already holds instead of building a million messages before the listener opens
+(docs/performance.md, "Restart"). Every reader still gets values, never records; the store's values must not
+themselves be lists, and a packed record must be one ``unpack`` cannot fail on (the caller checks it first).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
-__all__ = ["RetainedStore"]
+__all__ = ["Packed", "RetainedStore"]
 
 V = TypeVar("V")
+Packed: TypeAlias = list[Any]
+"""A packed value: what the store's ``unpack`` turns into a value."""
 
 
 class _Node(Generic[V]):
-    """One topic level. ``item`` is ``(topic, value)`` if a message is retained exactly here."""
+    """One topic level. ``item`` is ``(topic, value)`` if a message is retained exactly here (``value`` may be
+    a packed record until it is first read)."""
 
     __slots__ = ("children", "item")
 
     def __init__(self) -> None:
         self.children: dict[str, _Node[V]] = {}
-        self.item: tuple[str, V] | None = None
+        self.item: tuple[str, V | Packed] | None = None
 
 
 def _make_path(node: _Node[V], levels: Iterable[str]) -> _Node[V]:
@@ -38,13 +48,22 @@ def _make_path(node: _Node[V], levels: Iterable[str]) -> _Node[V]:
 
 
 class RetainedStore(Generic[V]):
-    """Concrete topic -> retained value."""
+    """Concrete topic -> retained value; with ``unpack``, values may be stored packed (module docstring)."""
 
-    __slots__ = ("_len", "_root")
+    __slots__ = ("_len", "_root", "_unpack")
 
-    def __init__(self) -> None:
+    def __init__(self, unpack: Callable[[Packed], V] | None = None) -> None:
         self._root: _Node[V] = _Node()
         self._len = 0
+        self._unpack = unpack
+
+    def _item(self, node: _Node[V]) -> tuple[str, V]:
+        """The item of `node` (which holds one), its value unpacked (and kept so) if it was packed."""
+        item = node.item
+        assert item is not None
+        if self._unpack is not None and type(item[1]) is list:
+            item = node.item = (item[0], self._unpack(item[1]))
+        return cast(tuple[str, V], item)
 
     def __len__(self) -> int:
         return self._len
@@ -62,22 +81,30 @@ class RetainedStore(Generic[V]):
         """Store (or replace) the retained value of ``topic``."""
         self._put(_make_path(self._root, topic.split("/")), topic, value)
 
-    def set_many(self, items: Iterable[tuple[str, V]]) -> None:
-        """``set`` of every ``(topic, value)`` in order. Topics that share their parent level with the one before
-        them (a restart reads them in key order, so nearly all do) reuse that parent instead of walking the
-        tree from the root again."""
+    def set_many(self, items: Iterable[tuple[str, V | Packed]]) -> None:
+        """``set`` of every ``(topic, value)`` in order; in a store made with ``unpack``, a value may be a packed
+        record (module docstring). Topics that share their parent level with the one before them (a restart
+        reads them in key order, so nearly all do) reuse that parent instead of walking the tree from the root
+        again."""
         last_parent_path: str | None = None
-        parent = self._root
+        root = parent = self._root
+        added = 0
         for topic, value in items:
             parent_path, slash, leaf = topic.rpartition("/")
             if not slash:
-                parent, last_parent_path = self._root, None
+                parent, last_parent_path = root, None
             elif parent_path != last_parent_path:
-                parent = _make_path(self._root, parent_path.split("/"))
+                parent = _make_path(root, parent_path.split("/"))
                 last_parent_path = parent_path
-            self._put(_make_path(parent, (leaf,)), topic, value)
+            node = parent.children.get(leaf)
+            if node is None:
+                node = parent.children[leaf] = _Node()
+            if node.item is None:
+                added += 1
+            node.item = (topic, value)
+        self._len += added
 
-    def _put(self, node: _Node[V], topic: str, value: V) -> None:
+    def _put(self, node: _Node[V], topic: str, value: V | Packed) -> None:
         if node.item is None:
             self._len += 1
         node.item = (topic, value)
@@ -87,7 +114,7 @@ class RetainedStore(Generic[V]):
         node = self._find(topic)
         if node is None or node.item is None:
             return None
-        return node.item[1]
+        return self._item(node)[1]
 
     def __contains__(self, topic: object) -> bool:
         if not isinstance(topic, str):
@@ -122,12 +149,16 @@ class RetainedStore(Generic[V]):
         while stack:
             node = stack.pop()
             if node.item is not None:
-                yield node.item
+                yield self._item(node)
             stack.extend(node.children.values())
 
     def match(self, topic_filter: str) -> list[tuple[str, V]]:
         """Every retained ``(topic, value)`` whose topic matches ``topic_filter``."""
-        out: list[tuple[str, V]] = []
+        return [self._item(node) for node in self._matching(topic_filter)]
+
+    def _matching(self, topic_filter: str) -> list[_Node[V]]:
+        """The nodes holding an item whose topic matches ``topic_filter``."""
+        out: list[_Node[V]] = []
         root = self._root
         current = [root]
         for level in topic_filter.split("/"):
@@ -138,12 +169,12 @@ class RetainedStore(Generic[V]):
                         stack.extend(c for name, c in node.children.items() if name[:1] != "$")
                         continue
                     if node.item is not None:  # the parent level: 'a/#' matches 'a'
-                        out.append(node.item)
+                        out.append(node)
                     stack.extend(node.children.values())
                 while stack:
                     node = stack.pop()
                     if node.item is not None:
-                        out.append(node.item)
+                        out.append(node)
                     if node.children:
                         stack.extend(node.children.values())
                 return out
@@ -164,5 +195,5 @@ class RetainedStore(Generic[V]):
             current = following
         for node in current:
             if node.item is not None:
-                out.append(node.item)
+                out.append(node)
         return out

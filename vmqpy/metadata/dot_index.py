@@ -31,6 +31,13 @@ class DotIndex:
         self._pending: dict[str, list[int]] = {}  # per node: heap of indexed counters that are not live
         self._pending_per_key: dict[FullKey, int] = {}
 
+    def adopt(self, by_node: dict[str, dict[int, FullKey]]) -> None:
+        """Take ``by_node`` (node -> counter -> key: the dots of the objects read back at a restart) as the index,
+        which must be empty."""
+        if self.by_node:
+            raise ValueError("adopt needs an empty index")
+        self.by_node = by_node
+
     def add(self, dot: Dot, fk: FullKey) -> None:
         """Index ``dot`` under ``fk``."""
         self.by_node.setdefault(dot[0], {})[dot[1]] = fk

@@ -12,7 +12,7 @@ stored with a context (GC re-strips them), with siblings (write-back candidates)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeAlias
 
 from dvv.causal_container import CausalContainer
@@ -125,23 +125,23 @@ class ObjectTable:
             self._dead.pop(fk, None)
         return True
 
-    def keep_restored(self, fk: FullKey, obj: StoredObject) -> None:
-        """:meth:`keep` of a non-empty object read back at a restart into a table that does not hold its key: the
-        same sets, without the lookups a replaced object needs (a million calls at a large restart)."""
-        objs = self._by_prefix.get(fk[0])
-        if objs is None:
-            objs = self._by_prefix[fk[0]] = {}
-        elif fk[1] in objs:  # two rows decoding to one key (not written by us): replace it as keep() does
-            self.keep(fk, obj)
-            return
-        objs[fk[1]] = obj
-        if obj.ctx is not NO_CONTEXT and obj.ctx:
-            self._with_context[fk] = None
-        n_versions = len(obj.versions)
-        if n_versions > 1:
-            self._with_siblings[fk] = None
-        elif n_versions == 0:
-            self._dead[fk] = None
+    def adopt(self, objects: dict[str, dict[Key, StoredObject]], odd: Iterable[FullKey]) -> None:
+        """Take ``objects`` (prefix -> key -> non-empty object, read back at a restart) as the table, which must be
+        empty. ``odd`` names every key whose object may have siblings, a context or no version (every other one
+        has one version and no context): the same table as :meth:`keep` of each object, without a million calls
+        at a large restart."""
+        if self._by_prefix:
+            raise ValueError("adopt needs an empty table")
+        self._by_prefix = objects
+        for fk in odd:
+            obj = objects[fk[0]][fk[1]]
+            if obj.ctx:
+                self._with_context[fk] = None
+            n_versions = len(obj.versions)
+            if n_versions > 1:
+                self._with_siblings[fk] = None
+            elif n_versions == 0:
+                self._dead[fk] = None
 
     def items(self, prefix: str) -> list[tuple[Key, StoredObject]]:
         """Every ``(key, object)`` of ``prefix`` (tombstones included), in storage order."""

@@ -21,7 +21,7 @@ from dvv.dots import Counters, Dot
 from dvv.node_clock import NodeClock, normalise
 from dvv.version_vector import VersionVector
 
-__all__ = ["RESERVE_BLOCK", "ReplicaClock", "add_dots", "add_runs", "clock_of_base"]
+__all__ = ["RESERVE_BLOCK", "ReplicaClock", "add_counters", "add_dots", "add_runs", "clock_of_base"]
 
 RESERVE_BLOCK = 1000  # own counters are reserved in blocks, so a restart never reuses one
 
@@ -30,14 +30,20 @@ def add_dots(clock: NodeClock, dots: Iterable[Dot]) -> NodeClock:
     """``clock`` plus every dot of ``dots`` (valid dots: read from this replica's own rows), each node's bitmap
     built in one pass. Same result as ``clock.add_all(dots)``, which ORs one bit at a time into a bitmap that,
     with gaps below, grows to every counter of the node: quadratic at a restart on a million keys."""
-    entries = dict(clock.items())
-    above: dict[str, list[int]] = {}
+    by_node: dict[str, list[int]] = {}
     for node, counter in dots:
-        base = entries[node][0] if node in entries else 0
-        if counter > base:
-            above.setdefault(node, []).append(counter - base - 1)
-    for node, offsets in above.items():
+        by_node.setdefault(node, []).append(counter)
+    return add_counters(clock, by_node)
+
+
+def add_counters(clock: NodeClock, by_node: Mapping[str, Iterable[int]]) -> NodeClock:
+    """:func:`add_dots` of the dots ``(node, counter)`` for every counter of ``by_node[node]`` (counters from 1)."""
+    entries = dict(clock.items())
+    for node, counters in by_node.items():
         base, bitmap = entries.get(node, (0, 0))
+        offsets = [counter - base - 1 for counter in counters if counter > base]
+        if not offsets:
+            continue
         bits = bytearray((max(offsets) >> 3) + 1)
         for offset in offsets:
             bits[offset >> 3] |= 1 << (offset & 7)

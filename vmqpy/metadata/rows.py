@@ -224,40 +224,73 @@ class SavedRows:
     clock: NodeClock  # the checkpoint (empty without one)
     watermark: Watermark | None
     reserved: int  # 0 without a reservation row
-    objects: list[tuple[FullKey, StoredObject]]  # md_obj rows, in row order (empty objects left out)
+    # md_obj rows: prefix -> key -> object, in row order (empty objects left out; of two rows decoding to one key
+    # the later one, in the place of the first)
+    objects: dict[str, dict[Key, StoredObject]]
+    odd: list[FullKey]  # the keys whose object may have siblings, a context or no version (all others: one version)
+    dots: dict[str, dict[int, FullKey]]  # node -> counter -> key of every version of those rows (later rows win)
     pending: list[tuple[Dot, FullKey]]  # md_dots rows, in row order
 
 
 _KEY_ITEM_TYPES = frozenset((str, int, bytes))
 
 
-def _common_object(raw_key: bytes, raw_obj: bytes) -> tuple[FullKey, StoredObject] | None:
-    """The object row of the common shape (one version, no stripped context, a key of str/int/bytes items)
-    decoded in one pass; None for any other row, which the general decoders then read (and reject when it is
-    not ours). Same result as :func:`unpack_full_key` and :func:`unpack_container` for the rows it takes: it
-    only leaves out building and validating a :class:`CausalContainer` for each (the restart cost at a
-    million keys, docs/performance.md)."""
-    if raw_key[:1] != _VERSION_BYTE or raw_obj[:1] != _VERSION_BYTE:
-        return None
-    try:
-        key_obj = msgpack.unpackb(raw_key[1:])  # a map in a key is not ours: the general path refuses it
-        obj = msgpack.unpackb(raw_obj[1:], raw=False, strict_map_key=False, use_list=True)
-    except Exception:
-        return None  # the general path says what is wrong
-    if type(key_obj) is not list or len(key_obj) != 2 or type(obj) is not list or len(obj) != 2:
-        return None
-    prefix, items = key_obj
-    version, ctx = obj
-    if (type(prefix) is not str or type(items) is not list or type(version) is not list or len(version) != 3
-            or ctx != [] or type(ctx) is not list):
-        return None
-    node, counter, value = version
-    if type(node) is not str or type(counter) is not int or counter < 1:
-        return None
-    for item in items:
-        if type(item) not in _KEY_ITEM_TYPES:
-            return None
-    return (prefix, tuple(items)), StoredObject((((node, counter), value),), NO_CONTEXT)
+def _read_objects(
+    rows: list[tuple[bytes, bytes]],
+) -> tuple[dict[str, dict[Key, StoredObject]], list[FullKey], dict[str, dict[int, FullKey]]]:
+    """The objects, odd keys and dots of :class:`SavedRows` from the md_obj rows, in one pass.
+
+    The common row (one version, no stripped context, a key of str/int/bytes items: every key without siblings)
+    is decoded with two msgpack calls and a few type checks, straight into the tables; any other row, and any row
+    that is not ours, goes through the general decoders (:func:`unpack_full_key`, :func:`unpack_container`),
+    which refuse it as before. The same tables as decoding every row with the general decoders and keeping them
+    one by one; it only leaves out building and validating a :class:`CausalContainer` and a list entry for each
+    row (the restart cost at a million keys, docs/performance.md)."""
+    objects: dict[str, dict[Key, StoredObject]] = {}
+    odd: list[FullKey] = []
+    dots: dict[str, dict[int, FullKey]] = {}
+    unpackb = msgpack.unpackb
+    item_types = _KEY_ITEM_TYPES
+    last_prefix: str | None = None
+    table: dict[Key, StoredObject] = {}
+    last_node: str | None = None
+    counters: dict[int, FullKey] = {}
+    for raw_key, raw_obj in rows:
+        try:
+            if raw_key[0] != ROW_VERSION or raw_obj[0] != ROW_VERSION:
+                raise ValueError("row version")
+            # a map in a key is not ours: the general path refuses it
+            (prefix, items), (version, ctx) = unpackb(raw_key[1:]), unpackb(raw_obj[1:], strict_map_key=False)
+            node, counter, value = version
+            common = (type(version) is list and type(prefix) is str and type(items) is list
+                      and type(node) is str and type(counter) is int and counter > 0 and ctx == [])
+        except Exception:  # the general path says what is wrong
+            common = False
+        if common:
+            for item in items:
+                if type(item) not in item_types:
+                    common = False
+                    break
+        if common:
+            key: Key = tuple(items)
+            if prefix != last_prefix:
+                table = objects.setdefault(prefix, {})
+                last_prefix = prefix
+            table[key] = StoredObject((((node, counter), value),), NO_CONTEXT)
+            if node != last_node:
+                counters = dots.setdefault(node, {})
+                last_node = node
+            counters[counter] = (prefix, key)
+            continue
+        fk = unpack_full_key(raw_key)
+        obj = StoredObject.of(unpack_container(raw_obj))
+        if obj.is_empty():
+            continue
+        odd.append(fk)
+        objects.setdefault(fk[0], {})[fk[1]] = obj
+        for dot, _value in obj.versions:
+            dots.setdefault(dot[0], {})[dot[1]] = fk
+    return objects, odd, dots
 
 
 def read_rows(rows: Mapping[str, list[tuple[bytes, bytes]]]) -> SavedRows:
@@ -278,15 +311,6 @@ def read_rows(rows: Mapping[str, list[tuple[bytes, bytes]]]) -> SavedRows:
             raise DecodeError(f"bad reservation row: {exc}") from exc
         if not isinstance(reserved, int) or isinstance(reserved, bool) or reserved < 0:
             raise DecodeError("bad reservation row")
-    objects: list[tuple[FullKey, StoredObject]] = []
-    for raw_key, raw_obj in rows.get(T_OBJ, []):
-        found = _common_object(raw_key, raw_obj)
-        if found is None:
-            fk = unpack_full_key(raw_key)
-            obj = StoredObject.of(unpack_container(raw_obj))
-            if obj.is_empty():
-                continue
-            found = (fk, obj)
-        objects.append(found)
+    objects, odd, dots = _read_objects(rows.get(T_OBJ, []))
     pending = [(unpack_dot(raw_dot), unpack_full_key(raw_key)) for raw_dot, raw_key in rows.get(T_DOTS, [])]
-    return SavedRows(clock, watermark, reserved, objects, pending)
+    return SavedRows(clock, watermark, reserved, objects, odd, dots, pending)
