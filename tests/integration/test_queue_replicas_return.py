@@ -119,6 +119,21 @@ def test_old_owner_cut_off_past_the_failover_timeout_delivers_nothing_twice_afte
         nothing_twice_after_handover(a, c, ids, clients, received, payloads)
 
 
+def delivered_after_a_loss(a: ClusterNode, b: ClusterNode, c: ClusterNode, tag: str
+                           ) -> tuple[list[str], Counter[bytes], set[bytes]]:
+    """1,000 QoS 2 messages queued for 50 offline sessions on A (published on B); A killed with its disk kept;
+    the subscribers reconnect on C, get all of them (recovered from the replicas) and go offline again.
+    (client ids, how often each payload arrived, the payloads)"""
+    ids, _topics, payloads = queue_offline(a, b, tag, qos=2)
+    replicated(a)
+    a.kill9()
+    wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
+    on_c, received = reconnect_all(c, ids, payloads)
+    for client in on_c:
+        client.disconnect()
+    return ids, received, payloads
+
+
 def test_a_session_moved_on_to_a_third_node_gets_nothing_twice_when_the_old_owner_returns(
         majority: list[ClusterNode]) -> None:
     """Issue 18, divergent copies across a move: A killed (disk kept); the subscribers reconnect on C, which
@@ -126,13 +141,7 @@ def test_a_session_moved_on_to_a_third_node_gets_nothing_twice_when_the_old_owne
     hands the sessions over to B (with the names of what it recovered: the lineage); then A starts again and
     hands its stale queues over to B: the subscribers, connected to B, get none of them a second time."""
     a, b, c = majority
-    ids, _topics, payloads = queue_offline(a, b, "moved", qos=2)
-    replicated(a)
-    a.kill9()
-    wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
-    on_c, received = reconnect_all(c, ids, payloads)
-    for client in on_c:
-        client.disconnect()
+    ids, received, payloads = delivered_after_a_loss(a, b, c, "moved")
     on_b = [b.client(5, cid, clean=False, session_expiry=3600) for cid in ids]
     wait_until(lambda: sessions_on(c, ids) == 0, 30, interval=0.5, what="C handed the sessions over to B")
     assert metrics(b).get("broker.lineage_inherited", 0) >= MESSAGES
@@ -150,13 +159,7 @@ def test_a_session_recovered_twice_gets_nothing_twice_when_the_first_owner_retur
     a, b, c = nodes = start_cluster(tmp_path, {"trade_consistency": "on", "queue.replicas": "3",
                                                "queue.failover_timeout": "0s"})
     try:
-        ids, _topics, payloads = queue_offline(a, b, "twice", qos=2)
-        replicated(a)
-        a.kill9()
-        wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
-        on_c, received = reconnect_all(c, ids, payloads)
-        for client in on_c:
-            client.disconnect()
+        ids, received, payloads = delivered_after_a_loss(a, b, c, "twice")
         wait_until(lambda: metrics(b).get("queue_replica.copies_lineage", 0) >= SUBSCRIBERS, 20, interval=0.3,
                    what="B holds C's copies with their lineage")
         lose(c)

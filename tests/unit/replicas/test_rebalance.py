@@ -107,6 +107,14 @@ class Links:
         return None if copy is None else (copy.session, dict(copy.messages), set(copy.incoming))
 
 
+def replicating(members: list[str], reachable: Callable[[str], bool] = lambda n: True
+                ) -> tuple[Links, QueueReplicator]:
+    """Node a@h's replicator (R = 2, write quorum 2) over a fake transport, `members` read at each use."""
+    links = Links()
+    return links, QueueReplicator("a@h", lambda: members, reachable, links, resolved, replicas=2, write_quorum=2,
+                                  strict=lambda: False)
+
+
 def resolved() -> Future[None]:
     future: Future[None] = Future()
     future.set_result(None)
@@ -141,9 +149,7 @@ async def ticks(n: int = 3) -> None:
 def test_a_start_fills_every_replica_node_then_a_join_moves_the_copy_before_dropping_the_old_one() -> None:
     async def run() -> None:
         members = ["a@h", "b@h"]
-        links = Links()
-        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
-                                     write_quorum=2, strict=lambda: False)
+        links, replicator = replicating(members)
         journal = NullJournal()
         moving, staying = client_ids()
         sessions = {cid: session_with_messages(cid, journal, 3) for cid in (moving, staying)}
@@ -186,9 +192,7 @@ def test_a_member_back_with_a_new_incarnation_is_filled_again() -> None:
     async def run() -> None:
         members = ["a@h", "b@h"]
         incarnation = {"b@h": 1}
-        links = Links()
-        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
-                                     write_quorum=2, strict=lambda: False)
+        links, replicator = replicating(members)
         journal = NullJournal()
         sessions = {"c1": session_with_messages("c1", journal, 2)}
         rebalancer = Rebalancer(replicator, sessions, journal, lambda: {"a@h": 1, **incarnation}, rate=1000)
@@ -210,9 +214,7 @@ def test_a_member_back_with_a_new_incarnation_is_filled_again() -> None:
 def test_a_sync_to_a_node_that_left_keeps_the_old_copies() -> None:
     async def run() -> None:
         members = ["a@h", "b@h"]
-        links = Links()
-        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
-                                     write_quorum=2, strict=lambda: False)
+        links, replicator = replicating(members)
         journal = NullJournal()
         moving, _staying = client_ids()
         sessions = {moving: session_with_messages(moving, journal, 1)}
@@ -253,9 +255,7 @@ def test_an_unreachable_member_does_not_hold_up_the_others_and_is_filled_when_ba
     async def run() -> None:
         members = ["a@h", "b@h", "c@h"]
         reachable = {"a@h", "b@h"}
-        links = Links()
-        replicator = QueueReplicator("a@h", lambda: members, lambda n: n in reachable, links, resolved,
-                                     replicas=2, write_quorum=2, strict=lambda: False)
+        links, replicator = replicating(members, lambda n: n in reachable)
         journal = NullJournal()
         sessions = {f"s{i}": session_with_messages(f"s{i}", journal, 1) for i in range(20)}
         on_c = {cid for cid in sessions if replicator.targets(cid) == ["c@h"]}
@@ -290,9 +290,7 @@ def test_after_a_join_only_the_sessions_that_move_count_as_under_replicated() ->
     sync), so right after the join only those whose copy moves to c count as under-replicated."""
     async def run() -> None:
         members = ["a@h", "b@h"]
-        links = Links()
-        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
-                                     write_quorum=2, strict=lambda: False)
+        links, replicator = replicating(members)
         journal = NullJournal()
         sessions = {f"s{i}": session_with_messages(f"s{i}", journal, 1) for i in range(60)}
         rebalancer = Rebalancer(replicator, sessions, journal, lambda: {m: 1 for m in members}, rate=1000)
@@ -329,9 +327,7 @@ def test_a_sync_carries_the_session_record_as_stored_with_its_will(tmp_path: Pat
         storage.open()
         try:
             members = ["a@h", "b@h"]
-            links = Links()
-            replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
-                                         write_quorum=2, strict=lambda: False)
+            links, replicator = replicating(members)
             store = SessionStore(storage)
             session = Session("c1", protocol_level=5, expiry_interval=3600.0, max_inflight=10, max_online=100,
                               max_offline=100, journal=store)
@@ -361,9 +357,7 @@ def test_a_sync_carries_the_session_record_as_stored_with_its_will(tmp_path: Pat
 def test_a_sync_carries_the_sessions_lineage() -> None:
     async def run() -> None:
         members = ["a@h", "b@h"]
-        links = Links()
-        replicator = QueueReplicator("a@h", lambda: members, lambda n: True, links, resolved, replicas=2,
-                                     write_quorum=2, strict=lambda: False)
+        links, replicator = replicating(members)
         journal = NullJournal()
         sessions = {"c1": session_with_messages("c1", journal, 1), "c2": session_with_messages("c2", journal, 1)}
         rebalancer = Rebalancer(replicator, sessions, journal, lambda: {m: 1 for m in members}, rate=1000,
