@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import socket
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ import pytest
 from admin.http import MAX_IGNORED_BODY
 from admin.young_garbage import FULL_AFTER
 from bench import fuzz_admin
+from tests.integration.conftest import Broker, broker_kind, free_port, wait_until
 from tests.integration.test_admin import admin, node  # noqa: F401  (node: the fixture of a node with its API)
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("the vmqpy admin API")]
@@ -34,6 +37,33 @@ REFUSED_REQUESTS = 200
 # MiB, docs/security.md), one for an unknown method ~100 KiB; freed at once, 1,000 of them cost ~0.1 KiB each.
 HTTP_LAYER_REFUSALS = 1000
 HTTP_LAYER_GROWTH_BOUND_KIB = 4 * 1024
+
+
+@pytest.fixture(scope="module")
+def _module_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, str]]:
+    http_port = free_port()
+    broker = Broker(broker_kind(), tmp_path_factory.mktemp("admin-statuses"),
+                    {"listener.http.default": f"127.0.0.1:{http_port}"})
+    try:
+        yield broker, f"http://127.0.0.1:{http_port}"
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def status_node(_module_node: tuple[Broker, str]) -> Iterator[tuple[Broker, str]]:
+    """One node with its API for the tests that assert only on the answers to their own requests (not on its
+    memory, which the other tests measure on a fresh node each): a start per module instead of per case. A test
+    that leaves the node dead fails, and the next one gets it restarted."""
+    broker, url = _module_node
+    if not broker.alive():
+        if broker.proc is not None:
+            broker.stop()  # collect the exit code of a node that died earlier
+        broker.start()
+        wait_until(lambda: urllib.request.urlopen(f"{url}/health", timeout=2).status == 200, 15, what="admin API")
+    yield broker, url
+    if not broker.alive():
+        pytest.fail(f"the node died during the test:\n{broker.log_tail(60)}", pytrace=False)
 
 
 def api_key(data_dir: Path) -> str:
@@ -126,8 +156,8 @@ def _parse(answer: bytes) -> tuple[int, dict[str, str], Any]:
     (True, 0, False, 200),
 ])
 def test_a_body_over_the_limit_is_refused_before_the_key_is_looked_at(
-        node: Any, with_key: bool, body_size: int, chunked: bool, status: int) -> None:  # noqa: F811
-    broker, url = node
+        status_node: tuple[Broker, str], with_key: bool, body_size: int, chunked: bool, status: int) -> None:
+    broker, url = status_node
     key = api_key(broker.data_dir) if with_key else None
     got, headers, doc, _ = http_request(url, "/api/v1/cluster/show", key=key, body_size=body_size, chunked=chunked)
     assert got == status, doc
@@ -137,8 +167,8 @@ def test_a_body_over_the_limit_is_refused_before_the_key_is_looked_at(
         assert "too large" in doc["error"] and headers.get("connection", "").lower() == "close"
 
 
-def test_expect_100_continue_is_not_answered_for_a_body_the_api_refuses(node: Any) -> None:  # noqa: F811
-    broker, url = node
+def test_expect_100_continue_is_not_answered_for_a_body_the_api_refuses(status_node: tuple[Broker, str]) -> None:
+    broker, url = status_node
     status, _, doc, interim = http_request(url, "/api/v1/cluster/show", key=api_key(broker.data_dir),
                                            body_size=TWO_MIB, expect_continue=True)
     assert status == 413 and not interim.startswith(b"HTTP/1.1 100"), interim[:100]

@@ -17,7 +17,7 @@ import pytest
 
 from chaos.cluster import FAKETIME_LIBS, faketime_env
 from tests.integration.clients import RawClient, unique
-from tests.integration.cluster import ClusterNode, cluster_ready, join_all
+from tests.integration.cluster import ClusterNode, cluster_ready, join_all, start_all
 from tests.integration.conftest import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
@@ -35,8 +35,7 @@ def skewable(tmp_path: Path) -> Iterator[list[ClusterNode]]:
         clock.write_text("+0\n")
         node.env = {"LD_PRELOAD": FAKETIME, **faketime_env(clock)}
     try:
-        for node in nodes:
-            node.start()
+        start_all(nodes)
         join_all(nodes)
         yield nodes
     finally:

@@ -15,6 +15,8 @@ import pytest
 from chaos.cluster import Cluster
 from tests.integration.clients import PahoClient
 from tests.integration.cluster import JOIN_DEADLINE_S, ClusterNode
+from tests.integration.conftest import wait_until
+from tests.integration.test_haproxy import sessions
 from vmqpy.cluster.leader import ranking
 
 USE_ANOTHER_SERVER = 0x9C
@@ -118,8 +120,12 @@ def test_a_clean_connect_goes_once_to_where_the_persistent_session_is(nodes: lis
     cid = assigned_to(nodes, 1, "back-")
     first, _ = connect_following(n1, cid)  # a persistent session on n2
     first.stop()
+    wait_until(lambda: any(r["client_id"] == cid and r["node"] == n2.name for r in sessions(n1)), 10,
+               what="n1 knows the session is on n2")
     clean, followed = connect_following(n1, cid, clean=True, expiry=None)
     assert followed == [f"{n2.host}:{n2.mqtt_port}"], "sent to the node that holds the session"
     clean.stop()
+    wait_until(lambda: not any(r["client_id"] == cid for r in sessions(n1)), 10,
+               what="n1 knows the session ended")
     _later, followed = connect_following(n1, cid, clean=True, expiry=None)
     assert followed == [], "the session ended with the clean connect: served wherever it lands"
