@@ -27,6 +27,7 @@ from tests.integration.clients import (
 )
 from tests.integration.cluster import ClusterNode, cluster_ready, start_cluster
 from tests.integration.conftest import wait_until
+from tests.integration.test_netsplit import ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy queue replicas")]
 
@@ -67,7 +68,7 @@ def queue_offline(owner: ClusterNode, publisher_node: ClusterNode, tag: str,
     acknowledged publishes on `publisher_node` spread over them. (client ids, topics, payloads)."""
     ids = [unique(f"{tag}-sub{i}-") for i in range(SUBSCRIBERS)]
     topics = [unique(f"replicas/{tag}/{i}/") for i in range(SUBSCRIBERS)]
-    for cid, topic in zip(ids, topics, strict=True):  # a raw client: paho's network thread takes ~1 s to stop
+    for cid, topic in zip(ids, topics, strict=True):  # a raw client: no network thread to start and stop
         client = RawClient(owner.mqtt_port, owner.host, 5)
         client.connect(cid, clean=False, props=PERSISTENT)
         client.subscribe((topic, qos))
@@ -95,6 +96,13 @@ def lose(node: ClusterNode) -> None:
     node.data_dir.mkdir(parents=True)
 
 
+def serving_without(node: ClusterNode, lost: ClusterNode) -> None:
+    """Until `node` sees `lost` unreachable and serves again (majority readiness): its view of the two others
+    can settle a moment after the first (a CONNECT in between is refused: not ready)."""
+    wait_until(lambda: not any(r["Node"] == lost.name and r["Reachable"] for r in node.show()) and ready(node), 20,
+               interval=0.2, what=f"{node.name} sees {lost.name} unreachable and serves")
+
+
 def collect_all(node: ClusterNode, ids: list[str], qos: int = 1) -> list[bytes]:
     """Every subscriber reconnects (persistent) on `node` and reads its share of the messages."""
     received: list[bytes] = []
@@ -118,8 +126,7 @@ def test_owner_lost_with_its_disk_subscribers_get_every_message_on_another_node(
     wait_until(lambda: metrics(a).get("queue_replica.operations_pending") == 0, 20, interval=0.2,
                what="A's replica operations acknowledged")
     lose(a)
-    wait_until(lambda: not any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 20, interval=0.2,
-               what="C sees A unreachable")
+    serving_without(c, a)
     received = collect_all(c, ids)
     assert set(received) == payloads
     recovered = metrics(c).get("queue_replica.messages_recovered", 0)
@@ -188,8 +195,7 @@ def test_in_flight_messages_are_sent_again_with_dup_and_qos2_state_survives(majo
     wait_until(lambda: metrics(a).get("queue_replica.operations_pending") == 0, 20, interval=0.2,
                what="A's replica operations acknowledged")
     lose(a)
-    wait_until(lambda: not any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 20, interval=0.2,
-               what="C sees A unreachable")
+    serving_without(c, a)
     again = raw(c)
     assert again.connect(reader_id, clean=False, props=PERSISTENT, timeout=15).session_present
     resent = again.recv_publishes(5, timeout=15)

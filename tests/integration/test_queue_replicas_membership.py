@@ -17,7 +17,15 @@ import pytest
 
 from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, partition_chain, start_cluster
 from tests.integration.conftest import wait_until
-from tests.integration.test_queue_replicas import MESSAGES, SUBSCRIBERS, collect_all, lose, metrics, queue_offline
+from tests.integration.test_queue_replicas import (
+    MESSAGES,
+    SUBSCRIBERS,
+    collect_all,
+    lose,
+    metrics,
+    queue_offline,
+    serving_without,
+)
 from vmqpy.cluster.leader import ranking
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy queue replicas")]
@@ -68,8 +76,7 @@ def test_a_join_moves_replicas_to_the_new_node_and_r_copies_exist_after_it(
     assert (own["Under-replicated sessions"], own["Under-replicated messages"]) == (0, 0)
 
     lose(a)
-    wait_until(lambda: not any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 20, interval=0.2,
-               what="C sees A unreachable")
+    serving_without(c, a)
     received = collect_all(c, ids)
     assert sorted(received) == sorted(payloads)
 
@@ -115,7 +122,6 @@ def test_a_replica_cut_off_during_the_writes_catches_up_after_the_heal(three: li
                what="A's replication log: one window of under-replication, started and ended")
     assert replica_lines(a)[1]["peak_writes"] > 0  # the writes acknowledged with one copy missing
     lose(a)
-    wait_until(lambda: not any(r["Node"] == a.name and r["Reachable"] for r in c.show()), 20, interval=0.2,
-               what="C sees A unreachable")
+    serving_without(c, a)
     received = collect_all(c, ids)
     assert sorted(received) == sorted(payloads)

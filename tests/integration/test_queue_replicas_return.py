@@ -28,6 +28,7 @@ from tests.integration.test_queue_replicas import (
     majority,
     metrics,
     queue_offline,
+    serving_without,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy queue replicas")]
@@ -96,7 +97,7 @@ def test_old_owner_back_with_its_disk_delivers_nothing_twice_and_loses_nothing(
     ids, _topics, payloads = queue_offline(a, b, f"return{qos}", qos=qos)
     replicated(a)
     a.kill9()  # its data directory stays: it comes back with its old queues
-    wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
+    serving_without(c, a)
     clients, received = reconnect_all(c, ids, payloads)
     a.start()
     wait_until(lambda: not unreachable_from(c, a), 30, interval=0.2, what="C sees A again")
@@ -112,14 +113,14 @@ def test_old_owner_cut_off_past_the_failover_timeout_delivers_nothing_twice_afte
     replicated(a)
     with partition_chain():
         isolate(majority, a)
-        wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
+        serving_without(c, a)
         clients, received = reconnect_all(c, ids, payloads)
         heal()
         wait_until(lambda: not unreachable_from(c, a), 30, interval=0.2, what="C sees A again")
         nothing_twice_after_handover(a, c, ids, clients, received, payloads)
 
 
-def delivered_after_a_loss(a: ClusterNode, b: ClusterNode, c: ClusterNode, tag: str
+def delivered_after_a_loss(a: ClusterNode, b: ClusterNode, c: ClusterNode, tag: str, majority: bool = True
                            ) -> tuple[list[str], Counter[bytes], set[bytes]]:
     """1,000 QoS 2 messages queued for 50 offline sessions on A (published on B); A killed with its disk kept;
     the subscribers reconnect on C, get all of them (recovered from the replicas) and go offline again.
@@ -127,7 +128,10 @@ def delivered_after_a_loss(a: ClusterNode, b: ClusterNode, c: ClusterNode, tag: 
     ids, _topics, payloads = queue_offline(a, b, tag, qos=2)
     replicated(a)
     a.kill9()
-    wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
+    if majority:
+        serving_without(c, a)
+    else:  # trade_consistency: C serves without a majority
+        wait_until(lambda: unreachable_from(c, a), 20, interval=0.2, what="C sees A unreachable")
     on_c, received = reconnect_all(c, ids, payloads)
     for client in on_c:
         client.disconnect()
@@ -159,7 +163,7 @@ def test_a_session_recovered_twice_gets_nothing_twice_when_the_first_owner_retur
     a, b, c = nodes = start_cluster(tmp_path, {"trade_consistency": "on", "queue.replicas": "3",
                                                "queue.failover_timeout": "0s"})
     try:
-        ids, received, payloads = delivered_after_a_loss(a, b, c, "twice")
+        ids, received, payloads = delivered_after_a_loss(a, b, c, "twice", majority=False)
         wait_until(lambda: metrics(b).get("queue_replica.copies_lineage", 0) >= SUBSCRIBERS, 20, interval=0.3,
                    what="B holds C's copies with their lineage")
         lose(c)
