@@ -15,14 +15,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import msgpack
 import structlog
 
 from vmqpy.broker import records
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import MOVED_ROUTE_TTL
 from vmqpy.broker.session import FORWARD_MEMORY, Outgoing, Session
-from vmqpy.replicas.lineage import Entry, Lineage, fingerprint, pack_entries
+from vmqpy.replicas.lineage import Entry, Lineage, fingerprint, names_record
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
@@ -56,14 +55,12 @@ class SessionMigration:
         replicas = self._broker.store.replicas
         session = self._broker.sessions.get(client_id)
         if replicas is not None and session is not None and session.persistent:
-            replicas.lineage(client_id, msgpack.packb(pack_entries(entries)))
+            replicas.lineage(client_id, names_record(entries))
 
     def lineage_names(self, client_id: str) -> bytes | None:
         """The whole lineage of `client_id` as a `lin` operation carries it (the rebalancer's sync); None: none."""
-        if self._lineage is None and not self._broker.store.replicas:
-            return None
         entries = self.lineage.carried(client_id, self._broker.node)
-        return msgpack.packb(pack_entries(entries)) if entries else None
+        return names_record(entries) if entries else None
 
     def inherit_lineage(self, client_id: str, entries: list[Entry], sender: str) -> None:
         """The lineage found in the copies of a lost owner `sender` (failover.py): before its messages are
@@ -188,8 +185,7 @@ class SessionMigration:
         their publisher's node sends here too (`Session.watch_forwards`)."""
         broker = self._broker
         if image.lineage:
-            inherited = self.lineage.inherit(session.client_id, image.lineage, image.source or "")
-            broker.metrics["lineage_inherited"] += inherited
+            self.inherit_lineage(session.client_id, image.lineage, image.source or "")
         session.watch_forwards(time.time() + MOVED_ROUTE_TTL + FORWARD_MEMORY)
         session.await_release(image.awaiting_release)
         for packet_id in image.awaiting_release:

@@ -21,7 +21,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import msgpack
 import structlog
 
 from vmqpy.broker.handover import SessionImage, outgoing_from_record
@@ -30,7 +29,7 @@ from vmqpy.broker.persistence import stored_session
 from vmqpy.broker.session import Outgoing, Session
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
-from vmqpy.replicas.lineage import Entry, unpack_entries
+from vmqpy.replicas.lineage import Entry, entries_of
 
 __all__ = ["Failover", "FetchLinks", "merge_copies"]
 
@@ -107,7 +106,7 @@ def lineage_in(client_id: str, owner: str, copy: Copy) -> list[Entry]:
     entries: list[Entry] = []
     for names in copy.lineage.values():
         try:
-            entries += unpack_entries(msgpack.unpackb(names))
+            entries += entries_of(names)
         except Exception as exc:  # written by a build this one cannot read: said, not fatal
             log.error("unreadable replica lineage skipped", client_id=client_id, owner=owner, error=str(exc))
     return entries

@@ -88,6 +88,16 @@ def pack_entries(entries: list[Entry]) -> dict[str, list[Any]]:
     return packed
 
 
+def names_record(entries: list[Entry]) -> bytes:
+    """Entries as a `lin` replica operation carries them: msgpack of `pack_entries`."""
+    return bytes(msgpack.packb(pack_entries(entries)))
+
+
+def entries_of(record: bytes) -> list[Entry]:
+    """The inverse of `names_record`; ValueError (or msgpack's own errors) for anything else."""
+    return unpack_entries(msgpack.unpackb(record))
+
+
 def unpack_entries(data: Any) -> list[Entry]:
     """The inverse of `pack_entries`; ValueError for anything else."""
     if not isinstance(data, dict):

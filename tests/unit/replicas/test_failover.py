@@ -7,8 +7,6 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-import msgpack
-
 from tests.unit.replicas.test_copies import MemoryTable
 from vmqpy.broker.handover import SessionImage, outgoing_record
 from vmqpy.broker.message import Message, encode_record
@@ -16,7 +14,7 @@ from vmqpy.broker.session import Outgoing, Session
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
 from vmqpy.replicas.failover import Failover, merge_copies
-from vmqpy.replicas.lineage import Entry, pack_entries
+from vmqpy.replicas.lineage import Entry, names_record
 from vmqpy.replicas.ops import Op
 
 
@@ -71,7 +69,7 @@ def test_copies_of_one_owner_from_two_replicas_merge_into_their_union() -> None:
 
 
 def test_a_fetch_answer_carries_the_lineage_and_the_recovery_hands_it_to_the_broker() -> None:
-    names = msgpack.packb(pack_entries([("old", 4, b"d" * 8)]))
+    names = names_record([("old", 4, b"d" * 8)])
     links = Links(["me", "r"], {"r"})
     replica = failover(links)
     replica.copies.apply("a", Op("session", "c", value=b"s"), 1)

@@ -17,7 +17,9 @@ from vmqpy.replicas.lineage import (
     Entry,
     Lineage,
     Name,
+    entries_of,
     fingerprint,
+    names_record,
     pack_entries,
     unpack_entries,
 )
@@ -112,6 +114,7 @@ entries = st.lists(st.tuples(st.sampled_from(["a", "b", "node-c", ""]), st.integ
 @given(entries)
 def test_entries_pack_and_unpack(items: list[Entry]) -> None:
     assert sorted(unpack_entries(pack_entries(items))) == sorted(items)
+    assert sorted(entries_of(names_record(items))) == sorted(items)  # the bytes a `lin` operation carries
 
 
 @pytest.mark.parametrize("data", [[], {"a": [1]}, {"a": [1, "x"]}, {"a": [-1, b"d"]}, {1: [1, b"d"]},
