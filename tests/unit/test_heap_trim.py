@@ -6,6 +6,7 @@ property)."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +69,7 @@ def test_a_burst_of_closes_is_trimmed_after_when_it_is_over(after: int, totals: 
         trims.append(len(trims))
         return True
 
-    burst = heap_trim.BurstTrim(after, trim)
+    burst = heap_trim.BurstTrim(after, trim, clock=lambda: 0.0)
     at = [i for i, total in enumerate(totals) if burst.tick(total)]
     assert at == trimmed_at and burst.trims == len(trims) == len(trimmed_at)
 
@@ -76,7 +77,7 @@ def test_a_burst_of_closes_is_trimmed_after_when_it_is_over(after: int, totals: 
 @given(st.integers(1, 50), st.lists(st.integers(0, 40), max_size=60))
 def test_never_two_trims_without_after_closes_between_and_never_during_a_burst(after: int,
                                                                                steps: list[int]) -> None:
-    burst = heap_trim.BurstTrim(after, lambda: True)
+    burst = heap_trim.BurstTrim(after, lambda: True, clock=lambda: 0.0)
     total, since = 0, 0
     burst.tick(total)
     for step in steps:
@@ -91,3 +92,83 @@ def test_never_two_trims_without_after_closes_between_and_never_during_a_burst(a
 def test_after_below_one_is_a_usage_error(after: int) -> None:
     with pytest.raises(ValueError, match="after must be at least 1"):
         heap_trim.BurstTrim(after)
+
+
+@pytest.mark.parametrize("budget", [0.0, -0.5, 1.5])
+def test_a_budget_outside_zero_to_one_is_a_usage_error(budget: float) -> None:
+    with pytest.raises(ValueError, match="budget must be in"):
+        heap_trim.BurstTrim(budget=budget)
+
+
+class Clock:
+    """A node's time: ticks move it by `tick`, a trim by its cost."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(("cost", "budget", "totals", "trimmed_at"), [
+    # a trim of 0.05 s at 1 %: the next waits 5 s (50 ticks); the second burst ends at tick 4, trimmed at tick 52
+    (0.05, 0.01, [0, 3, 3, 6, 6] + [6] * 60, [2, 52]),
+    # a free trim waits for nothing
+    (0.0, 0.01, [0, 3, 3, 6, 6], [2, 4]),
+    # closes during the wait keep counting and are trimmed together once the wait is over
+    (0.05, 0.01, [0, 3, 3, 6, 6, 9, 9] + [9] * 60, [2, 52]),
+    # a larger budget waits less: 0.05 / 0.5 = 0.1 s, one tick
+    (0.05, 0.5, [0, 3, 3, 6, 6, 6], [2, 4]),
+])
+def test_trims_wait_for_their_budget(cost: float, budget: float, totals: list[int], trimmed_at: list[int]) -> None:
+    clock = Clock()
+
+    def trim() -> bool:
+        clock.now += cost
+        return True
+
+    burst = heap_trim.BurstTrim(3, trim, budget=budget, clock=clock)
+    at = []
+    for i, total in enumerate(totals):
+        clock.now = round(clock.now + 0.1, 9)
+        if burst.tick(total):
+            at.append(i)
+    assert at == trimmed_at
+
+
+@given(st.floats(0.0, 2.0), st.sampled_from([0.01, 0.1, 0.5]), st.lists(st.integers(0, 40), max_size=300))
+def test_trims_never_take_more_than_their_budget_of_the_time(cost: float, budget: float,
+                                                             steps: list[int]) -> None:
+    clock = Clock()
+    spent = 0.0
+
+    def trim() -> bool:
+        nonlocal spent
+        clock.now += cost
+        spent += cost
+        return True
+
+    burst = heap_trim.BurstTrim(1, trim, budget=budget, clock=clock)
+    total = 0
+    for step in steps:
+        clock.now += 0.1
+        total += step
+        burst.tick(total)
+    assert spent <= budget * clock.now + cost + 1e-9  # one trim may start the account
+
+
+def test_collect_and_trim_collects_all_generations_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def collect(*generation: int) -> int:
+        calls.append(f"collect{generation}")
+        return 0
+
+    def trim() -> bool:
+        calls.append("trim")
+        return True
+
+    monkeypatch.setattr(gc, "collect", collect)
+    monkeypatch.setattr(heap_trim, "trim", trim)
+    assert heap_trim.collect_and_trim() is True
+    assert calls == ["collect()", "trim"]
