@@ -111,6 +111,9 @@ SPECS: Final[tuple[Spec, ...]] = (
        "broker.queue_message_expired"),
     _s("socket_open", "counter", "MQTT connections accepted", "broker.socket_open"),
     _s("socket_close", "counter", "MQTT connections closed", "broker.socket_close"),
+    _s("vmqpy_loop_stalls", "counter", "times the node's event loop ran its 0.1 s tick more than 0.25 s late (one "
+       "long turn kept heartbeats, clients and timers waiting; also logged as 'event loop stalled')",
+       "broker.loop_stalls"),
     _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: none within "
        "mqtt.connect_timeout", "broker.connect_timeout", labels=(("reason", "timeout"),)),
     _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: it announced more "

@@ -53,6 +53,7 @@ from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
 from vmqpy.replicas.service import QueueReplication
+from vmqpy.stall_watch import StallWatch
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.node")
@@ -334,11 +335,17 @@ class Node:
     @contextlib.asynccontextmanager
     async def _ticker(self, broker: Broker) -> AsyncIterator[None]:
         burst = heap_trim.BurstTrim()
+        stalls = StallWatch(TICK_INTERVAL)
+        loop = asyncio.get_running_loop()
 
         async def tick() -> None:
             while True:
                 await asyncio.sleep(TICK_INTERVAL)
                 try:
+                    late = stalls.tick(loop.time())
+                    if late is not None:
+                        broker.metrics["loop_stalls"] += 1
+                        log.warning("event loop stalled", late_by=round(late, 3), stalls=stalls.stalls)
                     broker.tick(time.time())
                     burst.tick(broker.metrics["socket_close"])
                 except Exception:

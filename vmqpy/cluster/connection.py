@@ -5,11 +5,19 @@ one timer at the link's next deadline, and hands the link's events to the links 
 `PeerLinks` in peer_links.py). Bytes written during one turn of the event loop leave in one socket write at the
 end of the turn (sooner once `CORK_LIMIT` bytes are collected). A closed link half-closes its socket and keeps
 reading until the peer closes too, so the kernel does not discard the last frames (see `finish`).
+
+One read can hold thousands of frames (a peer that wrote faster than this node handles, a backlog sent after a
+reconnect), and handling a metadata frame costs far more than reading it. So the frames of a read are handled
+`TURN_BUDGET` seconds at a time: what is left waits for the next turn of the loop with the socket's reading
+paused, so that timers (heartbeats to every peer, keep-alives), clients and the other links run in between.
+Without it a node that fell behind handled one read for more than `cluster.detect_timeout` and its peers
+declared it silent while it was working (tests/unit/cluster/test_link_backlog.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import socket
 import time
@@ -30,6 +38,8 @@ log = structlog.get_logger("vmqpy.cluster")
 CORK_LIMIT: Final = 1 << 16  # write what was collected once it reaches this size (else at the end of the turn)
 _WRITE_HIGH_WATER: Final = 1 << 18
 _EARLY_LIMIT: Final = 1 << 16  # bytes kept from before connection_made (a HELLO is far smaller)
+TURN_BUDGET: Final = 0.02  # seconds of frame handling per turn of the loop; the rest waits for the next turn
+_SLICE: Final = 16  # events handed over between two looks at the clock
 
 clock = time.monotonic  # the links' clock (uvloop's loop.time() only advances once per loop iteration)
 
@@ -85,6 +95,8 @@ class LinkConnection(asyncio.Protocol):
         # bytes that arrived before connection_made: over TLS, start_tls (tls_accept.py) may hand the first
         # application data to the protocol before the coroutine that awaited the handshake gets to run
         self._early = bytearray()
+        # events of reads not handled yet (TURN_BUDGET); while there are any, the socket is not read
+        self._backlog: collections.deque[Event] = collections.deque()
 
     # ---------------------------------------------------------------------------------------------- protocol
 
@@ -121,7 +133,14 @@ class LinkConnection(asyncio.Protocol):
             return
         self._counters.bytes_in += len(data)
         try:
-            self._answer(link, link.receive_data(data, clock()))
+            events = link.receive_data(data, clock())
+            pending = link.data_to_send()
+            if pending:
+                self.write(pending)
+            if self._backlog:  # a read that was already on its way when the reading stopped
+                self._backlog.extend(events)
+            elif events:
+                self._handle(events)
             if not self.dead:
                 # A loop busy with input runs its timers late (uvloop reads many chunks per iteration), so
                 # heartbeats and checks that are already due run here rather than wait for the timer.
@@ -135,12 +154,74 @@ class LinkConnection(asyncio.Protocol):
             log.exception("cluster link failed", node=self.host.own_name, remote=self.remote)
             self.close_link("internal error")
 
+    # ---------------------------------------------------------------------------------------------- handling
+
+    def _handle(self, events: list[Event]) -> None:
+        """Hand `events` to the host, `TURN_BUDGET` seconds' worth; keep the rest for the next turn."""
+        deadline = clock() + TURN_BUDGET
+        for start in range(0, len(events), _SLICE):
+            if self.dead:
+                return
+            if start and clock() >= deadline:
+                self._backlog.extend(events[start:])
+                self._hold()
+                return
+            self.host.handle_events(self, events[start:start + _SLICE])
+
+    def _hold(self) -> None:
+        """Stop reading until the backlog is handled, and let the loop run a turn before the next part."""
+        if self.link is not None:
+            self.link.hold_silence(clock())
+        if self.transport is not None and not self.transport.is_closing():
+            with contextlib.suppress(Exception):
+                self.transport.pause_reading()
+        self._loop.call_soon(self._continue)
+
+    def _continue(self) -> None:
+        """The next part of the backlog; reading resumes once it is empty."""
+        link = self.link
+        if link is None or self.dead:
+            self._backlog.clear()
+            return
+        try:
+            deadline = clock() + TURN_BUDGET
+            backlog = self._backlog
+            while backlog and not self.dead:
+                if clock() >= deadline:
+                    self._hold()
+                    break
+                self.host.handle_events(self, [backlog.popleft() for _ in range(min(_SLICE, len(backlog)))])
+            else:
+                if self.dead:
+                    backlog.clear()
+                    return
+                link.hold_silence(clock())  # from now on the socket is read again: the peer has a full timeout
+                if self.transport is not None and not self.transport.is_closing():
+                    with contextlib.suppress(Exception):
+                        self.transport.resume_reading()
+            now = clock()
+            due = link.get_timer()
+            if due is not None and due <= now:
+                self._tick(now)
+        except Exception:
+            log.exception("cluster link failed", node=self.host.own_name, remote=self.remote)
+            self.close_link("internal error")
+
+    def _handle_backlog_now(self) -> None:
+        """The socket ends: what the peer sent before that is handled first, in order."""
+        backlog = self._backlog
+        while backlog and not self.dead:
+            self.host.handle_events(self, [backlog.popleft() for _ in range(min(_SLICE, len(backlog)))])
+        backlog.clear()
+
     def eof_received(self) -> bool | None:
+        self._handle_backlog_now()
         if self.link is not None and not self.dead:
             self._deliver(self.link.receive_data(b"", clock()))
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._handle_backlog_now()
         self.host.socket_closed(self)
         self._cancel_timer()
         if self._linger is not None:

@@ -21,7 +21,9 @@ Rules:
 * The peer is silent once ``detect_timeout`` passed without any frame from it: `handle_timer` returns
   `PeerSilent` then `Closed(SILENT)` and queues a BYE. If our own timer ran more than two heartbeat intervals
   late (our event loop stalled), the verdict waits one more interval, so frames that arrived during the stall
-  are read first.
+  are read first. While the driver still holds frames it read and has not handled yet (it spreads a large read
+  over several turns of its loop and reads nothing meanwhile), it says so with `hold_silence`: the peer is not
+  silent before `detect_timeout` after the driver last held such frames.
 * The handshake must finish within `handshake_timeout` (default ``2 * detect_timeout``).
 * Malformed input closes the link with `Closed(PROTOCOL_ERROR, reason)` where reason is the decoder's; a
   BYE carrying the reason is queued for the peer. After `Closed`, the link ignores all input.
@@ -291,6 +293,11 @@ class Link:
         data = bytes(self._out)
         self._out.clear()
         return data
+
+    def hold_silence(self, now: float) -> None:
+        """The driver holds frames from the peer it has not handled yet and reads nothing until it has: the
+        peer's later frames wait in the socket, unseen, so no silence verdict before `detect_timeout` from now."""
+        self._grace_until = max(self._grace_until, now + self.detect_timeout)
 
     def close(self, reason: str) -> list[Event]:
         """Close from our side: queues BYE(reason) and returns [Closed(LOCAL)] (or [] if already closed)."""
