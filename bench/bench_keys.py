@@ -12,7 +12,12 @@ messages (64 bytes) are published on node 1 through MQTT; each is one key of the
   write, as % of a core: the cost of anti-entropy and the other periodic work while nothing changes;
 - catch-up: a fourth node, empty, is started and joined to node 1; seconds from the join command until it
   holds N retained messages, its CPU meanwhile, and the bytes of the anti-entropy exchanges it took part in
-  (`bytes_received` and `bytes_sent` of the `md_exchange` events of its replication log).
+  (`bytes_received` and `bytes_sent` of the `md_exchange` events of its replication log);
+- publish latency of the existing nodes while it catches up: a probe client on node 1 publishes a QoS 1
+  message to a topic it subscribes to every 10 ms (bench_retained.Probe), from 3 s before the join until the
+  fresh node caught up; p50/p99 of those round trips in the 3 s before (normal) and during the catch-up
+  (target: p99 during at most 2x normal);
+- silences: the `cluster peer silent` warnings and `event loop stalled` warnings in the nodes' logs.
 
 The cluster is stopped (every node by its PID) before the next size. Writes the figures as JSON (`--out`, default
 bench/results/keys.json) and, with `--plot`, the curves (default docs/images/curve-keys.png).
@@ -25,12 +30,13 @@ import asyncio
 import json
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.bench_retained import create_retained_on
+from bench.bench_retained import Probe, create_retained_on
 from bench.brokers import cpu_seconds
 from bench.curves_common import IMAGES, RESULTS, parse_sizes, plot, slope, write_json
 from chaos.cluster import Cluster
@@ -90,6 +96,42 @@ def exchange_bytes(node: ClusterNode) -> tuple[int, int, int]:
     return count, received, sent
 
 
+class ProbeThread:
+    """bench_retained.Probe on its own event loop in a thread, beside the bench's blocking steps."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.probe: Probe = asyncio.run_coroutine_threadsafe(Probe.start(node.mqtt_port, node.host),
+                                                             self.loop).result(30)
+
+    def between(self, t0: float, t1: float) -> dict[str, float | int | None]:
+        return asyncio.run_coroutine_threadsafe(self._between(t0, t1), self.loop).result(30)
+
+    async def _between(self, t0: float, t1: float) -> dict[str, float | int | None]:
+        return self.probe.between(t0, t1)
+
+    def stop(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.probe.stop(), self.loop).result(30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(30)
+            self.loop.close()
+
+
+def log_warnings(nodes: list[ClusterNode], event: str) -> int:
+    """How many lines of the nodes' logs carry `event`."""
+    count = 0
+    for node in nodes:
+        try:
+            count += node.log.read_text(errors="replace").count(event)
+        except OSError:
+            pass
+    return count
+
+
 def measure_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-keys-") as tmp:
         nodes = [ClusterNode(i, Path(tmp)) for i in (1, 2, 3)]
@@ -109,18 +151,29 @@ def measure_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(args.rest)
             rest = [100 * (node_cpu(n) - b) / args.rest for n, b in zip(nodes, before, strict=True)]
             fresh.start()
-            c0, t0 = node_cpu(fresh), time.monotonic()
-            answer = fresh.admin_cli("cluster", "join", f"discovery-node={nodes[0].discovery}")
-            if answer.returncode != 0:
-                raise RuntimeError(f"join failed: {answer.stderr.strip()}")
-            caught = wait_held([fresh], size)
-            join_s = None if caught is None else time.monotonic() - t0
+            probe = ProbeThread(nodes[0])
+            try:
+                time.sleep(3.0)
+                c0, t0 = node_cpu(fresh), time.monotonic()
+                normal = probe.between(t0 - 3.0, t0)
+                answer = fresh.admin_cli("cluster", "join", f"discovery-node={nodes[0].discovery}")
+                if answer.returncode != 0:
+                    raise RuntimeError(f"join failed: {answer.stderr.strip()}")
+                caught = wait_held([fresh], size)
+                t1 = time.monotonic()
+                during = probe.between(t0, t1)
+            finally:
+                probe.stop()
+            join_s = None if caught is None else t1 - t0
             join_cpu = node_cpu(fresh) - c0
             time.sleep(2.0)  # an exchange is logged when it ends, which may be just after the last key arrived
             exchanges, received, sent = exchange_bytes(fresh)
         finally:
             Cluster([*nodes, fresh]).stop()
-    return {"keys": size, "publish_s": publish_s, "replicated_s": publish_s + replicated,
+            silences = log_warnings([*nodes, fresh], "cluster peer silent")
+            stalls = log_warnings([*nodes, fresh], "event loop stalled")
+    return {"keys": size, "probe_normal": normal, "probe_during_join": during, "peer_silent_warnings": silences,
+            "loop_stall_warnings": stalls, "publish_s": publish_s, "replicated_s": publish_s + replicated,
             "rest_cpu_pct": rest, "rest_cpu_pct_max": max(rest), "join_s": join_s, "join_cpu_s": join_cpu,
             "exchanges": exchanges, "exchange_bytes_received": received, "exchange_bytes_sent": sent}
 
@@ -138,13 +191,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"keys {size:>9,}: on 3 nodes after {p['replicated_s']:.1f} s; at rest "
               f"{'/'.join(f'{c:.1f}' for c in p['rest_cpu_pct'])} % CPU; fresh node caught up: {join}, "
               f"{p['join_cpu_s']:.1f} CPU s, {p['exchanges']} exchanges, {p['exchange_bytes_received']:,} B in / "
-              f"{p['exchange_bytes_sent']:,} B out", flush=True)
+              f"{p['exchange_bytes_sent']:,} B out; probe p50/p99 normal {_ms(p['probe_normal'])}, during the "
+              f"join {_ms(p['probe_during_join'])}; {p['peer_silent_warnings']} peer-silent and "
+              f"{p['loop_stall_warnings']} loop-stall warnings", flush=True)
     xs = [p["keys"] for p in points]
     joined = [p for p in points if p["join_s"] is not None]
     return {"bench": "keys", "rest_s": args.rest, "points": points, "slopes": {
         "rest_cpu_pct_per_million": _scale(slope(xs, [p["rest_cpu_pct_max"] for p in points]), 1e6),
         "join_s_per_million": _scale(slope([p["keys"] for p in joined], [p["join_s"] for p in joined]), 1e6),
         "exchange_bytes_per_key": slope(xs, [p["exchange_bytes_received"] for p in points])}}
+
+
+def _ms(probe: dict[str, Any]) -> str:
+    p50, p99 = probe.get("p50_ms"), probe.get("p99_ms")
+    return "-" if p50 is None or p99 is None else f"{p50:.1f}/{p99:.1f} ms"
 
 
 def _scale(v: float | None, k: float) -> float | None:

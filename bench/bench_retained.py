@@ -147,8 +147,8 @@ class Probe:
         self.tasks: list[asyncio.Task[None]] = []
 
     @classmethod
-    async def start(cls, port: int) -> Probe:
-        client = await Client.connect(port, "probe-rt")
+    async def start(cls, port: int, host: str = HOST) -> Probe:
+        client = await Client.connect(port, "probe-rt", host=host)
         await client.subscribe([PROBE_TOPIC], qos=1)
         probe = cls(client)
         probe.tasks = [asyncio.create_task(probe._send()), asyncio.create_task(probe._receive())]
