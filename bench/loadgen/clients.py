@@ -327,7 +327,7 @@ class Subscriber(_Client):
         self.latencies: array.array[int] = array.array("q")
         self.latencies_dropped = 0
         self.feedback = feedback
-        self.by_due_time = False  # fixed rate: count deliveries by the time in the payload (`schedule.in_window`)
+        self.by_due_time = False  # fixed rate: latencies of the messages due in the window (`schedule.in_window`)
         self.next_seq = [0] * (max(sources) + 1 if sources else 0)  # per source: highest seq received + 1
 
     def result(self) -> SubResult:
@@ -351,7 +351,8 @@ class Subscriber(_Client):
         w0 = self.w0
         w1 = self.w1
         by_due = self.by_due_time
-        record = by_due or w0 <= now <= w1
+        received_in_window = w0 <= now <= w1
+        record = by_due or received_in_window
         lat: list[int] = []
         pids: list[bytes] = []
         count = 0
@@ -396,8 +397,9 @@ class Subscriber(_Client):
             if fb is not None:
                 for src in self.sources:
                     fb[src] = next_seq[src]
+            if received_in_window:
+                self.in_window += count
             if record:
-                self.in_window += len(lat) if by_due else count
                 if len(self.latencies) < MAX_LATENCIES:
                     self.latencies.extend(lat)
                 else:

@@ -9,8 +9,9 @@ publisher that fell behind catches up (sends what is due at once) instead of dri
 
 Latency is measured from the DUE time, which the publisher stamps into the payload in place of the time it wrote
 the message: a message that waited (for the publisher's turn, a full QoS 1 window, a socket that would not take
-more) carries that wait in its latency, so coordinated omission does not hide the queueing. A delivery counts in
-the figures when its due time is in the measured window, whenever it arrives (also during the drain).
+more) carries that wait in its latency, so coordinated omission does not hide the queueing. A delivery's latency
+counts in the figures when its due time is in the measured window, whenever it arrives (also during the drain);
+the achieved rate is, as in the closed loop, what the subscribers received during the window / its length.
 """
 
 from __future__ import annotations
