@@ -56,7 +56,10 @@ def test_checks_name_each_target() -> None:
     assert any("90 %" in x and "1.50x" in x and "met" in x and "NOT" not in x for x in lines)
     assert any("lost 2 acknowledged" in x for x in lines)
     assert any("1,000 msgs/s" in x and "0.80 ms" in x and "NOT" not in x for x in lines)
-    assert not any("mosquitto" in x for x in lines)
+    assert not any("Mosquitto did not reach" in x for x in lines)
+    rows.append(fixed("mosquitto", 1, 9.0, case="20 % of Mosquitto", level=0.2, rate=500.0))
+    lines = bl.checks(bl.summarize(rows, ["vmqpy", "mosquitto"]))
+    assert any("20 %" in x and "Mosquitto did not reach the rate" in x for x in lines)
 
 
 def test_render_puts_the_brokers_side_by_side() -> None:
