@@ -14,8 +14,9 @@ from bench import bench_latency as bl
 
 def fixed(broker: str, rnd: int, p99: float | None, *, case: str = "50 % of Mosquitto", level: float | None = 0.5,
           target: float = 1000.0, rate: float = 1000.0, behind: int = 0, cpu: float = 10.0,
-          acked_lost: int = 0) -> dict[str, Any]:
-    return {"mode": "fixed", "scenario": "qos1-pairs10", "case": case, "level": level, "target_rate": target,
+          acked_lost: int = 0, samples: int | None = None) -> dict[str, Any]:
+    return {"mode": "fixed", "window_s": 2.0, "latency_samples": int(2 * target) if samples is None else samples,
+            "scenario": "qos1-pairs10", "case": case, "level": level, "target_rate": target,
             "broker": broker, "round": rnd, "rate": rate, "p50_ms": 0.5, "p99_ms": p99, "p999_ms": p99,
             "max_ms": p99, "broker_cpu": cpu, "lost": 0, "dups": 0, "acked_lost": acked_lost, "behind": behind,
             "lag_p99_ms": 0.1, "machine_cpu": 50.0}
@@ -43,6 +44,20 @@ def test_summary_medians_and_per_round_ratios() -> None:
 def test_a_rate_is_reached_at_97_percent(rate: float, reached: bool) -> None:
     [s] = bl.summarize([fixed("vmqpy", 1, 1.0, rate=rate, behind=3)], ["vmqpy"])
     assert s["reached"] is reached and s["behind"] == 3
+
+
+def test_runs_missing_more_than_one_percent_have_an_unbounded_p99() -> None:
+    rows = [fixed("vmqpy", 1, 3.0, samples=1980), fixed("mosquitto", 1, 1.0),  # 99 %: bounded, ratio 3
+            fixed("vmqpy", 2, 2.0, samples=1979), fixed("mosquitto", 2, 1.0),  # just under: not in the ratios
+            fixed("vmqpy", 3, 4.0), fixed("mosquitto", 3, 1.0)]
+    s = bl.summarize(rows, ["vmqpy", "mosquitto"])[0]
+    assert (s["unbounded_runs"], s["p99_unbounded"], s["p99_ratio"]) == (1, False, 3.5)
+    rows += [fixed("vmqpy", 4, None, samples=0), fixed("mosquitto", 4, 1.0),
+             fixed("vmqpy", 5, 9.0, samples=10), fixed("mosquitto", 5, 1.0)]
+    s = bl.summarize(rows, ["vmqpy", "mosquitto"])[0]
+    assert (s["unbounded_runs"], s["runs"], s["p99_unbounded"], s["p99_ratio"]) == (3, 5, True, None)
+    assert any("p99 unbounded: in 3 of 5 runs" in x and "NOT met" in x for x in bl.checks([s]))
+    assert "| unbounded / 1.00 |" in bl.render(bl.summarize(rows, ["vmqpy", "mosquitto"]), {})
 
 
 def test_checks_name_each_target() -> None:
