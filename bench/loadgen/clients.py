@@ -244,6 +244,10 @@ class Publisher(_Client):
             self.idle.set_result(None)
 
     def _send_q1(self, k: int) -> None:
+        self._write_q1(k, None)
+
+    def _write_q1(self, k: int, stamps: list[int] | None) -> None:
+        """Send k QoS 1 PUBLISHes stamped with the time now, or with `stamps` (one per message, fixed rate)."""
         t = self.transport
         if t is None or t.is_closing() or k <= 0:
             return
@@ -257,18 +261,21 @@ class Publisher(_Client):
         pack = PID_HEADER.pack
         prefix = self.prefix
         parts = []
-        for _ in range(k):
+        for i in range(k):
             for _ in range(65535):  # skip identifiers still in flight (at most `window` of them)
                 if pid_seq[pid] < 0:
                     break
                 pid = pid % 65535 + 1
             pid_seq[pid] = seq
-            parts.append(prefix + pack(pid, self.pub_id, seq, ts) + PAD)
+            parts.append(prefix + pack(pid, self.pub_id, seq, ts if stamps is None else stamps[i]) + PAD)
             seq += 1
             pid = pid % 65535 + 1
         self._next_pid = pid
         self.outstanding += k
-        if ts >= self.w0:
+        if stamps is not None:
+            w0 = self.w0
+            self.sent_in_window += sum(1 for x in stamps if x >= w0)
+        elif ts >= self.w0:
             self.sent_in_window += k
         self.sent = seq
         t.write(b"".join(parts))
@@ -320,6 +327,7 @@ class Subscriber(_Client):
         self.latencies: array.array[int] = array.array("q")
         self.latencies_dropped = 0
         self.feedback = feedback
+        self.by_due_time = False  # fixed rate: latencies of the messages due in the window (`schedule.in_window`)
         self.next_seq = [0] * (max(sources) + 1 if sources else 0)  # per source: highest seq received + 1
 
     def result(self) -> SubResult:
@@ -340,7 +348,11 @@ class Subscriber(_Client):
         buf, frames = self._take_frames(data)
         seen = self.seen
         unpack = HEADER.unpack_from
-        record = self.w0 <= now <= self.w1
+        w0 = self.w0
+        w1 = self.w1
+        by_due = self.by_due_time
+        received_in_window = w0 <= now <= w1
+        record = by_due or received_in_window
         lat: list[int] = []
         pids: list[bytes] = []
         count = 0
@@ -369,7 +381,10 @@ class Subscriber(_Client):
                         self.dups += 1
                     else:
                         arr[seq] = 1
-                    if record:
+                    if by_due:
+                        if w0 <= ts < w1:  # schedule.in_window, inlined on the hot path
+                            lat.append(now - ts)
+                    elif record:
                         lat.append(now - ts)
             else:
                 self._control(first, buf[h:end])
@@ -382,8 +397,9 @@ class Subscriber(_Client):
             if fb is not None:
                 for src in self.sources:
                     fb[src] = next_seq[src]
-            if record:
+            if received_in_window:
                 self.in_window += count
+            if record:
                 if len(self.latencies) < MAX_LATENCIES:
                     self.latencies.extend(lat)
                 else:

@@ -3,6 +3,10 @@ one `RunResult` with rates, losses and latency percentiles (pure).
 
 Acknowledged-but-lost = messages the broker PUBACKed to the publisher that the subscriber never received by the
 end of the drain. Lost = sent messages never received (for QoS 0 the broker may drop them).
+
+Fixed-rate runs (`schedule`) add: the target rate, behind (messages due before the end of the window that their
+publisher never sent: the rate was not reached), the publishers' timer lag (how late the load generator itself
+woke up for a due message: a floor under every latency it reports), and p99.9 and max latency.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class PubResult:
     unacked: int = 0
     stalls: int = 0
     errors: list[str] = field(default_factory=list)
+    behind: int = 0  # fixed rate: messages due before the end of the window and never sent
+    send_lags: bytes = b""  # fixed rate: array('q') of ns, how late the publisher woke up for a due message
 
 
 @dataclass
@@ -97,6 +103,12 @@ class RunResult:
     broker_cpu: float | None  # % of one core, during the window (if a probe was given)
     machine_cpu: float | None  # % of one core used by all processes of the machine during the window
     errors: list[str]
+    target_rate: float | None = None  # fixed rate: msgs/s asked for (None: closed loop, as fast as the windows allow)
+    p999_ms: float | None = None
+    max_ms: float | None = None
+    behind: int = 0  # fixed rate: messages due in the run that their publisher never sent
+    lag_p99_ms: float | None = None  # fixed rate: p99 of the publishers' timer lag
+    lag_max_ms: float | None = None
 
     @property
     def rate(self) -> float:
@@ -113,9 +125,19 @@ class RunResult:
         return d
 
 
+def latency_ms(sorted_ns: list[int] | array.array[int]) -> dict[str, float | None]:
+    """p50, p99, p99.9 and max (nearest rank) in ms of ascending latencies in ns; None where there are none."""
+    out: dict[str, float | None] = {}
+    for name, p in (("p50_ms", 50.0), ("p99_ms", 99.0), ("p999_ms", 99.9), ("max_ms", 100.0)):
+        v = percentile(sorted_ns, p)
+        out[name] = None if v is None else v / 1e6
+    return out
+
+
 def summarize(scenario: str, qos: int, window_s: float, pubs: list[PubResult], subs: list[SubResult],
               sent_in_window: int = 0, loadgen_cpu: Iterable[float] = (), broker_cpu: float | None = None,
-              machine_cpu: float | None = None, errors: Iterable[str] = ()) -> RunResult:
+              machine_cpu: float | None = None, errors: Iterable[str] = (),
+              target_rate: float | None = None) -> RunResult:
     """Combine the publishers' and subscribers' accounting of one run (pure; unit-tested)."""
     by_id = {p.pub_id: p for p in pubs}
     expected = acked_lost = lost = unique = 0
@@ -135,8 +157,11 @@ def summarize(scenario: str, qos: int, window_s: float, pubs: list[PubResult], s
     for s in subs:
         lats.frombytes(s.latencies)
     ordered = sorted(lats)
-    p50 = percentile(ordered, 50)
-    p99 = percentile(ordered, 99)
+    lat = latency_ms(ordered)
+    lags: array.array[int] = array.array("q")
+    for p in pubs:
+        lags.frombytes(p.send_lags)
+    lag = latency_ms(sorted(lags))
     errs = list(errors)
     for p in pubs:
         errs += [f"pub {p.pub_id}: {e}" for e in p.errors]
@@ -155,7 +180,9 @@ def summarize(scenario: str, qos: int, window_s: float, pubs: list[PubResult], s
         delivered_total=sum(s.delivered for s in subs), unique_delivered=unique, expected=expected,
         acked=sum(p.acked for p in pubs), acked_lost=acked_lost, lost=lost,
         unacked=sum(p.unacked for p in pubs), dups=sum(s.dups for s in subs), stalls=sum(p.stalls for p in pubs),
-        p50_ms=None if p50 is None else p50 / 1e6, p99_ms=None if p99 is None else p99 / 1e6,
+        p50_ms=lat["p50_ms"], p99_ms=lat["p99_ms"],
         latency_samples=len(ordered), loadgen_cpu=list(loadgen_cpu), broker_cpu=broker_cpu,
-        machine_cpu=machine_cpu, errors=errs,
+        machine_cpu=machine_cpu, errors=errs, target_rate=target_rate, p999_ms=lat["p999_ms"],
+        max_ms=lat["max_ms"], behind=sum(p.behind for p in pubs), lag_p99_ms=lag["p99_ms"],
+        lag_max_ms=lag["max_ms"],
     )

@@ -2,6 +2,9 @@
 the timeline over pipes, measures CPU during the window and summarizes; and `main`, the command line
 (`python -m bench.loadgen`).
 
+Closed loop (the default): publishers send as fast as their windows allow. Fixed rate (`rate=R`): a total of R
+msgs/s split over the publishers, each on its schedule (`schedule`, `paced`), latency from the due time.
+
 Timeline of a run:
   connect and subscribe (subscribers first), all workers report ready
   t0 = now + 0.3 s       publishers start
@@ -23,6 +26,7 @@ from typing import Any
 from bench.loadgen.clients import monotonic_ns
 from bench.loadgen.results import PubResult, RunResult, SubResult, summarize
 from bench.loadgen.scenarios import Scenario
+from bench.loadgen.schedule import rate_milli
 from bench.loadgen.worker import READY_TIMEOUT, run_worker
 
 START_DELAY_NS = 300_000_000
@@ -67,18 +71,21 @@ def _recv_all(conns: list[multiprocessing.connection.Connection], expect: str, d
 
 def run(host: str, port: int, scenario: Scenario, duration: float = 5.0, warmup: float = 1.0, drain: float = 5.0,
         procs: int = 2, probe: Callable[[], float] | None = None,
-        sub_addr: tuple[str, int] | None = None) -> RunResult:
+        sub_addr: tuple[str, int] | None = None, rate: float | None = None) -> RunResult:
     """One run of `scenario` against the broker at host:port, with its clients in `procs` worker processes.
 
     `probe`, if given, returns the broker's CPU seconds; it is read at the start and at the end of the window.
     `sub_addr`, if given, is where the subscribers connect (another node of a cluster); publishers use host:port.
+    `rate`, if given: fixed-rate mode, a total of `rate` msgs/s (`schedule`); ValueError if out of range.
     Worker processes are started with the "spawn" method: a script calling this needs the
     `if __name__ == "__main__":` guard.
     """
     if duration <= 0 or warmup < 0 or drain < 0:
         raise ValueError("duration must be > 0, warmup and drain >= 0")
+    if rate is not None:
+        rate_milli(rate)  # ValueError on a rate out of range, before any process starts
     tag = f"bench/{os.getpid()}x{next(_tags)}"
-    plan = scenario.plan(tag, procs)
+    plan = scenario.plan(tag, procs, rate)
     ctx = multiprocessing.get_context("spawn")
     feedback = ctx.RawArray("q", scenario.clients)  # per publisher: messages its subscriber received
     workers = []
@@ -86,7 +93,8 @@ def run(host: str, port: int, scenario: Scenario, duration: float = 5.0, warmup:
     try:
         for pubs, subs in plan:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=run_worker, args=(child, host, port, pubs, subs, feedback, sub_addr), daemon=True)
+            proc = ctx.Process(target=run_worker, args=(child, host, port, pubs, subs, feedback, sub_addr,
+                                                                rate is not None), daemon=True)
             proc.start()
             child.close()
             workers.append(proc)
@@ -115,7 +123,7 @@ def run(host: str, port: int, scenario: Scenario, duration: float = 5.0, warmup:
         sub_results: list[SubResult] = [r for msg in final for r in msg[1]]
         cpus = [msg[2] for msg in final]
         return summarize(scenario.name, scenario.qos, duration, pub_results, sub_results, sent_in_window, cpus,
-                         broker_cpu, machine_cpu)
+                         broker_cpu, machine_cpu, target_rate=rate)
     finally:
         for c in conns:
             c.close()
@@ -147,10 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--drain", type=float, default=5.0)
     ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--rate", type=float, default=None,
+                    help="fixed-rate mode: total msgs/s over the publishers, latency from each message's due time "
+                         "(default: closed loop, as fast as the windows allow)")
     args = ap.parse_args(argv)
     sc = Scenario(f"qos{args.qos}-{args.shape}{args.clients}", args.shape, args.clients, args.qos, args.window,
                   args.qos0_window)
-    res = run(args.host, args.port, sc, args.duration, args.warmup, args.drain, args.procs)
+    try:
+        res = run(args.host, args.port, sc, args.duration, args.warmup, args.drain, args.procs, rate=args.rate)
+    except ValueError as e:
+        ap.error(str(e))
     out = res.to_dict()
     print(json.dumps(out, indent=1))
     return 0

@@ -24,8 +24,10 @@ class Scenario:
         if self.clients < 1 or self.qos not in (0, 1):
             raise ValueError("need at least one client and QoS 0 or 1")
 
-    def plan(self, tag: str, procs: int) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
-        """Clients per worker process: [(publisher specs, subscriber specs)], topics under `tag`.
+    def plan(self, tag: str, procs: int,
+             rate: float | None = None) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+        """Clients per worker process: [(publisher specs, subscriber specs)], topics under `tag`. With `rate`
+        (total msgs/s), fixed-rate publishers (`paced`) and subscribers that count by due time.
 
         Pairs: pair k (its publisher and its subscriber) runs in process k % procs. Fan-in: the subscriber runs
         in process 0 and the publishers round-robin in the others (in process 0 too if procs == 1).
@@ -37,17 +39,20 @@ class Scenario:
 
         def pub(i: int, topic: str) -> dict[str, Any]:
             return {"pub_id": i, "topic": topic, "qos": self.qos, "window": window, "batch": self.batch,
-                    "client_id": f"b{short}p{i}"}
+                    "client_id": f"b{short}p{i}", "rate": rate, "publishers": self.clients}
+
+        def sub(spec: dict[str, Any]) -> dict[str, Any]:
+            return {**spec, "by_due_time": rate is not None}
 
         if self.shape == "pairs":
             for i in range(self.clients):
                 topic = f"{tag}/pair/{i}"
                 out[i % procs][0].append(pub(i, topic))
-                out[i % procs][1].append({"sub_id": i, "filter": topic, "qos": self.qos, "sources": [i],
-                                          "client_id": f"b{short}s{i}"})
+                out[i % procs][1].append(sub({"sub_id": i, "filter": topic, "qos": self.qos, "sources": [i],
+                                              "client_id": f"b{short}s{i}"}))
         else:
-            out[0][1].append({"sub_id": 0, "filter": f"{tag}/fanin/+", "qos": self.qos,
-                              "sources": list(range(self.clients)), "client_id": f"b{short}s0"})
+            out[0][1].append(sub({"sub_id": 0, "filter": f"{tag}/fanin/+", "qos": self.qos,
+                                  "sources": list(range(self.clients)), "client_id": f"b{short}s0"}))
             for i in range(self.clients):
                 out[1 + i % (procs - 1) if procs > 1 else 0][0].append(pub(i, f"{tag}/fanin/{i}"))
         return [w for w in out if w[0] or w[1]]

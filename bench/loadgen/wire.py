@@ -55,6 +55,13 @@ def build_qos0(prefix: bytes, pub_id: int, first_seq: int, count: int, ts: int) 
     return b"".join([prefix + pack(pub_id, seq, ts) + PAD for seq in range(first_seq, first_seq + count)])
 
 
+def build_stamped(prefix: bytes, pub_id: int, first_seq: int, stamps: list[int]) -> bytes:
+    """len(stamps) QoS 0 PUBLISH frames with sequence numbers first_seq.., each with its own time (fixed rate: the
+    time the message was due)."""
+    pack = HEADER.pack
+    return b"".join([prefix + pack(pub_id, first_seq + i, ts) + PAD for i, ts in enumerate(stamps)])
+
+
 def payload(pub_id: int, seq: int, ts: int) -> bytes:
     return HEADER.pack(pub_id, seq, ts) + PAD
 

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from bench.loadgen.clients import CONNECT_TIMEOUT, Publisher, Subscriber, monotonic_ns
+from bench.loadgen.paced import PacedPublisher
 from bench.loadgen.wire import ClientError
 
 READY_TIMEOUT = 60.0
@@ -54,12 +55,16 @@ async def _run_clients(conn: multiprocessing.connection.Connection, host: str, p
                 partial(Subscriber, s["sub_id"], s["filter"], s["qos"], s["sources"], feedback), sub_host, sub_port),
                 CONNECT_TIMEOUT)
             subs.append(sub)
+            sub.by_due_time = bool(s.get("by_due_time"))
             await sub.connect(s["client_id"])
             await sub.subscribe(s["filter"], s["qos"])
         for p in pub_specs:
-            _, pub = await asyncio.wait_for(loop.create_connection(
-                partial(Publisher, p["pub_id"], p["topic"], p["qos"], p["window"], p["batch"], feedback),
-                host, port), CONNECT_TIMEOUT)
+            if p.get("rate"):
+                factory: Any = partial(PacedPublisher, p["pub_id"], p["topic"], p["qos"], p["rate"],
+                                       p["publishers"], p["window"], feedback)
+            else:
+                factory = partial(Publisher, p["pub_id"], p["topic"], p["qos"], p["window"], p["batch"], feedback)
+            _, pub = await asyncio.wait_for(loop.create_connection(factory, host, port), CONNECT_TIMEOUT)
             pubs.append(pub)
             await pub.connect(p["client_id"])
         conn.send(("ready", os.getpid()))
@@ -71,9 +76,13 @@ async def _run_clients(conn: multiprocessing.connection.Connection, host: str, p
         for pub in pubs:
             pub.w0 = w0
         await _sleep_until(t0)
-        floods = [asyncio.ensure_future(pub.flood(w1)) for pub in pubs if pub.qos == 0]
+        floods: list[asyncio.Future[None]] = []
         for pub in pubs:
-            if pub.qos == 1:
+            if isinstance(pub, PacedPublisher):
+                floods.append(pub.begin(t0, w1))
+            elif pub.qos == 0:
+                floods.append(asyncio.ensure_future(pub.flood(w1)))
+            else:
                 pub.start_window()
         await _sleep_until(w0)
         cpu0 = time.process_time()
@@ -121,13 +130,27 @@ async def _run_clients(conn: multiprocessing.connection.Connection, host: str, p
         await asyncio.sleep(0.05)
 
 
+def _select_loop() -> asyncio.AbstractEventLoop:
+    """asyncio's loop on select(): timeouts in microseconds (epoll's and uvloop's are in milliseconds)."""
+    import selectors
+
+    return asyncio.SelectorEventLoop(selectors.SelectSelector())
+
+
 def run_worker(conn: multiprocessing.connection.Connection, host: str, port: int, pub_specs: list[dict[str, Any]],
-               sub_specs: list[dict[str, Any]], feedback: Any, sub_addr: tuple[str, int] | None = None) -> None:
-    """The target of a worker process: runs its clients on uvloop, then exits the process (status 1 on failure)."""
+               sub_specs: list[dict[str, Any]], feedback: Any, sub_addr: tuple[str, int] | None = None,
+               precise_timers: bool = False) -> None:
+    """The target of a worker process: runs its clients on uvloop, or with `precise_timers` (fixed-rate runs) on
+    asyncio's select() loop; then exits the process (status 1 on failure)."""
     import uvloop
 
     try:
-        uvloop.run(_run_clients(conn, host, port, pub_specs, sub_specs, feedback, sub_addr))
+        coro = _run_clients(conn, host, port, pub_specs, sub_specs, feedback, sub_addr)
+        if precise_timers:
+            with asyncio.Runner(loop_factory=_select_loop) as runner:
+                runner.run(coro)
+        else:
+            uvloop.run(coro)
     except BaseException:
         os._exit(1)
     os._exit(0)

@@ -24,3 +24,23 @@ def test_one_pair_qos1_against_a_real_node_loses_nothing() -> None:
     assert r.unique_delivered == r.sent and r.lost == 0
     assert r.acked_lost == 0
     assert r.delivered_in_window > 0 and r.p50_ms is not None
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("qos", [0, 1])
+def test_fixed_rate_run_sends_its_schedule_and_counts_every_delivery(qos: int) -> None:
+    """2 pairs at 200 msgs/s in total: 100 each over 0.2 s warmup + 1 s window; deliveries counted by due time."""
+    sc = loadgen.Scenario(f"qos{qos}-pairs2", "pairs", 2, qos)
+    with BrokerProcess("vmqpy") as broker:
+        r = loadgen.run(broker.host, broker.port, sc, duration=1.0, warmup=0.2, drain=5.0, procs=1,
+                        probe=broker.cpu_seconds, rate=200.0)
+        assert broker.alive()
+    assert r.errors == []
+    assert r.target_rate == 200.0
+    assert r.behind == 0 and r.sent == 240  # every message due before the end of the window, no more
+    assert r.sent_in_window == 200  # due in the window
+    assert 0 < r.delivered_in_window <= 240  # received in the window
+    assert r.lost == 0 and r.dups == 0
+    assert r.latency_samples == 200 and r.max_ms is not None and r.lag_p99_ms is not None
+    if qos:
+        assert r.acked == r.sent and r.acked_lost == 0
