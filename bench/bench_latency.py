@@ -234,8 +234,8 @@ def suite_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows for bench.suite's table (bench.suite_report.row), one per (scenario, rate, broker)."""
     return [row(f"latency {s['scenario']} at {s['case']} ({s['target_rate']:,.0f} msgs/s)", s["broker"],
                 rate=s["rate"], ratio=s["p99_ratio"], cpu_us=s["cpu_us"], p50_ms=s["p50_ms"], p99_ms=s["p99_ms"],
-                note=("ratio = p99 vmqpy/Mosquitto" if s["p99_ratio"] is not None else "")
-                + ("" if s["reached"] else "; rate not reached"))
+                note="; ".join(([] if s["p99_ratio"] is None else ["ratio = p99 vmqpy/Mosquitto"])
+                               + ([] if s["reached"] else ["rate not reached"])))
             for s in data["summary"]]
 
 

@@ -10,6 +10,11 @@ Steps, one after the other (each on its own fresh brokers; a failing step is rep
                  (2,000 connections x 3 rounds; quick: 300 x 1)
   subscriptions  bench.bench_subscriptions at 1k and 10k subscriptions (quick: 1k)
   retained       bench.bench_retained at 1k and 10k retained messages (quick: 1k)
+  fleet          bench.bench_storm: persistent connects (new and resumed sessions) and a reconnect storm with
+                 queued QoS 1 messages, both brokers (5,000 connects, 10,000 storm clients; quick: 1,000 / 2,000)
+  latency        bench.bench_latency: p99 at 50 % and 90 % of Mosquitto's saturation rate and at 1,000 msgs/s
+                 QoS 1, both brokers interleaved (3 rounds of 4 s; quick: 1 round of 1.5 s); its ratio column
+                 is the p99 ratio vmqpy/Mosquitto
   replicas       only with --replicas: bench.bench_replicas --quick, queue replicas R=1 vs R=2 on 3 nodes
                  (127.0.0.11-13); its ratio column is R=2/R=1 msgs/s
 
@@ -45,7 +50,7 @@ from bench.suite_report import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = ("compare", "idle", "subscriptions", "retained")
+STEPS = ("compare", "idle", "subscriptions", "retained", "fleet", "latency")
 IDLE_TIMEOUT = 900.0
 
 
@@ -114,6 +119,23 @@ def step_retained(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[
     return retained_rows(json.loads(out.read_text())), {"exit": code, "raw": str(out)}
 
 
+def step_fleet(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
+    from bench import bench_storm
+
+    out = raw / "fleet.json"
+    sizes = ["--connects", "1000", "--clients", "2000"] if args.quick else []
+    code = bench_storm.main([*sizes, "--json", str(out)])
+    return bench_storm.suite_rows(json.loads(out.read_text())), {"exit": code, "raw": str(out)}
+
+
+def step_latency(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
+    from bench import bench_latency
+
+    out = raw / "latency.json"
+    code = bench_latency.main((["--quick"] if args.quick else []) + ["--json", str(out)])
+    return bench_latency.suite_rows(json.loads(out.read_text())), {"exit": code, "raw": str(out)}
+
+
 def step_replicas(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
     from bench import bench_replicas
 
@@ -124,7 +146,7 @@ def step_replicas(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[
 
 RUNNERS: dict[str, Callable[[argparse.Namespace, Path], tuple[list[Row], dict[str, Any]]]] = {
     "compare": step_compare, "idle": step_idle, "subscriptions": step_subscriptions, "retained": step_retained,
-    "replicas": step_replicas,
+    "fleet": step_fleet, "latency": step_latency, "replicas": step_replicas,
 }
 
 
