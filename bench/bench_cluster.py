@@ -5,6 +5,9 @@ iptables DROP rules in the project's own chain, removed at the end). Starts two 
 127.0.0.12, joins them with vmq-admin, then alternates runs: publishers and subscribers on node 1 (same node)
 and publishers on node 1 with subscribers on node 2 (cross node). Medians of the runs and of per-run ratios.
 
+``--baseline DIR``: CPU per message (same node, cross node) of this tree and of another checkout side by side
+(two clusters, alternating runs): ``git worktree add /tmp/base REV`` then ``--baseline /tmp/base``.
+
 ``--tls-cost``: what cluster links over TLS cost (docs/performance.md). Alternates rounds of a two-node cluster
 with plain links and one with TLS links (``cluster.tls.*``, certificates made with trustme in the temporary
 directory); each round runs the cross-node scenarios (QoS 0 and 1) and reads both nodes' CPU seconds
@@ -97,6 +100,60 @@ def tls_cost(runs: int, duration: float, pairs: int) -> None:
         print(f"| {mode} | {qos} | {rate:,.0f} | {cpu * 1e6:.0f} us | {shown} |")
 
 
+def compare_trees(baseline: Path, runs: int, duration: float, pairs: int, qos_levels: tuple[int, ...] = (0, 1)) -> None:
+    """CPU of both nodes per message, same node and cross node, of this source tree and of `baseline` (another
+    checkout of vmqpy, e.g. `git worktree add /tmp/base REV`): two clusters side by side (this tree on 127.0.0.11
+    and .12, the baseline on .13 and .14), the runs alternating between them, so that both see the same load of
+    the machine. Prints the medians and the per-run ratios cross / same of each tree."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-trees-"))
+    trees = {"this tree": Path.cwd(), "baseline": baseline.resolve()}
+    clusters: dict[str, list[ClusterNode]] = {}
+    try:
+        for offset, (tree, source) in enumerate(trees.items()):
+            nodes = [ClusterNode(2 * offset + i, tmp / f"t{offset}", {"log.console.level": "warning"}) for i in (1, 2)]
+            for node in nodes:
+                node.source = source
+            clusters[tree] = nodes
+            for node in nodes:
+                node.start()
+            join_all(nodes)
+        cpu: dict[tuple[str, int, str], list[float]] = {}
+        ratios: dict[tuple[str, int], list[float]] = {}
+        for qos in qos_levels:
+            scenario = Scenario(f"qos{qos}-pairs{pairs}", "pairs", pairs, qos)
+            for run_no in range(runs):
+                order = list(clusters.items()) if run_no % 2 == 0 else list(reversed(clusters.items()))
+                for tree, nodes in order:
+                    n1, n2 = nodes
+
+                    def probe(nodes: list[ClusterNode] = nodes) -> float:
+                        return cpu_seconds(nodes)
+
+                    same = run(n1.host, n1.mqtt_port, scenario, duration=duration, probe=probe)
+                    cross = run(n1.host, n1.mqtt_port, scenario, duration=duration,
+                                sub_addr=(n2.host, n2.mqtt_port), probe=probe)
+                    same_cpu, cross_cpu = cpu_per_message(same), cpu_per_message(cross)
+                    cpu.setdefault((tree, qos, "same"), []).append(same_cpu)
+                    cpu.setdefault((tree, qos, "cross"), []).append(cross_cpu)
+                    ratios.setdefault((tree, qos), []).append(cross_cpu / same_cpu if same_cpu else 0.0)
+                    if qos and cross.acked_lost:
+                        print(f"!! {tree}: {cross.acked_lost} acknowledged QoS 1 messages lost cross-node")
+    finally:
+        for nodes in clusters.values():
+            for node in nodes:
+                node.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"# CPU of both nodes per delivered message: this tree ({trees['this tree']}) and the baseline "
+          f"({trees['baseline']}), {pairs} pairs, 64-byte payloads, {runs} alternating runs of {duration:g} s\n")
+    print("| tree | QoS | same node | cross node | cross / same (median of the runs) | runs |")
+    print("|---|---|---:|---:|---:|---|")
+    for (tree, qos), values in ratios.items():
+        same_us = statistics.median(cpu[(tree, qos, "same")]) * 1e6
+        cross_us = statistics.median(cpu[(tree, qos, "cross")]) * 1e6
+        shown = ", ".join(f"{v:.2f}" for v in values)
+        print(f"| {tree} | {qos} | {same_us:.1f} us | {cross_us:.1f} us | {statistics.median(values):.2f}x | {shown} |")
+
+
 def detection_time(a: ClusterNode, b: ClusterNode, timeout: float = 30.0) -> float:
     """Seconds from the DROP rules until node a's `cluster show` reports b unreachable."""
     with partition_chain():
@@ -124,7 +181,12 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--runs-only-detection", action="store_true", help="skip the load runs")
     parser.add_argument("--tls-cost", action="store_true", help="plain vs TLS cluster links, cross node only")
+    parser.add_argument("--qos", type=int, nargs="+", choices=(0, 1), default=[0, 1], help="with --baseline")
+    parser.add_argument("--baseline", type=Path, help="another vmqpy checkout: compare CPU per message with it")
     args = parser.parse_args()
+    if args.baseline is not None:
+        compare_trees(args.baseline, args.runs, args.duration, args.pairs, tuple(args.qos))
+        return
     if args.tls_cost:
         tls_cost(args.runs, args.duration, args.pairs)
         return

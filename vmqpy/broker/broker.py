@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from vmqpy.broker import records
+from vmqpy.broker import forward_wire, records
 from vmqpy.broker.access import AccessControl
 from vmqpy.broker.acl_enforcement import AclEnforcer
 from vmqpy.broker.client_metrics import NodeCounters
@@ -334,10 +334,10 @@ class Broker:
         plain: tuple[list[Any], int] | None = None  # the forward without shared groups: the same for every node
         for node, groups in result.remote.items():
             if groups:
-                record, size = records.forward_record(message, groups)
+                record, size = forward_wire.forward_record(message, groups)
             else:
                 if plain is None:
-                    plain = records.forward_record(message, groups)
+                    plain = forward_wire.forward_record(message, groups)
                 record, size = plain
             if forwarder is None:
                 sent = False
@@ -363,7 +363,7 @@ class Broker:
         another node, whose new route has not reached `peer` yet): those subscribers get it through their new
         node, and `peer`'s acknowledgement of forward `seq` waits until that node has it (`MovedRoutes.pass_on`)."""
         try:
-            message, groups, clients = records.parse_forward(record)
+            message, groups, clients = forward_wire.parse_forward(record)
         except (ValueError, TypeError, KeyError) as exc:
             log.warning("undecodable forwarded publish", error=str(exc))
             self.metrics["forward_malformed"] += 1

@@ -66,6 +66,7 @@ def pick_member(
 
 
 REMOTE_ROUTES_CACHED = 4096  # topics whose routes to other nodes are remembered
+ROUTES_CACHED = 4096  # topics whose matching local subscriptions are remembered
 
 
 def outgoing_qos(message_qos: int, subscription_qos: int, upgrade: bool) -> int:
@@ -102,6 +103,10 @@ class Router:
     ) -> None:
         self._sessions = sessions
         self._trie: SubscriptionTrie[Hashable, SubEntry] = SubscriptionTrie()
+        # topic -> the local subscriptions matching it: like the remote routes below, the subscriptions change far
+        # less often than publishes arrive (every message is routed here, and a forwarded one once more on the
+        # node it is forwarded to); emptied on every change. Read only: `route` never changes a cached list.
+        self._local_matches: dict[str, list[tuple[str, Hashable, SubEntry]]] = {}
         self._rng = rng or random.Random()
         self._remote: SubscriptionTrie[Hashable, SubEntry] = SubscriptionTrie()
         # topic -> (nodes with a plain matching subscription, shared group -> the nodes of its members): the
@@ -124,9 +129,11 @@ class Router:
 
     def add(self, client_id: str, entry: SubEntry) -> None:
         self._trie.add(entry.match_filter, _trie_key(client_id, entry), entry)
+        self._local_matches.clear()
 
     def remove(self, client_id: str, entry: SubEntry) -> None:
         self._trie.remove(entry.match_filter, _trie_key(client_id, entry))
+        self._local_matches.clear()
 
     def add_remote(self, node: str, client_id: str, entry: SubEntry) -> None:
         """A subscription of a session on another node: publishes matching it are forwarded to that node."""
@@ -167,15 +174,21 @@ class Router:
         group, a member here or another node, and `result.remote` says which nodes must get the message, with
         the groups each of them serves."""
         result = RouteResult()
-        matches = self._trie.match(message.topic)
+        matches = self._local_matches.get(message.topic)
+        if matches is None:
+            matches = self._trie.match(message.topic)
+            if len(self._local_matches) >= ROUTES_CACHED:
+                self._local_matches.clear()
+            self._local_matches[message.topic] = matches
         if only_clients is not None:
             matches = [m for m in matches if m[2].group is None and str(m[1]) in only_clients]
-        if len(matches) == 1 and matches[0][2].group is None:  # the common case: one plain subscriber
-            _filter, only, entry = matches[0]
-            if not (entry.options.no_local and only == message.publisher):
-                ids = [] if entry.subscription_id is None else [entry.subscription_id]
-                opts = entry.options
-                self._deliver(result, str(only), message, opts.qos, opts.retain_as_published, ids, now)
+        if not matches or (len(matches) == 1 and matches[0][2].group is None):  # the common cases: none or one
+            if matches:  # one plain subscriber here
+                _filter, only, entry = matches[0]
+                if not (entry.options.no_local and only == message.publisher):
+                    ids = [] if entry.subscription_id is None else [entry.subscription_id]
+                    opts = entry.options
+                    self._deliver(result, str(only), message, opts.qos, opts.retain_as_published, ids, now)
             if only_groups is None and self._remote:
                 self._choose_remote(result, message, {})
             return result

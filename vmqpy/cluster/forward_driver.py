@@ -58,6 +58,7 @@ class _Batch:
     entries: list[Any] = field(default_factory=list)  # number, record, number, record, ...
     size: int = 0  # bytes, with the entries' overhead
     limit: int = 0  # what the network takes (room in the outgoing buffer, the largest frame), read at the first
+    send_at: int = 0  # bytes of entries from which the batch leaves before the end of the turn (`_batch_limit`)
     refused_at: int | None = None  # the buffer's room when a forward was refused for want of it
 
 
@@ -137,6 +138,7 @@ class ForwardDriver:
             box.refused_at = None
         if not box.entries:  # the first forward of this turn: how much the network takes now
             box.limit = min(self.network.room(node), self.network.max_frame) - BATCH_OVERHEAD
+            box.send_at = self._batch_limit()
         if box.size + size > box.limit:
             largest = self.network.max_frame - BATCH_OVERHEAD
             if size > largest:
@@ -158,7 +160,7 @@ class ForwardDriver:
             seq, _low = self.sender.add(node, record, on_ack, on_fail or _ignore_failure, size)
         box.entries += (seq, record)
         box.size += size
-        if box.size >= self._batch_limit():
+        if box.size >= box.send_at:
             self._send_batch(node, box)
         elif not self._batches_scheduled:
             self._batches_scheduled = True
