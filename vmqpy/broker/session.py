@@ -149,7 +149,9 @@ class Session:
         forward it already got while it watches for duplicates is not delivered again."""
         if self.recent_forwards is not None and message.forward_id is not None:
             return self._deliver_watched(message, qos, retain, subscription_ids, now)
-        out = Outgoing(self.next_seq(), message, qos, retain, subscription_ids)
+        seq = self._next_seq  # next_seq, inline: this runs for every message delivered
+        self._next_seq = seq + 1
+        out = Outgoing(seq, message, qos, retain, subscription_ids)
         sink = self.sink
         metrics = self.metrics
         if sink is None:
@@ -241,7 +243,11 @@ class Session:
         if out.qos == 0:
             sink.write_publish(out.message, 0, out.retain, None, out.subscription_ids, now)
             return True
-        packet_id = self._allocate_packet_id()
+        packet_id = self._next_packet_id  # the next identifier is nearly always free: no call for it then
+        if packet_id in self.inflight:
+            packet_id = self._allocate_packet_id()
+        else:
+            self._next_packet_id = packet_id % 65535 + 1
         out.packet_id = packet_id
         out.state = _PUBLISHED
         self.inflight[packet_id] = out
