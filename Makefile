@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long venv debian-deps lint typecheck pytest bench chaos clean
+.PHONY: demo test test-long venv debian-deps lint typecheck pytest bench bench-deps chaos clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -63,8 +63,19 @@ chaos: debian-deps venv
 # The whole bench set (bench/README.md): message scenarios and idle connections side by side with Mosquitto,
 # the cost curves at small sizes; one table, and a dated summary JSON in bench/results/. BENCH_ARGS=--quick: ~3 min.
 BENCH_ARGS ?=
-bench: debian-deps venv
+bench: debian-deps venv bench-deps
 	$(BIN)/python -m bench.suite $(BENCH_ARGS)
+
+# aedes (Node.js), the third broker of bench.compare: its packages into bench/aedes/node_modules (git-ignored), from
+# the npm registry, once. Without node/npm it says so and succeeds: the benches then run without aedes.
+bench-deps:
+	@if [ -f bench/aedes/node_modules/aedes/package.json ]; then :; \
+	elif ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		echo "bench-deps: node/npm not installed (apt-get install nodejs npm): the benches run without aedes"; \
+	else \
+		cd bench/aedes && { npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund \
+			--loglevel=error || echo "bench-deps: npm could not install aedes: the benches run without aedes"; }; \
+	fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info

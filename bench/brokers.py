@@ -1,4 +1,4 @@
-"""Start and stop the brokers under test (vmqpy and Mosquitto) on free loopback ports, and read their counters.
+"""Start and stop the brokers under test (vmqpy, Mosquitto, aedes) on free loopback ports, and read their counters.
 
 Every broker runs in its own temporary directory (config, data, log) and is stopped by its PID: SIGTERM, then
 SIGKILL after a bounded wait. Use `BrokerProcess` as a context manager so the stop happens in a `finally`.
@@ -22,7 +22,11 @@ MOSQUITTO = "/usr/sbin/mosquitto"
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
-KINDS = ("vmqpy", "mosquitto")
+KINDS = ("vmqpy", "mosquitto")  # the pair every side-by-side bench runs
+ALL_KINDS = (*KINDS, "aedes")  # aedes (Node.js) only where a bench asks for it and it is installed
+# aedes: bench/aedes/server.js, its packages installed into bench/aedes/node_modules by `make bench-deps`.
+AEDES_DIR = REPO / "bench" / "aedes"
+NODE = "node"
 
 # The limits both brokers run with (the Mosquitto equivalent of max_online/offline_messages is max_queued_messages).
 MAX_INFLIGHT = 20
@@ -73,6 +77,25 @@ def mosquitto_config(port: int) -> str:
     )
 
 
+def node_binary() -> str | None:
+    """The path of the `node` executable, or None when Node.js is not installed."""
+    return shutil.which(NODE)
+
+
+def aedes_missing(aedes_dir: Path = AEDES_DIR) -> str | None:
+    """Why aedes cannot run here (a sentence naming the fix), or None when it can."""
+    if node_binary() is None:
+        return "node is not installed (apt-get install nodejs npm), aedes skipped"
+    if not (aedes_dir / "node_modules" / "aedes" / "package.json").is_file():
+        return f"aedes is not installed in {aedes_dir / 'node_modules'} (run `make bench-deps`), aedes skipped"
+    return None
+
+
+def aedes_command(port: int, host: str = HOST, node: str = NODE, aedes_dir: Path = AEDES_DIR) -> list[str]:
+    """The command line that runs aedes on host:port (server.js: no persistence, no log)."""
+    return [node, str(aedes_dir / "server.js"), str(port), host]
+
+
 def read_status(pid: int) -> dict[str, str]:
     """/proc/PID/status as a dict (empty if the process is gone)."""
     try:
@@ -117,13 +140,13 @@ def export_revision(rev: str, dest: Path) -> str:
 
 
 class BrokerProcess:
-    """One broker process of `kind` ("vmqpy" or "mosquitto") on a free port of 127.0.0.1."""
+    """One broker process of `kind` ("vmqpy", "mosquitto" or "aedes") on a free port of 127.0.0.1."""
 
     def __init__(self, kind: str, python: str | None = None, keep_dir: bool = False,
                  source: Path | None = None) -> None:
         """`source`: the directory vmqpy is imported from (default: this checkout; see `export_revision`)."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown broker kind {kind!r}; expected one of {KINDS}")
+        if kind not in ALL_KINDS:
+            raise ValueError(f"unknown broker kind {kind!r}; expected one of {ALL_KINDS}")
         self.kind = kind
         self.python = python or sys.executable
         self.source = source or REPO
@@ -143,6 +166,8 @@ class BrokerProcess:
     def command(self, config_file: Path) -> list[str]:
         if self.kind == "mosquitto":
             return [MOSQUITTO, "-c", str(config_file)]
+        if self.kind == "aedes":  # no config file: the port is its argument, the rest is server.js's defaults
+            return aedes_command(self.port, self.host, node_binary() or NODE)
         return [self.python, "-m", "vmqpy", "start", "--config", str(config_file)]
 
     def log_tail(self, n: int = 30) -> str:
@@ -157,6 +182,9 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         if self.proc is not None:
             raise RuntimeError("broker already started")
+        missing = aedes_missing() if self.kind == "aedes" else None
+        if missing:
+            raise RuntimeError(missing)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"bench-{self.kind}-"))
         data_dir = self.workdir / "data"
         data_dir.mkdir()
@@ -164,7 +192,7 @@ class BrokerProcess:
         config_file = self.workdir / f"{self.kind}.conf"
         if self.kind == "mosquitto":
             config_file.write_text(mosquitto_config(self.port))
-        else:
+        elif self.kind == "vmqpy":
             config_file.write_text(vmqpy_config(self.port, data_dir))
         env = dict(os.environ)
         env["PYTHONPATH"] = str(self.source) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -1,9 +1,10 @@
-"""vmqpy against Mosquitto, side by side in one run: `python -m bench.compare [--quick] [--runs N] ...`.
+"""vmqpy against Mosquitto (and aedes), side by side in one run: `python -m bench.compare [--quick] [--runs N] ...`.
 
-For every run and scenario, a fresh vmqpy and a fresh Mosquitto are started (each on its own free port, one
-after the other, the order alternating between runs), the load generator (`bench.loadgen`) runs the scenario
-against each, and the broker is stopped by its PID. The summary gives medians over the runs, and the ratio
-vmqpy/Mosquitto of delivered messages/s as the median of the per-run ratios (both measured in the same run).
+For every run and scenario, a fresh vmqpy, a fresh Mosquitto and, when installed (`make bench-deps`), a fresh
+aedes are started (each on its own free port, one after the other, the order alternating between runs), the load
+generator (`bench.loadgen`) runs the scenario against each, and the broker is stopped by its PID. The summary gives
+medians over the runs, the broker's CPU time per delivered message, and the ratios vmqpy/Mosquitto and
+vmqpy/aedes of delivered messages/s as the medians of the per-run ratios (both measured in the same run).
 The markdown table is printed and written, with the command and the date, to --out (and the raw figures as
 JSON next to it).
 """
@@ -21,14 +22,37 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bench import loadgen
-from bench.brokers import KINDS, MOSQUITTO, REPO, BrokerProcess, export_revision
+from bench.brokers import AEDES_DIR, ALL_KINDS, KINDS, MOSQUITTO, REPO, BrokerProcess, aedes_missing, export_revision
 
 DEFAULT_OUT = REPO / "bench" / "results" / "latest.md"
 QOS0_TARGET = 0.3  # the team's target: vmqpy delivers at least 0.3x Mosquitto's msgs/s on QoS 0 pairs
+
+
+def default_brokers(missing_aedes: str | None) -> list[str]:
+    """vmqpy and Mosquitto, and aedes too when it is installed (`missing_aedes` is None)."""
+    return [*KINDS] if missing_aedes else [*KINDS, "aedes"]
+
+
+def broker_list(spec: str | None, missing_aedes: str | None) -> tuple[list[str], str | None]:
+    """The brokers to run from `--brokers` (None: the default), and a note when aedes is dropped because it is
+    missing (asked for or not, a run never fails for it). ValueError on an unknown name or an empty list."""
+    names = default_brokers(missing_aedes) if spec is None else [b.strip() for b in spec.split(",") if b.strip()]
+    for b in names:
+        if b not in ALL_KINDS:
+            raise ValueError(f"unknown broker {b!r}; expected some of {', '.join(ALL_KINDS)}")
+    if not names:
+        raise ValueError("--brokers names no broker")
+    note = missing_aedes if missing_aedes and (spec is None or "aedes" in names) else None
+    if missing_aedes:
+        names = [b for b in names if b != "aedes"]
+    if not names:
+        raise ValueError(f"no broker left to run: {missing_aedes}")
+    return list(dict.fromkeys(names)), note
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -45,7 +69,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="QoS 0: messages per publisher sent and not yet received (default 200; 0 = flood)")
     ap.add_argument("--procs", type=int, default=2, help="load generator worker processes (default 2)")
     ap.add_argument("--scenarios", default="", help="comma-separated subset of: qos0-pairs, qos1-pairs, qos1-fanin")
-    ap.add_argument("--brokers", default=",".join(KINDS), help="comma-separated subset of: vmqpy, mosquitto")
+    ap.add_argument("--brokers", default=None,
+                    help="comma-separated subset of: vmqpy, mosquitto, aedes (default: vmqpy,mosquitto, and aedes "
+                         f"when installed in {AEDES_DIR.relative_to(REPO)}/node_modules by `make bench-deps`)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"markdown report (default {DEFAULT_OUT})")
     ap.add_argument("--vmqpy-rev", default="", metavar="REV",
                     help="run vmqpy as committed in git revision REV (exported to a temporary directory with git "
@@ -58,10 +84,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.drain = args.drain if args.drain is not None else (3.0 if quick else 5.0)
     if args.runs < 1 or args.duration <= 0 or args.pairs < 1 or args.fanin < 1 or args.procs < 1:
         ap.error("--runs, --duration, --pairs, --fanin and --procs must be positive")
-    args.broker_list = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    for b in args.broker_list:
-        if b not in KINDS:
-            ap.error(f"unknown broker {b!r}")
+    try:
+        args.broker_list, note = broker_list(args.brokers, aedes_missing())
+    except ValueError as e:
+        ap.error(str(e))
+    if note:
+        print(f"note: {note}", file=sys.stderr, flush=True)
     return args
 
 
@@ -102,7 +130,30 @@ def per_core(row: dict[str, Any]) -> float | None:
     return row["rate"] / (cpu / 100) if cpu else None
 
 
-def median(values: list[float | None]) -> float | None:
+def cpu_us_per_message(row: dict[str, Any]) -> float | None:
+    """The broker's CPU time per delivered message, microseconds: its CPU share in the window over the rate."""
+    cpu, rate = row.get("broker_cpu"), row.get("rate")
+    return cpu / 100 / rate * 1e6 if cpu is not None and rate else None
+
+
+def vmqpy_ratios(rows: list[dict[str, Any]], scenario: str, other: str) -> tuple[list[float], list[float]]:
+    """Per run of `scenario`: vmqpy's rate / `other`'s rate, and vmqpy's msg/s per core / `other`'s, for the runs
+    where both were measured (neither failed)."""
+    by_run: dict[int, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        if r["scenario"] == scenario and "failed" not in r:
+            by_run.setdefault(r["run"], {})[r["broker"]] = r
+    both = [runs for runs in by_run.values() if "vmqpy" in runs and other in runs]
+    rates = [p["vmqpy"]["rate"] / p[other]["rate"] for p in both if p[other]["rate"] > 0]
+    cores = []
+    for p in both:
+        mine, theirs = per_core(p["vmqpy"]), per_core(p[other])
+        if mine is not None and theirs:
+            cores.append(mine / theirs)
+    return rates, cores
+
+
+def median(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
 
@@ -116,14 +167,8 @@ def fmt(v: float | None, digits: int = 0) -> str:
 def summarize(rows: list[dict[str, Any]], scs: list[loadgen.Scenario], kinds: list[str]) -> list[dict[str, Any]]:
     out = []
     for sc in scs:
-        by_run: dict[int, dict[str, dict[str, Any]]] = {}
-        for r in rows:
-            if r["scenario"] == sc.name and "failed" not in r:
-                by_run.setdefault(r["run"], {})[r["broker"]] = r
-        pairs = [runs for runs in by_run.values() if "vmqpy" in runs and "mosquitto" in runs]
-        ratios = [p["vmqpy"]["rate"] / p["mosquitto"]["rate"] for p in pairs if p["mosquitto"]["rate"] > 0]
-        core_ratios = [per_core(p["vmqpy"]) / per_core(p["mosquitto"]) for p in pairs
-                       if per_core(p["vmqpy"]) is not None and per_core(p["mosquitto"])]
+        ratios, core_ratios = vmqpy_ratios(rows, sc.name, "mosquitto")
+        aedes_ratios, aedes_core_ratios = vmqpy_ratios(rows, sc.name, "aedes")
         for kind in kinds:
             ok = [r for r in rows if r["scenario"] == sc.name and r["broker"] == kind and "failed" not in r]
             failed = sum(1 for r in rows if r["scenario"] == sc.name and r["broker"] == kind and "failed" in r)
@@ -137,6 +182,11 @@ def summarize(rows: list[dict[str, Any]], scs: list[loadgen.Scenario], kinds: li
                 "ratio_max": max(ratios, default=None) if kind == "vmqpy" else None,
                 "per_core": median([per_core(r) for r in ok]),
                 "core_ratio": median(core_ratios) if kind == "vmqpy" else None,
+                "ratio_aedes": median(aedes_ratios) if kind == "vmqpy" else None,
+                "ratio_aedes_min": min(aedes_ratios, default=None) if kind == "vmqpy" else None,
+                "ratio_aedes_max": max(aedes_ratios, default=None) if kind == "vmqpy" else None,
+                "core_ratio_aedes": median(aedes_core_ratios) if kind == "vmqpy" else None,
+                "cpu_us": median([cpu_us_per_message(r) for r in ok]),
                 "p50_ms": median([r["p50_ms"] for r in ok]),
                 "p99_ms": median([r["p99_ms"] for r in ok]),
                 "acked_lost": sum(r["acked_lost"] for r in ok) if sc.qos else None,
@@ -155,36 +205,24 @@ def render(args: argparse.Namespace, argv: list[str], started: dt.datetime, meta
            rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> str:
     cmd = " ".join(shlex.quote(a) for a in [".venv/bin/python", "-m", "bench.compare", *argv])
     lines = [
-        "# vmqpy vs Mosquitto",
+        "# vmqpy vs Mosquitto" + (" and aedes" if "aedes" in args.broker_list else ""),
         "",
         f"- date: {started.isoformat(timespec='seconds')} (finished {dt.datetime.now().astimezone():%H:%M:%S})",
         f"- command: `{cmd}`",
         f"- vmqpy: {args.vmqpy_desc}; checkout at git {meta['git']}; python {meta['python']}; {meta['mosquitto']}; "
-        f"{meta['cpus']} CPUs; "
+        + (f"{meta['aedes']}; " if "aedes" in args.broker_list else "")
+        + f"{meta['cpus']} CPUs; "
         f"load average at start {meta['loadavg']}",
         f"- per run: warmup {args.warmup:g} s, measured window {args.duration:g} s, drain up to {args.drain:g} s; "
         f"{args.runs} run(s); load generator in {args.procs} process(es); QoS 0 window {args.qos0_window} "
         "messages per publisher (0 = flood); QoS 1 window 20 PUBLISHes per publisher; 64-byte payloads; "
-        "both brokers: max_inflight_messages 20, 1000 queued messages per client",
+        "vmqpy and Mosquitto: max_inflight_messages 20, 1000 queued messages per client"
+        + ("; aedes: its defaults (in-memory persistence, no inflight limit)" if "aedes" in args.broker_list else ""),
         "",
-        f"## Summary (median of {args.runs} run(s); ratio = median of the per-run vmqpy/Mosquitto ratios)",
+        f"## Summary (median of {args.runs} run(s); ratio = median of the per-run ratios)",
         "",
-        "| scenario | broker | delivered msg/s | min-max | vmqpy/mosquitto | p50 ms | p99 ms | acked-but-lost "
-        "| lost / expected | peak RSS MiB | broker CPU % | msg/s per broker core (vmqpy/mosquitto) "
-        "| loadgen CPU % (busiest worker) | machine CPU % |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *summary_table(summary, "aedes" in args.broker_list),
     ]
-    for s in summary:
-        ratio = "" if s["ratio"] is None else f"**{s['ratio']:.2f}x** ({s['ratio_min']:.2f}-{s['ratio_max']:.2f})"
-        acked_lost = "n/a (QoS 0)" if s["acked_lost"] is None else f"{s['acked_lost']:,} of {s['acked']:,}"
-        runs = f" ({s['failed']} failed)" if s["failed"] else ""
-        core_ratio = "" if s["core_ratio"] is None else f" ({s['core_ratio']:.2f}x)"
-        lines.append(
-            f"| {s['scenario']} | {s['broker']}{runs} | {fmt(s['rate'])} | {fmt(s['rate_min'])}-{fmt(s['rate_max'])} "
-            f"| {ratio} | {fmt(s['p50_ms'], 1)} | {fmt(s['p99_ms'], 1)} | {acked_lost} "
-            f"| {s['lost']:,} / {s['expected']:,} | {fmt(s['rss_mib'], 1)} | {fmt(s['broker_cpu'])} "
-            f"| {fmt(s['per_core'])}{core_ratio} "
-            f"| {fmt(s['loadgen_cpu'])} | {fmt(s['machine_cpu'])} |")
     lines += ["", "## Every run", "",
               "| run | scenario | broker | delivered msg/s | sent msg/s | p50 ms | p99 ms | acked | acked-but-lost "
               "| lost | unacked | dups | QoS 0 stalls | peak RSS MiB | broker CPU % | loadgen CPU % | machine CPU % "
@@ -221,6 +259,35 @@ def render(args: argparse.Namespace, argv: list[str], started: dt.datetime, meta
               f"(max {100 * (os.cpu_count() or 1)}): above the broker + load generator sum is other people's load.",
               ]
     return "\n".join(lines) + "\n"
+
+
+def _ratio_cell(ratio: float | None, low: float | None, high: float | None) -> str:
+    return "" if ratio is None or low is None or high is None else f"**{ratio:.2f}x** ({low:.2f}-{high:.2f})"
+
+
+def summary_table(summary: list[dict[str, Any]], with_aedes: bool) -> list[str]:
+    """The summary as markdown table lines; the vmqpy/aedes columns only `with_aedes`."""
+    head = ("| scenario | broker | delivered msg/s | min-max | vmqpy/mosquitto "
+            + ("| vmqpy/aedes " if with_aedes else "")
+            + "| broker CPU us/msg | p50 ms | p99 ms | acked-but-lost | lost / expected | peak RSS MiB | broker CPU % "
+            + "| msg/s per broker core (vmqpy/mosquitto" + (", vmqpy/aedes" if with_aedes else "") + ") "
+            + "| loadgen CPU % (busiest worker) | machine CPU % |")
+    lines = [head, "|---|---|" + "---:|" * (head.count("|") - 3)]
+    for s in summary:
+        acked_lost = "n/a (QoS 0)" if s["acked_lost"] is None else f"{s['acked_lost']:,} of {s['acked']:,}"
+        runs = f" ({s['failed']} failed)" if s["failed"] else ""
+        cores = [c for c in (s["core_ratio"], s.get("core_ratio_aedes") if with_aedes else None) if c is not None]
+        core_ratio = f" ({', '.join(f'{c:.2f}x' for c in cores)})" if cores else ""
+        aedes = (f"| {_ratio_cell(s.get('ratio_aedes'), s.get('ratio_aedes_min'), s.get('ratio_aedes_max'))} "
+                 if with_aedes else "")
+        lines.append(
+            f"| {s['scenario']} | {s['broker']}{runs} | {fmt(s['rate'])} | {fmt(s['rate_min'])}-{fmt(s['rate_max'])} "
+            f"| {_ratio_cell(s['ratio'], s['ratio_min'], s['ratio_max'])} {aedes}| {fmt(s.get('cpu_us'), 1)} "
+            f"| {fmt(s['p50_ms'], 1)} | {fmt(s['p99_ms'], 1)} | {acked_lost} "
+            f"| {s['lost']:,} / {s['expected']:,} | {fmt(s['rss_mib'], 1)} | {fmt(s['broker_cpu'])} "
+            f"| {fmt(s['per_core'])}{core_ratio} "
+            f"| {fmt(s['loadgen_cpu'])} | {fmt(s['machine_cpu'])} |")
+    return lines
 
 
 def checks(summary: list[dict[str, Any]], rows: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
@@ -266,10 +333,16 @@ def metadata() -> dict[str, str]:
         git += " (with uncommitted changes)"
     mosq = run([MOSQUITTO, "-h"]).splitlines()
     try:
+        aedes_pkg = json.loads((AEDES_DIR / "node_modules" / "aedes" / "package.json").read_text())
+        aedes = f"aedes {aedes_pkg.get('version', '?')} on node {run(['node', '--version'])}"
+    except (OSError, ValueError):
+        aedes = "aedes not installed"
+    try:
         load = Path("/proc/loadavg").read_text().split()[:3]
     except OSError:
         load = ["?"]
     return {"git": git, "python": sys.version.split()[0], "mosquitto": mosq[0] if mosq else "mosquitto ?",
+            "aedes": aedes,
             "cpus": str(os.cpu_count()), "loadavg": " ".join(load)}
 
 

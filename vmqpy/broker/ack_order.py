@@ -32,6 +32,11 @@ class AckQueue:
         self._pending: deque[tuple[Future[None] | None, RemoteAck | None, Callable[[], None]]] = EMPTY
         self.active = True  # False once the connection closes: what is still queued is not written
 
+    def free(self, durable: bool, remote: RemoteAck | None = None) -> bool:
+        """Whether an acknowledgement that waits for `durable` and `remote` may be written at once, without
+        `after`: it waits for nothing (no storage barrier, no other node) and nothing is queued before it."""
+        return not self._pending and remote is None and (not durable or self._storage is None)
+
     def after(self, durable: bool, action: Callable[[], None], remote: RemoteAck | None = None) -> None:
         """Run `action` (write an acknowledgement) once the disk writes queued so far are committed (`durable`)
         and, with `remote`, the other nodes the publish went to have it; in order."""

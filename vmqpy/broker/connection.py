@@ -51,7 +51,7 @@ from vmqpy.broker.topic_aliases import OutboundAliases
 from vmqpy.broker.trace import RECEIVED, SENT, Trace
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
-from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
+from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode, encode_plain_publish
 from vmqpy.mqtt.errors import RemoteProtocolError, UnsupportedProtocolVersion
 from vmqpy.mqtt.packets import (
     Connack,
@@ -267,6 +267,10 @@ class MQTTConnection(asyncio.Protocol):
             return
         if self._retries and self._retry_timer is None and packet_id is not None:
             pacing.arm_retry(self)
+        if aliases is None and not subscription_ids and message.plain:  # QoS 1/2 without properties: the bytes
+            self._write_bytes(encode_plain_publish(message.topic, message.payload, qos, retain, dup, packet_id,
+                                                   self.level))  # directly, without a Publish to encode
+            return
         publish = message.to_publish(qos, retain, packet_id, now, subscription_ids)
         publish.dup = dup
         if aliases is not None:
@@ -390,7 +394,11 @@ class MQTTConnection(asyncio.Protocol):
                 if qos or result.congested or result.congested_nodes:
                     for follow in machine.routed(qos, packet.packet_id or 0, result):
                         if type(follow) is Reply and follow.note is None:  # the PUBACK/PUBREC, inline
-                            self.acks.after(follow.durable, partial(self._write_reply, follow.packet), follow.remote)
+                            if self.acks.free(follow.durable, follow.remote):  # nothing to wait for: written now
+                                self._write_reply(follow.packet)
+                            else:
+                                self.acks.after(follow.durable, partial(self._write_reply, follow.packet),
+                                                follow.remote)
                         else:
                             self._carry_out(follow)
                 return

@@ -8,11 +8,11 @@ from typing import Any
 
 import msgpack
 
+from vmqpy.mqtt.packets import NO_PROPERTIES as _NO_PROPERTIES
 from vmqpy.mqtt.packets import Properties, Publish
 from vmqpy.mqtt.properties import is_empty
 
-# Shared by outgoing PUBLISHes that carry no property; the encoder only reads it, nothing may change it.
-_NO_PROPERTIES = Properties()
+# _NO_PROPERTIES: shared by outgoing PUBLISHes that carry no property; the encoder only reads it, nothing may change it.
 
 # The properties a broker passes from publisher to subscriber unchanged (MQTT 5.0, 3.3.2.3).
 _PASS_THROUGH = ("payload_format_indicator", "content_type", "response_topic", "correlation_data")

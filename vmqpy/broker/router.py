@@ -254,16 +254,20 @@ class Router:
             return
         qos = sub_qos if self.upgrade_qos else min(message.qos, sub_qos)  # outgoing_qos, inline: the hot path
         outcome = session.deliver(message, qos, message.retain and retain_as_published, subscription_ids, now)
-        if outcome is Delivery.DROPPED:
+        if outcome is _DROPPED:
             result.dropped += 1
             return
-        if outcome is Delivery.DUPLICATE:
+        if outcome is _DUPLICATE:
             return
         result.matched += 1
         if qos > 0 and session.persistent:
             result.durable = True
         if session.congested:
             result.congested.append(session)
+
+
+# read for every delivery (Router._deliver): module constants, not a descriptor call each (Python 3.11 enums)
+_DROPPED, _DUPLICATE = Delivery.DROPPED, Delivery.DUPLICATE
 
 
 def _trie_key(client_id: str, entry: SubEntry) -> Hashable:

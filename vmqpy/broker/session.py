@@ -35,6 +35,11 @@ from vmqpy.broker.session_ports import Sink as Sink
 from vmqpy.mqtt.codec import encode
 from vmqpy.mqtt.packets import Pubrel
 
+# Enum members read on every delivery, as module constants: reading one through its class is a descriptor call in
+# Python 3.11 (about as costly as a function call).
+_SENT, _QUEUED, _DROPPED = Delivery.SENT, Delivery.QUEUED, Delivery.DROPPED
+_PUBLISHED = OutState.PUBLISHED
+
 NO_IDS: frozenset[int] = frozenset()  # the awaiting_release of every session that has none (Session)
 
 
@@ -144,38 +149,40 @@ class Session:
         forward it already got while it watches for duplicates is not delivered again."""
         if self.recent_forwards is not None and message.forward_id is not None:
             return self._deliver_watched(message, qos, retain, subscription_ids, now)
-        out = Outgoing(self.next_seq(), message, qos, retain, subscription_ids)
+        seq = self._next_seq  # next_seq, inline: this runs for every message delivered
+        self._next_seq = seq + 1
+        out = Outgoing(seq, message, qos, retain, subscription_ids)
         sink = self.sink
         metrics = self.metrics
         if sink is None:
             if qos == 0 or len(self.queue) >= self.max_offline:
                 self._drop(1)
-                return Delivery.DROPPED
+                return _DROPPED
             self._enqueue(out)
             metrics["queue_message_queued"] += 1
             self.journal.save_message(self, out)
-            return Delivery.QUEUED
+            return _QUEUED
         if not self.queue and sink.can_write():
             if qos == 0:
                 if self.max_packet_size and self._too_large(out, now):
                     self._drop(1)
-                    return Delivery.DROPPED
+                    return _DROPPED
                 metrics["queue_message_direct"] += 1
                 sink.write_publish(message, 0, retain, None, subscription_ids, now)
-                return Delivery.SENT
+                return _SENT
             if len(self.inflight) < self.window:
                 if self._send(out, sink, now):
                     metrics["queue_message_direct"] += 1
-                    return Delivery.SENT
-                return Delivery.DROPPED
+                    return _SENT
+                return _DROPPED
         if qos == 0 and len(self.queue) >= self.max_online:
             self._drop(1)
-            return Delivery.DROPPED
+            return _DROPPED
         self._enqueue(out)
         metrics["queue_message_queued"] += 1
         if qos > 0:
             self.journal.save_message(self, out)
-        return Delivery.QUEUED
+        return _QUEUED
 
     def _enqueue(self, out: Outgoing) -> None:
         """Append `out` to the queue (a deque of the session's own from the first message on)."""
@@ -236,9 +243,13 @@ class Session:
         if out.qos == 0:
             sink.write_publish(out.message, 0, out.retain, None, out.subscription_ids, now)
             return True
-        packet_id = self._allocate_packet_id()
+        packet_id = self._next_packet_id  # the next identifier is nearly always free: no call for it then
+        if packet_id in self.inflight:
+            packet_id = self._allocate_packet_id()
+        else:
+            self._next_packet_id = packet_id % 65535 + 1
         out.packet_id = packet_id
-        out.state = OutState.PUBLISHED
+        out.state = _PUBLISHED
         self.inflight[packet_id] = out
         self.journal.save_message(self, out)
         self.sent_at[packet_id] = now  # before the write: the sink may look at it (its resend timer)
@@ -268,7 +279,7 @@ class Session:
         while held and sink.can_write() and len(inflight) - len(held) < self.window:  # resends first, in order
             packet_id = held.popleft()
             out = inflight.get(packet_id)
-            if out is not None and out.state == OutState.PUBLISHED:
+            if out is not None and out.state == _PUBLISHED:
                 self.sent_at[packet_id] = now
                 sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now, dup=True)
         queue = self.queue
@@ -277,7 +288,8 @@ class Session:
             if head.qos > 0 and len(self.inflight) >= self.window:
                 break
             queue.popleft()
-            if head.message.expired(now):
+            expires_at = head.message.expires_at  # Message.expired, inline: this runs for every queued message
+            if expires_at is not None and now >= expires_at:
                 self.metrics["queue_message_expired"] += 1
                 self.journal.delete_message(self, head)
                 continue

@@ -12,7 +12,9 @@ This is the public module of the codec. The code lives in `decoder` (Decoder), `
 from __future__ import annotations
 
 from vmqpy.mqtt.decoder import Decoder
-from vmqpy.mqtt.encoder import encode
+from vmqpy.mqtt.encoder import encode, encode_plain_publish
 from vmqpy.mqtt.wire import MAX_PACKET_SIZE, MAX_REMAINING_LENGTH, NEED_DATA, NeedData
 
-__all__ = ["MAX_PACKET_SIZE", "MAX_REMAINING_LENGTH", "NEED_DATA", "Decoder", "NeedData", "encode"]
+__all__ = [
+    "MAX_PACKET_SIZE", "MAX_REMAINING_LENGTH", "NEED_DATA", "Decoder", "NeedData", "encode", "encode_plain_publish",
+]

@@ -20,6 +20,7 @@ from vmqpy.mqtt.errors import (
     UnsupportedProtocolVersion,
 )
 from vmqpy.mqtt.packets import (
+    NO_PROPERTIES,
     Auth,
     Connack,
     Connect,
@@ -48,6 +49,7 @@ from vmqpy.mqtt.wire import MAX_PACKET_SIZE, NEED_DATA, NeedData, read_bin, read
 __all__ = ["Decoder"]
 
 _PUBLISH = int(PacketType.PUBLISH)
+_PUBACK_FIRST = int(PacketType.PUBACK) << 4  # the first byte of every PUBACK (its flags are 0)
 _NAMES: Final = {int(t): t.name for t in PacketType}
 _CLIENT_ONLY: Final = frozenset({PacketType.CONNECT, PacketType.SUBSCRIBE, PacketType.UNSUBSCRIBE,
                                  PacketType.PINGREQ})
@@ -136,8 +138,11 @@ class Decoder:
                 if pos >= size:
                     return NEED_DATA
                 first = buf[pos]
-                # Fast path: a PUBLISH with valid flags on an established connection; else the full check.
-                if first >> 4 != _PUBLISH or first & 0x06 == 0x06 or first & 0x0E == 0x08 or not self._connected:
+                # Fast path: a PUBLISH with valid flags, or a PUBACK, on an established connection; else the full
+                # check (a PUBACK is valid in both directions and at every level, its flags are 0).
+                if not self._connected or (
+                    (first >> 4 != _PUBLISH or first & 0x06 == 0x06 or first & 0x0E == 0x08) and first != _PUBACK_FIRST
+                ):
                     self._check_first_byte(first)
                 if pos + 1 >= size:
                     return NEED_DATA
@@ -171,6 +176,11 @@ class Decoder:
                 self._pos = end
             if first >> 4 == _PUBLISH:
                 return self._publish(first, buf, start, end)
+            if first == _PUBACK_FIRST and rl == 2:  # a PUBACK with neither reason code nor properties (QoS 1 path)
+                packet_id = (buf[start] << 8) | buf[start + 1]
+                if packet_id == 0:
+                    raise ProtocolViolation("PUBACK with packet identifier 0")
+                return Puback(packet_id, 0, NO_PROPERTIES)
             return _DISPATCH[first >> 4](self, first & 0x0F, buf[start:end])
         except RemoteProtocolError as e:
             self._error = e
@@ -240,7 +250,7 @@ class Decoder:
             if i >= end:
                 raise MalformedPacket("PUBLISH without property length")
             if b[i] == 0:
-                props = Properties()
+                props = NO_PROPERTIES
                 i += 1
             else:
                 props, i = read_properties(b, i, end, _PUBLISH)
@@ -252,7 +262,7 @@ class Decoder:
                 if response_topic is not None and ("+" in response_topic or "#" in response_topic):
                     raise ProtocolViolation("a Response Topic may not contain wildcards [MQTT-3.3.2-14]")
         else:
-            props = Properties()
+            props = NO_PROPERTIES
         if "\x00" in topic:
             raise MalformedPacket("PUBLISH topic contains U+0000")
         if "+" in topic or "#" in topic:
@@ -347,12 +357,12 @@ class Decoder:
         if self.protocol_level != 5:
             if n != 2:
                 raise MalformedPacket(f"{ptype.name} must have a remaining length of 2 before MQTT 5.0")
-            return packet_id, 0, Properties()
+            return packet_id, 0, NO_PROPERTIES
         if n == 2:
-            return packet_id, 0, Properties()
+            return packet_id, 0, NO_PROPERTIES
         reason = b[2]
         if n == 3:
-            return packet_id, reason, Properties()
+            return packet_id, reason, NO_PROPERTIES
         props, i = read_properties(b, 3, n, ptype)
         if i != n:
             raise MalformedPacket(f"unexpected bytes at the end of {ptype.name}")

@@ -11,6 +11,7 @@ from typing import Any, Final
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import LocalProtocolError
 from vmqpy.mqtt.packets import (
+    NO_PROPERTIES,
     Auth,
     Connack,
     Connect,
@@ -42,10 +43,11 @@ from vmqpy.mqtt.wire import (
     encode_vbi,
 )
 
-__all__ = ["encode"]
+__all__ = ["encode", "encode_plain_publish"]
 
 _PUBLISH = int(PacketType.PUBLISH)
 _SUBACK_311: Final = frozenset({0, 1, 2, 0x80})  # the 3.1.1 SUBACK return codes
+_PUBACK_HEAD: Final = bytes((int(PacketType.PUBACK) << 4, 2))  # a PUBACK's fixed header without reason code
 
 
 def _packet_id(value: int | None, what: str) -> bytes:
@@ -63,6 +65,9 @@ def _frame(first: int, *parts: bytes) -> bytes:
 
 
 def _encode_publish(p: Publish, level: int) -> bytes:
+    props = p.properties
+    if level != 5 or is_empty(props):
+        return encode_plain_publish(p.topic, p.payload, p.qos, p.retain, p.dup, p.packet_id, level)
     topic = p.topic
     try:
         t = topic.encode("utf-8")
@@ -87,21 +92,56 @@ def _encode_publish(p: Publish, level: int) -> bytes:
         pid = _packet_id(p.packet_id, "PUBLISH QoS>0")
     else:
         raise LocalProtocolError(f"PUBLISH QoS {qos!r}")
-    if level == 5:
-        props = p.properties
-        if is_empty(props):
-            pb = b"\x00"
-            if not tl:
-                raise LocalProtocolError("PUBLISH with an empty topic needs a Topic Alias")
-        else:
-            pb = encode_properties(props, _PUBLISH)
-            if props.topic_alias == 0 or (not tl and props.topic_alias is None):
-                raise LocalProtocolError("PUBLISH with an empty topic needs a non-zero Topic Alias")
+    pb = encode_properties(props, _PUBLISH)  # level 5 with properties: the others are plain
+    if props.topic_alias == 0 or (not tl and props.topic_alias is None):
+        raise LocalProtocolError("PUBLISH with an empty topic needs a non-zero Topic Alias")
+    payload = p.payload
+    rl = 2 + tl + len(pid) + len(pb) + len(payload)
+    if rl < 128:
+        head = bytes((first, rl))
+    elif rl > MAX_REMAINING_LENGTH:
+        raise LocalProtocolError("PUBLISH too large")
     else:
+        head = BYTES[first] + encode_vbi(rl)
+    return b"".join((head, SHORT_LENGTHS[tl] if tl < 256 else tl.to_bytes(2, "big"), t, pid, pb, payload))
+
+
+def encode_plain_publish(topic: str, payload: bytes, qos: int, retain: bool, dup: bool, packet_id: int | None,
+                         level: int) -> bytes:
+    """The bytes of a PUBLISH without properties for a connection of `level` (3, 4 or 5): what `encode` gives for
+    `Publish(topic, payload, qos, retain, dup, packet_id)`, without building the packet (the delivery path)."""
+    try:
+        t = topic.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise LocalProtocolError("PUBLISH topic cannot be encoded as UTF-8") from e
+    tl = len(t)
+    if tl > 0xFFFF:
+        raise LocalProtocolError("PUBLISH topic is longer than 65535 bytes")
+    if "+" in topic or "#" in topic or "\x00" in topic:
+        raise LocalProtocolError(f"PUBLISH topic {topic!r} is not a valid topic name")
+    if level == 5:
+        pb = b"\x00"
+        if not tl:
+            raise LocalProtocolError("PUBLISH with an empty topic needs a Topic Alias")
+    elif level == 4 or level == 3:
         pb = b""
         if not tl:
             raise LocalProtocolError("PUBLISH with an empty topic")
-    payload = p.payload
+    else:
+        raise LocalProtocolError(f"unsupported protocol level {level!r}")
+    first = 0x30 | (qos << 1)
+    if retain:
+        first |= 0x01
+    if qos == 0:
+        if dup:
+            raise LocalProtocolError("PUBLISH QoS 0 cannot have the DUP flag")
+        pid = b""
+    elif qos == 1 or qos == 2:
+        if dup:
+            first |= 0x08
+        pid = _packet_id(packet_id, "PUBLISH QoS>0")
+    else:
+        raise LocalProtocolError(f"PUBLISH QoS {qos!r}")
     rl = 2 + tl + len(pid) + len(pb) + len(payload)
     if rl < 128:
         head = bytes((first, rl))
@@ -300,6 +340,10 @@ def encode(packet: Packet, protocol_level: int) -> bytes:
     """
     if type(packet) is Publish and (protocol_level == 5 or protocol_level == 4):
         return _encode_publish(packet, protocol_level)
+    if type(packet) is Puback and packet.properties is NO_PROPERTIES and not packet.reason_code:
+        packet_id = packet.packet_id
+        if packet_id is not None and 0 < packet_id <= 0xFFFF and protocol_level in (3, 4, 5):
+            return _PUBACK_HEAD + packet_id.to_bytes(2, "big")  # the QoS 1 acknowledgement, at every level
     if protocol_level not in (3, 4, 5):
         raise LocalProtocolError(f"unsupported protocol level {protocol_level!r}")
     encoder = _ENCODERS.get(type(packet))

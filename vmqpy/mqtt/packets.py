@@ -64,6 +64,16 @@ class Properties:
         return self == Properties()
 
 
+# The properties of every decoded packet that carries none (all of 3.1.1's, most of 5.0's) and of the
+# acknowledgements built without any: one shared instance, so the QoS 1 path allocates none per message. Read
+# it, never change it: replace a packet's `properties` with a new `Properties(...)` to give it some.
+NO_PROPERTIES = Properties()
+
+
+def _no_properties() -> Properties:
+    return NO_PROPERTIES
+
+
 @dataclass(slots=True)
 class Will:
     topic: str
@@ -111,7 +121,7 @@ class Publish:
 class Puback:
     packet_id: int
     reason_code: int = 0
-    properties: Properties = field(default_factory=Properties)
+    properties: Properties = field(default_factory=_no_properties)
     type = PacketType.PUBACK
 
 
@@ -119,7 +129,7 @@ class Puback:
 class Pubrec:
     packet_id: int
     reason_code: int = 0
-    properties: Properties = field(default_factory=Properties)
+    properties: Properties = field(default_factory=_no_properties)
     type = PacketType.PUBREC
 
 
@@ -127,7 +137,7 @@ class Pubrec:
 class Pubrel:
     packet_id: int
     reason_code: int = 0
-    properties: Properties = field(default_factory=Properties)
+    properties: Properties = field(default_factory=_no_properties)
     type = PacketType.PUBREL
 
 
@@ -135,7 +145,7 @@ class Pubrel:
 class Pubcomp:
     packet_id: int
     reason_code: int = 0
-    properties: Properties = field(default_factory=Properties)
+    properties: Properties = field(default_factory=_no_properties)
     type = PacketType.PUBCOMP
 
 

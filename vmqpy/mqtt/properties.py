@@ -13,7 +13,7 @@ from enum import IntEnum
 from typing import Final
 
 from vmqpy.mqtt.errors import LocalProtocolError, MalformedPacket, ProtocolViolation
-from vmqpy.mqtt.packets import PacketType, Properties
+from vmqpy.mqtt.packets import NO_PROPERTIES, PacketType, Properties
 from vmqpy.mqtt.wire import (
     BYTES,
     MAX_REMAINING_LENGTH,
@@ -115,7 +115,7 @@ def allowed_in(packet_type: int) -> frozenset[str]:
 
 def is_empty(p: Properties) -> bool:
     """Fast `p == Properties()`: no property set. Written out field by field (this runs for every PUBLISH)."""
-    return (
+    return p is NO_PROPERTIES or (
         p.topic_alias is None
         and not p.user_properties
         and p.message_expiry_interval is None

@@ -72,3 +72,22 @@ async def test_nothing_is_written_once_the_connection_closed() -> None:
     storage.futures[0].set_result(None)
     await settle()
     assert written == []
+
+
+async def test_free_only_when_an_acknowledgement_may_leave_at_once() -> None:
+    """`free` is the driver's shortcut past `after` (vmqpy.broker.connection): true exactly when `after` would
+    run the action at once, so that taking it never reorders or hastens an acknowledgement."""
+    storage = Barriers()
+    queue = AckQueue(asyncio.get_running_loop(), storage, lambda _e: None)  # type: ignore[arg-type]
+    assert queue.free(False)
+    assert not queue.free(True)  # the storage barrier first
+    assert not queue.free(False, RemoteAck(1))  # the other node first
+    written: list[str] = []
+    queue.after(True, lambda: written.append("a"))
+    assert not queue.free(False)  # something is queued before it: it must wait its turn
+    storage.futures[0].set_result(None)
+    await settle()
+    assert written == ["a"] and queue.free(False)
+    without_storage = AckQueue(asyncio.get_running_loop(), None, lambda _e: None)
+    assert without_storage.free(True)  # nothing to make durable on a node without storage
+    assert not without_storage.free(True, RemoteAck(1))
