@@ -17,12 +17,14 @@ directory); each round runs the cross-node scenarios (QoS 0 and 1) and reads bot
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.loadgen import Scenario, run
 from bench.loadgen.results import RunResult
@@ -174,7 +176,21 @@ def detection_time(a: ClusterNode, b: ClusterNode, timeout: float = 30.0) -> flo
     return elapsed
 
 
-def main() -> None:
+def suite_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """bench.suite's rows (bench.suite_report.row) from the file `--json` writes: one per scenario; the ratio
+    column is the CPU per message cross node / same node (issue 21 target at most 1.3x)."""
+    from bench.suite_report import row
+
+    out = []
+    for name, r in result["rows"].items():
+        ratio = result["cpu_ratios"].get(name.rsplit(" ", 2)[0]) if name.endswith("cross node") else None
+        out.append(row(f"cluster {name}", "vmqpy", rate=r["rate"], ratio=ratio, cpu_us=r["cpu_us"],
+                       p99_ms=r["p99_ms"], note="CPU of both nodes; ratio = CPU per message cross / same node"
+                       if ratio is not None else "CPU of both nodes"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=float, default=5.0)
@@ -183,7 +199,8 @@ def main() -> None:
     parser.add_argument("--tls-cost", action="store_true", help="plain vs TLS cluster links, cross node only")
     parser.add_argument("--qos", type=int, nargs="+", choices=(0, 1), default=[0, 1], help="with --baseline")
     parser.add_argument("--baseline", type=Path, help="another vmqpy checkout: compare CPU per message with it")
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=None, help="also write the medians here (bench.suite)")
+    args = parser.parse_args(argv)
     if args.baseline is not None:
         compare_trees(args.baseline, args.runs, args.duration, args.pairs, tuple(args.qos))
         return
@@ -235,6 +252,16 @@ def main() -> None:
             shown = ", ".join(f"{v:.2f}" for v in values)
             print(f"CPU per message cross-node / same-node, {name}: {statistics.median(values):.2f}x of [{shown}] "
                   f"(issue 21 target <= 1.3x)")
+        if args.json is not None:
+            summary: dict[str, Any] = {
+                "rows": {}, "cpu_ratios": {k: statistics.median(v) for k, v in cpu_ratios.items()},
+                "rate_ratios": {k: statistics.median(v) for k, v in ratios.items()}, "detection_s": detection}
+            for name, values in rows.items():
+                p99s = [v[1] for v in values if v[1] is not None]
+                summary["rows"][name] = {"rate": statistics.median(v[0] for v in values),
+                                         "p99_ms": statistics.median(p99s) if p99s else None,
+                                         "cpu_us": statistics.median(v[2] for v in values) * 1e6}
+            args.json.write_text(json.dumps(summary, indent=1))
         if detection:
             shown = ", ".join(f"{t:.2f}" for t in detection)
             print(f"\npartition detection (iptables DROP until `cluster show` says unreachable, measured before the "

@@ -12,6 +12,9 @@ Steps, one after the other (each on its own fresh brokers; a failing step is rep
   retained       bench.bench_retained at 1k and 10k retained messages (quick: 1k)
   fleet          bench.bench_storm: persistent connects (new and resumed sessions) and a reconnect storm with
                  queued QoS 1 messages, both brokers (5,000 connects, 10,000 storm clients; quick: 1,000 / 2,000)
+  cluster        bench.bench_cluster: two nodes (127.0.0.11-12), CPU of both nodes per message with the subscribers
+                 on the publishers' node and on the other one, QoS 0 and 1 (3 runs x 5 s; quick: 1 x 2 s); its
+                 ratio column is the CPU per message cross node / same node
   latency        bench.bench_latency: p99 at 50 % and 90 % of Mosquitto's saturation rate and at 1,000 msgs/s
                  QoS 1, both brokers interleaved (3 rounds of 4 s; quick: 1 round of 1.5 s); its ratio column
                  is the p99 ratio vmqpy/Mosquitto
@@ -50,7 +53,7 @@ from bench.suite_report import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = ("compare", "idle", "subscriptions", "retained", "fleet", "latency")
+STEPS = ("compare", "idle", "subscriptions", "retained", "fleet", "cluster", "latency")
 IDLE_TIMEOUT = 900.0
 
 
@@ -128,6 +131,15 @@ def step_fleet(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str
     return bench_storm.suite_rows(json.loads(out.read_text())), {"exit": code, "raw": str(out)}
 
 
+def step_cluster(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
+    from bench import bench_cluster
+
+    out = raw / "cluster.json"
+    sizes = ["--runs", "1", "--duration", "2"] if args.quick else []
+    bench_cluster.main([*sizes, "--json", str(out)])
+    return bench_cluster.suite_rows(json.loads(out.read_text())), {"exit": 0, "raw": str(out)}
+
+
 def step_latency(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
     from bench import bench_latency
 
@@ -146,7 +158,7 @@ def step_replicas(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[
 
 RUNNERS: dict[str, Callable[[argparse.Namespace, Path], tuple[list[Row], dict[str, Any]]]] = {
     "compare": step_compare, "idle": step_idle, "subscriptions": step_subscriptions, "retained": step_retained,
-    "fleet": step_fleet, "latency": step_latency, "replicas": step_replicas,
+    "fleet": step_fleet, "cluster": step_cluster, "latency": step_latency, "replicas": step_replicas,
 }
 
 
