@@ -17,7 +17,7 @@ import structlog
 from admin.http import start_api
 from admin.keys import KeyStore, ensure_node_key
 from vmqpy import config as config_module
-from vmqpy import heap_trim, logconfig
+from vmqpy import logconfig
 from vmqpy.broker import records, systree
 from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
@@ -52,13 +52,12 @@ from vmqpy.hangup import reload_on_hangup
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
+from vmqpy.node_tick import ticking
 from vmqpy.replicas.service import QueueReplication
-from vmqpy.stall_watch import StallWatch
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.node")
 
-TICK_INTERVAL = 0.1
 RESOLVERS = {records.SESSION: latest_stamp, records.SUBSCRIPTION: latest_stamp, records.RETAIN: latest_stamp,
              records.NODE_LISTENERS: latest_stamp}
 
@@ -103,7 +102,7 @@ class Node:
             if network is not None:
                 self.replication = QueueReplication.configured(self.config, storage, self.policy)
                 await stack.enter_async_context(self._cluster(network, metadata, broker, incarnation, incarnations))
-            await stack.enter_async_context(self._ticker(broker))
+            await stack.enter_async_context(ticking(broker))
             facade = self._facade(broker, metadata, storage)
             if self.replication is not None:
                 facade.queue_replicas = self.replication.stats
@@ -331,33 +330,6 @@ class Node:
         if self.broker is not None:
             self.broker.router.shared_policy = self.config.shared_subscription_policy
         log.info("setting changed", key=key, value=value)
-
-    @contextlib.asynccontextmanager
-    async def _ticker(self, broker: Broker) -> AsyncIterator[None]:
-        burst = heap_trim.BurstTrim()
-        stalls = StallWatch(TICK_INTERVAL)
-        loop = asyncio.get_running_loop()
-
-        async def tick() -> None:
-            while True:
-                await asyncio.sleep(TICK_INTERVAL)
-                try:
-                    late = stalls.tick(loop.time())
-                    if late is not None:
-                        broker.metrics["loop_stalls"] += 1
-                        log.warning("event loop stalled", late_by=round(late, 3), stalls=stalls.stalls)
-                    broker.tick(time.time())
-                    burst.tick(broker.metrics["socket_close"])
-                except Exception:
-                    log.exception("tick failed")
-
-        task = asyncio.get_running_loop().create_task(tick())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     @contextlib.asynccontextmanager
     async def _access_reload(self, broker: Broker) -> AsyncIterator[None]:

@@ -1,0 +1,52 @@
+"""The node's periodic tick: every `TICK_INTERVAL` seconds the broker's own tick (expiries, resends, pacing), the
+heap trim after a burst of closed connections (vmqpy.heap_trim) and the watch on the event loop's own lateness
+(vmqpy.stall_watch: a late tick is logged as `event loop stalled` and counted as `broker.loop_stalls`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import structlog
+
+from vmqpy import heap_trim
+from vmqpy.stall_watch import StallWatch
+
+if TYPE_CHECKING:
+    from vmqpy.broker.broker import Broker
+
+log = structlog.get_logger("vmqpy.node")
+
+TICK_INTERVAL = 0.1
+
+
+@contextlib.asynccontextmanager
+async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncIterator[None]:
+    """Run the tick while the context is open."""
+    burst = heap_trim.BurstTrim()
+    stalls = StallWatch(interval)
+    loop = asyncio.get_running_loop()
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                late = stalls.tick(loop.time())
+                if late is not None:
+                    broker.metrics["loop_stalls"] += 1
+                    log.warning("event loop stalled", late_by=round(late, 3), stalls=stalls.stalls)
+                broker.tick(time.time())
+                burst.tick(broker.metrics["socket_close"])
+            except Exception:
+                log.exception("tick failed")
+
+    task = loop.create_task(tick())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
