@@ -52,7 +52,7 @@ from vmqpy.hangup import reload_on_hangup
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
-from vmqpy.node_tick import ticking
+from vmqpy.node_tick import background, ticking
 from vmqpy.replicas.service import QueueReplication
 from vmqpy.storage import Storage
 
@@ -347,18 +347,11 @@ class Node:
                 except Exception:
                     log.exception("access file reload failed")
 
-        loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(watch(interval, acl))
-                 for interval, acl in ((self.config.acl_reload_interval, True),
-                                       (self.config.password_reload_interval, False)) if interval > 0]
-        try:
+        async with background(*(watch(interval, acl)
+                                for interval, acl in ((self.config.acl_reload_interval, True),
+                                                      (self.config.password_reload_interval, False))
+                                if interval > 0)):
             yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
 
     @contextlib.asynccontextmanager
     async def _systree(self, broker: Broker, facade: NodeFacade) -> AsyncIterator[None]:
@@ -372,14 +365,8 @@ class Node:
             self.config.nodename, metrics=facade.metrics, publish=broker.publish_system,
             retained=lambda prefix: [(t, m.payload) for t, m in broker.system_retained.match(prefix + "/#")],
         )
-        task = asyncio.get_running_loop().create_task(
-            systree.run(publisher, interval, time.time, time.monotonic))
-        try:
+        async with background(systree.run(publisher, interval, time.time, time.monotonic)):
             yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     @contextlib.asynccontextmanager
     async def _listeners(self, broker: Broker, storage: Storage) -> AsyncIterator[None]:

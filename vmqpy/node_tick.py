@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -21,6 +21,21 @@ if TYPE_CHECKING:
 log = structlog.get_logger("vmqpy.node")
 
 TICK_INTERVAL = 0.1
+
+
+@contextlib.asynccontextmanager
+async def background(*jobs: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run `jobs` as tasks while the context is open; cancel them, and wait for them to end, when it closes."""
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(job) for job in jobs]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 @contextlib.asynccontextmanager
@@ -43,10 +58,5 @@ async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncItera
             except Exception:
                 log.exception("tick failed")
 
-    task = loop.create_task(tick())
-    try:
+    async with background(tick()):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -269,6 +269,19 @@ def kind() -> str:
 
 
 @pytest.fixture
+def pair(tmp_path: Path) -> Iterator[list[Any]]:
+    """Two cluster nodes (127.0.0.11-12) started side by side and joined; stopped after the test."""
+    from tests.integration.cluster import start_cluster  # imported late: cluster.py imports this module
+
+    nodes = start_cluster(tmp_path, count=2)
+    try:
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+@pytest.fixture
 def broker_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Broker]]:
     """broker_factory(**extra_config) -> a started Broker with extra vmqpy config keys."""
     brokers: list[Broker] = []

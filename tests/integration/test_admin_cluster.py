@@ -7,28 +7,16 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.cluster import ClusterNode, start_cluster
+from tests.integration.cluster import ClusterNode
 from tests.integration.conftest import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's operator interface")]
 
 ADMINISTRATIVE_ACTION = 0x98
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    nodes = start_cluster(tmp_path, count=2)
-    try:
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
 
 
 def rows(node: ClusterNode, *args: str) -> list[dict[str, Any]]:

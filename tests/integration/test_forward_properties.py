@@ -6,27 +6,15 @@ and the QoS downgrade per subscription. Two real nodes on 127.0.0.11-12, paho cl
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from paho.mqtt.packettypes import PacketTypes
 
 from tests.integration.clients import paho_props
-from tests.integration.cluster import ClusterNode, start_cluster
+from tests.integration.cluster import ClusterNode
 from tests.integration.conftest import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    nodes = start_cluster(tmp_path, count=2)
-    try:
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
 
 
 def routed_from(node: ClusterNode, client_id: str, filters: int) -> bool:

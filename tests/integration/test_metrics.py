@@ -10,7 +10,7 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from tests.integration.clients import (
     enc_unsubscribe,
     unique,
 )
-from tests.integration.cluster import ClusterNode, cut, partition_chain, start_cluster
+from tests.integration.cluster import ClusterNode, cut, partition_chain
 from tests.integration.conftest import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's admin listener")]
@@ -75,16 +75,6 @@ def scrape_until(node: ClusterNode, done: Callable[[Samples], bool], what: str) 
 
     found: Samples = wait_until(check, 10, what=what)
     return found
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    nodes = start_cluster(tmp_path, count=2)
-    try:
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
 
 
 def test_the_key_is_needed_unless_metrics_public_is_on(tmp_path: Path) -> None:

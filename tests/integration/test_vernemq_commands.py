@@ -6,27 +6,15 @@ from __future__ import annotations
 import json
 import shlex
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.cluster import ClusterNode, start_cluster
+from tests.integration.cluster import ClusterNode
 from tests.integration.conftest import wait_until
 from tests.integration.test_admin_cluster import http, rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("VerneMQ's operator command lines")]
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    nodes = start_cluster(tmp_path, count=2)
-    try:
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
 
 
 def run(node: ClusterNode, line: str) -> str:

@@ -64,20 +64,26 @@ def _frame(first: int, *parts: bytes) -> bytes:
     return BYTES[first] + encode_vbi(n) + body
 
 
+def _topic_name(topic: str) -> bytes:
+    """The UTF-8 bytes of a PUBLISH's topic name, or LocalProtocolError if it cannot be one."""
+    try:
+        t = topic.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise LocalProtocolError("PUBLISH topic cannot be encoded as UTF-8") from e
+    if len(t) > 0xFFFF:
+        raise LocalProtocolError("PUBLISH topic is longer than 65535 bytes")
+    if "+" in topic or "#" in topic or "\x00" in topic:
+        raise LocalProtocolError(f"PUBLISH topic {topic!r} is not a valid topic name")
+    return t
+
+
 def _encode_publish(p: Publish, level: int) -> bytes:
     props = p.properties
     if level != 5 or is_empty(props):
         return encode_plain_publish(p.topic, p.payload, p.qos, p.retain, p.dup, p.packet_id, level)
     topic = p.topic
-    try:
-        t = topic.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise LocalProtocolError("PUBLISH topic cannot be encoded as UTF-8") from e
+    t = _topic_name(topic)
     tl = len(t)
-    if tl > 0xFFFF:
-        raise LocalProtocolError("PUBLISH topic is longer than 65535 bytes")
-    if "+" in topic or "#" in topic or "\x00" in topic:
-        raise LocalProtocolError(f"PUBLISH topic {topic!r} is not a valid topic name")
     qos = p.qos
     first = 0x30 | (qos << 1)
     if p.retain:
@@ -110,15 +116,8 @@ def encode_plain_publish(topic: str, payload: bytes, qos: int, retain: bool, dup
                          level: int) -> bytes:
     """The bytes of a PUBLISH without properties for a connection of `level` (3, 4 or 5): what `encode` gives for
     `Publish(topic, payload, qos, retain, dup, packet_id)`, without building the packet (the delivery path)."""
-    try:
-        t = topic.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise LocalProtocolError("PUBLISH topic cannot be encoded as UTF-8") from e
+    t = _topic_name(topic)
     tl = len(t)
-    if tl > 0xFFFF:
-        raise LocalProtocolError("PUBLISH topic is longer than 65535 bytes")
-    if "+" in topic or "#" in topic or "\x00" in topic:
-        raise LocalProtocolError(f"PUBLISH topic {topic!r} is not a valid topic name")
     if level == 5:
         pb = b"\x00"
         if not tl:
