@@ -96,6 +96,10 @@ class Phase(Enum):
     CONNECTED = "connected"
     CLOSED = "closed"
 
+    # Members are singletons: hashed by identity in C (Enum's own __hash__ is a Python call, and `_enter` looks a
+    # phase up at every change of phase, three times per connect).
+    __hash__ = object.__hash__
+
 
 @dataclass(slots=True)
 class ConnectionState:
