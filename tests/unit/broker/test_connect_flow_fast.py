@@ -290,3 +290,30 @@ def test_same_owner_is_what_session_value_would_write_but_for_the_stamp(
     value = records.session_value([5, 1, "x"], node_a, clean_a, expiry_a)
     expected = (node_a, clean_a, expiry_a) == (node_b, clean_b, expiry_b)
     assert records.same_owner(value, node_b, clean_b, expiry_b) is expected
+
+
+def test_a_new_connection_state_makes_no_set_or_dict_of_its_own() -> None:
+    from vmqpy.broker.protocol import ConnectionState
+
+    first, second = ConnectionState(), ConnectionState()
+    assert first.unreleased_qos2 is second.unreleased_qos2 and isinstance(first.unreleased_qos2, frozenset)
+    assert first.aliases_in is None
+
+
+@pytest.mark.parametrize("level", [4, 5])
+async def test_qos2_ids_of_one_connection_never_reach_another(storage: Storage, level: int) -> None:
+    from vmqpy.mqtt.packets import Publish, Pubrel
+
+    _broker, listeners, _metadata = node(storage)
+    conn, transport = connect_through_prelude(listeners, "q1", level=level)
+    other, other_transport = connect_through_prelude(listeners, "q2", level=level)
+    conn.data_received(encode(Publish("t", b"x", qos=2, packet_id=7), level))
+    await asyncio.sleep(0)
+    assert conn.machine.state.unreleased_qos2 == {7}
+    assert other.machine.state.unreleased_qos2 == frozenset()
+    conn.data_received(encode(Pubrel(7), level))
+    await asyncio.sleep(0)
+    assert conn.machine.state.unreleased_qos2 == set()
+    assert (conn.machine.state.aliases_in is not None) == (level == 5)
+    leave(conn, transport)
+    leave(other, other_transport)
