@@ -316,11 +316,12 @@ class MQTTConnection(asyncio.Protocol):
             self._retry_timer = None
         transport = self.transport
         if transport is not None:
-            # With nothing left to write, close() ends the socket at once; else it waits for the buffer to drain,
-            # which a client that reads nothing never lets happen: then abort after CLOSE_TIMEOUT.
+            # With nothing left to write, a TCP socket's close() ends it at once; else it waits for the buffer to
+            # drain, which a client that reads nothing never lets happen: then abort after CLOSE_TIMEOUT (always
+            # for TLS and WebSocket, whose close waits for a closing handshake of the client's as well).
             pending = transport.get_write_buffer_size()
             transport.close()
-            if pending:
+            if pending or self.listener_kind != "tcp":
                 self._abort_timer = self.loop.call_later(CLOSE_TIMEOUT, transport.abort)
 
     def protocol_error(self, reason_code: int) -> None:

@@ -3,7 +3,8 @@
 - a 3.1/3.1.1 CONNACK that accepts is written from constant bytes: they are the codec's;
 - a connection handed on by the CONNECT prelude arms no CONNECT timer of its own (the prelude had one), and one
   that is not (a WebSocket) still does;
-- closing a connection with nothing left to write arms no abort timer; with bytes still queued it does;
+- closing a TCP connection with nothing left to write arms no abort timer; with bytes still queued it does,
+  and a TLS or WebSocket one always does (their close waits for the client's closing handshake);
 - the connection's logger is bound only when a line is logged, and then names the peer, listener and client id;
 - on a node without cluster links, a clean session that found no owner record writes none and looks none up when
   it ends; a resumed persistent session whose record already names this node with the same terms does not write
@@ -188,6 +189,17 @@ async def test_closing_arms_the_abort_only_while_bytes_wait(storage: Storage, bu
     assert (conn._abort_timer is not None) == abort_armed
     conn.connection_lost(None)
     assert conn._abort_timer is None or conn._abort_timer.cancelled()
+
+
+async def test_a_websocket_connection_closing_arms_the_abort_even_with_nothing_to_write(storage: Storage) -> None:
+    _broker, listeners, _metadata = node(storage)
+    conn = listeners.open_mqtt("ws", "default")
+    transport = PreludeTransport()
+    conn.connection_made(transport)
+    conn.close()
+    assert transport.closed and conn._abort_timer is not None
+    conn.connection_lost(None)
+    assert conn._abort_timer.cancelled()
 
 
 async def test_at_level_error_a_connect_binds_no_logger(storage: Storage, error_level: None) -> None:
