@@ -20,6 +20,11 @@ defaults of bench/brokers.py (sessions in SQLite). The bench raises its own soft
 
     flock /tmp/vmqpy-net.lock .venv/bin/python -m bench.bench_storm [--only persistent|storm] [--rounds R]
         [--connects N] [--concurrency C] [--clients N] [--messages M] [--in-flight K] [--json FILE]
+        [--baseline REV] [--kinds vmqpy,mosquitto]
+
+`--baseline REV` adds vmqpy at git revision REV (exported to a temporary directory, bench.brokers.export_revision),
+interleaved with the others in every round, so that a change is measured before and after in one run; `--kinds`
+leaves out a broker (`--kinds vmqpy` with `--baseline`: the two vmqpy only).
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ import asyncio
 import json
 import resource
 import statistics
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.brokers import KINDS, BrokerProcess
+from bench.brokers import KINDS, BrokerProcess, export_revision
 from bench.mqtt_raw import close_client, open_client, publish_all, subscribe_packet
 
 TIMEOUT = 120.0  # seconds any one wait of a client may take (a bound, not a measure)
@@ -94,8 +100,9 @@ async def in_parallel(count: int, concurrency: int, job: Callable[[int], Awaitab
     await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
 
 
-def run_persistent(kind: str, connects: int, concurrency: int, tag: str) -> PersistentRound:
-    with PersistentBroker(kind) as broker:
+def run_persistent(kind: str, connects: int, concurrency: int, tag: str,
+                   source: Path | None = None) -> PersistentRound:
+    with PersistentBroker(kind, source=source) as broker:
         async def phase(resume: bool) -> None:
             await in_parallel(connects, concurrency,
                               lambda i: connect_leave(broker.port, f"{tag}-{i}", False, resume))
@@ -155,8 +162,8 @@ async def storm(port: int, clients: int, messages: int, in_flight: int, cpu: Cal
                       cpu_used, received, 0)
 
 
-def run_storm(kind: str, clients: int, messages: int, in_flight: int) -> StormRound:
-    with PersistentBroker(kind) as broker:
+def run_storm(kind: str, clients: int, messages: int, in_flight: int, source: Path | None = None) -> StormRound:
+    with PersistentBroker(kind, source=source) as broker:
         result = asyncio.run(storm(broker.port, clients, messages, in_flight, broker.cpu_seconds))
         if result.messages != clients * messages:
             raise RuntimeError(f"{kind}: {result.messages} of {clients * messages} queued messages arrived")
@@ -182,27 +189,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=3)
     parser.add_argument("--in-flight", type=int, default=0, help="storm connects in flight at most (0: all)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rounds to this file")
+    parser.add_argument("--baseline", default="", help="also run vmqpy at this git revision")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="the brokers to run, comma separated")
     args = parser.parse_args(argv)
     if min(args.rounds, args.connects, args.concurrency, args.clients, args.messages) < 1 or args.in_flight < 0:
         parser.error("--rounds, --connects, --concurrency, --clients and --messages must be at least 1")
+    kinds = [kind for kind in args.kinds.split(",") if kind]
+    if not kinds or any(kind not in KINDS for kind in kinds):
+        parser.error(f"--kinds: a comma separated list of {', '.join(KINDS)}")
     raise_file_limit(args.clients + FD_MARGIN)
     asyncio.set_event_loop_policy(_loop_policy())
-    persistent: dict[str, list[PersistentRound]] = {kind: [] for kind in KINDS}
-    storms: dict[str, list[StormRound]] = {kind: [] for kind in KINDS}
-    for r in range(args.rounds):
-        for kind in KINDS:
-            if args.only in (None, "persistent"):
-                p = run_persistent(kind, args.connects, args.concurrency, f"p{r}")
-                persistent[kind].append(p)
-                print(f"round {r + 1} {kind:9} persistent: new {p.new_per_s:6.0f}/s {p.new_us_cpu:5.0f} us CPU, "
-                      f"resume {p.resume_per_s:6.0f}/s {p.resume_us_cpu:5.0f} us CPU", flush=True)
-            if args.only in (None, "storm"):
-                s = run_storm(kind, args.clients, args.messages, args.in_flight)
-                storms[kind].append(s)
-                print(f"round {r + 1} {kind:9} storm: all connected {s.all_connected_s:.2f} s, all delivered "
-                      f"{s.all_delivered_s:.2f} s, connect p50 {s.connect_p50_ms:.0f} ms p99 "
-                      f"{s.connect_p99_ms:.0f} ms, CPU {s.cpu_s:.2f} s, peak RSS {s.rss_kib / 1024:.0f} MiB",
-                      flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-storm-") as tmp:
+        sources: dict[str, tuple[str, Path | None]] = {kind: (kind, None) for kind in kinds}
+        if args.baseline:
+            commit = export_revision(args.baseline, Path(tmp))
+            ours = {k: v for k, v in sources.items() if k == "vmqpy"}
+            others = {k: v for k, v in sources.items() if k != "vmqpy"}
+            sources = {**ours, f"vmqpy@{commit[:7]}": ("vmqpy", Path(tmp)), **others}
+        persistent, storms = run_rounds(args, sources)
     report(args, persistent, storms)
     if args.json is not None:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
@@ -210,6 +214,28 @@ def main(argv: list[str] | None = None) -> int:
                                          "storm": {k: [asdict(x) for x in v] for k, v in storms.items()}},
                                         indent=1))
     return 0
+
+
+def run_rounds(args: argparse.Namespace, sources: dict[str, tuple[str, Path | None]]
+               ) -> tuple[dict[str, list[PersistentRound]], dict[str, list[StormRound]]]:
+    """Interleaved rounds over `sources` (label -> broker kind, vmqpy source directory or None: this checkout)."""
+    persistent: dict[str, list[PersistentRound]] = {label: [] for label in sources}
+    storms: dict[str, list[StormRound]] = {label: [] for label in sources}
+    for r in range(args.rounds):
+        for kind, (broker_kind, source) in sources.items():
+            if args.only in (None, "persistent"):
+                p = run_persistent(broker_kind, args.connects, args.concurrency, f"p{r}", source)
+                persistent[kind].append(p)
+                print(f"round {r + 1} {kind:9} persistent: new {p.new_per_s:6.0f}/s {p.new_us_cpu:5.0f} us CPU, "
+                      f"resume {p.resume_per_s:6.0f}/s {p.resume_us_cpu:5.0f} us CPU", flush=True)
+            if args.only in (None, "storm"):
+                s = run_storm(broker_kind, args.clients, args.messages, args.in_flight, source)
+                storms[kind].append(s)
+                print(f"round {r + 1} {kind:9} storm: all connected {s.all_connected_s:.2f} s, all delivered "
+                      f"{s.all_delivered_s:.2f} s, connect p50 {s.connect_p50_ms:.0f} ms p99 "
+                      f"{s.connect_p99_ms:.0f} ms, CPU {s.cpu_s:.2f} s, peak RSS {s.rss_kib / 1024:.0f} MiB",
+                      flush=True)
+    return persistent, storms
 
 
 def suite_rows(result: dict[str, Any]) -> list[dict[str, Any]]:

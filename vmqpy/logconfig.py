@@ -77,6 +77,12 @@ def set_level(level: str) -> None:
     _Threshold.value = _LEVELS[level]
 
 
+def enabled(level: int) -> bool:
+    """Whether a line at `level` (logging.INFO, ...) is logged now: lets a hot path skip building a line's fields
+    (and binding a logger for it) when it would be dropped."""
+    return level >= _Threshold.value
+
+
 def level() -> str:
     """The current level's name."""
     return next((name for name, number in _LEVELS.items() if number == _Threshold.value), "critical")

@@ -37,7 +37,7 @@ from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.route_feed import RouteFeed
 from vmqpy.broker.router import Router, RouteResult, outgoing_qos
-from vmqpy.broker.session import NullJournal, Outgoing, Session, Sink, SubEntry
+from vmqpy.broker.session import NULL_JOURNAL, Outgoing, Session, Sink, SubEntry
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.broker.systree import is_system_topic
 from vmqpy.broker.trace import Tracers
@@ -140,7 +140,7 @@ class Broker:
         return session
 
     def _set_journal(self, session: Session) -> None:
-        session.journal = self.store if session.persistent else NullJournal()
+        session.journal = self.store if session.persistent else NULL_JOURNAL
 
     def open_session(
         self, client_id: str, level: int, clean_start: bool, expiry: float | None, owner: Sink, now: float,
@@ -187,9 +187,13 @@ class Broker:
         # The owner record: every node learns where this client id lives now (a newer connect wins by HLC). A
         # clean session of a node without cluster links has nobody to tell, and ends with the node at the latest:
         # no record (the node's own `sessions` is where it is found), unless one is there to be replaced.
+        # Without cluster links, a record that names this node with the same terms is not written again either
+        # (a resumed persistent session): nobody else reads its stamp.
         key = records.session_key(client_id)
-        if (session.persistent or self.config.cluster_listener is not None
-                or self.metadata.get(records.SESSION, key) is not None):
+        alone = self.config.cluster_listener is None
+        known = self.metadata.get(records.SESSION, key) if alone else None
+        session.owner_recorded = not alone or session.persistent or known is not None
+        if session.owner_recorded and not (alone and records.same_owner(known, self.node, clean_start, expiry)):
             value = records.session_value(self.metadata.hlc_now(), self.node, clean_start, expiry)
             self.metadata.put(records.SESSION, key, value)
         if adopted:
@@ -227,7 +231,9 @@ class Broker:
             self.enforcer.usernames.pop(client_id, None)
         if session.persistent or session.journal is self.store:
             self.store.delete_session(client_id)
-        owner = self.metadata.get(records.SESSION, records.session_key(client_id))
+        # A session that wrote no owner record, on a node without cluster links (no other node writes one), has none
+        owner = (self.metadata.get(records.SESSION, records.session_key(client_id))
+                 if session.owner_recorded or self.config.cluster_listener is not None else None)
         if not keep_owner and owner is not None and records.session_owner(owner) == self.node:
             self.metadata.delete(records.SESSION, records.session_key(client_id))  # not when it moved elsewhere
         session.release_waiters()

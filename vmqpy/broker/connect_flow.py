@@ -8,31 +8,38 @@ Functions of the driver's `MQTTConnection`, kept apart from its per-packet path;
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from vmqpy import logconfig
 from vmqpy.broker.client_metrics import connack_label, observe_connect_latency
 from vmqpy.broker.decisions import RefuseConnect
 from vmqpy.broker.handover import RegistrationRefused, Ticket
 from vmqpy.broker.negotiation import Accepted, keepalive_check_after
 from vmqpy.mqtt import reason_codes as rc
-from vmqpy.mqtt.packets import Connack, Properties
+from vmqpy.mqtt.packets import Connack, Disconnect, Properties
 
 if TYPE_CHECKING:
     from vmqpy.broker.connection import MQTTConnection
+    from vmqpy.broker.message import Message
     from vmqpy.broker.ports import Placement, Registrar
 
 __all__ = [
-    "complete_connect", "redirected", "refuse", "refuse_login", "register", "send_refusal", "start_registration",
+    "bound_logger", "complete_connect", "disconnected", "move_away", "redirected", "refuse", "refuse_login", "register",
+    "send_refusal", "start_registration", "take_over",
 ]
 
+# CONNACK accepting a 3.1/3.1.1 CONNECT, by session present (3.1 has no such flag: always False there); the bytes
+# `encode(Connack(present, 0), 4)` makes (tests/unit/broker/test_connect_flow_fast.py).
+CONNACK_ACCEPTED_311 = {False: b"\x20\x02\x00\x00", True: b"\x20\x02\x01\x00"}
 ALIAS_PROPERTY_BYTES = 4  # Topic Alias: identifier byte and two value bytes, and one more byte of property length
 
 
 def start_registration(conn: MQTTConnection, accepted: Accepted) -> None:
     conn.client_id = accepted.client_id
     conn.username = accepted.username
-    conn.log = conn.log.bind(client_id=accepted.client_id)
+    conn._log = None  # its log lines name the client id from now on (bound again at the next one)
     conn.keep_alive = accepted.keep_alive
     if conn.broker.placement is not None and redirected(conn, accepted, conn.broker.placement):
         return
@@ -125,15 +132,19 @@ def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | 
     conn.session = session
     conn.machine.connected(session)
     conn._retries = conn.machine.resends
-    conn.write_packet(Connack(present, rc.SUCCESS, accepted.connack))
+    if accepted.level < 5 and not conn.traces:  # a 3.1/3.1.1 CONNACK that accepts is one of two constants
+        conn._write_bytes(CONNACK_ACCEPTED_311[present and accepted.level > 3])
+    else:
+        conn.write_packet(Connack(present, rc.SUCCESS, accepted.connack))
     metrics = conn.broker.metrics
     metrics["mqtt_connack_success_sent"] += 1
     observe_connect_latency(metrics, conn.loop.time() - conn._connect_at)
     conn._announced = True
-    conn.log.info("client connected", user=accepted.username, protocol=accepted.level,
-                  clean_start=accepted.clean_start, session_present=present, node=conn.broker.node)
-    conn.log.debug("connection granted", keep_alive=accepted.keep_alive, send_window=accepted.send_window,
-                   max_packet_out=accepted.max_packet_out)
+    if logconfig.enabled(logging.INFO):  # else the line's fields and the connection's bound logger are not made
+        conn.log.info("client connected", user=accepted.username, protocol=accepted.level,
+                      clean_start=accepted.clean_start, session_present=present, node=conn.broker.node)
+        conn.log.debug("connection granted", keep_alive=accepted.keep_alive, send_window=accepted.send_window,
+                       max_packet_out=accepted.max_packet_out)
     conn._aliases_out = conn.machine.state.aliases_out
     max_packet = accepted.max_packet_out
     if max_packet and conn._aliases_out is not None:
@@ -148,6 +159,53 @@ def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | 
     if first_check is not None:
         conn.last_received = conn.loop.time()
         conn._timer = conn.loop.call_later(first_check, conn._on_timer)
+
+
+def bound_logger(conn: MQTTConnection, logger: Any) -> Any:
+    """`logger` bound to `conn`'s peer, listener and (once its CONNECT is accepted) client id: made at the first line
+    a connection logs (MQTTConnection.log), not at every connect, since most log nothing at the default levels."""
+    peer = conn.peer
+    fields = {"peer": f"{peer[0]}:{peer[1]}" if peer else "?", "listener": conn.listener}
+    if conn.client_id:
+        fields["client_id"] = conn.client_id
+    return logger.bind(**fields)
+
+
+def disconnected(conn: MQTTConnection, exc: Exception | None) -> None:
+    """The socket is gone: the session goes offline or ends (with the will unless the client disconnected)."""
+    session = conn.session
+    conn.session = None
+    if session is not None:
+        will = None if conn.normal_close else conn.will
+        conn.broker.close_session(session, conn, time.time(), will, conn.will_delay)
+    if conn._announced and logconfig.enabled(logging.INFO):
+        conn.log.info("client disconnected", user=conn.username, protocol=conn.level, normal=conn.normal_close,
+                      reason=None if exc is None else str(exc) or type(exc).__name__, node=conn.broker.node)
+
+
+def take_over(conn: MQTTConnection, reason_code: int) -> tuple[Message | None, float]:
+    """A newer connect of the client id (or an operator) ends this connection: 5.0 gets DISCONNECT `reason_code`;
+    its will and delay are handed to the caller, which decides whether the will is due."""
+    conn.log.info("session taken over" if reason_code == rc.SESSION_TAKEN_OVER else "disconnected by an operator")
+    if conn.level == 5:
+        conn.write_packet(Disconnect(reason_code))
+    will, delay = conn.will, conn.will_delay
+    conn.machine.state.will = None
+    conn.session = None
+    conn.close()
+    return will, delay
+
+
+def move_away(conn: MQTTConnection, reference: str | None) -> None:
+    """The node leaves the cluster: 5.0 clients get DISCONNECT 0x9C (Use another server) naming `reference`; no
+    will is published (the client is expected to reconnect elsewhere)."""
+    conn.log.info("disconnecting: this node leaves the cluster", server_reference=reference)
+    if conn.level == 5 and conn.session is not None:
+        props = Properties()
+        props.server_reference = reference
+        conn.write_packet(Disconnect(rc.USE_ANOTHER_SERVER, props))
+    conn.normal_close = True
+    conn.close()
 
 
 def refuse_login(conn: MQTTConnection, decision: RefuseConnect) -> None:

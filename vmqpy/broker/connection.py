@@ -58,7 +58,6 @@ from vmqpy.mqtt.packets import (
     Connect,
     Disconnect,
     Packet,
-    Properties,
     Puback,
     Publish,
     Pubrel,
@@ -80,10 +79,10 @@ class MQTTConnection(asyncio.Protocol):
     # No attribute dictionary: a node holds one of these per client (about 1.5 KB less each, docs/performance.md).
     __slots__ = (
         "__weakref__", "_abort_timer", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
-        "_flush_scheduled", "_out", "_rate", "_rate_held", "_reading_paused", "_refusing", "_registering", "_retries",
-        "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing", "config", "decoder",
-        "identity_as_username", "keep_alive", "last_received", "listener", "log", "loop", "machine", "normal_close",
-        "on_lost", "peer", "session", "storage", "traces", "transport", "username",
+        "_flush_scheduled", "_log", "_out", "_rate", "_rate_held", "_reading_paused", "_refusing", "_registering",
+        "_retries", "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing", "config",
+        "connect_waited", "decoder", "identity_as_username", "keep_alive", "last_received", "listener", "loop",
+        "machine", "normal_close", "on_lost", "peer", "session", "storage", "traces", "transport", "username",
     )
 
     def __init__(
@@ -106,7 +105,8 @@ class MQTTConnection(asyncio.Protocol):
         self.peer: tuple[str, int] | None = None  # the client's address (host, port)
         self.identity_as_username = False  # a TLS listener's use_identity_as_username (set before connection_made)
         self.username: str | None = None
-        self.log: Any = log
+        self._log: Any = None  # the logger bound to this connection's fields, made at its first use (`log`)
+        self.connect_waited = False  # a prelude waited for the whole CONNECT, with mqtt.connect_timeout (listeners)
         self.keep_alive = 0
         self.last_received = 0.0
         self.normal_close = False
@@ -148,6 +148,14 @@ class MQTTConnection(asyncio.Protocol):
         return self.machine.state.will_delay
 
     @property
+    def log(self) -> Any:
+        """The logger bound to this connection, made at its first use (connect_flow.bound_logger)."""
+        bound = self._log
+        if bound is None:
+            bound = self._log = connect_flow.bound_logger(self, log)
+        return bound
+
+    @property
     def listener_kind(self) -> str:
         """tcp, ssl, ws or wss: the kind of listener the client came through (its label is NAME for tcp)."""
         kind, dot, _name = self.listener.partition(".")
@@ -161,13 +169,13 @@ class MQTTConnection(asyncio.Protocol):
         if self.peer is None:  # else a PROXY header gave the client's address (vmqpy.broker.preludes)
             peer = transport.get_extra_info("peername")
             self.peer = (str(peer[0]), int(peer[1])) if peer else None
-        peer = self.peer
-        self.log = log.bind(peer=f"{peer[0]}:{peer[1]}" if peer else "?", listener=self.listener)
         if self.identity_as_username:  # listener.ssl.use_identity_as_username: the certificate's CN is the user
             self.machine.identity = certificate_identity(transport.get_extra_info("peercert"))
         self.last_received = self.loop.time()
-        # mqtt.connect_timeout: tcp and ssl listeners had it before already (vmqpy.broker.preludes.ConnectPrelude)
-        self._timer = self.loop.call_later(self.config.connect_timeout, self._on_timer)
+        # mqtt.connect_timeout: tcp and ssl listeners had it before already (vmqpy.broker.preludes.ConnectPrelude),
+        # which hands on a socket with its first packet whole: it is decided in this callback, no timer needed.
+        if not self.connect_waited:
+            self._timer = self.loop.call_later(self.config.connect_timeout, self._on_timer)
 
     def data_received(self, data: bytes) -> None:
         self.last_received = self.loop.time()
@@ -205,15 +213,7 @@ class MQTTConnection(asyncio.Protocol):
                 timer.cancel()
         self._retry_timer = None
         self.broker.metrics["socket_close"] += 1
-        session = self.session
-        self.session = None
-        if session is not None:
-            now = time.time()
-            will = None if self.normal_close else self.will
-            self.broker.close_session(session, self, now, will, self.will_delay)
-        if self._announced:
-            self.log.info("client disconnected", user=self.username, protocol=self.level, normal=self.normal_close,
-                          reason=None if exc is None else str(exc) or type(exc).__name__, node=self.broker.node)
+        connect_flow.disconnected(self, exc)
 
     def pause_writing(self) -> None:
         self._writable = False
@@ -285,25 +285,10 @@ class MQTTConnection(asyncio.Protocol):
         return self._writable and not self.closing
 
     def take_over(self, reason_code: int = rc.SESSION_TAKEN_OVER) -> tuple[Message | None, float]:
-        self.log.info("session taken over" if reason_code == rc.SESSION_TAKEN_OVER else "disconnected by an operator")
-        if self.level == 5:
-            self.write_packet(Disconnect(reason_code))
-        will, delay = self.will, self.will_delay
-        self.machine.state.will = None
-        self.session = None
-        self.close()
-        return will, delay
+        return connect_flow.take_over(self, reason_code)
 
     def move_away(self, reference: str | None) -> None:
-        """The node leaves the cluster: 5.0 clients get DISCONNECT 0x9C (Use another server) naming
-        `reference`; no will is published (the client is expected to reconnect elsewhere)."""
-        self.log.info("disconnecting: this node leaves the cluster", server_reference=reference)
-        if self.level == 5 and self.session is not None:
-            props = Properties()
-            props.server_reference = reference
-            self.write_packet(Disconnect(rc.USE_ANOTHER_SERVER, props))
-        self.normal_close = True
-        self.close()
+        connect_flow.move_away(self, reference)
 
     # ------------------------------------------------------------------------------------------ writing, closing
 
@@ -335,8 +320,13 @@ class MQTTConnection(asyncio.Protocol):
             self._retry_timer = None
         transport = self.transport
         if transport is not None:
+            # With nothing left to write, a TCP socket's close() ends it at once; else it waits for the buffer to
+            # drain, which a client that reads nothing never lets happen: then abort after CLOSE_TIMEOUT (always
+            # for TLS and WebSocket, whose close waits for a closing handshake of the client's as well).
+            pending = transport.get_write_buffer_size()
             transport.close()
-            self._abort_timer = self.loop.call_later(CLOSE_TIMEOUT, transport.abort)
+            if pending or self.listener_kind != "tcp":
+                self._abort_timer = self.loop.call_later(CLOSE_TIMEOUT, transport.abort)
 
     def protocol_error(self, reason_code: int) -> None:
         """The client broke the protocol: 5.0 gets DISCONNECT with the reason code, or a CONNACK carrying it when

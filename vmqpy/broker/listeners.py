@@ -104,6 +104,7 @@ class Listeners:
         that runs `release` when its socket is gone (the prelude runs it if the socket goes before that)."""
         def open_connection() -> asyncio.Protocol:
             conn = self.open_mqtt(kind, name, peer)
+            conn.connect_waited = True  # the prelude had mqtt.connect_timeout and hands on a whole CONNECT
             conn.on_lost = (_calling(release), *conn.on_lost)
             return conn
 

@@ -242,6 +242,15 @@ class ConnectPrelude(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.done:
             return
+        if not self.buffer and self._needed is None:  # the first bytes: usually the whole CONNECT, handed on as is
+            try:
+                needed = connect_bytes_needed(data, self.wait.max_size)
+            except OversizedConnect as exc:
+                self._refuse(self.wait.too_large, str(exc))
+                return
+            if needed is not None and len(data) >= needed:
+                self._hand_on(bytes(data))
+                return
         self.buffer += data
         needed = self._needed
         if needed is None:
@@ -251,7 +260,7 @@ class ConnectPrelude(asyncio.Protocol):
                 self._refuse(self.wait.too_large, str(exc))
                 return
         if needed is not None and len(self.buffer) >= needed:
-            self._hand_on()
+            self._hand_on(bytes(self.buffer))
             return
         now = self.loop.time()
         resume_at = pause_until(self.opened_at, now, self.wait.jitter(), self.deadline)
@@ -285,7 +294,8 @@ class ConnectPrelude(asyncio.Protocol):
                 timer.cancel()
         self._timer = self._resume = None
 
-    def _hand_on(self) -> None:
+    def _hand_on(self, received: bytes) -> None:
+        """Hand the socket and every byte received so far (`received`) to the connection."""
         self.done = self.handed_on = True
         self._cancel_timers()
         transport = self.transport
@@ -293,7 +303,7 @@ class ConnectPrelude(asyncio.Protocol):
         if self.paused:  # the connection expects a socket that is read
             self.paused = False
             transport.resume_reading()
-        received, self.buffer = bytes(self.buffer), bytearray()
+        self.buffer = bytearray()
         self.wait.metrics["socket_open"] -= 1  # counted again by the connection, in the same callback
         protocol = self.open_connection()
         self.on_lost = _nothing  # the connection's own connection_lost takes over

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from vmqpy.broker.access import AccessControl
@@ -95,6 +96,7 @@ class Phase(Enum):
     REGISTERING = "registering"  # CONNECT accepted; the driver reads nothing until `connected`
     CONNECTED = "connected"
     CLOSED = "closed"
+    __hash__ = object.__hash__  # in C, by identity (Enum's is a Python call; `_enter` looks phases up per connect)
 
 
 @dataclass(slots=True)
@@ -109,9 +111,9 @@ class ConnectionState:
     receive_maximum: int = 65535  # QoS 1/2 PUBLISHes the client may have unacknowledged (announced)
     unacked_qos1: int = 0  # the client's QoS 1 PUBLISHes on this connection not yet acknowledged
     # its QoS 2 PUBLISHes on this connection before their PUBCOMP (Receive Maximum counts per connection, MQTT 5.0
-    # 4.9: ids still awaiting PUBREL from an earlier connection of the session do not count)
-    unreleased_qos2: set[int] = field(default_factory=set)
-    aliases_in: dict[int, str] = field(default_factory=dict)
+    # 4.9: ids awaiting PUBREL from an earlier connection do not count): a shared empty frozenset until the first
+    unreleased_qos2: AbstractSet[int] = frozenset()
+    aliases_in: dict[int, str] | None = None  # the client's topic aliases: 5.0 only (made by _connect)
     aliases_in_maximum: int = 0
     aliases_out: OutboundAliases | None = None
     session: Session | None = None
@@ -194,6 +196,7 @@ class ConnectionMachine:
         state.username = answer.username
         if state.level == 5:
             state.receive_maximum = self.config.receive_max_broker or self.config.max_inflight_messages
+            state.aliases_in = {}
             state.aliases_in_maximum = self.config.topic_alias_max_client
             if answer.aliases_out:
                 state.aliases_out = OutboundAliases(answer.aliases_out)
@@ -227,6 +230,7 @@ class ConnectionMachine:
         assert session is not None
         alias = packet.properties.topic_alias
         if alias is not None:
+            assert state.aliases_in is not None  # a 5.0 client's (only 5.0 has properties)
             packet.topic = inbound_topic(state.aliases_in, state.aliases_in_maximum, packet.topic, alias)
         qos = packet.qos
         packet_id = packet.packet_id or NO_PACKET_ID
@@ -299,6 +303,8 @@ class ConnectionMachine:
         session = state.session
         assert session is not None
         session.await_release((packet_id,))
+        if not isinstance(state.unreleased_qos2, set):
+            state.unreleased_qos2 = set()
         state.unreleased_qos2.add(packet_id)
         session.journal.save_incoming(session, packet_id, True)
         return (Reply(Pubrec(packet_id), result.durable or session.persistent, result.remote_ack), *throttle)
@@ -334,7 +340,8 @@ class ConnectionMachine:
         self.metrics["mqtt_pubrel_received"] += 1
         session = self.state.session
         packet_id = packet.packet_id
-        self.state.unreleased_qos2.discard(packet_id)
+        if isinstance(self.state.unreleased_qos2, set):
+            self.state.unreleased_qos2.discard(packet_id)
         if session.release(packet_id):
             session.journal.save_incoming(session, packet_id, False)
             return (Reply(Pubcomp(packet_id), session.persistent),)  # once the release is durable (the id reused)

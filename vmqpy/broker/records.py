@@ -87,6 +87,13 @@ def session_value(
     return value
 
 
+def same_owner(value: Any, node: str, clean_start: bool, expiry: float | None) -> bool:
+    """Whether owner record `value` (None: there is none) names `node` with these terms, and no origin: what
+    `session_value` would write again, but for the stamp."""
+    return value is not None and len(value) == 4 and value[1] == node and value[2] == clean_start \
+        and value[3] == expiry
+
+
 def session_persistent(value: Any) -> bool:
     """Whether the session an owner record names outlives its connection (session expiry never or > 0)."""
     return value[3] is None or value[3] > 0

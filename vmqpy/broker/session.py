@@ -41,6 +41,7 @@ _SENT, _QUEUED, _DROPPED = Delivery.SENT, Delivery.QUEUED, Delivery.DROPPED
 _PUBLISHED = OutState.PUBLISHED
 
 NO_IDS: frozenset[int] = frozenset()  # the awaiting_release of every session that has none (Session)
+NULL_JOURNAL = NullJournal()  # stateless: the one journal of every clean session
 
 
 FORWARD_MEMORY = 10.0  # seconds a forwarded message's id is remembered by a session that watches for duplicates
@@ -55,8 +56,8 @@ class Session:
     __slots__ = (
         "_drain_waiters", "_held", "_next_packet_id", "_next_seq", "awaiting_release", "client_id", "disconnected_at",
         "dropped", "expiry_interval", "inflight", "journal", "max_inflight", "max_offline", "max_online",
-        "max_packet_size", "metrics", "moving_to", "protocol_level", "queue", "recent_forwards", "sent_at", "sink",
-        "subscriptions", "watch_until", "window",
+        "max_packet_size", "metrics", "moving_to", "owner_recorded", "protocol_level", "queue", "recent_forwards",
+        "sent_at", "sink", "subscriptions", "watch_until", "window",
     )
 
     def __init__(
@@ -87,7 +88,10 @@ class Session:
         self.max_online = max_online
         self.max_offline = max_offline
         self.max_packet_size = 0  # the client's Maximum Packet Size; 0 = no limit
-        self.journal: Journal = journal or NullJournal()
+        self.journal: Journal = journal or NULL_JOURNAL
+        # whether an owner record may name this session in the metadata store: False only for a clean session that
+        # a node without cluster links opened without writing one (Broker.open_session), whose end looks none up
+        self.owner_recorded = True
         self._held: deque[int] = EMPTY  # in-flight packet ids to resend once the window has room (attach)
         self.disconnected_at: float | None = None
         self.dropped = 0

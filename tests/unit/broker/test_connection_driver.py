@@ -52,6 +52,9 @@ class FakeTransport(asyncio.Transport):
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         pass
 
+    def get_write_buffer_size(self) -> int:
+        return 0
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 5555) if name == "peername" else default
 
