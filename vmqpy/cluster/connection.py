@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 import socket
 import time
 from typing import TYPE_CHECKING, Final, Protocol, cast
@@ -97,6 +98,7 @@ class LinkConnection(asyncio.Protocol):
         self._early = bytearray()
         # events of reads not handled yet (TURN_BUDGET); while there are any, the socket is not read
         self._backlog: collections.deque[Event] = collections.deque()
+        self._held = False  # the socket's reading is paused until the backlog is handled
 
     # ---------------------------------------------------------------------------------------------- protocol
 
@@ -137,10 +139,9 @@ class LinkConnection(asyncio.Protocol):
             pending = link.data_to_send()
             if pending:
                 self.write(pending)
-            if self._backlog:  # a read that was already on its way when the reading stopped
-                self._backlog.extend(events)
-            elif events:
-                self._handle(events)
+            self._backlog.extend(events)
+            if not self._held:  # else a read that was already on its way when the reading stopped: it waits
+                self._drain(clock() + TURN_BUDGET)
             if not self.dead:
                 # A loop busy with input runs its timers late (uvloop reads many chunks per iteration), so
                 # heartbeats and checks that are already due run here rather than wait for the timer.
@@ -156,72 +157,56 @@ class LinkConnection(asyncio.Protocol):
 
     # ---------------------------------------------------------------------------------------------- handling
 
-    def _handle(self, events: list[Event]) -> None:
-        """Hand `events` to the host, `TURN_BUDGET` seconds' worth; keep the rest for the next turn."""
-        deadline = clock() + TURN_BUDGET
-        for start in range(0, len(events), _SLICE):
-            if self.dead:
-                return
-            if start and clock() >= deadline:
-                self._backlog.extend(events[start:])
-                self._hold()
-                return
-            self.host.handle_events(self, events[start:start + _SLICE])
-
-    def _hold(self) -> None:
-        """Stop reading until the backlog is handled, and let the loop run a turn before the next part."""
-        if self.link is not None:
-            self.link.hold_silence(clock())
-        if self.transport is not None and not self.transport.is_closing():
-            with contextlib.suppress(Exception):
-                self.transport.pause_reading()
-        self._loop.call_soon(self._continue)
+    def _drain(self, deadline: float) -> None:
+        """Hand the backlog to the host, `_SLICE` events at a time, until it is empty or `deadline` passed (at
+        least one slice). What is left waits for the next turn of the loop with the socket's reading paused;
+        once it is empty the socket is read again."""
+        backlog = self._backlog
+        first = True
+        while backlog and not self.dead and (first or clock() < deadline):
+            first = False
+            self.host.handle_events(self, [backlog.popleft() for _ in range(min(_SLICE, len(backlog)))])
+        if self.dead:
+            backlog.clear()
+            return
+        if backlog or self._held:
+            if self.link is not None:  # held frames: the peer's later ones wait unread, so no verdict yet
+                self.link.hold_silence(clock())
+            transport = self.transport
+            if transport is not None and not transport.is_closing() and self._held != bool(backlog):
+                with contextlib.suppress(Exception):
+                    if backlog:
+                        transport.pause_reading()
+                    else:
+                        transport.resume_reading()
+            self._held = bool(backlog)
+        if backlog:
+            self._loop.call_soon(self._continue)
 
     def _continue(self) -> None:
-        """The next part of the backlog; reading resumes once it is empty."""
+        """The next part of the backlog, then the link's timers if they are due."""
         link = self.link
         if link is None or self.dead:
             self._backlog.clear()
             return
         try:
-            deadline = clock() + TURN_BUDGET
-            backlog = self._backlog
-            while backlog and not self.dead:
-                if clock() >= deadline:
-                    self._hold()
-                    break
-                self.host.handle_events(self, [backlog.popleft() for _ in range(min(_SLICE, len(backlog)))])
-            else:
-                if self.dead:
-                    backlog.clear()
-                    return
-                link.hold_silence(clock())  # from now on the socket is read again: the peer has a full timeout
-                if self.transport is not None and not self.transport.is_closing():
-                    with contextlib.suppress(Exception):
-                        self.transport.resume_reading()
+            self._drain(clock() + TURN_BUDGET)
             now = clock()
             due = link.get_timer()
-            if due is not None and due <= now:
+            if not self.dead and due is not None and due <= now:
                 self._tick(now)
         except Exception:
             log.exception("cluster link failed", node=self.host.own_name, remote=self.remote)
             self.close_link("internal error")
 
-    def _handle_backlog_now(self) -> None:
-        """The socket ends: what the peer sent before that is handled first, in order."""
-        backlog = self._backlog
-        while backlog and not self.dead:
-            self.host.handle_events(self, [backlog.popleft() for _ in range(min(_SLICE, len(backlog)))])
-        backlog.clear()
-
     def eof_received(self) -> bool | None:
-        self._handle_backlog_now()
+        self._drain(math.inf)  # what the peer sent before its end first, in order
         if self.link is not None and not self.dead:
             self._deliver(self.link.receive_data(b"", clock()))
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._handle_backlog_now()
+        self._drain(math.inf)
         self.host.socket_closed(self)
         self._cancel_timer()
         if self._linger is not None:
