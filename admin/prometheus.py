@@ -114,6 +114,11 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("vmqpy_loop_stalls", "counter", "times the node's event loop ran its 0.1 s tick more than 0.25 s late (one "
        "long turn kept heartbeats, clients and timers waiting; also logged as 'event loop stalled')",
        "broker.loop_stalls"),
+    *(_s("vmqpy_gc_collections", "counter", "passes of the cyclic garbage collector over this generation",
+         f"process.gc_collections_gen{g}", labels=(("generation", str(g)),)) for g in range(3)),
+    *(_s("vmqpy_gc_seconds", "counter", "seconds the cyclic garbage collector held the node in passes over this "
+         "generation (a pass of at least 0.25 s is also logged as 'garbage collection paused the node')",
+         f"process.gc_seconds_gen{g}", labels=(("generation", str(g)),)) for g in range(3)),
     _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: none within "
        "mqtt.connect_timeout", "broker.connect_timeout", labels=(("reason", "timeout"),)),
     _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: it announced more "

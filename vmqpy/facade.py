@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from admin import session_table
@@ -123,6 +123,7 @@ class NodeFacade:
         self._lifecycle = lifecycle
         self._events = events
         self.queue_replicas: Callable[[], dict[str, int]] | None = None  # vmqpy.replicas: node.py sets it
+        self.collector: Callable[[], dict[str, int | float]] | None = None  # vmqpy.gc_watch: node.py sets it
         self._exchanges_seen: tuple[int, float | None] = (0, None)  # (exchanges completed, when seen moving)
         self._handlers: dict[str, Handler] = {
             SESSIONS: self._local_sessions, DISCONNECT: self._local_disconnect,
@@ -445,17 +446,15 @@ class NodeFacade:
             except OSError:
                 pass  # not created yet, or moved away by an operator: the gauge is left out, not faked
         out.update({f"storage.{k}": v for k, v in self._storage.stats.items()})
-        replica = self._metadata.replica
-        if replica is not None:
-            out.update({f"metadata.{k}": v for k, v in replica.stats().items()})
-        cluster = self._cluster
-        if cluster is not None:
-            out.update({f"cluster.{k}": v for k, v in cluster.stats().items()})
-        registration = self._registration
-        if registration is not None:
-            out.update({f"registration.{k}": v for k, v in registration.stats().items()})
-        if self.queue_replicas is not None:
-            out.update({f"queue_replica.{k}": v for k, v in self.queue_replicas().items()})
+        replica, cluster, registration = self._metadata.replica, self._cluster, self._registration
+        sources: list[tuple[str, Callable[[], Mapping[str, int | float]] | None]] = [
+            ("metadata", replica.stats if replica is not None else None),
+            ("cluster", cluster.stats if cluster is not None else None),
+            ("registration", registration.stats if registration is not None else None),
+            ("queue_replica", self.queue_replicas), ("process", self.collector)]  # node.py sets the last two
+        for prefix, stats in sources:
+            if stats is not None:
+                out.update({f"{prefix}.{k}": v for k, v in stats().items()})
         for operation, count in sorted(self._policy.refused.items()):
             out[f"netsplit.refused_{operation}"] = count
         return out

@@ -102,8 +102,9 @@ class Node:
             if network is not None:
                 self.replication = QueueReplication.configured(self.config, storage, self.policy)
                 await stack.enter_async_context(self._cluster(network, metadata, broker, incarnation, incarnations))
-            await stack.enter_async_context(ticking(broker))
+            collector = await stack.enter_async_context(ticking(broker))
             facade = self._facade(broker, metadata, storage)
+            facade.collector = collector.counters
             if self.replication is not None:
                 facade.queue_replicas = self.replication.stats
                 storage = self.replication.durable(storage)  # acknowledgements wait for the replicas too

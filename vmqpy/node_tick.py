@@ -1,6 +1,8 @@
 """The node's periodic tick: every `TICK_INTERVAL` seconds the broker's own tick (expiries, resends, pacing), the
 heap trim after a burst of closed connections (vmqpy.heap_trim) and the watch on the event loop's own lateness
-(vmqpy.stall_watch: a late tick is logged as `event loop stalled` and counted as `broker.loop_stalls`)."""
+(vmqpy.stall_watch: a late tick is logged as `event loop stalled` and counted as `broker.loop_stalls`), with the
+garbage collector's passes timed alongside (vmqpy.gc_watch: a long pass is logged as `garbage collection paused
+the node`; the context gives the watch, whose totals the node's metrics report as `process.gc_*`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from vmqpy import heap_trim
+from vmqpy.gc_watch import GcWatch
 from vmqpy.stall_watch import StallWatch
 
 if TYPE_CHECKING:
@@ -39,10 +42,11 @@ async def background(*jobs: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncIterator[None]:
-    """Run the tick while the context is open."""
+async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncIterator[GcWatch]:
+    """Run the tick while the context is open; the context's value is the collector's watch."""
     burst = heap_trim.BurstTrim()
     stalls = StallWatch(interval)
+    collector = GcWatch()
     loop = asyncio.get_running_loop()
 
     async def tick() -> None:
@@ -50,13 +54,22 @@ async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncItera
             await asyncio.sleep(interval)
             try:
                 late = stalls.tick(loop.time())
+                pauses = collector.take()
+                for pause in pauses:
+                    log.warning("garbage collection paused the node", generation=pause.generation,
+                                seconds=round(pause.seconds, 3), collected=pause.collected)
                 if late is not None:
                     broker.metrics["loop_stalls"] += 1
-                    log.warning("event loop stalled", late_by=round(late, 3), stalls=stalls.stalls)
+                    log.warning("event loop stalled", late_by=round(late, 3), stalls=stalls.stalls,
+                                collector=round(sum(p.seconds for p in pauses), 3))
                 broker.tick(time.time())
                 burst.tick(broker.metrics["socket_close"])
             except Exception:
                 log.exception("tick failed")
 
-    async with background(tick()):
-        yield
+    collector.install()
+    try:
+        async with background(tick()):
+            yield collector
+    finally:
+        collector.uninstall()

@@ -124,6 +124,9 @@ def test_counters_follow_real_clients(pair: list[ClusterNode]) -> None:
     assert value(after, "vmqpy_connect_latency_seconds_bucket", le="+Inf") == value(
         after, "vmqpy_connect_latency_seconds_count")
     assert value(after, "vmqpy_cluster_members") == 2
+    for generation in "012":  # the collector's watch is wired: every generation has its samples, even at 0
+        for name in ("vmqpy_gc_collections_total", "vmqpy_gc_seconds_total"):
+            assert (name, frozenset({("generation", generation)})) in after, (name, generation)
 
     lines = n1.admin("metrics", "show", "--format=vernemq")
     assert lines.returncode == 0, lines.stderr
