@@ -12,6 +12,19 @@ that the loop was late, and this watch says whether the collector was the reason
 end of every pass with the generation. It only adds numbers and, for a pass of at least `warn_after` seconds,
 keeps a `Pause` (the last `KEEP` of them) for the node's tick to log; nothing is logged from inside the
 collector.
+
+It also keeps those passes short (`THRESHOLDS`, `freeze_if_due`). Measured on three nodes taking a million
+metadata keys (docs/performance.md, "Metadata keys"): with the node's earlier thresholds (50,000, 20, 10) every
+pass over generation 1 walked the survivors of 20 young collections, about a second each while the heap grew, and
+the passes over generation 2 took 9.9 and 11.5 s: the node's peers declared it silent every time. Now generation 1
+holds the survivors of at most 5 young collections, and a pass over generation 2 that took `freeze_after` seconds
+or more (its objects have lived through every collection: the node's long-lived state) makes the next tick move
+everything alive out of the collector's sight (`gc.freeze`, as after a start-up load) and start the count of old
+objects again from zero, so that the next full pass walks only what was built since. The price: a reference cycle
+among frozen objects that later turns into garbage is never collected. What the node keeps for long makes no
+such cycles (a closed connection is freed by reference counting: tests/unit/broker/test_connection_garbage.py;
+the stored records are tuples, lists, dicts and messages); the frozen set, `gc.get_freeze_count()`, is the
+gauge `vmqpy_gc_frozen_objects`.
 """
 
 from __future__ import annotations
@@ -24,11 +37,17 @@ from dataclasses import dataclass
 
 from vmqpy.stall_watch import STALL_WARN_AFTER
 
-__all__ = ["GENERATIONS", "KEEP", "GcWatch", "Pause"]
+__all__ = ["FREEZE_AFTER", "GENERATIONS", "KEEP", "THRESHOLDS", "GcWatch", "Pause"]
 
 GENERATIONS = 3
 #: Long passes kept until the tick takes them (older ones are dropped, still counted in the totals).
 KEEP = 64
+#: `gc.set_threshold`: a young collection after 50,000 net allocations (every message in flight is a few
+#: objects: with CPython's 700, collections took about 9 % of a busy node's CPU), generation 1 after 5 of them,
+#: generation 2 considered after 4 of those (CPython then also waits for its old objects to grow by a quarter).
+THRESHOLDS = (50_000, 5, 4)
+#: A pass over generation 2 at least this long makes the next tick freeze what is alive.
+FREEZE_AFTER = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +62,17 @@ class Pause:
 class GcWatch:
     """Totals per generation (`collections`, `seconds`, `longest`) and the long passes not yet taken."""
 
-    __slots__ = ("_clock", "_pending", "_started", "collections", "longest", "seconds", "warn_after")
+    __slots__ = ("_clock", "_pending", "_started", "collections", "freeze_after", "freeze_due", "freezes",
+                 "longest", "seconds", "warn_after")
 
-    def __init__(self, warn_after: float = STALL_WARN_AFTER, clock: Callable[[], float] = time.perf_counter) -> None:
-        if not warn_after > 0:
-            raise ValueError(f"warn_after must be positive, not {warn_after!r}")
+    def __init__(self, warn_after: float = STALL_WARN_AFTER, clock: Callable[[], float] = time.perf_counter,
+                 freeze_after: float = FREEZE_AFTER) -> None:
+        if not warn_after > 0 or not freeze_after > 0:
+            raise ValueError(f"warn_after and freeze_after must be positive, not {warn_after!r}, {freeze_after!r}")
         self.warn_after = warn_after
+        self.freeze_after = freeze_after
+        self.freeze_due = False
+        self.freezes = 0
         self._clock = clock
         self._started: float | None = None
         self._pending: deque[Pause] = deque(maxlen=KEEP)
@@ -70,6 +94,8 @@ class GcWatch:
         self.seconds[generation] += took
         if took > self.longest:
             self.longest = took
+        if generation == GENERATIONS - 1 and took >= self.freeze_after:
+            self.freeze_due = True
         if took >= self.warn_after:
             self._pending.append(Pause(generation, took, info.get("collected", 0)))
 
@@ -79,12 +105,29 @@ class GcWatch:
         self._pending.clear()
         return pauses
 
+    def freeze_if_due(self) -> bool:
+        """After a slow full pass (called from the node's tick, never from inside the collector): freeze what is
+        alive, then collect generation 2 (empty now: nothing to walk) so that CPython's count of old objects
+        starts from zero. Only in a process whose collector the node tuned (`THRESHOLDS`, set by vmqpy.node.serve):
+        a test process that runs nodes in process keeps its own collector as it is. Returns whether it froze."""
+        if not self.freeze_due:
+            return False
+        self.freeze_due = False
+        if gc.get_threshold() != THRESHOLDS:
+            return False
+        gc.freeze()
+        gc.collect(GENERATIONS - 1)
+        self.freezes += 1
+        return True
+
     def counters(self) -> dict[str, int | float]:
-        """The node's metric keys (`gc_collections_genN`, `gc_seconds_genN`), as totals."""
+        """The node's metric keys (`gc_collections_genN`, `gc_seconds_genN`, `gc_freezes`, `gc_frozen_objects`)."""
         out: dict[str, int | float] = {}
         for generation in range(GENERATIONS):
             out[f"gc_collections_gen{generation}"] = self.collections[generation]
             out[f"gc_seconds_gen{generation}"] = self.seconds[generation]
+        out["gc_freezes"] = self.freezes
+        out["gc_frozen_objects"] = gc.get_freeze_count()
         return out
 
     def install(self) -> None:

@@ -48,6 +48,7 @@ from vmqpy.cluster.view import View
 from vmqpy.config import Config
 from vmqpy.drain import Outcome
 from vmqpy.facade import NodeFacade
+from vmqpy.gc_watch import THRESHOLDS
 from vmqpy.hangup import reload_on_hangup
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
@@ -457,8 +458,8 @@ async def serve(config: Config) -> None:
 
 def tune_garbage_collector() -> None:
     """What the node loaded at start (its store, its sessions, its code) lives until it stops: move it out of
-    the collector's sight (`gc.freeze`), so that a full collection no longer walks it, and collect the young
-    generation after 50,000 net allocations instead of 700. Every message in flight is a few objects: with the
-    defaults, collections took about 9 % of a busy node's CPU time (docs/performance.md)."""
+    the collector's sight (`gc.freeze`), so that a full collection no longer walks it, and set the collector's
+    thresholds (`vmqpy.gc_watch.THRESHOLDS`: young collections after 50,000 net allocations instead of 700, short
+    passes over the older generations; the watch freezes again after a slow full pass)."""
     gc.freeze()
-    gc.set_threshold(50_000, 20, 10)
+    gc.set_threshold(*THRESHOLDS)

@@ -2,12 +2,14 @@
 heap trim after a burst of closed connections (vmqpy.heap_trim) and the watch on the event loop's own lateness
 (vmqpy.stall_watch: a late tick is logged as `event loop stalled` and counted as `broker.loop_stalls`), with the
 garbage collector's passes timed alongside (vmqpy.gc_watch: a long pass is logged as `garbage collection paused
-the node`; the context gives the watch, whose totals the node's metrics report as `process.gc_*`)."""
+the node`, and what a slow full pass found alive is frozen at the next tick; the context gives the watch, whose
+totals the node's metrics report as `process.gc_*`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -62,6 +64,8 @@ async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncItera
                     broker.metrics["loop_stalls"] += 1
                     log.warning("event loop stalled", late_by=round(late, 3), stalls=stalls.stalls,
                                 collector=round(sum(p.seconds for p in pauses), 3))
+                if collector.freeze_if_due():
+                    log.debug("collector's survivors frozen", frozen=gc.get_freeze_count(), freezes=collector.freezes)
                 broker.tick(time.time())
                 burst.tick(broker.metrics["socket_close"])
             except Exception:

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from admin.prometheus import families
-from vmqpy.gc_watch import KEEP, GcWatch, Pause
+from vmqpy.gc_watch import KEEP, THRESHOLDS, GcWatch, Pause
 
 
 class Clock:
@@ -78,10 +79,64 @@ def test_totals_add_up_and_long_means_at_least_warn_after(passes: list[tuple[int
     assert all(p.seconds >= 0.25 for p in kept)
 
 
-@pytest.mark.parametrize("warn_after", [0.0, -1.0])
-def test_bad_settings_are_usage_errors(warn_after: float) -> None:
+@pytest.mark.parametrize(("warn_after", "freeze_after"), [(0.0, 0.05), (-1.0, 0.05), (0.25, 0.0)])
+def test_bad_settings_are_usage_errors(warn_after: float, freeze_after: float) -> None:
     with pytest.raises(ValueError, match="must be positive"):
-        GcWatch(warn_after)
+        GcWatch(warn_after, freeze_after=freeze_after)
+
+
+@pytest.mark.parametrize(("passes", "due"), [
+    ([(0, 0.5), (1, 0.9)], False),  # young passes, however slow, do not freeze
+    ([(2, 0.049)], False),
+    ([(2, 0.05)], True),
+    ([(2, 3.0), (0, 0.001)], True),
+])
+def test_a_slow_full_pass_makes_a_freeze_due(passes: list[tuple[int, float]], due: bool) -> None:
+    clock = Clock()
+    watch = GcWatch(clock=clock, freeze_after=0.05)
+    for gen, seconds in passes:
+        run(watch, clock, gen, seconds)
+    assert watch.freeze_due is due
+
+
+@pytest.fixture
+def tuned_collector() -> Iterator[None]:
+    saved = gc.get_threshold()
+    gc.set_threshold(*THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*saved)
+
+
+def test_a_due_freeze_moves_what_is_alive_out_of_sight_and_resets_the_old_count(tuned_collector: None) -> None:
+    clock = Clock()
+    watch = GcWatch(clock=clock)
+    kept = [[i] for i in range(10_000)]  # tracked objects alive at the freeze
+    assert watch.freeze_if_due() is False  # nothing due
+    run(watch, clock, 2, 0.2)
+    frozen_before = gc.get_freeze_count()
+    assert watch.freeze_if_due() is True
+    assert gc.get_freeze_count() >= frozen_before + len(kept)
+    assert watch.freeze_due is False and watch.freezes == 1
+    assert watch.counters()["gc_freezes"] == 1 and watch.counters()["gc_frozen_objects"] == gc.get_freeze_count()
+    assert not any(kept[0] is o for o in gc.get_objects(2))  # the next full pass does not walk it
+    assert watch.freeze_if_due() is False  # once per slow pass
+
+
+def test_no_freeze_in_a_process_whose_collector_the_node_did_not_tune() -> None:
+    saved = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)  # CPython's own
+    try:
+        clock = Clock()
+        watch = GcWatch(clock=clock)
+        run(watch, clock, 2, 1.0)
+        frozen = gc.get_freeze_count()
+        assert watch.freeze_if_due() is False
+        assert gc.get_freeze_count() == frozen and watch.freeze_due is False
+    finally:
+        gc.set_threshold(*saved)
 
 
 def test_installed_it_sees_the_real_collector_and_uninstalled_it_does_not() -> None:
