@@ -16,8 +16,8 @@ collector.
 It also keeps those passes short (`THRESHOLDS`, `freeze_if_due`). Measured on three nodes taking a million
 metadata keys (docs/performance.md, "Metadata keys"): with the node's earlier thresholds (50,000, 20, 10) every
 pass over generation 1 walked the survivors of 20 young collections, about a second each while the heap grew, and
-the passes over generation 2 took 9.9 and 11.5 s: the node's peers declared it silent every time. Now generation 1
-holds the survivors of at most 5 young collections, and a pass over generation 2 that took `freeze_after` seconds
+the passes over generation 2 took 8.0 to 11.5 s: the node's peers declared it silent every time. Now generation 1
+holds the survivors of at most 4 young collections, and a pass over generation 2 that took `freeze_after` seconds
 or more (its objects have lived through every collection: the node's long-lived state) makes the next tick move
 everything alive out of the collector's sight (`gc.freeze`, as after a start-up load) and start the count of old
 objects again from zero, so that the next full pass walks only what was built since. The price: a reference cycle
@@ -43,11 +43,14 @@ GENERATIONS = 3
 #: Long passes kept until the tick takes them (older ones are dropped, still counted in the totals).
 KEEP = 64
 #: `gc.set_threshold`: a young collection after 50,000 net allocations (every message in flight is a few
-#: objects: with CPython's 700, collections took about 9 % of a busy node's CPU), generation 1 after 5 of them,
-#: generation 2 considered after 4 of those (CPython then also waits for its old objects to grow by a quarter).
-THRESHOLDS = (50_000, 5, 4)
+#: objects: with CPython's 700, collections took about 9 % of a busy node's CPU); CPython collects generation 1
+#: once more than 3 young collections ran since its last pass (it walks the survivors of at most 4), and
+#: generation 2 once more than 1 pass over generation 1 ran (and its old objects grew by a quarter since the last
+#: full pass; after a freeze there are none): a full pass walks at most what survived 8 young collections plus the
+#: old objects not frozen yet.
+THRESHOLDS = (50_000, 3, 1)
 #: A pass over generation 2 at least this long makes the next tick freeze what is alive.
-FREEZE_AFTER = 0.05
+FREEZE_AFTER = 0.02
 
 
 @dataclass(frozen=True, slots=True)
