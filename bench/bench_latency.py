@@ -173,7 +173,7 @@ def summarize(rows: list[dict[str, Any]], brokers: list[str]) -> list[dict[str, 
 
 def checks(summary: list[dict[str, Any]], low_rate: float | None = None) -> list[str]:
     """The issue's targets, one line per case and vmqpy (pure); with `low_rate`, the 1 ms target is checked at that
-    fixed rate only (not at the `--rates`)."""
+    fixed rate only (not at the `--rates`; 0: nowhere)."""
     out = []
     for s in summary:
         if s["broker"] == "mosquitto":
@@ -222,7 +222,10 @@ def render(summary: list[dict[str, Any]], saturation: dict[str, dict[str, float 
             brokers.append(s["broker"])
     names = " / ".join(brokers)
     lines = ["Saturation (closed loop, delivered msgs/s): " + "; ".join(
-        f"{sc}: " + ", ".join(f"{b} {fmt(v, 0)}" for b, v in sat.items()) for sc, sat in saturation.items()), "",
+        f"{sc}: " + ", ".join(f"{b} {fmt(v, 0)}" for b, v in sat.items()) for sc, sat in saturation.items()), ""]
+    if not any(saturation.values()):  # --levels none: no saturation run
+        lines = []
+    lines += [
         f"| scenario | target msgs/s | achieved msgs/s ({names}) | p50 ms | p99 ms | p99 ratio vs Mosquitto "
         f"| p99.9 ms | CPU us/msg | lost (all rounds) | dups (all rounds) | load generator lag p99 ms |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -346,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(rows, list(sources))
     cmd = " ".join(shlex.quote(a) for a in [".venv/bin/python", "-m", "bench.bench_latency", *argv])
     text = render(summary, saturation)
-    lines = checks(summary, args.low_rate or None)
+    lines = checks(summary, args.low_rate)
     print(f"\n# Latency under load, {started:%Y-%m-%d %H:%M} UTC ({time.monotonic() - t_start:.0f} s)\n")
     dirty = " (with uncommitted changes)" if meta["git_dirty"] == "True" else ""
     print(f"command: `{cmd}`; git {meta['git_commit'][:12]}{dirty}; {meta['mosquitto']}; {meta['cores']} CPUs; "

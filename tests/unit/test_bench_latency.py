@@ -129,3 +129,12 @@ def test_the_low_rate_target_is_checked_at_the_low_rate_only() -> None:
     assert len(bl.checks(summary)) == 2  # without the low rate: every QoS 1 fixed rate, as before
     [line] = bl.checks(summary, 1000.0)
     assert "1,000 msgs/s" in line and "met" in line and "NOT" not in line
+
+
+def test_no_low_rate_no_one_ms_check_and_no_saturation_line_without_levels() -> None:
+    summary = bl.summarize([fixed("vmqpy", 1, 3.0, case="5,000 msgs/s", level=None, target=5000.0, rate=5000.0)],
+                           ["vmqpy"])
+    assert bl.checks(summary, 0.0) == []  # --low-rate 0: the 1 ms target is nowhere
+    table = bl.render(summary, {"qos1-pairs10": {}})
+    assert "Saturation" not in table and table.startswith("| scenario |")
+    assert "Saturation" in bl.render(summary, {"qos1-pairs10": {"mosquitto": 2000.0}})
