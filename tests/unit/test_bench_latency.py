@@ -103,7 +103,8 @@ def test_the_ratio_lies_between_the_per_round_extremes(pairs: list[tuple[float, 
 
 
 @pytest.mark.parametrize("argv", [["--levels", "x"], ["--levels", "0"], ["--levels", ""], ["--scenarios", "qos2"],
-                                  ["--rounds", "0"], ["--duration", "-1"], ["--low-rate", "-5"]])
+                                  ["--rounds", "0"], ["--duration", "-1"], ["--low-rate", "-5"],
+                                  ["--rates", "-1"], ["--rates", "x"], ["--levels", "none", "--low-rate", "0"]])
 def test_bad_arguments_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         bl.parse_args(argv)
@@ -113,3 +114,27 @@ def test_quick_defaults() -> None:
     args = bl.parse_args(["--quick"])
     assert (args.rounds, args.duration, args.warmup, args.level_list) == (1, 1.5, 0.5, [0.5, 0.9])
     assert args.scenario_list == ["qos0-pairs", "qos1-pairs"]
+
+
+def test_fixed_rates_without_levels() -> None:
+    args = bl.parse_args(["--levels", "none", "--rates", "5000,2500", "--low-rate", "0"])
+    assert (args.level_list, args.rate_list) == ([], [5000.0, 2500.0])
+    assert bl.parse_args(["--rates", "5000"]).level_list == [0.5, 0.9]  # besides the levels by default
+
+
+def test_the_low_rate_target_is_checked_at_the_low_rate_only() -> None:
+    rows = [fixed("vmqpy", 1, 3.0, case="5,000 msgs/s", level=None, target=5000.0, rate=5000.0),
+            fixed("vmqpy", 1, 0.5, case="1,000 msgs/s", level=None, target=1000.0, rate=1000.0)]
+    summary = bl.summarize(rows, ["vmqpy"])
+    assert len(bl.checks(summary)) == 2  # without the low rate: every QoS 1 fixed rate, as before
+    [line] = bl.checks(summary, 1000.0)
+    assert "1,000 msgs/s" in line and "met" in line and "NOT" not in line
+
+
+def test_no_low_rate_no_one_ms_check_and_no_saturation_line_without_levels() -> None:
+    summary = bl.summarize([fixed("vmqpy", 1, 3.0, case="5,000 msgs/s", level=None, target=5000.0, rate=5000.0)],
+                           ["vmqpy"])
+    assert bl.checks(summary, 0.0) == []  # --low-rate 0: the 1 ms target is nowhere
+    table = bl.render(summary, {"qos1-pairs10": {}})
+    assert "Saturation" not in table and table.startswith("| scenario |")
+    assert "Saturation" in bl.render(summary, {"qos1-pairs10": {"mosquitto": 2000.0}})

@@ -14,18 +14,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from time import monotonic_ns
 from typing import Any
 
 import structlog
 
-from vmqpy.broker import connect_flow, pacing
+from vmqpy.broker import connect_flow, pacing, publish_out
 from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.client_metrics import DELIVERY_LATENCY, SENT_COUNTERS
+from vmqpy.broker.client_metrics import SENT_COUNTERS
 from vmqpy.broker.decisions import (
     Close,
     Decision,
@@ -51,7 +50,7 @@ from vmqpy.broker.topic_aliases import OutboundAliases
 from vmqpy.broker.trace import RECEIVED, SENT, Trace
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
-from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode, encode_plain_publish
+from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.errors import RemoteProtocolError, UnsupportedProtocolVersion
 from vmqpy.mqtt.packets import (
     Connack,
@@ -231,55 +230,14 @@ class MQTTConnection(asyncio.Protocol):
             self.broker.metrics[sent] += 1
         if self.traces:
             self._trace(SENT, packet, time.time())
-        self._write_bytes(encode(packet, self.level))
+        self._out.append(encode(packet, self.machine.state.level))  # `_write_bytes` and `level`, inline
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
         if self._retries and self._retry_timer is None and type(packet) is Pubrel:
             pacing.arm_retry(self)
 
-    def write_publish(
-        self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
-        now: float, dup: bool = False,
-    ) -> None:
-        if qos == 2 and self.session is not None and self.session.persistent:  # exactly once across a failover:
-            self.acks.after(True, partial(self._write_publish, message, 2, retain, packet_id, subscription_ids, now,
-                                          dup))  # once its packet id is on disk (and the queue replicas')
-        else:
-            self._write_publish(message, qos, retain, packet_id, subscription_ids, now, dup)
-
-    def _write_publish(self, message: Message, qos: int, retain: bool, packet_id: int | None,
-                       subscription_ids: list[int], now: float, dup: bool) -> None:
-        metrics = self.broker.metrics
-        metrics["mqtt_publish_sent"] += 1
-        if message.arrived_ns and not dup:  # publish-to-delivery latency (vmqpy.broker.client_metrics)
-            DELIVERY_LATENCY.observe_ns(metrics, monotonic_ns() - message.arrived_ns)
-        if self.traces:
-            self._trace(SENT, message.to_publish(qos, retain, packet_id, now, subscription_ids), now)
-        aliases = self._aliases_out
-        if aliases is None and qos == 0 and not subscription_ids and message.expires_at is None:
-            # The same bytes serve every QoS 0 subscriber of this protocol level: encode once per message.
-            frames = message.frames
-            if frames is None:
-                frames = message.frames = {}
-            key = (self.level, retain)
-            frame = frames.get(key)
-            if frame is None:
-                frame = frames[key] = encode(message.to_publish(0, retain, None, now), self.level)
-            self._write_bytes(frame)
-            return
-        if self._retries and self._retry_timer is None and packet_id is not None:
-            pacing.arm_retry(self)
-        if aliases is None and not subscription_ids and message.plain:  # QoS 1/2 without properties: the bytes
-            self._write_bytes(encode_plain_publish(message.topic, message.payload, qos, retain, dup, packet_id,
-                                                   self.level))  # directly, without a Publish to encode
-            return
-        publish = message.to_publish(qos, retain, packet_id, now, subscription_ids)
-        publish.dup = dup
-        if aliases is not None:
-            alias, known = aliases.alias_for(publish.topic)
-            plain = not subscription_ids and message.plain  # to_publish shared its empty properties
-            publish.properties = aliases.properties(alias) if plain else replace(publish.properties, topic_alias=alias)
-            if known:
-                publish.topic = ""
-        self._write_bytes(encode(publish, self.level))
+    write_publish = publish_out.write_publish  # Sink.write_publish: a routed message's bytes (its module)
 
     def can_write(self) -> bool:
         return self._writable and not self.closing
@@ -385,7 +343,8 @@ class MQTTConnection(asyncio.Protocol):
                     for follow in machine.routed(qos, packet.packet_id or 0, result):
                         if type(follow) is Reply and follow.note is None:  # the PUBACK/PUBREC, inline
                             if self.acks.free(follow.durable, follow.remote):  # nothing to wait for: written now
-                                self._write_reply(follow.packet)
+                                machine.reply_sent(follow.packet)  # (`_write_reply`, inline)
+                                self.write_packet(follow.packet)
                             else:
                                 self.acks.after(follow.durable, partial(self._write_reply, follow.packet),
                                                 follow.remote)

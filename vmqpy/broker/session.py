@@ -155,9 +155,14 @@ class Session:
             return self._deliver_watched(message, qos, retain, subscription_ids, now)
         seq = self._next_seq  # next_seq, inline: this runs for every message delivered
         self._next_seq = seq + 1
-        out = Outgoing(seq, message, qos, retain, subscription_ids)
         sink = self.sink
         metrics = self.metrics
+        if qos == 0 and sink is not None and not self.queue and not self.max_packet_size and sink.can_write():
+            # the hot path of QoS 0, written at once: no Outgoing to make (the branch below, without its checks)
+            metrics["queue_message_direct"] += 1
+            sink.write_publish(message, 0, retain, None, subscription_ids, now)
+            return _SENT
+        out = Outgoing(seq, message, qos, retain, subscription_ids)
         if sink is None:
             if qos == 0 or len(self.queue) >= self.max_offline:
                 self._drop(1)
@@ -255,7 +260,8 @@ class Session:
         out.packet_id = packet_id
         out.state = _PUBLISHED
         self.inflight[packet_id] = out
-        self.journal.save_message(self, out)
+        if self.journal is not NULL_JOURNAL:  # a clean session's saves nothing: no call for it (every delivery)
+            self.journal.save_message(self, out)
         self.sent_at[packet_id] = now  # before the write: the sink may look at it (its resend timer)
         sink.write_publish(out.message, out.qos, out.retain, packet_id, out.subscription_ids, now)
         return True
@@ -320,8 +326,10 @@ class Session:
             return False
         del self.inflight[packet_id]
         self.sent_at.pop(packet_id, None)
-        self.journal.delete_message(self, out)
-        self.pump(now)
+        if self.journal is not NULL_JOURNAL:
+            self.journal.delete_message(self, out)
+        if self.queue or self._held or self._drain_waiters:  # else `pump` has nothing to do (every PUBACK)
+            self.pump(now)
         return True
 
     def on_pubrec(self, packet_id: int, reason_code: int, now: float) -> Pubrel | None:
