@@ -20,18 +20,12 @@ from dvv.dots import Dot
 from dvv.version_vector import VersionVector
 from vmqpy.metadata.fields import Key
 
-__all__ = ["EMPTY", "NO_CONTEXT", "RESTRIP_BATCH", "FullKey", "ObjectTable", "StoredObject"]
+__all__ = ["EMPTY", "NO_CONTEXT", "FullKey", "ObjectTable", "StoredObject"]
 
 FullKey: TypeAlias = tuple[str, Key]
 """``(prefix, key)``."""
 
 NO_CONTEXT = VersionVector()
-
-#: Objects with a context one GC pass looks at, at most (:meth:`ObjectTable.restripped`): a fresh node that caught
-#: up on a million keys holds most of them with a context until its clock covers them, and a pass over all of
-#: them held its event loop for seconds, at every GC pass and after every exchange, until its peers declared it
-#: silent (docs/performance.md, "Metadata keys").
-RESTRIP_BATCH = 2_000
 
 
 class StoredObject:
@@ -85,14 +79,13 @@ EMPTY = StoredObject((), NO_CONTEXT)
 class ObjectTable:
     """prefix -> key -> :class:`StoredObject`, with the keys stored with a context, with siblings and dead."""
 
-    __slots__ = ("_by_prefix", "_dead", "_restrip_next", "_with_context", "_with_siblings")
+    __slots__ = ("_by_prefix", "_dead", "_with_context", "_with_siblings")
 
     def __init__(self) -> None:
         self._by_prefix: dict[str, dict[Key, StoredObject]] = {}
         self._with_context: dict[FullKey, None] = {}  # keys stored with a non-empty (stripped) context
         self._with_siblings: dict[FullKey, None] = {}  # keys with concurrent versions (siblings)
         self._dead: dict[FullKey, None] = {}  # keys stored with no version (a delete not yet stripped away)
-        self._restrip_next: list[FullKey] = []  # keys with a context the next GC passes look at (taken from the end)
 
     def get(self, prefix: str, key: Key) -> StoredObject | None:
         objs = self._by_prefix.get(prefix)
@@ -162,29 +155,13 @@ class ObjectTable:
         """Some object is stored with a context (a GC may strip it)."""
         return bool(self._with_context)
 
-    def restripped(
-        self, base: Mapping[str, int], limit: int = RESTRIP_BATCH
-    ) -> Iterator[tuple[FullKey, StoredObject]]:
-        """``(key, object)`` for the objects whose context loses entries the node clock's ``base`` now covers
-        (the caller keeps each as it comes), looking at no more than ``limit`` objects with a context per call:
-        each call goes on where the previous one stopped, and a round over all of them starts again once the
-        previous round is through (a round lists the keys with a context when it starts).  Once they fit in one
-        call, every call looks at all of them.
-        Leaving a covered entry in a context for a few more passes is harmless: every read merges the context
-        with the clock's base (it only costs bytes at rest)."""
-        if limit < 1:
-            raise ValueError(f"limit must be positive, not {limit!r}")
-        todo = self._restrip_next
-        if not todo:
-            todo.extend(self._with_context)
-        batch = todo[-limit:]
-        del todo[-limit:]
-        for fk in batch:
+    def restripped(self, base: Mapping[str, int]) -> Iterator[tuple[FullKey, StoredObject]]:
+        """``(key, object)`` for every object whose context loses entries the node clock's ``base`` now covers
+        (the caller keeps each as it comes)."""
+        for fk in list(self._with_context):
             obj = self.get(*fk)
             if obj is None:
                 self._with_context.pop(fk, None)
-                continue
-            if not obj.ctx:
                 continue
             stripped = StoredObject(obj.versions, obj.ctx.filter_ids(lambda n, c: c > base.get(n, 0)))
             if stripped != obj:
