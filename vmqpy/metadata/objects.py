@@ -171,8 +171,9 @@ class ObjectTable:
 
     def _reschedule(self, fk: FullKey, old: VersionVector, new: VersionVector) -> None:
         """The key's stored context goes from ``old`` to ``new``: its entries in the strip schedule follow."""
-        for node, counter in old.items():
-            if new.get(node) != counter:
+        before, after = old.to_dict(), new.to_dict()  # plain dicts: a VersionVector's items() is the slow Mapping one
+        for node, counter in before.items():
+            if after.get(node) != counter:
                 at = self._strip_at.get(node)
                 if at is None:
                     continue  # taken out by restripped (the caller keeps the object now)
@@ -181,8 +182,8 @@ class ObjectTable:
                     keys.pop(fk, None)
                     if not keys:
                         del at[counter]
-        for node, counter in new.items():
-            if old.get(node) != counter:
+        for node, counter in after.items():
+            if before.get(node) != counter:
                 self._enter(node, counter, fk)
 
     def _enter(self, node: str, counter: int, fk: FullKey) -> None:

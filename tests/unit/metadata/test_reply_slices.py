@@ -3,8 +3,11 @@ call of its timer (due at once); what a teardown cuts off in the middle of a rep
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import random
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from vmqpy.metadata.messages import SyncReply, SyncRequest
 from vmqpy.metadata.replica import Logged, Output, Replica, Send
 
 from .helpers import cluster, settle
+from .test_service import LoopbackNetwork, start, stop, wait_for
 
 SLICE_OBJECTS = Replica.APPLY_SLICE // 2  # objects of one version and no extra dot in one slice
 
@@ -182,3 +186,41 @@ def test_histories_hold_with_slices_of_one_object(seed: int, monkeypatch: pytest
     monkeypatch.setattr(Replica, "APPLY_SLICE", 1)
     monkeypatch.setattr(Replica, "RESTRIP_SLICE", 1)
     test_histories.test_history_converges_to_the_causal_model(seed)
+
+
+async def test_the_service_applies_the_slices_on_separate_turns_of_its_loop(tmp_path: Path) -> None:
+    """The asyncio driver continues a reply at the timer the replica makes due at once: each slice on a turn of its
+    own, with the loop's other callbacks (a ticker here; heartbeats and clients on a node) in between."""
+    net = LoopbackNetwork()
+    a = start(tmp_path, "a", net, ["b"])
+    b = start(tmp_path, "b", net, ["a"])
+    net.cut.add(frozenset(("a", "b")))
+    for i in range(600):
+        a.put("retain", ("", f"t/{i}"), [a.hlc_now().to_list(), i])
+    await a.storage.sync()
+    await asyncio.sleep(0.1)  # the pushes leave once stored, and are lost on the cut link
+    assert b.get("retain", ("", "t/0")) is None
+    loop = asyncio.get_running_loop()
+    turns = [0]
+
+    def tick() -> None:
+        turns[0] += 1
+        loop.call_soon(tick)
+
+    loop.call_soon(tick)
+    assert b.replica is not None
+    replica, on_timer = b.replica, b.replica.on_timer
+    slices: list[int] = []  # the ticker's count at each timer call that continued a reply
+
+    def watched(now: float, wall: float | None = None) -> list[Output]:
+        if replica.applying():
+            slices.append(turns[0])
+        return on_timer(now, wall)
+
+    replica.on_timer = watched  # type: ignore[method-assign]
+    net.cut.clear()
+    await wait_for(lambda: sum(1 for _ in b.fold("retain")) == 600 and not replica.applying(), 30.0)
+    assert len(slices) >= 5  # 600 objects in slices of 64; on the code before: none (a reply in one call)
+    assert all(later > earlier for earlier, later in itertools.pairwise(slices))
+    stop(a)
+    stop(b)
