@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,30 @@ def log_warnings(nodes: list[ClusterNode], event: str) -> int:
     return count
 
 
+WARNINGS = ("cluster peer silent", "event loop stalled")
+
+
+def warnings_by_phase(nodes: list[ClusterNode], marks: list[tuple[str, float]]) -> list[dict[str, Any]]:
+    """Every silent/stall warning line of the nodes' logs, with its node and the phase of the bench it fell in
+    (`marks`: (phase, wall-clock start), in order; a line's time is the ISO stamp that starts it)."""
+    found = []
+    for node in nodes:
+        try:
+            lines = node.log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if not any(w in line for w in WARNINGS):
+                continue
+            try:
+                at = datetime.fromisoformat(line.split(" ", 1)[0]).timestamp()
+            except ValueError:
+                at = None
+            phase = "?" if at is None else next((name for name, t in reversed(marks) if at >= t), "start")
+            found.append({"node": node.name, "phase": phase, "line": line.strip()[:300]})
+    return found
+
+
 def measure_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-keys-") as tmp:
         nodes = [ClusterNode(i, Path(tmp)) for i in (1, 2, 3)]
@@ -140,12 +165,15 @@ def measure_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
         try:
             cluster.start()
             cluster.join()
+            marks = [("publish", time.time())]
             t0 = time.monotonic()
             asyncio.run(create_retained_on(nodes[0].host, nodes[0].mqtt_port, 0, size, 4, 50))
             publish_s = time.monotonic() - t0
+            marks.append(("replicate", time.time()))
             replicated = wait_held(nodes, size)
             if replicated is None:
                 raise RuntimeError(f"{size} retained messages not on every node within {WAIT_LIMIT} s")
+            marks.append(("rest", time.time()))
             time.sleep(2.0)  # the last exchanges after the writes
             before = [node_cpu(n) for n in nodes]
             time.sleep(args.rest)
@@ -156,11 +184,13 @@ def measure_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(3.0)
                 c0, t0 = node_cpu(fresh), time.monotonic()
                 normal = probe.between(t0 - 3.0, t0)
+                marks.append(("join", time.time()))
                 answer = fresh.admin_cli("cluster", "join", f"discovery-node={nodes[0].discovery}")
                 if answer.returncode != 0:
                     raise RuntimeError(f"join failed: {answer.stderr.strip()}")
                 caught = wait_held([fresh], size)
                 t1 = time.monotonic()
+                marks.append(("after", time.time()))
                 during = probe.between(t0, t1)
             finally:
                 probe.stop()
@@ -172,8 +202,10 @@ def measure_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
             Cluster([*nodes, fresh]).stop()
             silences = log_warnings([*nodes, fresh], "cluster peer silent")
             stalls = log_warnings([*nodes, fresh], "event loop stalled")
+            warnings = warnings_by_phase([*nodes, fresh], marks)
     return {"keys": size, "probe_normal": normal, "probe_during_join": during, "peer_silent_warnings": silences,
-            "loop_stall_warnings": stalls, "publish_s": publish_s, "replicated_s": publish_s + replicated,
+            "loop_stall_warnings": stalls, "warnings": warnings, "publish_s": publish_s,
+            "replicated_s": publish_s + replicated,
             "rest_cpu_pct": rest, "rest_cpu_pct_max": max(rest), "join_s": join_s, "join_cpu_s": join_cpu,
             "exchanges": exchanges, "exchange_bytes_received": received, "exchange_bytes_sent": sent}
 
@@ -194,6 +226,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               f"{p['exchange_bytes_sent']:,} B out; probe p50/p99 normal {_ms(p['probe_normal'])}, during the "
               f"join {_ms(p['probe_during_join'])}; {p['peer_silent_warnings']} peer-silent and "
               f"{p['loop_stall_warnings']} loop-stall warnings", flush=True)
+        for w in p["warnings"]:
+            print(f"  {w['phase']:>9} {w['node']}: {w['line']}", flush=True)
     xs = [p["keys"] for p in points]
     joined = [p for p in points if p["join_s"] is not None]
     return {"bench": "keys", "rest_s": args.rest, "points": points, "slopes": {

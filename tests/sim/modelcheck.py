@@ -312,6 +312,12 @@ def moves(world: World, scope: Scope) -> Iterator[Move]:
                 _call(w, node, lambda r: r.on_timer(w.now[node]))
 
             yield Move(f"timer {node}", frozenset((node,)) | spends["timers"], timer)
+        if world.replicas[node].applying():  # the driver's next turn: the next slice of a reply, no time passes
+
+            def turn(w: World, node: str = node) -> None:
+                _call(w, node, lambda r: r.on_timer(w.now[node]))
+
+            yield Move(f"turn {node}", frozenset((node,)), turn)
         if world.budget["crashes"]:
 
             def crash(w: World, node: str = node) -> None:
@@ -332,7 +338,11 @@ def moves(world: World, scope: Scope) -> Iterator[Move]:
 def _drain(world: World, limit: int = 20_000) -> None:
     for _ in range(limit):
         if not world.inflight:
-            return
+            applying = [n for n, r in world.replicas.items() if r.applying()]
+            if not applying:
+                return
+            _call(world, applying[0], lambda r, n=applying[0]: r.on_timer(world.now[n]))  # type: ignore[misc]
+            continue
         src, dst, _kind, payload = world.inflight.pop(0)
         _call(
             world,
@@ -583,7 +593,37 @@ UNEVEN_JOIN_WIDE = Scope(
     timers=0,
 )
 
-SCOPES = (GAPS_THEN_CRASH_SHORT, GAPS_THEN_CRASH, UNEVEN_JOIN, GAPS_THEN_CRASH_WIDE, UNEVEN_JOIN_WIDE)
+class SlicedReplica(Replica):
+    """Applies a reply one object per call (and re-strips one object per call): every move of the environment can
+    fall between two objects of one reply."""
+
+    APPLY_SLICE = 1
+    RESTRIP_SLICE = 1
+
+
+# A fresh replica catching up with one reply of three objects (batch 500) applied an object per call: the driver's
+# turns (`turn x`) interleave with a drop, a crash, a flush and a timer that jumps past the exchange's deadline.
+SLICED_CATCH_UP = Scope(
+    "sliced-catch-up",
+    nodes=("a", "x"),
+    members={"a": ("a",), "x": ("x",)},
+    script=(
+        Act("put", "a", "k1"),
+        Act("put", "a", "k1"),  # overwritten: a gap once a's GC ran
+        Act("put", "a", "k2"),
+        Act("put", "a", "k3"),
+        Act("delete", "a", "k3"),
+        Act("timer", "a"),
+        Act("members", members=("a", "x"), on=("a", "x")),
+    ),
+    exchanges=1,
+    timers=1,
+    drops=1,
+    crashes=1,
+    replica=SlicedReplica,
+)
+
+SCOPES = (GAPS_THEN_CRASH_SHORT, GAPS_THEN_CRASH, UNEVEN_JOIN, GAPS_THEN_CRASH_WIDE, UNEVEN_JOIN_WIDE, SLICED_CATCH_UP)
 
 
 def with_old_rules(scope: Scope) -> Scope:

@@ -18,6 +18,7 @@ from tests.sim.modelcheck import (
     GAPS_THEN_CRASH,
     GAPS_THEN_CRASH_SHORT,
     GAPS_THEN_CRASH_WIDE,
+    SLICED_CATCH_UP,
     UNEVEN_JOIN,
     UNEVEN_JOIN_WIDE,
     Scope,
@@ -70,6 +71,11 @@ def test_the_crash_scope_is_explored_completely_and_holds() -> None:
 @FULL
 def test_with_the_old_rules_the_crash_scope_loses_announced_gap_dots() -> None:
     _loses_announced_gap_dots(GAPS_THEN_CRASH)
+
+
+def test_the_sliced_catch_up_scope_is_explored_completely_and_holds() -> None:
+    """A reply applied an object per call, with a drop, a crash, a flush and a timeout between the objects."""
+    _holds(SLICED_CATCH_UP, 100_000)
 
 
 def test_the_uneven_join_scope_is_explored_completely_and_holds() -> None:

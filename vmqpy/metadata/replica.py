@@ -1,28 +1,27 @@
 """One node's replica of the metadata store: a sans-I/O state machine (server-wide clocks).
 
 :class:`Replica` is :class:`~vmqpy.metadata.state.ReplicaState` (the data, node clock, dot index, members,
-watermark, and the reads) plus every way that state changes: local writes, applying what peers send (pushes,
-exchange replies), answering exchange requests, the exchanges it starts (:mod:`~vmqpy.metadata.scheduler`),
-membership and reachability changes, write-backs (:mod:`~vmqpy.metadata.writeback`) and garbage collection
-(design: ``docs/replication.md``).  Each such call returns :mod:`~vmqpy.metadata.outputs` for the driver;
+watermark, and the reads) plus every way that state changes: local writes and merges
+(:mod:`~vmqpy.metadata.replica_writes`), applying what peers send (pushes, exchange replies, a slice of a reply
+per call), answering exchange requests, the exchanges it starts (:mod:`~vmqpy.metadata.scheduler`), membership
+and reachability changes, write-backs (:mod:`~vmqpy.metadata.writeback`) and garbage collection (design:
+``docs/replication.md``).  Each such call returns :mod:`~vmqpy.metadata.outputs` for the driver;
 time (``now``, seconds) and randomness (the seeded ``rng``) are inputs, so the same inputs give the same outputs.
 
 Driver contract: apply ``Persist`` outputs (:mod:`~vmqpy.metadata.rows`) in the order given, and make them
 durable before a later ``SyncRequest``/``SyncReply`` leaves the node (those carry the node clock, and peers
-garbage-collect on what the clock claims).  After every call, re-read :meth:`Replica.next_deadline`.
+garbage-collect on what the clock claims).  After every call, re-read :meth:`Replica.next_deadline`.  While an
+anti-entropy reply or GC's re-strips are done a slice per call, it is the last ``now``: call :meth:`Replica.on_timer`
+on the next turn of the event loop (so that heartbeats, reads and clients run between the slices).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar
-
-import msgpack
+from typing import ClassVar
 
 from dvv.causal_container import CausalContainer
-from dvv.dots import Dot
 from dvv.node_clock import NodeClock
-from dvv.version_vector import VersionVector
 from vmqpy.metadata import messages
 from vmqpy.metadata.errors import InvalidKeyError
 from vmqpy.metadata.exchange import Exchange, plan_reply
@@ -36,10 +35,10 @@ from vmqpy.metadata.messages import (
     SyncRequest,
     check_key,
 )
-from vmqpy.metadata.objects import EMPTY, NO_CONTEXT, FullKey, StoredObject
+from vmqpy.metadata.objects import EMPTY
 from vmqpy.metadata.outputs import Changed, Logged, Output, Persist, Send
 from vmqpy.metadata.replica_clock import clock_of_base
-from vmqpy.metadata.resolve import stamp_list
+from vmqpy.metadata.replica_writes import ReplicaWrites
 from vmqpy.metadata.rows import (
     META_CLOCK,
     META_RESERVED,
@@ -50,16 +49,10 @@ from vmqpy.metadata.rows import (
     TABLES,
     InvalidValueError,
     clock_row,
-    object_row,
-    pack_container,
-    pack_full_key,
-    pack_single,
     pack_value,
     pending_dot_row,
-    reservation_row,
     watermark_row,
 )
-from vmqpy.metadata.state import ReplicaState
 
 __all__ = [
     "META_CLOCK",
@@ -79,7 +72,7 @@ __all__ = [
 ]
 
 
-class Replica(ReplicaState):
+class Replica(ReplicaWrites):
     """One node's replica (see the module docstring)."""
 
     TABLES: ClassVar[tuple[str, ...]] = TABLES
@@ -91,6 +84,11 @@ class Replica(ReplicaState):
     # A dot more than this many counters beyond what we know of its node is implausible (it would cost
     # MAX_AHEAD / 8 bytes of bitmap): the message carrying it is refused (docs/replication.md section 3).
     MAX_AHEAD: ClassVar[int] = 1 << 20
+    # The most one call does of an anti-entropy reply (units: an object counts 1 + its versions + its extra dots)
+    # and of GC's re-strips (objects): a call is one turn of the driver's event loop, and the rest waits for the next
+    # turn (next_deadline() is then due at once).  About 3-6 ms each on an idle core (docs/performance.md).
+    APPLY_SLICE: ClassVar[int] = 128
+    RESTRIP_SLICE: ClassVar[int] = 256
 
     # -- membership -------------------------------------------------------------------------------------
     def set_peers(self, peers: Iterable[str]) -> list[Output]:
@@ -125,157 +123,7 @@ class Replica(ReplicaState):
         self._scheduler.abort_unreachable(self._membership.reachable)
         self._scheduler.enqueue_new(usable_before, self._membership.usable())
 
-    # -- local writes -----------------------------------------------------------------------------------
-    def _clock_in(self, now: float, wall: float | None) -> None:
-        """Take the time of a call: ``now`` for timers, ``wall`` (default ``now``) for HLC stamps."""
-        self._now = now
-        self._wall = now if wall is None else wall
-
-    def put(self, prefix: str, key: Key, value: Any, now: float, wall: float | None = None) -> list[Output]:
-        """Write ``value`` (msgpack-serialisable; stored as it comes back from msgpack: tuples become
-        lists, stamps become ``[wall_ms, logical, node]``) over everything this node has seen of the key."""
-        key = check_key(prefix, key)
-        if value is None:
-            raise InvalidValueError("None is not a value (use delete)")
-        packed = pack_value(value)
-        value = msgpack.unpackb(packed, raw=False, strict_map_key=False)
-        self._clock_in(now, wall)
-        out: list[Output] = []
-        self._local_write(prefix, key, value, packed, out, writeback=False)
-        self._stats["puts"] += 1
-        return out
-
-    def delete(self, prefix: str, key: Key, now: float, wall: float | None = None) -> list[Output]:
-        """Delete the key: removes every version this node has seen (a concurrent write elsewhere survives)."""
-        key = check_key(prefix, key)
-        self._clock_in(now, wall)
-        out: list[Output] = []
-        self._local_write(prefix, key, None, None, out, writeback=False)
-        self._stats["deletes"] += 1
-        return out
-
-    # -- write path -------------------------------------------------------------------------------------
-    def _local_write(
-        self, prefix: str, key: Key, value: Any, packed: bytes | None, out: list[Output], *, writeback: bool
-    ) -> None:
-        """fill -> discard (this node's whole context) -> new dot -> add -> strip -> store -> index -> push.
-
-        Discarding with the local object's filled context drops every version this node holds, so
-        the new object is just ``{dot: value}`` (nothing for a delete) with context filled + {dot}."""
-        fk = (prefix, key)
-        node = self.node_id
-        stored = self._objects.get(prefix, key)
-        old = self._resolve(prefix, stored)
-        context = dict(self._clock.base)  # the filled context the write supersedes
-        if stored is not None and stored.ctx:
-            for n, c in stored.ctx.items():
-                if c > context.get(n, 0):
-                    context[n] = c
-        counter, reserved = self._clock.issue()
-        dot = (node, counter)
-        if reserved is not None:
-            out.append(reservation_row(reserved))
-        base_d = self._clock.base
-        if stored is None or not stored.ctx:
-            rest_ctx = NO_CONTEXT if base_d.get(node, 0) >= counter else VersionVector({node: counter})
-        else:
-            rest_ctx = stored.ctx.add(dot).filter_ids(lambda n, c: c > base_d.get(n, 0))
-        at_rest = StoredObject(() if value is None else ((dot, value),), rest_ctx)
-        fkb = pack_full_key(prefix, key)
-        # index: the versions this write supersedes (and a delete's own dot) wait for GC
-        if stored is not None:
-            for old_dot in stored.dots():
-                self._supersede(old_dot, fk, fkb, out)
-        self._index.add(dot, fk)
-        if value is None:
-            self._supersede(dot, fk, fkb, out)
-        self._store(fk, at_rest, out, fkb, None if at_rest.is_empty() else pack_single(node, counter, packed, rest_ctx))
-        if value != old:
-            out.append(Changed(prefix, key, old, value))
-        stamp = stamp_list(value)
-        if stamp is not None:
-            self.hlc.witness_parts(stamp[0], stamp[1])
-        else:
-            stamp = self.hlc.now(self._wall).to_list()
-        fields: dict[str, Any] = {"prefix": prefix, "key": key, "dot": [node, counter],
-                                  "op": "delete" if value is None else "put", "value": packed, "context": context,
-                                  "hlc": stamp}
-        if writeback:
-            fields["writeback"] = True
-        out.append(Logged("md_write", fields))
-        self._writebacks.drop(fk)
-        reachable = self._membership.reachable
-        if reachable:
-            push = Push(prefix, key, dot, value, context)
-            for peer in self._membership.peers:
-                if peer in reachable:
-                    out.append(Send(peer, push))
-                    self._stats["pushes_sent"] += 1
-
-    def _supersede(self, dot: Dot, fk: FullKey, fkb: bytes | None, out: list[Output]) -> None:
-        """``dot`` (indexed under ``fk``) is no longer live: keep it indexed until every peer holds it."""
-        self._index.supersede(dot, fk)
-        out.append(pending_dot_row(dot, fkb if fkb is not None else pack_full_key(*fk)))
-
-    def _store(
-        self, fk: FullKey, at_rest: StoredObject, out: list[Output], fkb: bytes | None = None, row: bytes | None = None
-    ) -> None:
-        """Keep ``at_rest`` (stripped) as the key's object and persist it; an empty one is dropped."""
-        if self._objects.keep(fk, at_rest):
-            value = None if at_rest.is_empty() else row or pack_container(at_rest)
-            out.append(object_row(fkb or pack_full_key(*fk), value))
-
     # -- receive path -----------------------------------------------------------------------------------
-    def _apply(
-        self, prefix: str, key: Key, remote: CausalContainer, dots: Iterable[Dot], via: str, out: list[Output]
-    ) -> bool:
-        """Merge a *filled* remote container; ``dots`` are the dots it brings (its versions' dots plus
-        the write's or the requested ones).  Returns True when the key's versions changed."""
-        fk = (prefix, key)
-        stored = self._objects.get(prefix, key)
-        fresh = self._clock.unseen(dots)
-        local = EMPTY if stored is None else stored
-        local_filled = CausalContainer(local.versions, local.ctx.merge(self._clock.base_vv()))
-        synced = local_filled.sync(remote)
-        if fresh:
-            self._clock.see(fresh)
-        before = set(local.dots())
-        after = synced.dots()
-        after_set = set(after)
-        changed = before != after_set
-        at_rest = StoredObject.of(synced.strip(self._clock.current()))
-        if not fresh and at_rest == local:
-            return False
-        # index: versions that lost their place wait for GC; new versions are live; other new dots wait
-        for d in local.dots():
-            if d not in after_set:
-                self._supersede(d, fk, None, out)
-        for d in fresh:
-            self._index.add(d, fk)
-            if d not in after_set:
-                self._supersede(d, fk, None, out)
-        if at_rest != local:
-            self._store(fk, at_rest, out)
-        if changed:
-            old = self._resolve(prefix, stored)
-            new = self._resolve(prefix, at_rest if len(at_rest) else None)
-            if old != new:
-                out.append(Changed(prefix, key, old, new))
-            for value in synced.values():
-                stamp = stamp_list(value)
-                if stamp is not None:
-                    self.hlc.witness_parts(stamp[0], stamp[1])
-            newest = max(fresh) if fresh else max(after_set ^ before)
-            fields = {"origin": newest[0], "prefix": prefix, "key": key, "dot": [newest[0], newest[1]], "via": via,
-                      "siblings": len(after), "hlc": self.hlc.now(self._wall).to_list()}
-            out.append(Logged("md_apply", fields))
-            self._stats["objects_applied"] += 1
-        if len(after) > 1 and self._writebacks.enabled and self._owns(after):
-            self._writebacks.want(fk, self._now)
-        elif len(after) <= 1:
-            self._writebacks.drop(fk)
-        return changed
-
     def receive(self, sender: str, message: StoreMessage, now: float, wall: float | None = None) -> list[Output]:
         """Handle a message from ``sender``."""
         self._clock_in(now, wall)
@@ -397,7 +245,6 @@ class Replica(ReplicaState):
         out.append(Send(ex.peer, request))
 
     def _on_reply(self, ex: Exchange, reply: SyncReply, now: float, out: list[Output]) -> None:
-        repaired = 0
         if not self._clock.plausible(reply.runs(), self.MAX_AHEAD):
             self._stats["implausible_refused"] += 1
             self._teardown(ex, "rejected:implausible_dots", now, out)
@@ -410,7 +257,21 @@ class Replica(ReplicaState):
             self._stats["gap_dots"] += gap_count
             if self.CHECKPOINT_GAPS_AT_ONCE:
                 out.append(clock_row(self._clock.current()))
-        for obj in reply.objects:
+        ex.applying(reply, now)
+        self._apply_slice(ex, self.APPLY_SLICE, now, out)
+
+    def _apply_slice(self, ex: Exchange, budget: int, now: float, out: list[Output]) -> int:
+        """Apply the next objects of the reply ``ex`` is applying, up to ``budget`` units of work (an object
+        counts one plus its versions and extra dots; at least one object), then, once the reply is applied in
+        full, end its step (:meth:`_end_reply`).  Returns the work done."""
+        reply = ex.reply
+        if reply is None:  # pragma: no cover - only APPLYING exchanges are passed
+            raise RuntimeError(f"exchange {ex.xid} applies no reply")
+        objects, i, work, repaired = reply.objects, ex.applied, 0, 0
+        while i < len(objects) and (work < budget or not work):
+            obj = objects[i]
+            i += 1
+            work += 1 + len(obj.container) + len(obj.extra)
             try:
                 key = check_key(obj.prefix, obj.key)
             except InvalidKeyError:
@@ -418,10 +279,30 @@ class Replica(ReplicaState):
             remote = CausalContainer(obj.container.items(), obj.container.context().merge(reply.base))
             if self._apply(obj.prefix, key, remote, (*obj.container.dots(), *obj.extra), "exchange", out):
                 repaired += 1
+        ex.progress(i, repaired, now)
+        if i == len(objects):
+            self._end_reply(ex, reply, now, out)
+        return work
+
+    def _continue_replies(self, now: float, out: list[Output]) -> bool:
+        """Apply the next slice of the replies being applied (one budget per call, shared in exchange order).
+        Returns whether an exchange completed (it ran GC)."""
+        budget, completed = self.APPLY_SLICE, False
+        for ex in sorted(self._scheduler.applying(), key=lambda e: e.xid):
+            if budget <= 0:
+                break
+            budget -= self._apply_slice(ex, budget, now, out)
+            completed = completed or ex.result == "ok"
+        return completed
+
+    def _end_reply(self, ex: Exchange, reply: SyncReply, now: float, out: list[Output]) -> None:
+        """The reply is applied in full: account for it, then ask for the next batch or complete the exchange."""
+        repaired = ex.reply_repaired
         self._stats["objects_received"] += len(reply.objects)
         self._stats["objects_repaired"] += repaired
         ex.received(
-            size=reply.size, missing=reply.missing, objects=len(reply.objects), repaired=repaired, gaps=gap_count
+            size=reply.size, missing=reply.missing, objects=len(reply.objects), repaired=repaired,
+            gaps=sum(len(c) for c in reply.gaps.values()),
         )
         self._learn_clock(ex.peer, clock_of_base(reply.base), reply.view)
         if not reply.done:
@@ -450,18 +331,24 @@ class Replica(ReplicaState):
 
     # -- time -------------------------------------------------------------------------------------------
     def on_timer(self, now: float, wall: float | None = None) -> list[Output]:
-        """Tear down a stuck exchange, write back owned siblings, start the periodic exchange with a
-        random reachable member (every ``sync_interval`` with jitter), run GC."""
+        """Tear down a stuck exchange, apply the next slice of the replies being applied, write back owned
+        siblings, start the periodic exchange with a random reachable member (every ``sync_interval`` with
+        jitter), run GC (and the next slice of its re-strips while some are left)."""
         self._clock_in(now, wall)
         out: list[Output] = []
         for ex, reason in self._scheduler.stuck(now):
             self._teardown(ex, reason, now, out)
+        collected = self._continue_replies(now, out)  # an exchange that completes runs GC: one GC per call
         if self._writebacks.due(now):
             self._do_writebacks(out)
         self._scheduler.tick(now, self._membership.usable(), self._clock.asking)
-        if self._next_gc is None or now >= self._next_gc:
+        if collected:
+            pass
+        elif self._next_gc is None or now >= self._next_gc:
             self._next_gc = now + self._gc_interval
             self._gc(now, out)
+        elif self._objects.strippable(self._clock.base):
+            self._gc(now, out)  # the next slice of re-strips
         self._maybe_start(now, out)
         return out
 
@@ -476,8 +363,9 @@ class Replica(ReplicaState):
 
     # -- GC ---------------------------------------------------------------------------------------------
     def _gc(self, now: float, out: list[Output]) -> None:
-        """Forget the non-live dots every member holds; re-strip contexts the node clock now covers;
-        drop the rows of deletes that every member has seen."""
+        """Forget the non-live dots every member holds; re-strip contexts the node clock now covers (at most
+        ``RESTRIP_SLICE`` objects per call: :meth:`next_deadline` is due at once while more are left); drop the
+        rows of deletes that every member has seen."""
         self._stats["gc_runs"] += 1
         self._membership.prepare_gc(self._index.pending_nodes(), self._clock.current())
         pruned = self._index.prune(self._membership.watermark.min)
@@ -488,7 +376,7 @@ class Replica(ReplicaState):
                 out.append(pending_dot_row(dot, None))
                 if last and self._objects.get(*fk) is None:
                     keys_deleted += 1
-        for fk, stripped in self._objects.restripped(self._clock.base):
+        for fk, stripped in self._objects.restripped(self._clock.base, self.RESTRIP_SLICE):
             self._store(fk, stripped, out)
             if stripped.is_empty() and not self._index.awaits(fk):
                 keys_deleted += 1

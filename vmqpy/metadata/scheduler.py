@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
-from vmqpy.metadata.exchange import Exchange
+from vmqpy.metadata.exchange import Exchange, ExchangeState
 
 if TYPE_CHECKING:  # randomness is an input: only the type of the generator is named here
     import random
@@ -43,14 +43,21 @@ class ExchangeScheduler:
         return bool(self.running) or bool(self.queue)
 
     def deadlines(self, now: float, can_sync: bool) -> list[float]:
-        """When the scheduler needs a timer: an exchange step's deadline (now for an aborted one), now when a
-        queued exchange can start, the next periodic exchange when ``can_sync`` (a member is reachable)."""
-        times = [now if ex.abort else ex.deadline for ex in self.running.values()]
+        """When the scheduler needs a timer: an exchange step's deadline (now for an aborted one and for one
+        applying a reply), now when a queued exchange can start, the next periodic exchange when ``can_sync`` (a
+        member is reachable)."""
+        times = [
+            now if ex.abort or ex.state is ExchangeState.APPLYING else ex.deadline for ex in self.running.values()
+        ]
         if len(self.running) < self.max_running and any(p not in self.running for p in self.queue):
             times.append(now)
         if can_sync:
             times.append(now if self.next_sync is None else self.next_sync)
         return times
+
+    def applying(self) -> list[Exchange]:
+        """The running exchanges applying a reply (a slice at each call of the replica's timer)."""
+        return [ex for ex in self.running.values() if ex.state is ExchangeState.APPLYING]
 
     def stuck(self, now: float) -> list[tuple[Exchange, str]]:
         """The running exchanges to tear down, with the reason: aborted, or past their step's deadline."""

@@ -229,18 +229,26 @@ class ReplicaState:
         return self._membership.watermark
 
     def next_deadline(self) -> float | None:
-        """When :meth:`~vmqpy.metadata.replica.Replica.on_timer` must run next (None: nothing scheduled)."""
+        """When :meth:`~vmqpy.metadata.replica.Replica.on_timer` must run next (None: nothing scheduled).  It is
+        due at once (the last ``now``) while a reply or GC's re-strips are applied a slice per call: a driver
+        calls it on the next turn of its event loop."""
         times = self._scheduler.deadlines(self._now, bool(self._membership.usable()))
         writeback_at = self._writebacks.deadline(self._now)
         if writeback_at is not None:
             times.append(writeback_at)
         if self._index.has_pending() or self._objects.has_contexts():
             times.append(self._now if self._next_gc is None else self._next_gc)
+            if self._objects.strippable(self._clock.base):
+                times.append(self._now)  # GC's next slice of re-strips
         return min(times) if times else None
 
     def busy(self) -> bool:
         """An exchange is running or queued, or a write-back is pending."""
         return self._scheduler.busy() or bool(self._writebacks)
+
+    def applying(self) -> bool:
+        """An anti-entropy reply is being applied, a slice per call of ``on_timer`` (then due at once)."""
+        return bool(self._scheduler.applying())
 
     def index(self) -> dict[str, dict[int, FullKey]]:
         """A copy of the dot -> key index (live and not-yet-collected dots)."""
