@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from vmqpy import logconfig
+from vmqpy.broker import keepalive
 from vmqpy.broker.client_metrics import connack_label, observe_connect_latency
 from vmqpy.broker.decisions import RefuseConnect
 from vmqpy.broker.handover import RegistrationRefused, Ticket
@@ -157,8 +158,8 @@ def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | 
         conn._timer = None
     first_check = keepalive_check_after(conn.keep_alive, 0.0)
     if first_check is not None:
-        conn.last_received = conn.loop.time()
-        conn._timer = conn.loop.call_later(first_check, conn._on_timer)
+        now = conn.last_received = conn.loop.time()
+        keepalive.of_loop(conn.loop).schedule(conn, conn.loop, now + first_check)
 
 
 def bound_logger(conn: MQTTConnection, logger: Any) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from vmqpy.broker import connect_flow, pacing
+from vmqpy.broker import connect_flow, keepalive, pacing
 from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
@@ -42,7 +42,6 @@ from vmqpy.broker.decisions import (
     suback_codes,
 )
 from vmqpy.broker.message import Message
-from vmqpy.broker.negotiation import keepalive_check_after, keepalive_expired
 from vmqpy.broker.protocol import ConnectionMachine
 from vmqpy.broker.rate_limit import TokenBucket
 from vmqpy.broker.session import Session
@@ -81,8 +80,9 @@ class MQTTConnection(asyncio.Protocol):
         "__weakref__", "_abort_timer", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
         "_flush_scheduled", "_log", "_out", "_rate", "_rate_held", "_reading_paused", "_refusing", "_registering",
         "_retries", "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing", "config",
-        "connect_waited", "decoder", "identity_as_username", "keep_alive", "last_received", "listener", "loop",
-        "machine", "normal_close", "on_lost", "peer", "session", "storage", "traces", "transport", "username",
+        "connect_waited", "decoder", "identity_as_username", "keep_alive", "keepalive_bucket", "last_received",
+        "listener", "loop", "machine", "normal_close", "on_lost", "peer", "session", "storage", "traces", "transport",
+        "username",
     )
 
     def __init__(
@@ -118,7 +118,9 @@ class MQTTConnection(asyncio.Protocol):
         self._blocked_on = 0
         self._rate = TokenBucket(config.max_message_rate, self.loop.time()) if config.max_message_rate else None
         self._rate_held = False  # over max_message_rate: nothing read until the rate allows the next PUBLISH
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None  # the CONNECT timer of a connection no prelude waited for
+        # the set of the node's keep-alive wheel this connection waits in for its next check (vmqpy.broker.keepalive)
+        self.keepalive_bucket: set[keepalive.Watched] | None = None
         self._retries = False  # resends of what the client leaves unacknowledged (3.1.1 with retry_interval)
         self._retry_timer: asyncio.TimerHandle | None = None
         self._abort_timer: asyncio.TimerHandle | None = None
@@ -211,6 +213,7 @@ class MQTTConnection(asyncio.Protocol):
         for timer in (self._timer, self._retry_timer, self._abort_timer):  # the abort's: the socket is gone
             if timer is not None:
                 timer.cancel()
+        keepalive.Buckets.discard(self)
         self._retry_timer = None
         self.broker.metrics["socket_close"] += 1
         connect_flow.disconnected(self, exc)
@@ -338,6 +341,7 @@ class MQTTConnection(asyncio.Protocol):
         self.close()
 
     def _on_timer(self) -> None:
+        """The CONNECT timer (connect_timeout) of a connection no prelude waited for."""
         self._timer = None
         if self.closing:
             return
@@ -345,21 +349,11 @@ class MQTTConnection(asyncio.Protocol):
             self.log.info("no CONNECT in time")
             self.close()
             return
-        now = self.loop.time()
-        idle = now - self.last_received
-        # A client we stopped reading (backpressure) is not silent by its own doing: it counts as active.
-        if keepalive_expired(self.keep_alive, idle) and not self._reading_paused:
-            self.log.info("keepalive expired", keep_alive=self.keep_alive)
-            if self.level == 5:
-                self.write_packet(Disconnect(rc.KEEP_ALIVE_TIMEOUT))
-            self.close()
-            return
-        check_after = keepalive_check_after(self.keep_alive, idle)
-        if check_after is None:
-            return
-        if self._reading_paused:
-            self.last_received = now
-        self._timer = self.loop.call_later(check_after, self._on_timer)
+        self.keepalive_check(self.loop.time())
+
+    def keepalive_check(self, now: float) -> None:
+        """The keep-alive wheel's call: close a client silent for 1.5 times its keep alive, or check it again."""
+        keepalive.check(self, now)
 
     def _ack_failed(self, error: BaseException) -> None:
         self.log.error("cannot confirm what the client sent (storage failed, or a node it went to left); "
