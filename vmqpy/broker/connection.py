@@ -12,6 +12,7 @@ and leave in order.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -119,8 +120,7 @@ class MQTTConnection(asyncio.Protocol):
         self._rate = TokenBucket(config.max_message_rate, self.loop.time()) if config.max_message_rate else None
         self._rate_held = False  # over max_message_rate: nothing read until the rate allows the next PUBLISH
         self._timer: asyncio.TimerHandle | None = None  # the CONNECT timer of a connection no prelude waited for
-        # the set of the node's keep-alive wheel this connection waits in for its next check (vmqpy.broker.keepalive)
-        self.keepalive_bucket: set[keepalive.Watched] | None = None
+        self.keepalive_bucket: set[keepalive.Watched] | None = None  # where it waits in the node's keep-alive wheel
         self._retries = False  # resends of what the client leaves unacknowledged (3.1.1 with retry_interval)
         self._retry_timer: asyncio.TimerHandle | None = None
         self._abort_timer: asyncio.TimerHandle | None = None
@@ -169,8 +169,8 @@ class MQTTConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
         if self.peer is None:  # else a PROXY header gave the client's address (vmqpy.broker.preludes)
-            peer = transport.get_extra_info("peername")
-            self.peer = (str(peer[0]), int(peer[1])) if peer else None
+            peer = transport.get_extra_info("peername")  # the host interned: clients behind one address share it
+            self.peer = (sys.intern(str(peer[0])), int(peer[1])) if peer else None
         if self.identity_as_username:  # listener.ssl.use_identity_as_username: the certificate's CN is the user
             self.machine.identity = certificate_identity(transport.get_extra_info("peercert"))
         self.last_received = self.loop.time()

@@ -3,10 +3,10 @@
 The shape is pinned where it can be: no attribute dictionary on the per-connection objects, the callbacks of a
 connection's end shared by every connection of its listener, no event-loop timer per connection for its keep
 alive (one wheel per loop, vmqpy.broker.keepalive); and the Python heap of 1,000 idle clean 3.1.1 connections
-made through the tcp listener's CONNECT prelude stays under BYTES_PER_CONNECTION each (measured 1,930 bytes on
-2026-11-27, fourth session, the fake transport's own bytes included in neither; a libuv timer per connection
-would add about 570, a closure and a tuple per connection about 370). The rest of the RSS is uvloop's transport
-and the allocator's (docs/performance.md, "Idle connections and connects").
+made through the tcp listener's CONNECT prelude stays under BYTES_PER_CONNECTION each (measured 1,784 bytes on
+2026-11-27, fourth session, 2,911 before it, the fake transport's own bytes in neither; a libuv timer per
+connection would add about 570, a closure and a tuple per connection about 370). The rest of the RSS is uvloop's
+transport and the allocator's (docs/performance.md, "Idle connections and connects").
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from vmqpy.storage import Storage
 
 CONNECTIONS = 1_000
 WARMUP = 100
-BYTES_PER_CONNECTION = 2_300
+BYTES_PER_CONNECTION = 2_100
 
 
 class Socket(PreludeTransport):
@@ -56,7 +56,9 @@ async def test_idle_connections_share_their_end_callbacks_and_arm_no_timer_of_th
     make = listeners.factory("tcp", "default")
     (a, _), (b, _) = idle_connection(make, "a"), idle_connection(make, "b")
     for conn in (a, b):
-        assert not hasattr(conn, "__dict__") and not hasattr(conn.session, "__dict__")
+        assert not any(hasattr(part, "__dict__") for part in (conn, conn.session, conn.machine, conn.machine.state,
+                                                              conn.decoder, conn.acks))
+        assert conn.machine._may_write is None, "the ACL's cache of a node without an ACL is never made"
         assert conn._timer is None and conn._retry_timer is None and conn._abort_timer is None
         assert conn.keepalive_bucket is not None and conn in conn.keepalive_bucket
     assert a.on_lost is b.on_lost, "one tuple of callbacks per listener"
