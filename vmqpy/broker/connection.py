@@ -12,7 +12,6 @@ and leave in order.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -79,11 +78,11 @@ class MQTTConnection(asyncio.Protocol):
     # No attribute dictionary: a node holds one of these per client (about 1.5 KB less each, docs/performance.md).
     __slots__ = (
         "__weakref__", "_abort_timer", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
-        "_flush_scheduled", "_log", "_out", "_rate", "_rate_held", "_reading_paused", "_refusing", "_registering",
-        "_retries", "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing", "config",
-        "connect_waited", "decoder", "identity_as_username", "keep_alive", "keepalive_bucket", "last_received",
-        "listener", "loop", "machine", "normal_close", "on_lost", "peer", "session", "storage", "traces", "transport",
-        "username",
+        "_flush_scheduled", "_log", "_out", "_peer", "_rate", "_rate_held", "_reading_paused", "_refusing",
+        "_registering", "_retries", "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing",
+        "config", "connect_waited", "decoder", "identity_as_username", "keep_alive", "keepalive_bucket",
+        "last_received", "listener", "loop", "machine", "normal_close", "on_lost", "session", "storage", "traces",
+        "transport", "username",
     )
 
     def __init__(
@@ -103,7 +102,7 @@ class MQTTConnection(asyncio.Protocol):
         self.session: Session | None = None
         self.client_id = ""
         self.traces: tuple[Trace, ...] = ()  # `vmq-admin trace client` of this client (vmqpy.broker.trace)
-        self.peer: tuple[str, int] | None = None  # the client's address (host, port)
+        self._peer: tuple[str, int] | None = None  # the client's address from a PROXY header (else: `peer`)
         self.identity_as_username = False  # a TLS listener's use_identity_as_username (set before connection_made)
         self.username: str | None = None
         self._log: Any = None  # the logger bound to this connection's fields, made at its first use (`log`)
@@ -158,6 +157,15 @@ class MQTTConnection(asyncio.Protocol):
         return bound
 
     @property
+    def peer(self) -> tuple[str, int] | None:
+        """The client's address: a PROXY header's, else the socket's, read when asked (connect_flow.socket_peer)."""
+        return self._peer if self._peer is not None else connect_flow.socket_peer(self.transport)
+
+    @peer.setter
+    def peer(self, peer: tuple[str, int] | None) -> None:
+        self._peer = peer
+
+    @property
     def listener_kind(self) -> str:
         """tcp, ssl, ws or wss: the kind of listener the client came through (its label is NAME for tcp)."""
         kind, dot, _name = self.listener.partition(".")
@@ -168,9 +176,6 @@ class MQTTConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
-        if self.peer is None:  # else a PROXY header gave the client's address (vmqpy.broker.preludes)
-            peer = transport.get_extra_info("peername")  # the host interned: clients behind one address share it
-            self.peer = (sys.intern(str(peer[0])), int(peer[1])) if peer else None
         if self.identity_as_username:  # listener.ssl.use_identity_as_username: the certificate's CN is the user
             self.machine.identity = certificate_identity(transport.get_extra_info("peercert"))
         self.last_received = self.loop.time()
@@ -340,8 +345,7 @@ class MQTTConnection(asyncio.Protocol):
             self._write_bytes(encode(Connack(False, reason_code), 5))
         self.close()
 
-    def _on_timer(self) -> None:
-        """The CONNECT timer (connect_timeout) of a connection no prelude waited for."""
+    def _on_timer(self) -> None:  # the CONNECT timer of a connection no prelude waited for
         self._timer = None
         if self.closing:
             return
@@ -349,11 +353,7 @@ class MQTTConnection(asyncio.Protocol):
             self.log.info("no CONNECT in time")
             self.close()
             return
-        self.keepalive_check(self.loop.time())
-
-    def keepalive_check(self, now: float) -> None:
-        """The keep-alive wheel's call: close a client silent for 1.5 times its keep alive, or check it again."""
-        keepalive.check(self, now)
+        keepalive.check(self, self.loop.time())
 
     def _ack_failed(self, error: BaseException) -> None:
         self.log.error("cannot confirm what the client sent (storage failed, or a node it went to left); "

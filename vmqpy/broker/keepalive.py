@@ -19,7 +19,8 @@ import asyncio
 import heapq
 import math
 import weakref
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -40,8 +41,8 @@ class Watched(Protocol):
 
     keepalive_bucket: set[Watched] | None
 
-    def keepalive_check(self, now: float) -> None:
-        """Called at (or at most GRAIN seconds after) the time it was scheduled for, out of its bucket."""
+
+Check = Callable[[Any, float], None]  # the check of an item taken out of its bucket at (or a grain after) its time
 
 
 def bucket_of(at: float) -> int:
@@ -102,11 +103,13 @@ class Buckets:
 
 
 class KeepAlives:
-    """The buckets of one event loop and the one timer armed for the earliest of them."""
+    """The buckets of one event loop, the one timer armed for the earliest of them, and what it does with an item
+    whose time came (`check`: the connection's keep-alive check)."""
 
-    __slots__ = ("_armed_at", "_timer", "buckets")
+    __slots__ = ("_armed_at", "_timer", "buckets", "check")
 
-    def __init__(self) -> None:
+    def __init__(self, check: Check) -> None:
+        self.check = check
         self.buckets = Buckets()
         self._timer: asyncio.TimerHandle | None = None
         self._armed_at = math.inf
@@ -128,9 +131,10 @@ class KeepAlives:
         self._timer = None
         self._armed_at = math.inf
         now = loop.time()
+        check = self.check
         for item in self.buckets.pop_due(now):
             try:
-                item.keepalive_check(now)
+                check(item, now)
             except Exception:  # one connection's failure must not leave the others of its bucket unchecked
                 log.exception("keep-alive check failed")
         due = self.buckets.next_due()
@@ -145,7 +149,7 @@ def of_loop(loop: asyncio.AbstractEventLoop) -> KeepAlives:
     """The keep-alive wheel of `loop` (made at its first use; it holds the loop only while its timer is armed)."""
     wheel = _OF_LOOP.get(loop)
     if wheel is None:
-        wheel = _OF_LOOP[loop] = KeepAlives()
+        wheel = _OF_LOOP[loop] = KeepAlives(check)
     return wheel
 
 

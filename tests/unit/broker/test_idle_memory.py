@@ -2,11 +2,12 @@
 
 The shape is pinned where it can be: no attribute dictionary on the per-connection objects, the callbacks of a
 connection's end shared by every connection of its listener, no event-loop timer per connection for its keep
-alive (one wheel per loop, vmqpy.broker.keepalive); and the Python heap of 1,000 idle clean 3.1.1 connections
-made through the tcp listener's CONNECT prelude stays under BYTES_PER_CONNECTION each (measured 1,784 bytes on
-2026-11-27, fourth session, 2,911 before it, the fake transport's own bytes in neither; a libuv timer per
-connection would add about 570, a closure and a tuple per connection about 370). The rest of the RSS is uvloop's
-transport and the allocator's (docs/performance.md, "Idle connections and connects").
+alive (one wheel per loop, vmqpy.broker.keepalive), the peer's address read from the socket when asked, not kept;
+and the Python heap of 1,000 idle clean 3.1.1 connections made through the tcp listener's CONNECT prelude stays
+under BYTES_PER_CONNECTION each (measured 1,743 bytes on 2026-11-27, fourth session, 2,911 before it, the fake
+transport's own bytes in neither; a libuv timer per connection would add about 570, a closure and a tuple per
+connection about 370). The rest of the RSS is uvloop's transport and the allocator's (docs/performance.md, "Idle
+connections and connects").
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from vmqpy.storage import Storage
 
 CONNECTIONS = 1_000
 WARMUP = 100
-BYTES_PER_CONNECTION = 2_100
+BYTES_PER_CONNECTION = 2_050
 
 
 class Socket(PreludeTransport):
@@ -111,3 +112,30 @@ async def test_an_idle_clean_connection_holds_at_most_its_budget_of_python_heap(
         assert all(isinstance(conn, MQTTConnection) and conn.keepalive_bucket is None for conn in held)
     finally:
         logconfig.set_level(before_level)
+
+
+class GoneSocket(Socket):
+    """A socket whose peer can no longer be read (uvloop's, once closed)."""
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "peername":
+            raise OSError(107, "Transport endpoint is not connected")
+        return default
+
+
+async def test_the_peer_is_read_from_the_socket_when_asked_not_kept(storage: Storage) -> None:
+    _broker, listeners, _metadata = node(storage)
+    conn, socket = idle_connection(listeners.factory("tcp", "default"), "p")
+    assert conn._peer is None, "nothing kept per connection"
+    assert conn.peer == ("127.0.0.1", 5555)
+    assert conn._connect_at == 0.0, "the CONNECT's time is not kept once the CONNACK is written"
+    proxied = listeners.open_mqtt("tcp", "default", ("203.0.113.7", 4242))
+    proxied.connection_made(socket)
+    assert proxied.peer == ("203.0.113.7", 4242), "a PROXY header's address wins over the socket's"
+    gone = listeners.open_mqtt("tcp", "default")
+    gone.connection_made(GoneSocket())
+    assert gone.peer is None
+    unconnected = listeners.open_mqtt("tcp", "default")
+    assert unconnected.peer is None
+    for each in (conn, proxied, gone):
+        each.connection_lost(None)

@@ -38,6 +38,10 @@ class Item:
         self.checked.append(now)
 
 
+def check_item(item: Item, now: float) -> None:
+    item.keepalive_check(now)
+
+
 @pytest.mark.parametrize(("at", "number"), [(0.0, 0), (0.05, 1), (0.1, 1), (0.10001, 2), (0.3, 3), (12.34, 124)])
 def test_a_time_falls_in_the_first_bucket_that_starts_at_or_after_it(at: float, number: int) -> None:
     assert bucket_of(at) == number
@@ -107,7 +111,7 @@ def test_never_early_never_more_than_a_grain_late(ops: list[tuple[str, int, floa
 
 async def test_the_loop_timer_checks_each_item_not_before_its_time() -> None:
     loop = asyncio.get_running_loop()
-    wheel = KeepAlives()
+    wheel = KeepAlives(check_item)
     start = loop.time()
     items = [Item(i) for i in range(4)]
     for delay, item in zip((0.02, 0.25, 0.0, 0.13), items, strict=True):
@@ -129,7 +133,7 @@ async def test_a_failing_check_does_not_keep_the_others_of_its_bucket_from_their
             raise RuntimeError("boom")
 
     loop = asyncio.get_running_loop()
-    wheel = KeepAlives()
+    wheel = KeepAlives(check_item)
     at = loop.time()
     items = [Failing(0), Item(1), Failing(2), Item(3)]
     for item in items:
@@ -160,10 +164,10 @@ async def test_a_silent_client_is_closed_at_one_and_a_half_keep_alives_not_befor
     assert bucket is not None and conn in bucket and conn._timer is None, "waits in the wheel, with no timer"
     last = conn.last_received
     assert bucket_of(last + 15.0) * GRAIN >= last + 15.0
-    conn.keepalive_check(last + 14.99)
+    keepalive.check(conn, last + 14.99)
     assert not conn.closing and not transport.closed
     assert conn.keepalive_bucket is not None, "checked again when 1.5 x 10 s would have passed"
-    conn.keepalive_check(last + 15.0)
+    keepalive.check(conn, last + 15.0)
     assert conn.closing and transport.closed
     packets = await received(transport, level)
     assert isinstance(packets[0], Connack)
@@ -179,7 +183,7 @@ async def test_a_client_that_spoke_is_checked_again_from_its_last_packet(storage
     conn, _transport = accepted(storage, 4, keep_alive=10)
     conn.data_received(encode(Pingreq(), 4))
     spoke = conn.last_received
-    conn.keepalive_check(spoke + 5.0)
+    keepalive.check(conn, spoke + 5.0)
     assert not conn.closing
     wheel = keepalive.of_loop(asyncio.get_running_loop())
     assert conn.keepalive_bucket is wheel.buckets._by_number[bucket_of(spoke + 15.0)]
