@@ -7,7 +7,12 @@ Reported per broker, medians over the rounds: KiB of RSS per idle connection ((R
 microseconds of broker CPU per connect. The client is one process, the same for both brokers; the broker's
 figures do not depend on its speed.
 
-    flock /tmp/vmqpy-net.lock .venv/bin/python -m bench.bench_idle [--connections N] [--rounds R]
+    flock /tmp/vmqpy-net.lock .venv/bin/python -m bench.bench_idle [--connections N] [--rounds R] [--baseline REV]
+        [--no-mosquitto]
+
+`--baseline REV` adds vmqpy at git revision REV (exported to a temporary directory) to every round, between this
+checkout's vmqpy and Mosquitto, so that a change is measured against its base in the same run. The client holds
+N + 100 file descriptors: N can go up to the process's hard limit less 100 (each broker is its own process).
 
 Both brokers log at error level only; vmqpy runs with its defaults otherwise (clean sessions never touch the
 disk, but every connect writes and every disconnect deletes an owner record in the metadata store).
@@ -19,10 +24,12 @@ import argparse
 import resource
 import socket
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from bench.brokers import KINDS, BrokerProcess
+from bench.brokers import KINDS, BrokerProcess, export_revision
 
 WARMUP = 200
 SETTLE_S = 1.0
@@ -55,8 +62,8 @@ class Round:
     us_per_connect: float
 
 
-def measure(kind: str, connections: int, tag: str) -> Round:
-    with BrokerProcess(kind) as broker:
+def measure(kind: str, connections: int, tag: str, source: Path | None = None) -> Round:
+    with BrokerProcess(kind, source=source) as broker:
         for i in range(WARMUP):
             open_connection(broker.port, f"{tag}-w{i}").close()
         time.sleep(SETTLE_S)
@@ -78,25 +85,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--connections", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", default="", help="also run vmqpy at this git revision")
+    parser.add_argument("--no-mosquitto", action="store_true", help="vmqpy only (and its baseline)")
     args = parser.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if args.connections + 100 > hard:
         parser.error(f"--connections {args.connections}: this process may open {hard} files at most")
-    results: dict[str, list[Round]] = {kind: [] for kind in KINDS}
-    for r in range(args.rounds):
-        for kind in KINDS:
-            results[kind].append(measure(kind, args.connections, f"idle{r}"))
-            last = results[kind][-1]
-            print(f"round {r + 1} {kind:9} {last.kib_per_connection:6.2f} KiB/connection "
-                  f"{last.us_per_connect:6.1f} us CPU/connect", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-idle-base-") as tmp:
+        sources: dict[str, tuple[str, Path | None]] = {"vmqpy": ("vmqpy", None)}
+        if args.baseline:
+            commit = export_revision(args.baseline, Path(tmp))
+            sources[f"vmqpy@{commit[:7]}"] = ("vmqpy", Path(tmp))
+        if not args.no_mosquitto:
+            sources.update({kind: (kind, None) for kind in KINDS if kind != "vmqpy"})
+        results = run_rounds(sources, args.connections, args.rounds)
     print(f"\n{args.connections} idle clean 3.1.1 connections, median of {args.rounds} rounds:")
     print("| broker | RSS per idle connection | broker CPU per connect |")
     print("|---|---:|---:|")
-    for kind in KINDS:
-        kib = statistics.median(r.kib_per_connection for r in results[kind])
-        us = statistics.median(r.us_per_connect for r in results[kind])
-        print(f"| {kind} | {kib:.2f} KiB | {us:.0f} us |")
+    for label, rounds in results.items():
+        kib = statistics.median(r.kib_per_connection for r in rounds)
+        us = statistics.median(r.us_per_connect for r in rounds)
+        print(f"| {label} | {kib:.2f} KiB | {us:.0f} us |")
+
+
+def run_rounds(sources: dict[str, tuple[str, Path | None]], connections: int, rounds: int) -> dict[str, list[Round]]:
+    """Interleaved rounds over `sources` (label -> broker kind, vmqpy source directory or None: this checkout)."""
+    results: dict[str, list[Round]] = {label: [] for label in sources}
+    for r in range(rounds):
+        for label, (kind, source) in sources.items():
+            results[label].append(measure(kind, connections, f"idle{r}", source))
+            last = results[label][-1]
+            print(f"round {r + 1} {label:15} {last.kib_per_connection:6.2f} KiB/connection "
+                  f"{last.us_per_connect:6.1f} us CPU/connect", flush=True)
+    return results
 
 
 if __name__ == "__main__":

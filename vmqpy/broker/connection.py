@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from vmqpy.broker import connect_flow, pacing, publish_out
+from vmqpy.broker import connect_flow, keepalive, pacing, publish_out
 from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
@@ -41,7 +41,6 @@ from vmqpy.broker.decisions import (
     suback_codes,
 )
 from vmqpy.broker.message import Message
-from vmqpy.broker.negotiation import keepalive_check_after, keepalive_expired
 from vmqpy.broker.protocol import ConnectionMachine
 from vmqpy.broker.rate_limit import TokenBucket
 from vmqpy.broker.session import Session
@@ -78,10 +77,11 @@ class MQTTConnection(asyncio.Protocol):
     # No attribute dictionary: a node holds one of these per client (about 1.5 KB less each, docs/performance.md).
     __slots__ = (
         "__weakref__", "_abort_timer", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
-        "_flush_scheduled", "_log", "_out", "_rate", "_rate_held", "_reading_paused", "_refusing", "_registering",
-        "_retries", "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing", "config",
-        "connect_waited", "decoder", "identity_as_username", "keep_alive", "last_received", "listener", "loop",
-        "machine", "normal_close", "on_lost", "peer", "session", "storage", "traces", "transport", "username",
+        "_flush_scheduled", "_log", "_out", "_peer", "_rate", "_rate_held", "_reading_paused", "_refusing",
+        "_registering", "_retries", "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing",
+        "config", "connect_waited", "decoder", "identity_as_username", "keep_alive", "keepalive_bucket",
+        "last_received", "listener", "loop", "machine", "normal_close", "on_lost", "session", "storage", "traces",
+        "transport", "username",
     )
 
     def __init__(
@@ -101,7 +101,7 @@ class MQTTConnection(asyncio.Protocol):
         self.session: Session | None = None
         self.client_id = ""
         self.traces: tuple[Trace, ...] = ()  # `vmq-admin trace client` of this client (vmqpy.broker.trace)
-        self.peer: tuple[str, int] | None = None  # the client's address (host, port)
+        self._peer: tuple[str, int] | None = None  # the client's address from a PROXY header (else: `peer`)
         self.identity_as_username = False  # a TLS listener's use_identity_as_username (set before connection_made)
         self.username: str | None = None
         self._log: Any = None  # the logger bound to this connection's fields, made at its first use (`log`)
@@ -117,7 +117,8 @@ class MQTTConnection(asyncio.Protocol):
         self._blocked_on = 0
         self._rate = TokenBucket(config.max_message_rate, self.loop.time()) if config.max_message_rate else None
         self._rate_held = False  # over max_message_rate: nothing read until the rate allows the next PUBLISH
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None  # the CONNECT timer of a connection no prelude waited for
+        self.keepalive_bucket: set[keepalive.Watched] | None = None  # where it waits in the node's keep-alive wheel
         self._retries = False  # resends of what the client leaves unacknowledged (3.1.1 with retry_interval)
         self._retry_timer: asyncio.TimerHandle | None = None
         self._abort_timer: asyncio.TimerHandle | None = None
@@ -155,6 +156,15 @@ class MQTTConnection(asyncio.Protocol):
         return bound
 
     @property
+    def peer(self) -> tuple[str, int] | None:
+        """The client's address: a PROXY header's, else the socket's, read when asked (connect_flow.socket_peer)."""
+        return self._peer if self._peer is not None else connect_flow.socket_peer(self.transport)
+
+    @peer.setter
+    def peer(self, peer: tuple[str, int] | None) -> None:
+        self._peer = peer
+
+    @property
     def listener_kind(self) -> str:
         """tcp, ssl, ws or wss: the kind of listener the client came through (its label is NAME for tcp)."""
         kind, dot, _name = self.listener.partition(".")
@@ -165,9 +175,6 @@ class MQTTConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
-        if self.peer is None:  # else a PROXY header gave the client's address (vmqpy.broker.preludes)
-            peer = transport.get_extra_info("peername")
-            self.peer = (str(peer[0]), int(peer[1])) if peer else None
         if self.identity_as_username:  # listener.ssl.use_identity_as_username: the certificate's CN is the user
             self.machine.identity = certificate_identity(transport.get_extra_info("peercert"))
         self.last_received = self.loop.time()
@@ -210,6 +217,7 @@ class MQTTConnection(asyncio.Protocol):
         for timer in (self._timer, self._retry_timer, self._abort_timer):  # the abort's: the socket is gone
             if timer is not None:
                 timer.cancel()
+        keepalive.Buckets.discard(self)
         self._retry_timer = None
         self.broker.metrics["socket_close"] += 1
         connect_flow.disconnected(self, exc)
@@ -295,7 +303,7 @@ class MQTTConnection(asyncio.Protocol):
             self._write_bytes(encode(Connack(False, reason_code), 5))
         self.close()
 
-    def _on_timer(self) -> None:
+    def _on_timer(self) -> None:  # the CONNECT timer of a connection no prelude waited for
         self._timer = None
         if self.closing:
             return
@@ -303,21 +311,7 @@ class MQTTConnection(asyncio.Protocol):
             self.log.info("no CONNECT in time")
             self.close()
             return
-        now = self.loop.time()
-        idle = now - self.last_received
-        # A client we stopped reading (backpressure) is not silent by its own doing: it counts as active.
-        if keepalive_expired(self.keep_alive, idle) and not self._reading_paused:
-            self.log.info("keepalive expired", keep_alive=self.keep_alive)
-            if self.level == 5:
-                self.write_packet(Disconnect(rc.KEEP_ALIVE_TIMEOUT))
-            self.close()
-            return
-        check_after = keepalive_check_after(self.keep_alive, idle)
-        if check_after is None:
-            return
-        if self._reading_paused:
-            self.last_received = now
-        self._timer = self.loop.call_later(check_after, self._on_timer)
+        keepalive.check(self, self.loop.time())
 
     def _ack_failed(self, error: BaseException) -> None:
         self.log.error("cannot confirm what the client sent (storage failed, or a node it went to left); "

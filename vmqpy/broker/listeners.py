@@ -72,6 +72,9 @@ class Listeners:
         self._runners: dict[tuple[str, str], web.AppRunner] = {}  # the WebSocket listeners' aiohttp runners
         self._handshakes: set[asyncio.Task[None]] = set()  # TLS handshakes under way (HandshakePrelude)
         self.proxied_peers = websocket.ProxiedPeers()  # the clients' addresses of WebSocket listeners' PROXY headers
+        # what a connection does when its socket is gone, by the max_connections place it releases (None: none):
+        # one tuple shared by the connections of a listener, not a closure and a tuple of their own each
+        self._on_lost: dict[Callable[[], None] | None, tuple[Callable[[MQTTConnection], None], ...]] = {}
         self.limits = {
             (kind, name): ConnectionLimit(label(kind, name), self.option(kind, name, "max_connections"),
                                           broker.metrics)
@@ -87,25 +90,34 @@ class Listeners:
     def option(self, kind: str, name: str, option: str) -> Any:
         return config_module.listener_option(self.config, name, option, kind)
 
-    def open_mqtt(self, kind: str, name: str, peer: tuple[str, int] | None = None) -> MQTTConnection:
-        """A new MQTTConnection of listener (kind, name), in `connections` until its socket is gone; `peer`
-        (from a PROXY header) replaces the socket's peer address."""
+    def open_mqtt(self, kind: str, name: str, peer: tuple[str, int] | None = None,
+                  release: Callable[[], None] | None = None) -> MQTTConnection:
+        """A new MQTTConnection of listener (kind, name), in `connections` until its socket is gone, then running
+        `release` (if given) first; `peer` (from a PROXY header) replaces the socket's peer address."""
         conn = MQTTConnection(self.broker, self.config, self.storage, self.auth, label(kind, name))
         conn.peer = peer
         conn.identity_as_username = bool(kind in config_module.TLS_KINDS
                                          and self.option(kind, name, "use_identity_as_username"))
         self.connections.add(conn)
-        conn.on_lost += (self.connections.discard,)
+        conn.on_lost = self._lost_callbacks(release)
         return conn
+
+    def _lost_callbacks(self, release: Callable[[], None] | None) -> tuple[Callable[[MQTTConnection], None], ...]:
+        """The on_lost of a connection: run `release`, then leave `connections` (shared by every connection with
+        the same `release`: bound methods of one object are equal)."""
+        callbacks = self._on_lost.get(release)
+        if callbacks is None:
+            leave = (self.connections.discard,)
+            callbacks = self._on_lost[release] = leave if release is None else (_calling(release), *leave)
+        return callbacks
 
     def awaiting_connect(self, kind: str, name: str, release: Callable[[], None],
                          peer: tuple[str, int] | None = None) -> ConnectPrelude:
         """The protocol of a new socket of listener (kind, name) until its CONNECT is whole, then an MQTTConnection
         that runs `release` when its socket is gone (the prelude runs it if the socket goes before that)."""
         def open_connection() -> asyncio.Protocol:
-            conn = self.open_mqtt(kind, name, peer)
+            conn = self.open_mqtt(kind, name, peer, release)
             conn.connect_waited = True  # the prelude had mqtt.connect_timeout and hands on a whole CONNECT
-            conn.on_lost = (_calling(release), *conn.on_lost)
             return conn
 
         return ConnectPrelude(open_connection, self.connect_waits[(kind, name)], release)
@@ -117,9 +129,8 @@ class Listeners:
         limit = self.limits[(kind, name)]
         if not limit.admit(self.loop.time()):
             return RefusedConnection()
-        conn = self.open_mqtt(kind, name, None if request is None else self.proxied_peers.peer_of(request))
-        conn.on_lost = (_calling(limit.release), *conn.on_lost)
-        return conn
+        return self.open_mqtt(kind, name, None if request is None else self.proxied_peers.peer_of(request),
+                              limit.release)
 
     def factory(self, kind: str, name: str) -> ProtocolFactory:
         """The protocol factory of listener (kind, name) for `loop.create_server`."""

@@ -135,6 +135,8 @@ _CERTIFIED = _Certified()
 
 
 class ConnectionMachine:
+    __slots__ = ("_generation", "_handlers", "_may_write", "access", "auth", "config", "connected_now", "identity",
+                 "metrics", "new_client_id", "policy", "state")  # one per connection: no attribute dictionary
     def __init__(self, config: Config, auth: CredentialCheck, policy: ServePolicy,
                  new_client_id: Callable[[], str] = assigned_client_id, access: AccessControl | None = None) -> None:
         self.config = config
@@ -144,14 +146,12 @@ class ConnectionMachine:
         self.access = access  # the ACL in force; None: every topic is allowed
         # the node's counters (the broker's, which the access rules share); packets of a kind received here
         self.metrics: Counter[str] = access.metrics if access is not None else Counter()
-        self._may_write: dict[str, bool] = {}  # topic -> the ACL's decision, for ACL generation `_generation`
+        self._may_write: dict[str, bool] | None = None  # topic -> the ACL's decision (ACL `_generation`); lazily
         self._generation = -1
-        # The CN of the client's verified TLS certificate on a listener with use_identity_as_username: the CONNECT's
-        # user name, and the certificate is its credential (the CONNECT's user name and password are not used).
+        # The CN of the verified TLS certificate on a use_identity_as_username listener: the user (its credential)
         self.identity: str | None = None
         self.state = ConnectionState()
-        # The row of the dispatch table for the current phase (looked up once per phase, not per packet), and
-        # whether PUBLISH may take the driver's fast path (`publish`).
+        # the dispatch row of the current phase (looked up once per phase), and whether PUBLISH takes the fast path
         self._handlers = _BY_PHASE[Phase.CONNECTING]
         self.connected_now = False
 
@@ -253,7 +253,7 @@ class ConnectionMachine:
         """The ACL's decision on a PUBLISH to `topic`, remembered until the ACL changes."""
         access = self.access
         assert access is not None
-        cache = self._may_write
+        cache = self._may_write = self._may_write or {}  # made at the first PUBLISH the ACL judges
         if self._generation != access.generation:
             cache.clear()
             self._generation = access.generation

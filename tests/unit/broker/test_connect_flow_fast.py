@@ -169,7 +169,7 @@ async def test_a_connection_from_the_prelude_arms_no_connect_timer_a_websocket_o
     prelude.data_received(encode(Connect("c1"), 4)[1:])
     conn = transport.protocol
     assert isinstance(conn, MQTTConnection) and conn.connect_waited and conn.session is not None
-    assert conn._timer is not None, "the keep alive timer of the accepted connect"
+    assert conn._timer is None and conn.keepalive_bucket is not None, "the keep alive check of the accepted connect"
     plain = listeners.open_mqtt("ws", "default")  # a WebSocket's connection: nobody waited for its CONNECT
     plain.connection_made(FakeTransport())
     assert not plain.connect_waited and plain._timer is not None
