@@ -29,7 +29,7 @@ from vmqpy.cluster.forwarding import (
 )
 from vmqpy.cluster.framing import FrameType
 
-__all__ = ["BATCH_BYTES", "Deliver", "ForwardDriver", "ForwardLinks"]
+__all__ = ["BATCH_BYTES", "Deliver", "DeliverBatch", "ForwardDriver", "ForwardLinks"]
 
 log = structlog.get_logger("vmqpy.cluster")
 
@@ -38,6 +38,9 @@ BATCH_BYTES = 64 * 1024  # a batch of forwards is sent once this large, without 
 #: ``deliver(record, now, sender, seq)``: hand a forwarded publish to the local sessions; True when a
 #: persistent session took it (its acknowledgement then waits for the storage barrier). `seq` 0: QoS 0.
 Deliver = Callable[[Any, float, str, int], bool]
+#: ``deliver_batch(entries, now, sender)``: the same for the forwards of one frame that are due (duplicates left
+#: out), ``(seq, record)`` in order; True when a persistent session took any of them.
+DeliverBatch = Callable[[list[tuple[int, Any]], float, str], bool]
 
 
 class ForwardLinks(Protocol):
@@ -93,6 +96,8 @@ class ForwardDriver:
         self.receiver = ForwardReceiver()
         self.epoch = new_epoch()
         self._deliver = deliver
+        # The same delivery, a frame's forwards in one call (the broker's `deliver_forwards`); None: one by one.
+        self.deliver_batch: DeliverBatch | None = None
         self._barrier = barrier
         self._acks_due: set[str] = set()  # peers whose forwards arrived since the last acknowledgements
         self._acks_scheduled = False
@@ -237,8 +242,27 @@ class ForwardDriver:
             return
         self.counters["forward_received"] += len(entries)
         accept = self.receiver.accept
-        deliver = self._deliver
         now = time.time()
+        deliver_batch = self.deliver_batch
+        if deliver_batch is not None:
+            due: list[tuple[int, Any]] = []
+            numbered = False
+            for entry in entries:
+                seq = entry[0]
+                if not seq:
+                    due.append(entry)
+                    continue
+                numbered = True
+                if accept(peer, seq, low, epoch):
+                    due.append(entry)
+                else:
+                    self.counters["forward_duplicates"] += 1
+            if due and deliver_batch(due, now, peer) and numbered:
+                self._acks_durable = True
+            if numbered:
+                self._ack_soon(peer)
+            return
+        deliver = self._deliver
         numbered = False
         for seq, record in entries:
             if not seq:
