@@ -109,6 +109,7 @@ class Forwards:
             return durable
         result = RouteResult()
         route = self._router.route
+        simple = Message.simple
         arrived = monotonic_ns()  # they all arrived in one frame
         durable = False
         received = malformed = 0
@@ -117,10 +118,8 @@ class Forwards:
                 topic, payload, qos, retain, publisher, forward_id = record
                 if (type(payload) is bytes and type(qos) is int and 0 <= qos <= 2 and type(retain) is bool
                         and type(publisher) is str and type(forward_id) is int):
-                    message = Message(topic, payload, qos, retain, publisher)
-                    message.forward_id = forward_id
-                    message.arrived_ns = arrived
-                    route(message, now, _NO_GROUPS, None, result)
+                    route(simple(topic, payload, qos, retain, publisher, forward_id, arrived), now, _NO_GROUPS, None,
+                          result)
                     received += 1
                     continue
                 malformed += 1
