@@ -169,8 +169,15 @@ class ForwardDriver:
             self._send_batch(node, box)
         elif not self._batches_scheduled:
             self._batches_scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            asyncio.get_running_loop().call_soon(self._flush_next_turn)
         return True
+
+    def _flush_next_turn(self) -> None:
+        """The batches leave one turn of the event loop later: the publishes read in that turn join them too.
+        Under load that is twice the forwards per frame, half the frames' own cost (framing, authentication
+        tag, a write here and a read there, a wake-up of the other node) per publish; when idle the next turn
+        comes at once."""
+        asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
         """Send the forwards of this turn now."""
