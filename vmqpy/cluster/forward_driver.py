@@ -1,8 +1,9 @@
 """Forwarding of publishes between nodes over the node links: the asyncio side of forwarding.py.
 
-`ForwardDriver` collects the forwards to each node during one turn of the event loop and sends them as one
-FORWARD frame at the end of the turn (or sooner, once `BATCH_BYTES` are collected); it delivers the batches
-that arrive, each numbered forward once; it acknowledges them to their sender (CONTROL `fwd_ack`, cumulative,
+`ForwardDriver` collects the forwards to each node during one turn of the event loop and the next, and sends them
+as one FORWARD frame at the end of the second turn (or sooner, once `BATCH_BYTES` are collected); it delivers
+the batches that arrive (each in one call of the broker's when it has one: `deliver_batch`), each numbered forward
+once; it acknowledges them to their sender (CONTROL `fwd_ack`, cumulative,
 after the storage barrier when a persistent session took one); it sends again what a node did not acknowledge
 when its link comes back; and it holds the acknowledgement of a forward the broker passed on to another node
 until that node has it. The numbering, duplicate detection and batch encoding are forwarding.py's (pure).
@@ -132,7 +133,8 @@ class ForwardDriver:
         numbered, kept until `node` acknowledges it (then `on_ack` runs) and sent again after a broken link
         (forwarding.py); `on_fail` runs if `node` leaves the cluster first. False: it cannot even be buffered.
 
-        The forwards to one node in one turn of the event loop leave in one frame at the end of the turn."""
+        The forwards to one node in one turn of the event loop (and the next) leave in one frame at the end of
+        the next turn (`_flush_next_turn`)."""
         size += ENTRY_OVERHEAD
         box = self._batches.get(node)
         if box is None:
@@ -180,7 +182,7 @@ class ForwardDriver:
         asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
-        """Send the forwards of this turn now."""
+        """Send the forwards collected so far now."""
         self._batches_scheduled = False
         for node, box in list(self._batches.items()):
             if box.entries:

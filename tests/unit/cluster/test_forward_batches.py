@@ -208,3 +208,17 @@ async def test_a_batch_a_persistent_session_took_is_acknowledged_after_the_stora
     await turn()
     acks = [body for _, t, body in receiver_net.frames if t is FrameType.CONTROL]
     assert acks and acks[-1]["upto"] == 1
+
+
+async def test_the_forwards_of_a_turn_and_the_next_leave_in_one_frame_in_order() -> None:
+    net = RecordingNetwork()
+    fwd = driver(net)
+    fwd.forward("n2", *record(0))
+    await asyncio.sleep(0)  # the next turn: not sent yet
+    assert not net.frames
+    fwd.forward("n2", *record(1), lambda: None, lambda _w: None)
+    await turn()
+    assert [[r[1][0] for _seq, r in entries] for _epoch, _low, entries in net.batches()] == [["t/0", "t/1"]]
+    fwd.forward("n2", *record(2))  # a later turn: a new frame
+    await turn()
+    assert [len(entries) for _epoch, _low, entries in net.batches()] == [2, 1]
