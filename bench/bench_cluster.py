@@ -121,6 +121,7 @@ def compare_trees(baseline: Path, runs: int, duration: float, pairs: int, qos_le
             join_all(nodes)
         cpu: dict[tuple[str, int, str], list[float]] = {}
         ratios: dict[tuple[str, int], list[float]] = {}
+        p99: dict[tuple[str, int, str], list[float]] = {}
         for qos in qos_levels:
             scenario = Scenario(f"qos{qos}-pairs{pairs}", "pairs", pairs, qos)
             for run_no in range(runs):
@@ -135,6 +136,9 @@ def compare_trees(baseline: Path, runs: int, duration: float, pairs: int, qos_le
                     cross = run(n1.host, n1.mqtt_port, scenario, duration=duration,
                                 sub_addr=(n2.host, n2.mqtt_port), probe=probe)
                     same_cpu, cross_cpu = cpu_per_message(same), cpu_per_message(cross)
+                    for name, result in (("same", same), ("cross", cross)):
+                        if result.p99_ms is not None:
+                            p99.setdefault((tree, qos, name), []).append(result.p99_ms)
                     cpu.setdefault((tree, qos, "same"), []).append(same_cpu)
                     cpu.setdefault((tree, qos, "cross"), []).append(cross_cpu)
                     ratios.setdefault((tree, qos), []).append(cross_cpu / same_cpu if same_cpu else 0.0)
@@ -147,13 +151,16 @@ def compare_trees(baseline: Path, runs: int, duration: float, pairs: int, qos_le
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"# CPU of both nodes per delivered message: this tree ({trees['this tree']}) and the baseline "
           f"({trees['baseline']}), {pairs} pairs, 64-byte payloads, {runs} alternating runs of {duration:g} s\n")
-    print("| tree | QoS | same node | cross node | cross / same (median of the runs) | runs |")
-    print("|---|---|---:|---:|---:|---|")
+    print("| tree | QoS | same node | cross node | cross / same (median of the runs) | runs | p99 ms same / cross |")
+    print("|---|---|---:|---:|---:|---|---|")
     for (tree, qos), values in ratios.items():
         same_us = statistics.median(cpu[(tree, qos, "same")]) * 1e6
         cross_us = statistics.median(cpu[(tree, qos, "cross")]) * 1e6
         shown = ", ".join(f"{v:.2f}" for v in values)
-        print(f"| {tree} | {qos} | {same_us:.1f} us | {cross_us:.1f} us | {statistics.median(values):.2f}x | {shown} |")
+        lat = " / ".join(f"{statistics.median(p99[(tree, qos, n)]):.1f}" if p99.get((tree, qos, n)) else "-"
+                         for n in ("same", "cross"))
+        print(f"| {tree} | {qos} | {same_us:.1f} us | {cross_us:.1f} us | {statistics.median(values):.2f}x | {shown} "
+              f"| {lat} |")
 
 
 def detection_time(a: ClusterNode, b: ClusterNode, timeout: float = 30.0) -> float:

@@ -178,6 +178,7 @@ class Node:
             left=left is not None, reincarnate=self._reincarnate,
             deliver_replica=None if replication is None else replication.deliver, local_barrier=local_barrier,
         )
+        cluster.forwarding.deliver_batch = broker.deliver_forwards  # a FORWARD frame's publishes in one call
         if left is not None:
             cluster.removed_by = left.by
         cluster.incarnations = incarnations

@@ -17,23 +17,22 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable
-from time import monotonic_ns
 from typing import Any
 
 import structlog
 
-from vmqpy.broker import forward_wire, records
+from vmqpy.broker import records
 from vmqpy.broker.access import AccessControl
 from vmqpy.broker.acl_enforcement import AclEnforcer
 from vmqpy.broker.client_metrics import NodeCounters
 from vmqpy.broker.expiry import ExpiryScan
+from vmqpy.broker.forwards import Forwards
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import Backpressure, MovedRoutes
 from vmqpy.broker.message import Message
 from vmqpy.broker.migration import SessionMigration
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Placement, Registrar, ServePolicy
-from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.route_feed import RouteFeed
 from vmqpy.broker.router import Router, RouteResult, outgoing_qos
@@ -91,10 +90,10 @@ class Broker:
         self._migration = SessionMigration(self)
         self._backpressure = Backpressure(self._current_forwarder, self.metrics)
         self._moved = MovedRoutes(self.sessions, self._current_forwarder, self.metrics)
-        # The same dicts as the helpers', read here directly: publish and deliver_forwarded test them every time.
+        # The same dict as the helper's, read here directly: publish tests it every time.
         self._congested_nodes = self._backpressure.congested_nodes
-        self._moved_routes = self._moved.routes
         self._feed = RouteFeed(self.node, metadata, self.router, self.sessions, self.retained, self._moved)
+        self._forwards = Forwards(self.router, self.metrics, self._moved, self._backpressure, self._current_forwarder)
         metadata.on_change(records.SUBSCRIPTION, self._feed.on_subscription_change)
         metadata.on_change(records.RETAIN, self._feed.on_retain_change)
         metadata.on_change(records.SESSION, self._migration.on_session_change)
@@ -330,34 +329,12 @@ class Broker:
         return False
 
     def _forward(self, message: Message, result: RouteResult) -> None:
-        """Hand the publish to the other nodes. For QoS 1/2, `result.remote_ack` completes once every one of
-        them acknowledged it (the publisher's acknowledgement waits for it)."""
-        forwarder = self.forwarder
+        """Hand the publish to the other nodes (vmqpy.broker.forwards). For QoS 1/2, `result.remote_ack`
+        completes once every one of them acknowledged it (the publisher's acknowledgement waits for it)."""
         if message.forward_id is None:
             self._forward_ids += 1
             message.forward_id = self._forward_ids
-        countdown = RemoteAck(len(result.remote)) if message.qos > 0 else None
-        plain: tuple[list[Any], int] | None = None  # the forward without shared groups: the same for every node
-        for node, groups in result.remote.items():
-            if groups:
-                record, size = forward_wire.forward_record(message, groups)
-            else:
-                if plain is None:
-                    plain = forward_wire.forward_record(message, groups)
-                record, size = plain
-            if forwarder is None:
-                sent = False
-            elif countdown is None:
-                sent = forwarder.forward(node, record, size)
-            else:
-                sent = forwarder.forward(node, record, size, countdown.one_done, countdown.fail)
-            if not sent:
-                self.metrics["forward_refused"] += 1
-                result.refused = True
-            else:
-                self.metrics["forwarded"] += 1
-        if countdown is not None:
-            result.remote_ack = countdown
+        self._forwards.send(message, result)
 
     def deliver_forwarded(self, record: Any, now: float, peer: str | None = None, seq: int = 0) -> bool:
         """A publish another node routed here: deliver it to the local sessions only (to `clients` of the
@@ -368,21 +345,12 @@ class Broker:
         `peer` may have routed it here by a subscription that moved away since (a session handed over to
         another node, whose new route has not reached `peer` yet): those subscribers get it through their new
         node, and `peer`'s acknowledgement of forward `seq` waits until that node has it (`MovedRoutes.pass_on`)."""
-        try:
-            message, groups, clients = forward_wire.parse_forward(record)
-        except (ValueError, TypeError, KeyError) as exc:
-            log.warning("undecodable forwarded publish", error=str(exc))
-            self.metrics["forward_malformed"] += 1
-            return False
-        self.metrics["forward_received"] += 1
-        message.arrived_ns = monotonic_ns()  # its publish-to-delivery latency on this node starts here
-        result = self.router.route(message, now, only_groups=groups, only_clients=clients)
-        if self._moved_routes and peer is not None:
-            self._moved.pass_on(message, peer, seq, clients)
-        self.metrics["publish_dropped"] += result.dropped
-        if result.congested and peer is not None and self.forwarder is not None:
-            self._backpressure.hold_back(peer, result.congested)
-        return result.durable
+        return self._forwards.deliver_one(record, now, peer, seq)
+
+    def deliver_forwards(self, batch: list[tuple[int, Any]], now: float, peer: str) -> bool:
+        """The forwards of one FORWARD frame from `peer`, (number, record) in order, each as `deliver_forwarded`
+        would (vmqpy.broker.forwards). True when a persistent session took any of them."""
+        return self._forwards.deliver_batch(batch, now, peer)
 
     def subscribe(
         self, session: Session, subscriptions: list[Subscription], subscription_id: int | None

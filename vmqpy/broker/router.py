@@ -167,13 +167,15 @@ class Router:
         return len(self._trie)
 
     def route(self, message: Message, now: float, only_groups: list[Group] | None = None,
-              only_clients: set[str] | None = None) -> RouteResult:
+              only_clients: set[str] | None = None, result: RouteResult | None = None) -> RouteResult:
         """Deliver to the local sessions. For a message forwarded by another node, `only_groups` are the shared
         groups this node serves for it (the publishing node chose them), and `only_clients`, when given, the
         only subscribers it is for; for a local publish (None) the shared subscription policy chooses, per
         group, a member here or another node, and `result.remote` says which nodes must get the message, with
-        the groups each of them serves."""
-        result = RouteResult()
+        the groups each of them serves. `result`: add to this one (the forwards of one batch share one) rather
+        than a new one."""
+        if result is None:
+            result = RouteResult()
         matches = self._local_matches.get(message.topic)
         if matches is None:
             matches = self._trie.match(message.topic)

@@ -163,3 +163,62 @@ async def test_once_a_forward_is_refused_the_later_ones_are_until_the_buffer_dra
     assert fwd.forward("n2", *record(4, 1))
     await turn()
     assert [r[1][0] for b in net.batches() for _, r in b[2]] == ["t/0", "t/4"]
+
+
+async def test_with_a_batch_delivery_a_frame_goes_in_one_call_without_its_duplicates() -> None:
+    sender_net, receiver_net = RecordingNetwork(), RecordingNetwork()
+    sender = driver(sender_net)
+    calls: list[list[tuple[int, Any]]] = []
+    receiver = driver(receiver_net, [])
+
+    def deliver_batch(batch: list[tuple[int, Any]], now: float, peer: str) -> bool:
+        assert peer == "n1"
+        calls.append(batch)
+        return False
+
+    receiver.deliver_batch = deliver_batch
+    for i in range(3):
+        sender.forward("n2", *record(i), lambda: None, lambda _w: None)
+    sender.forward("n2", *record(3))
+    await turn()
+    [(_, _, body)] = sender_net.frames
+    receiver.receive("n1", body)
+    receiver.receive("n1", body)  # a copy: only the QoS 0 forward (not numbered) goes again
+    await turn()
+    assert [[(seq, r[1][0]) for seq, r in batch] for batch in calls] == [
+        [(1, "t/0"), (2, "t/1"), (3, "t/2"), (0, "t/3")], [(0, "t/3")]]
+    assert receiver.counters["forward_duplicates"] == 3
+    acks = [body for _, t, body in receiver_net.frames if t is FrameType.CONTROL]
+    assert acks and acks[-1]["op"] == "fwd_ack" and acks[-1]["upto"] == 3
+
+
+async def test_a_batch_a_persistent_session_took_is_acknowledged_after_the_storage_barrier() -> None:
+    sender_net, receiver_net = RecordingNetwork(), RecordingNetwork()
+    sender = driver(sender_net)
+    stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    receiver = ForwardDriver(receiver_net, lambda *_: False, lambda: stored)
+    receiver.deliver_batch = lambda batch, now, peer: True
+    sender.forward("n2", *record(0), lambda: None, lambda _w: None)
+    await turn()
+    [(_, _, body)] = sender_net.frames
+    receiver.receive("n1", body)
+    await turn()
+    assert not [body for _, t, body in receiver_net.frames if t is FrameType.CONTROL], "acknowledged before stored"
+    stored.set_result(None)
+    await turn()
+    acks = [body for _, t, body in receiver_net.frames if t is FrameType.CONTROL]
+    assert acks and acks[-1]["upto"] == 1
+
+
+async def test_the_forwards_of_a_turn_and_the_next_leave_in_one_frame_in_order() -> None:
+    net = RecordingNetwork()
+    fwd = driver(net)
+    fwd.forward("n2", *record(0))
+    await asyncio.sleep(0)  # the next turn: not sent yet
+    assert not net.frames
+    fwd.forward("n2", *record(1), lambda: None, lambda _w: None)
+    await turn()
+    assert [[r[1][0] for _seq, r in entries] for _epoch, _low, entries in net.batches()] == [["t/0", "t/1"]]
+    fwd.forward("n2", *record(2))  # a later turn: a new frame
+    await turn()
+    assert [len(entries) for _epoch, _low, entries in net.batches()] == [2, 1]
