@@ -120,16 +120,22 @@ async def test_a_batch_the_network_refuses_after_all_fails_its_numbered_forwards
     assert fwd.sender.pending_count() == 0 and fwd.counters["forwards_refused"] == 2
 
 
-async def test_received_batches_are_delivered_once_in_order_and_acknowledged() -> None:
-    sender_net, receiver_net = RecordingNetwork(), RecordingNetwork()
-    sender = driver(sender_net)
-    delivered: list[Any] = []
-    receiver = driver(receiver_net, delivered)
+async def three_numbered_and_one_qos0(sender: ForwardDriver, sender_net: RecordingNetwork) -> Any:
+    """Three numbered forwards (QoS 1) and one that is not (QoS 0) to n2, sent in one frame: that frame's body."""
     for i in range(3):
         sender.forward("n2", *record(i), lambda: None, lambda _w: None)
     sender.forward("n2", *record(3))
     await turn()
     [(_, _, body)] = sender_net.frames
+    return body
+
+
+async def test_received_batches_are_delivered_once_in_order_and_acknowledged() -> None:
+    sender_net, receiver_net = RecordingNetwork(), RecordingNetwork()
+    sender = driver(sender_net)
+    delivered: list[Any] = []
+    receiver = driver(receiver_net, delivered)
+    body = await three_numbered_and_one_qos0(sender, sender_net)
     receiver.receive("n1", body)
     receiver.receive("n1", body)  # a copy (a resend after a broken link): numbered ones are not redelivered
     await turn()
@@ -177,11 +183,7 @@ async def test_with_a_batch_delivery_a_frame_goes_in_one_call_without_its_duplic
         return False
 
     receiver.deliver_batch = deliver_batch
-    for i in range(3):
-        sender.forward("n2", *record(i), lambda: None, lambda _w: None)
-    sender.forward("n2", *record(3))
-    await turn()
-    [(_, _, body)] = sender_net.frames
+    body = await three_numbered_and_one_qos0(sender, sender_net)
     receiver.receive("n1", body)
     receiver.receive("n1", body)  # a copy: only the QoS 0 forward (not numbered) goes again
     await turn()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import random
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -16,18 +15,10 @@ from vmqpy.metadata.messages import SyncReply, SyncRequest
 from vmqpy.metadata.replica import Logged, Output, Replica, Send
 
 from .helpers import cluster, settle
+from .test_exchange import pair
 from .test_service import LoopbackNetwork, start, stop, wait_for
 
 SLICE_OBJECTS = Replica.APPLY_SLICE // 2  # objects of one version and no extra dot in one slice
-
-
-def pair(**kwargs: object) -> tuple[Replica, Replica]:
-    a = Replica("a", rng=random.Random(1), **kwargs)  # type: ignore[arg-type]
-    b = Replica("b", rng=random.Random(2), **kwargs)  # type: ignore[arg-type]
-    for r, other in ((a, "b"), (b, "a")):
-        r.set_peers([other])
-        r.set_reachable([other])
-    return a, b
 
 
 def sends(outputs: Iterable[Output], kind: type) -> list[Send]:
