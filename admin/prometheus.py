@@ -121,8 +121,6 @@ SPECS: Final[tuple[Spec, ...]] = (
          f"process.gc_seconds_gen{g}", labels=(("generation", str(g)),)) for g in range(3)),
     _s("vmqpy_gc_freezes", "counter", "times a slow pass over generation 2 made the node move what is alive out of "
        "the collector's sight (gc.freeze)", "process.gc_freezes"),
-    _s("vmqpy_gc_frozen_objects", "gauge", "objects the cyclic garbage collector no longer walks (gc.freeze at start, "
-       "after start-up loads and after slow full passes)", "process.gc_frozen_objects"),
     _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: none within "
        "mqtt.connect_timeout", "broker.connect_timeout", labels=(("reason", "timeout"),)),
     _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: it announced more "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -65,7 +64,7 @@ async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncItera
                     log.warning("event loop stalled", late_by=round(late, 3), stalls=stalls.stalls,
                                 collector=round(sum(p.seconds for p in pauses), 3))
                 if collector.freeze_if_due():
-                    log.debug("collector's survivors frozen", frozen=gc.get_freeze_count(), freezes=collector.freezes)
+                    log.debug("collector's survivors frozen", freezes=collector.freezes)
                 broker.tick(time.time())
                 burst.tick(broker.metrics["socket_close"])
             except Exception:
