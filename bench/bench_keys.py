@@ -39,7 +39,8 @@ from typing import Any
 
 from bench.bench_retained import Probe, create_retained_on
 from bench.brokers import cpu_seconds
-from bench.curves_common import IMAGES, RESULTS, parse_sizes, plot, slope, write_json
+from bench.curves_common import IMAGES, RESULTS, parse_sizes, plot, write_json
+from bench.keys_results import merged, result_of
 from chaos.cluster import Cluster
 from tests.integration.cluster import ClusterNode
 
@@ -228,21 +229,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               f"{p['loop_stall_warnings']} loop-stall warnings", flush=True)
         for w in p["warnings"]:
             print(f"  {w['phase']:>9} {w['node']}: {w['line']}", flush=True)
-    xs = [p["keys"] for p in points]
-    joined = [p for p in points if p["join_s"] is not None]
-    return {"bench": "keys", "rest_s": args.rest, "points": points, "slopes": {
-        "rest_cpu_pct_per_million": _scale(slope(xs, [p["rest_cpu_pct_max"] for p in points]), 1e6),
-        "join_s_per_million": _scale(slope([p["keys"] for p in joined], [p["join_s"] for p in joined]), 1e6),
-        "exchange_bytes_per_key": slope(xs, [p["exchange_bytes_received"] for p in points])}}
+    return result_of(points, args.rest)
 
 
 def _ms(probe: dict[str, Any]) -> str:
     p50, p99 = probe.get("p50_ms"), probe.get("p99_ms")
     return "-" if p50 is None or p99 is None else f"{p50:.1f}/{p99:.1f} ms"
-
-
-def _scale(v: float | None, k: float) -> float | None:
-    return None if v is None else v * k
 
 
 def draw(result: dict[str, Any], path: Path) -> None:
@@ -265,7 +257,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=RESULTS / "keys.json")
     ap.add_argument("--plot", type=Path, nargs="?", const=IMAGES / "curve-keys.png", default=None,
                     help="write the curves as a PNG (default path docs/images/curve-keys.png)")
+    ap.add_argument("--from-json", default=None, metavar="A.json,B.json",
+                    help="measure nothing: merge the points of these earlier runs (a size in several: the later "
+                         "file's), write them with their slopes to --out and draw them with --plot")
     args = ap.parse_args(argv)
+    args.from_json = [Path(p) for p in args.from_json.split(",") if p] if args.from_json else None
     try:
         args.size_list = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))
     except ValueError as e:
@@ -278,7 +274,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result = run(args)
+    result = merged(args.from_json) if args.from_json else run(args)
     write_json(args.out, result)
     if args.plot:
         draw(result, args.plot)
