@@ -81,24 +81,24 @@ class PreludeTransport(FakeTransport):
         return self.buffered
 
 
-@pytest.fixture
-def info_level() -> Iterator[None]:
+def at_level(name: str) -> Iterator[None]:
+    """The node's log level set to `name` for the test, the previous one back after it."""
     before = logconfig.level()
-    logconfig.set_level("info")
+    logconfig.set_level(name)
     try:
         yield
     finally:
         logconfig.set_level(before)
+
+
+@pytest.fixture
+def info_level() -> Iterator[None]:
+    yield from at_level("info")
 
 
 @pytest.fixture
 def error_level() -> Iterator[None]:
-    before = logconfig.level()
-    logconfig.set_level("error")
-    try:
-        yield
-    finally:
-        logconfig.set_level(before)
+    yield from at_level("error")
 
 
 def node(storage: Storage, config: Config = CONFIG) -> tuple[Broker, Listeners, CountingMetadata]:
