@@ -33,11 +33,14 @@ typecheck: venv
 # always run; the target fails if either does. The sources are compiled to bytecode first: every node process,
 # `vmq-admin` call and chaos run is a new interpreter, which otherwise compiles every module it imports again
 # when bytecode is not written (PYTHONDONTWRITEBYTECODE, as on CI), ~0.25 s of CPU per node start.
+# TEST_PROFILE (tests/randomness.py): `ci`, derandomized (hypothesis draws the same examples on every machine, seeded
+# tests run their fixed seeds), so a green `make test` here is green on the next clone; `long` is `make test-long`'s.
 PURE_TESTS := tests/unit tests/sim
 COMPILED := vmqpy dvv admin chaos spark_analytics bench tests
+TEST_PROFILE ?= ci
 pytest: venv
 	@$(BIN)/python -m compileall -q -j 2 $(COMPILED) >/dev/null || true  # a module that does not compile fails in pytest
-	@status=0; \
+	@export VMQPY_TEST_PROFILE=$(TEST_PROFILE); status=0; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist worksteal $(PURE_TESTS) || status=$$?; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(addprefix --ignore=,$(PURE_TESTS)) tests \
 		|| status=$$?; \
@@ -45,9 +48,11 @@ pytest: venv
 
 test: debian-deps venv lint typecheck pytest
 
-# The long runs left out of `make test` (README): the report on a standalone Spark cluster, a whole tiny `make bench`,
+# The long runs left out of `make test` (README): the pure tests under the randomized profile (new hypothesis
+# examples and simulation seeds each run, 500 examples per property that sets no count of its own), the report on a standalone Spark cluster, a whole tiny `make bench`,
 # the whole model check (every scope, docs/replication.md section 10), 30 leave/rejoin cycles (docs/cluster.md).
 test-long: debian-deps venv
+	VMQPY_TEST_PROFILE=long $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal $(PURE_TESTS)
 	LONG_TESTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_spark_cluster.py tests/integration/test_bench_suite.py
 	MODELCHECK_FULL=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests/sim/test_modelcheck.py
 	LEAVE_CYCLES=30 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_leave.py -k cycles

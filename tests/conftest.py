@@ -11,20 +11,34 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
 
-# The machine the suite runs on is shared and noisy: a property's examples are counted, never timed.
-settings.register_profile("shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("shared-machine")
+from tests import randomness
+
+randomness.load()
 
 REPO = Path(__file__).resolve().parents[1]
 #: Node addresses of the experiment: away from the 127.0.0.11+ range of the cluster tests (override with
 #: VMQPY_CHAOS_BASE, e.g. when two suites share a machine).
 CHAOS_BASE = os.environ.get("VMQPY_CHAOS_BASE", "127.0.0.21")
 CHAOS_SEED = 7
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"vmqpy test profile: {randomness.PROFILE} (VMQPY_TEST_PROFILE; tests/randomness.py)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed property says how to replay it (under the profile it ran with)."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    if report.failed and call.when == "call" and getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+        report.sections.append(("how to replay", randomness.replay_hint()))
 
 
 @pytest.fixture(scope="session")

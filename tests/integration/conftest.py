@@ -11,7 +11,6 @@ Every broker listens on 127.0.0.1 only, on a free port found by binding port 0.
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from chaos import ports
+from tests import randomness
 from tests.integration.clients import HOST, PahoClient, RawClient, unique
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,10 +82,10 @@ def port_open(port: int, host: str = HOST) -> bool:
     return ports.port_open(host, port)
 
 
-def chosen_seed() -> int:
-    """A random seed for a randomized test, or `TEST_SEED` from the environment to replay a printed one."""
-    given = os.environ.get("TEST_SEED")
-    return int(given) if given else random.randrange(1 << 30)
+def chosen_seed(fixed: int = 20261129) -> int:
+    """The seed of a randomized test: `fixed` under the `ci` profile (`make test`), a fresh one under `long`, or
+    `TEST_SEED` from the environment to replay a printed one (tests/randomness.py)."""
+    return randomness.seed("TEST_SEED", fixed)
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:

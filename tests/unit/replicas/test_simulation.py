@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests import randomness
 from tests.unit.replicas.test_copies import MemoryTable
 from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender, new_epoch
 from vmqpy.replicas.copies import ReplicaCopies
@@ -152,7 +153,7 @@ def run(seed: int, steps: int = 120) -> None:
 
 def seeded_runs(what: str, run: Callable[[int], T]) -> list[T]:
     """`run` for RUNS seeds from a printed base (REPLICA_SIM_SEED repeats it); a failure names its seed."""
-    base = int(os.environ.get("REPLICA_SIM_SEED", random.SystemRandom().randrange(2**32)))
+    base = randomness.seed("REPLICA_SIM_SEED", 1129)
     print(f"{what} seed {base} ({RUNS} runs; REPLICA_SIM_SEED={base} to repeat)")
     results = []
     for i in range(RUNS):
