@@ -159,14 +159,13 @@ def check(conn: MQTTConnection, now: float) -> None:
     its own doing: it counts as active."""
     if conn.closing:
         return
-    idle = now - conn.last_received
-    if keepalive_expired(conn.keep_alive, idle) and not conn._reading_paused:
+    if keepalive_expired(conn.keep_alive, conn.last_received, now) and not conn._reading_paused:
         conn.log.info("keepalive expired", keep_alive=conn.keep_alive)
         if conn.level == 5:
             conn.write_packet(Disconnect(rc.KEEP_ALIVE_TIMEOUT))
         conn.close()
         return
-    check_after = keepalive_check_after(conn.keep_alive, idle)
+    check_after = keepalive_check_after(conn.keep_alive, now - conn.last_received)
     if check_after is None:
         return
     if conn._reading_paused:

@@ -129,9 +129,11 @@ KEEPALIVE_GRACE = 1.5  # keep alive intervals a client may be silent (3.1.1 [MQT
 KEEPALIVE_MIN_RECHECK = 0.05  # seconds: the timer is never re-armed sooner (no busy loop at the limit)
 
 
-def keepalive_expired(keep_alive: int, idle: float) -> bool:
-    """Whether a client with keep alive `keep_alive` (seconds; 0: none) silent for `idle` seconds is gone."""
-    return keep_alive > 0 and idle >= keep_alive * KEEPALIVE_GRACE
+def keepalive_expired(keep_alive: int, last_received: float, now: float) -> bool:
+    """Whether a client with keep alive `keep_alive` (seconds; 0: none), last heard from at `last_received`, is gone
+    at `now`. Compared as `now >= last_received + limit`: the idle time `now - last_received` can round to just below
+    the limit at the limit's very instant (1014.93 + 15.0 - 1014.93 < 15.0), which put the close off by a check."""
+    return keep_alive > 0 and now >= last_received + keep_alive * KEEPALIVE_GRACE
 
 
 def keepalive_check_after(keep_alive: int, idle: float) -> float | None:

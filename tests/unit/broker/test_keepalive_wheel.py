@@ -157,11 +157,14 @@ def accepted(storage: Storage, level: int, keep_alive: int) -> tuple[MQTTConnect
 
 
 @pytest.mark.parametrize("level", [4, 5])
-async def test_a_silent_client_is_closed_at_one_and_a_half_keep_alives_not_before(storage: Storage,
-                                                                                  level: int) -> None:
+@pytest.mark.parametrize("heard_at", [None, 1014.93])  # None: the loop's clock at CONNECT; 1014.93 + 15 - 1014.93 < 15
+async def test_a_silent_client_is_closed_at_one_and_a_half_keep_alives_not_before(storage: Storage, level: int,
+                                                                                  heard_at: float | None) -> None:
     conn, transport = accepted(storage, level, keep_alive=10)
     bucket = conn.keepalive_bucket
     assert bucket is not None and conn in bucket and conn._timer is None, "waits in the wheel, with no timer"
+    if heard_at is not None:
+        conn.last_received = heard_at
     last = conn.last_received
     assert bucket_of(last + 15.0) * GRAIN >= last + 15.0
     keepalive.check(conn, last + 14.99)

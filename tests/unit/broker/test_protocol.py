@@ -352,9 +352,10 @@ def test_a_will_is_a_message_of_the_client() -> None:
     (65535, 98302.499, False, 0.05),
     (65535, 98302.5, True, 0.05),
 ])
+@pytest.mark.parametrize("last", [0.0, 1.853, 1014.93, 44538.719])  # last + limit - last < limit for 1.5, 15, 98302.5
 def test_keepalive_expires_after_one_and_a_half_intervals(
-        keep_alive: int, idle: float, expired: bool, check_after: float | None) -> None:
-    assert keepalive_expired(keep_alive, idle) is expired
+        keep_alive: int, idle: float, expired: bool, check_after: float | None, last: float) -> None:
+    assert keepalive_expired(keep_alive, last, last + idle) is expired
     assert keepalive_check_after(keep_alive, idle) == (None if check_after is None else pytest.approx(check_after))
 
 
