@@ -13,11 +13,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
 
-from vmqpy.broker.auth import PasswordCheck
 from vmqpy.broker.login_throttle import Admission
 
-__all__ = ["LoginPool"]
+__all__ = ["Check", "LoginPool"]
+
+
+class Check(Protocol):
+    """What the pool runs: vmqpy.broker.auth.PasswordCheck."""
+
+    def run(self) -> bool:
+        """Whether the login is accepted (slow: called in a worker thread)."""
+        ...
 
 
 class LoginPool:
@@ -35,7 +43,7 @@ class LoginPool:
         """Checks taken and not yet answered."""
         return self.admission.pending
 
-    def submit(self, check: PasswordCheck, loop: asyncio.AbstractEventLoop, done: Callable[[bool], None]) -> bool:
+    def submit(self, check: Check, loop: asyncio.AbstractEventLoop, done: Callable[[bool], None]) -> bool:
         """Run `check` in a worker and call `done(accepted)` on `loop` afterwards; False (and `done` is never
         called) when the pool is full or closed."""
         if self._closed or not self.admission.enter():

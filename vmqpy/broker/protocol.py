@@ -88,6 +88,11 @@ NO_PACKET_ID = 0
 RETRY_RECHECK = 1.0  # seconds: the soonest a resend is looked at again (a connection that cannot take more)
 WRITE_CACHE_SIZE = 256  # PUBLISH topics whose ACL decision a connection remembers (all forgotten when full)
 LOGIN_REFUSALS = (rc.BAD_USER_NAME_OR_PASSWORD, rc.NOT_AUTHORIZED)  # negotiate's refusals from the credentials
+# the refusals of a login whose password was not checked (the driver's verdicts for `authenticated`)
+UNCHECKED_LOGINS = {
+    rc.SERVER_BUSY: "server busy: too many logins are being checked",
+    rc.CONNECTION_RATE_EXCEEDED: "too many failed logins from this address: try again later",
+}
 
 
 # ---------------------------------------------------------------------------------------------- the machine
@@ -213,7 +218,7 @@ class ConnectionMachine:
             self._enter(Phase.CLOSED)
             if answer.reason_code in LOGIN_REFUSALS:
                 return (_login_refusal(answer.reason_code, packet.username is None, self.config),)
-            return (RefuseConnect(answer.reason_code, answer.why),)
+            return (RefuseConnect(answer.reason_code, UNCHECKED_LOGINS.get(answer.reason_code, answer.why)),)
         self._enter(Phase.REGISTERING)
         state.client_id = answer.client_id
         state.keep_alive = answer.keep_alive
