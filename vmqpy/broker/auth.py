@@ -64,16 +64,22 @@ def _iterations(encoded: str) -> int:
 @dataclass(frozen=True, slots=True)
 class PasswordCheck:
     """A password to check against a hash: the costly part of a login, run in the node's login pool
-    (vmqpy.broker.login_pool). `known`: the user is in the file (else `encoded` is the dummy hash and the check
-    fails whatever the password)."""
+    (vmqpy.broker.login_pool). `encoded` None: the user is not in the file; the password is then checked against
+    the dummy hash of `iterations` (made in the pool too, the first time) and the check fails whatever it is."""
 
     password: bytes
-    encoded: str
-    known: bool
+    encoded: str | None
+    iterations: int = ITERATIONS
+
+    @property
+    def known(self) -> bool:
+        return self.encoded is not None
 
     def run(self) -> bool:
         """Whether the login is accepted (hashes once: call it off the event loop)."""
-        return verify_password(self.password, self.encoded) and self.known
+        encoded = self.encoded
+        matches = verify_password(self.password, dummy_hash(self.iterations) if encoded is None else encoded)
+        return matches and encoded is not None
 
 
 def parse_password_file(path: Path) -> dict[str, str]:
@@ -160,12 +166,9 @@ class Authenticator:
             return None
         if password is None:
             return 0x86  # bad user name or password
-        # An unknown user costs a hash as well (a dummy one): no timing tells which user names exist.
-        if encoded is None:
-            encoded, known = dummy_hash(_iterations(next(iter(users.values()), ""))), False
-        else:
-            known = True
-        pending = PasswordCheck(password, encoded, known)
+        # An unknown user costs a hash as well, with the file's iteration count: no timing tells who exists.
+        iterations = _iterations(next(iter(users.values()), "")) if encoded is None else ITERATIONS
+        pending = PasswordCheck(password, encoded, iterations)
         if self.deferred:
             return pending
         return None if pending.run() else 0x86
