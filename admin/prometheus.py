@@ -129,6 +129,15 @@ SPECS: Final[tuple[Spec, ...]] = (
        "broker.proxy_protocol_refused", labels=(("reason", "proxy_header"),)),
     _s("vmqpy_connect_refused", "counter", "connections closed for a failed TLS handshake (ssl and wss listeners)",
        "broker.tls_handshake_failed", labels=(("reason", "tls_handshake"),)),
+    _s("vmqpy_login_failed", "counter", "logins refused for their credentials (a wrong password, a user the password "
+       "file does not have, a refused anonymous client); each counts towards its address's auth.failed_login_limit",
+       "broker.login_failed"),
+    _s("vmqpy_login_throttled", "counter", "CONNECTs refused at once, without a password check, because their address "
+       "is over auth.failed_login_limit (0x9F Connection rate exceeded)", "broker.login_throttled"),
+    _s("vmqpy_login_busy", "counter", "CONNECTs refused because auth.hash_queue password checks were already waiting "
+       "(0x89 Server busy)", "broker.login_busy"),
+    _s("vmqpy_login_password_checks", "counter", "passwords hashed in the login pool (a user the password file does "
+       "not have is checked against a dummy hash, and counted too)", "broker.login_password_checks"),
     _s("netsplit_detected", "counter", "times this node stopped reaching every member", "cluster.netsplit_detected"),
     _s("netsplit_resolved", "counter", "times this node reached every member again", "cluster.netsplit_resolved"),
     _s("cluster_bytes_sent", "counter", "bytes written to cluster links", "cluster.links.bytes_out"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     passwd = commands.add_parser("passwd", help="add or replace a user in a password file")
     passwd.add_argument("file", type=Path)
     passwd.add_argument("username")
-    passwd.add_argument("--password", help="the password (default: read one line from standard input)")
+    passwd.add_argument("--password", help="the password (default: read one line from standard input, as bytes)")
+    passwd.add_argument("--allow-empty-password", action="store_true",
+                        help="accept an empty password (refused otherwise)")
     return parser
 
 
@@ -35,9 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         print(config.reference())
         return 0
     if args.command == "passwd":
-        password = args.password if args.password is not None else sys.stdin.readline().rstrip("\n")
+        # The password as bytes (an MQTT password is binary data): the argument's own bytes, or standard input's.
+        password = (os.fsencode(args.password) if args.password is not None
+                    else sys.stdin.buffer.readline().rstrip(b"\n").rstrip(b"\r"))
         try:
-            auth.add_user(args.file, args.username, password)
+            auth.add_user(args.file, args.username, password, allow_empty=args.allow_empty_password)
         except auth.PasswordFileError as exc:
             print(f"vmqpy: {exc}", file=sys.stderr)
             return 2

@@ -102,6 +102,12 @@ class Config:
     acl_reload_interval: float = 10.0  # vmq_acl.acl_reload_interval; 0: never
     password_reload_interval: float = 10.0  # vmq_passwd.password_reload_interval; 0: never
     failed_login_delay: float = 1.0  # auth.failed_login_delay
+    failed_login_limit: int = 10  # auth.failed_login_limit; 0: no address is blocked
+    failed_login_window: float = 60.0  # auth.failed_login_window
+    failed_login_block: float = 60.0  # auth.failed_login_block
+    failed_login_addresses: int = 10_000  # auth.failed_login_addresses
+    hash_workers: int = 1  # auth.hash_workers
+    hash_queue: int = 32  # auth.hash_queue
     connect_timeout: float = 10.0  # mqtt.connect_timeout
     max_message_rate: int = 0
     max_subscriptions_per_client: int = 0
@@ -274,6 +280,12 @@ def build(settings: Sequence[_Setting]) -> Config:
         acl_reload_interval=get("vmq_acl.acl_reload_interval"),
         password_reload_interval=get("vmq_passwd.password_reload_interval"),
         failed_login_delay=get("auth.failed_login_delay"),
+        failed_login_limit=get("auth.failed_login_limit"),
+        failed_login_window=get("auth.failed_login_window"),
+        failed_login_block=get("auth.failed_login_block"),
+        failed_login_addresses=get("auth.failed_login_addresses"),
+        hash_workers=get("auth.hash_workers"),
+        hash_queue=get("auth.hash_queue"),
         connect_timeout=get("mqtt.connect_timeout"),
         max_message_rate=get("max_message_rate"),
         max_subscriptions_per_client=get("max_subscriptions_per_client"),
@@ -381,6 +393,9 @@ _FIELD_OF = {
     "plugins.vmq_passwd": "passwd_enabled", "plugins.vmq_acl": "acl_enabled",
     "vmq_acl.acl_reload_interval": "acl_reload_interval",
     "vmq_passwd.password_reload_interval": "password_reload_interval", "auth.failed_login_delay": "failed_login_delay",
+    "auth.failed_login_limit": "failed_login_limit", "auth.failed_login_window": "failed_login_window",
+    "auth.failed_login_block": "failed_login_block", "auth.failed_login_addresses": "failed_login_addresses",
+    "auth.hash_workers": "hash_workers", "auth.hash_queue": "hash_queue",
     "listener.max_connections": "max_connections", "mqtt.connect_timeout": "connect_timeout",
     "cluster.tls.cafile": "cluster_tls_cafile", "cluster.tls.certfile": "cluster_tls_certfile",
     "cluster.tls.keyfile": "cluster_tls_keyfile",

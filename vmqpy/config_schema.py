@@ -64,6 +64,28 @@ SCHEMA: Mapping[str, Key] = {
     "auth.failed_login_delay": Key(
         parse_duration, 1.0, "wait before the CONNACK refusing bad credentials or an anonymous client (slows guessing)"
     ),
+    "auth.failed_login_limit": Key(
+        parse_int(0, 1_000_000), 10,
+        "failed logins from one address within auth.failed_login_window that block it for auth.failed_login_block "
+        "(its CONNECTs with a password are refused at once, 0x9F); 0: never blocked"
+    ),
+    "auth.failed_login_window": Key(
+        parse_positive_duration, 60.0, "seconds over which an address's failed logins are counted"
+    ),
+    "auth.failed_login_block": Key(
+        parse_duration, 60.0, "seconds an address over auth.failed_login_limit is refused without a password check"
+    ),
+    "auth.failed_login_addresses": Key(
+        parse_int(1, 10_000_000), 10_000,
+        "peer addresses whose failed logins are remembered (the least recently seen is forgotten first)"
+    ),
+    "auth.hash_workers": Key(
+        parse_int(1, 64), 1, "threads that check passwords (PBKDF2), off the event loop"
+    ),
+    "auth.hash_queue": Key(
+        parse_int(0, 100_000), 32,
+        "password checks that may wait for a worker; a CONNECT beyond is refused Server busy (0x89, 3.1.1: 3)"
+    ),
     "max_inflight_messages": Key(parse_int(1, 65535), 20, "QoS 1/2 messages in flight per client"),
     "receive_max_broker": Key(
         parse_int(1, 65535), None,

@@ -24,6 +24,7 @@ from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.listener_control import ListenerControl
 from vmqpy.broker.listeners import Listeners
+from vmqpy.broker.login_pool import LoginPool
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.systree import SysTreePublisher
 from vmqpy.broker.tls import ClusterContexts, ListenerContexts, cluster_contexts, https_context
@@ -338,9 +339,13 @@ class Node:
     async def _access_reload(self, broker: Broker) -> AsyncIterator[None]:
         """The ACL and password files in force (vmqpy.broker.access), loaded before any client is served (a file
         that cannot be used stops the start), then looked at every `vmq_acl.acl_reload_interval` and
-        `vmq_passwd.password_reload_interval` seconds (0: never) and reloaded when they changed."""
+        `vmq_passwd.password_reload_interval` seconds (0: never) and reloaded when they changed. The login pool
+        (`auth.hash_workers`, `auth.hash_queue`) runs as long."""
         broker.access.load(config_module.acl_file_in_force(self.config),
                            config_module.password_file_in_force(self.config))
+        # passwords are hashed in the login pool's threads, not on the event loop (vmqpy.broker.login_pool)
+        logins = broker.logins = LoginPool(self.config.hash_workers, self.config.hash_queue)
+        broker.access.authenticator.deferred = True
 
         async def watch(interval: float, acl: bool) -> None:
             while True:
@@ -354,7 +359,10 @@ class Node:
                                 for interval, acl in ((self.config.acl_reload_interval, True),
                                                       (self.config.password_reload_interval, False))
                                 if interval > 0)):
-            yield
+            try:
+                yield
+            finally:
+                logins.close()
 
     @contextlib.asynccontextmanager
     async def _systree(self, broker: Broker, facade: NodeFacade) -> AsyncIterator[None]:

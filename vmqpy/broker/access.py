@@ -24,10 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vmqpy.broker.acl import Acl, AclError, parse_acl
-from vmqpy.broker.auth import Authenticator, FailedLogins, PasswordFileError, parse_passwords
+from vmqpy.broker.auth import Authenticator, PasswordCheck, PasswordFileError, parse_passwords
+from vmqpy.broker.login_throttle import LoginThrottle
 
-__all__ = ["AccessControl", "Reloaded", "WatchedFile"]
+__all__ = ["LOGIN_COUNTERS", "AccessControl", "Reloaded", "WatchedFile"]
 
+# the login counters (admin/prometheus.py exports them): refused credentials, CONNECTs refused at once for an address
+# over the failed-login limit, CONNECTs refused because the login pool was full, password hashes computed
+LOGIN_COUNTERS = ("login_failed", "login_throttled", "login_busy", "login_password_checks")
 MOUNTPOINT = ""  # vmqpy has no mountpoints (listener.mountpoint = off): %m is always empty
 
 
@@ -85,12 +89,15 @@ class WatchedFile:
 class AccessControl:
     """The password check and the ACL in force, each replaced whole on a successful reload."""
 
-    def __init__(self, allow_anonymous: bool, metrics: Counter[str] | None = None) -> None:
+    def __init__(self, allow_anonymous: bool, metrics: Counter[str] | None = None,
+                 throttle: LoginThrottle | None = None) -> None:
         self.authenticator = Authenticator(allow_anonymous, {})
         self.acl: Acl | None = None
         self.generation = 0
         self.metrics: Counter[str] = Counter() if metrics is None else metrics
-        self.failed_logins = FailedLogins()
+        for name in LOGIN_COUNTERS:  # exported from the start, at 0
+            self.metrics[name] += 0
+        self.throttle = LoginThrottle() if throttle is None else throttle  # failed logins per peer address
         self.loaded = False  # the node loaded the files (`load`): connections check credentials here
         self._acl_file: WatchedFile | None = None
         self._password_file: WatchedFile | None = None
@@ -162,8 +169,9 @@ class AccessControl:
 
     # ------------------------------------------------------------------------------------------ decisions
 
-    def check(self, username: str | None, password: bytes | None) -> int | None:
-        """CONNECT: None when the credentials are accepted, else the 5.0 reason code of the refusal."""
+    def check(self, username: str | None, password: bytes | None) -> int | PasswordCheck | None:
+        """CONNECT: None when the credentials are accepted, else the 5.0 reason code of the refusal; or the password
+        check to run in the login pool (`Authenticator.deferred`)."""
         return self.authenticator.check(username, password)
 
     def may_publish(self, client_id: str, username: str | None, topic: str) -> bool:
@@ -178,6 +186,15 @@ class AccessControl:
         acl = self.acl
         return acl is None or acl.may_read(client_id, username, MOUNTPOINT, topic)
 
-    def login_failed(self, address: str) -> int:
-        """Count a refused login from `address`; how many it has had."""
-        return self.failed_logins.record(address)
+    def login_failed(self, address: str, now: float) -> int:
+        """Count a refused login from `address` at `now` (monotonic seconds); how many it has had in the throttle's
+        window (the limit-th blocks it, vmqpy.broker.login_throttle)."""
+        self.metrics["login_failed"] += 1
+        return self.throttle.failed(address, now)
+
+    def login_throttled(self, address: str, now: float) -> bool:
+        """Whether a login from `address` is refused at once, without a password check (counted when it is)."""
+        if self.throttle.blocked(address, now):
+            self.metrics["login_throttled"] += 1
+            return True
+        return False

@@ -29,6 +29,8 @@ from vmqpy.broker.expiry import ExpiryScan
 from vmqpy.broker.forwards import Forwards
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import Backpressure, MovedRoutes
+from vmqpy.broker.login_pool import LoginPool
+from vmqpy.broker.login_throttle import LoginThrottle
 from vmqpy.broker.message import Message
 from vmqpy.broker.migration import SessionMigration
 from vmqpy.broker.persistence import SessionStore
@@ -75,7 +77,10 @@ class Broker:
         self._forward_ids = random.getrandbits(62)
         self.metrics: Counter[str] = NodeCounters()  # a Counter, cheaper to count in (vmqpy.broker.client_metrics)
         # The password check and the ACL in force (the node loads their files into it before serving).
-        self.access = AccessControl(config.allow_anonymous, self.metrics)
+        self.access = AccessControl(config.allow_anonymous, self.metrics, LoginThrottle(
+            config.failed_login_limit, config.failed_login_window, config.failed_login_block,
+            config.failed_login_addresses))
+        self.logins: LoginPool | None = None  # where passwords are hashed, set by the node (None: on the loop)
         # the ACL's hold on the local sessions' subscriptions, and the user name each client last connected with
         self.enforcer = AclEnforcer(self.access, self.sessions, self.unsubscribe, self.metrics)
         self.wills = PendingWills(self.sessions, self.store, self.enforcer.usernames, self.publish_will)

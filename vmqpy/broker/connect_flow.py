@@ -1,4 +1,6 @@
-"""The CONNECT half of the connection driver (vmqpy.broker.connection): an accepted CONNECT registers the client
+"""The CONNECT half of the connection driver (vmqpy.broker.connection): a CONNECT with a password to check has it
+checked in the node's login pool (reading nothing from the client meanwhile; refused at once, without a check,
+when its address is over the failed-login limit or the pool is full); an accepted CONNECT registers the client
 id with its leader (reading nothing from the client meanwhile), opens or resumes the session, answers CONNACK
 and arms the keepalive timer; a refused one is counted, logged and answered, a refused login after
 `auth.failed_login_delay`.
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from vmqpy import logconfig
 from vmqpy.broker import keepalive
 from vmqpy.broker.client_metrics import connack_label, observe_connect_latency
-from vmqpy.broker.decisions import RefuseConnect
+from vmqpy.broker.decisions import Authenticate, RefuseConnect
 from vmqpy.broker.handover import RegistrationRefused, Ticket
 from vmqpy.broker.negotiation import Accepted, keepalive_check_after
 from vmqpy.mqtt import reason_codes as rc
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from vmqpy.broker.ports import Placement, Registrar
 
 __all__ = [
+    "authenticate",
     "bound_logger", "complete_connect", "disconnected", "move_away", "redirected", "refuse", "refuse_login", "register",
     "send_refusal", "start_registration", "take_over",
 ]
@@ -224,11 +227,61 @@ def move_away(conn: MQTTConnection, reference: str | None) -> None:
     conn.close()
 
 
+def authenticate(conn: MQTTConnection, decision: Authenticate) -> None:
+    """Check the CONNECT's password in the login pool, reading nothing from the client meanwhile; refused at once
+    (no check) when the client's address (a PROXY header's, else the socket's) is over the failed-login limit
+    (Connection rate exceeded) or the pool is full (Server busy). Without a pool (a broker the node did not wire)
+    the check runs here."""
+    access = conn.broker.access
+    metrics = conn.broker.metrics
+    if access.login_throttled(_host(conn), conn.loop.time()):
+        _authenticated(conn, decision, rc.CONNECTION_RATE_EXCEEDED)
+        return
+    pool = conn.broker.logins
+    if pool is None:
+        metrics["login_password_checks"] += 1
+        _authenticated(conn, decision, None if decision.check.run() else rc.BAD_USER_NAME_OR_PASSWORD)
+        return
+    conn._registering = True  # read nothing until the verdict (the flag `_process` stops at)
+    _hold(conn)
+    if not pool.submit(decision.check, conn.loop, lambda accepted: _checked(conn, decision, accepted)):
+        conn._registering = False
+        metrics["login_busy"] += 1
+        _authenticated(conn, decision, rc.SERVER_BUSY)
+        return
+    metrics["login_password_checks"] += 1
+
+
+def _checked(conn: MQTTConnection, decision: Authenticate, accepted: bool) -> None:
+    """The login pool's verdict, on the event loop."""
+    conn._registering = False
+    if conn.closing:
+        return
+    _authenticated(conn, decision, None if accepted else rc.BAD_USER_NAME_OR_PASSWORD)
+    if not (conn.closing or conn._registering or conn._refusing) and conn.transport is not None:
+        conn.transport.resume_reading()
+        conn._process()  # what the client sent meanwhile
+
+
+def _authenticated(conn: MQTTConnection, decision: Authenticate, refusal: int | None) -> None:
+    try:
+        decisions = conn.machine.authenticated(decision.connect, refusal, time.time())
+    except Exception:
+        conn.log.exception("internal error completing a connect")
+        conn.protocol_error(rc.UNSPECIFIED_ERROR)
+        return
+    for follow in decisions:
+        conn._carry_out(follow)
+
+
+def _host(conn: MQTTConnection) -> str:
+    return conn.peer[0] if conn.peer is not None else "?"
+
+
 def refuse_login(conn: MQTTConnection, decision: RefuseConnect) -> None:
-    """Refused credentials: counted for the peer's address, and the CONNACK leaves after `decision.delay`
-    seconds, reading nothing meanwhile (the event loop and the other clients go on)."""
-    host = conn.peer[0] if conn.peer is not None else "?"
-    failures = conn.broker.access.login_failed(host)
+    """Refused credentials: counted for the peer's address (towards its failed-login limit), and the CONNACK leaves
+    after `decision.delay` seconds, reading nothing meanwhile (the event loop and the other clients go on)."""
+    failures = conn.broker.access.login_failed(_host(conn), conn.loop.time())
     code = decision.reason_code
     refused = "not_authorized" if code == rc.NOT_AUTHORIZED else "bad_credentials"
     conn.broker.metrics[f"mqtt_connack_{refused}_sent"] += 1

@@ -26,6 +26,7 @@ from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.client_metrics import SENT_COUNTERS
 from vmqpy.broker.decisions import (
+    Authenticate,
     Close,
     Decision,
     Decisions,
@@ -415,6 +416,9 @@ class MQTTConnection(asyncio.Protocol):
         elif kind is Unanswered:
             assert isinstance(decision, Unanswered)
             self._note(decision.why, decision.warn, None)
+        elif kind is Authenticate:
+            assert isinstance(decision, Authenticate)
+            connect_flow.authenticate(self, decision)
         elif kind is Register:
             assert isinstance(decision, Register)
             connect_flow.start_registration(self, decision.accepted)

@@ -3,7 +3,8 @@ is to do about a packet. The machine returns them; it never does anything itself
 
 `Send` and `Reply` write a packet (a `Reply` may wait for the storage barrier and for other nodes'
 acknowledgements); `Close` ends the connection; `RefuseConnect` answers a CONNECT that is refused (after a delay
-for a refused login); `Register` starts the registration of an accepted CONNECT; `Route` publishes a message;
+for a refused login); `Authenticate` runs a password check off the event loop; `Register` starts the
+registration of an accepted CONNECT; `Route` publishes a message;
 `SubscribeTo`, `UnsubscribeFrom` change subscriptions; `Unanswered` is a packet left without an answer (logged);
 `Throttle` stops reading the client until congested subscribers drained.
 """
@@ -14,13 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from vmqpy.broker.auth import PasswordCheck
 from vmqpy.broker.message import Message
 from vmqpy.broker.negotiation import Accepted
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.router import RouteResult
-from vmqpy.mqtt.packets import Packet, Subscribe, Unsubscribe
+from vmqpy.mqtt.packets import Connect, Packet, Subscribe, Unsubscribe
 
 __all__ = [
+    "Authenticate",
     "Close",
     "Decision",
     "Decisions",
@@ -80,6 +83,15 @@ class RefuseConnect:
 
 
 @dataclass(slots=True)
+class Authenticate:
+    """Run the CONNECT's password check off the event loop (the node's login pool), reading nothing meanwhile, then
+    call `authenticated` with its verdict. `connect` is the CONNECT, decided again then."""
+
+    connect: Connect
+    check: PasswordCheck
+
+
+@dataclass(slots=True)
 class Register:
     """Register the accepted CONNECT with the cluster, open the session, then call `connected`."""
 
@@ -127,8 +139,8 @@ class Throttle:
     result: RouteResult
 
 
-Decision = (Send | Reply | Close | RefuseConnect | Register | Route | SubscribeTo | UnsubscribeFrom | Unanswered
-            | Throttle)
+Decision = (Send | Reply | Close | RefuseConnect | Authenticate | Register | Route | SubscribeTo | UnsubscribeFrom
+            | Unanswered | Throttle)
 Decisions = tuple[Decision, ...]
 
 

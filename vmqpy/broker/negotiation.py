@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from vmqpy.broker.auth import PasswordCheck
 from vmqpy.broker.message import Message
 from vmqpy.broker.ports import ServePolicy
 from vmqpy.config import Config
@@ -24,8 +25,9 @@ SESSION_EXPIRY_NEVER = 0xFFFFFFFF
 class CredentialCheck(Protocol):
     """What the machine needs of vmqpy.broker.auth.Authenticator."""
 
-    def check(self, username: str | None, password: bytes | None) -> int | None:
-        """None when the credentials are accepted, else the CONNACK reason code of the refusal."""
+    def check(self, username: str | None, password: bytes | None) -> int | PasswordCheck | None:
+        """None when the credentials are accepted, else the CONNACK reason code of the refusal; or a `PasswordCheck`
+        still to run (off the event loop), after which the CONNECT is negotiated again with its verdict."""
         ...
 
 
@@ -64,8 +66,9 @@ class Refused:
 
 
 def negotiate(connect: Connect, config: Config, auth: CredentialCheck, policy: ServePolicy, now: float,
-              new_client_id: Callable[[], str] = assigned_client_id) -> Accepted | Refused:
-    """Decide a CONNECT: refused with the code the specification prescribes, or accepted with its terms."""
+              new_client_id: Callable[[], str] = assigned_client_id) -> Accepted | Refused | PasswordCheck:
+    """Decide a CONNECT: refused with the code the specification prescribes, or accepted with its terms; or the
+    password check `auth` asks to run first (then decided again with an `auth` that gives its verdict)."""
     level = connect.protocol_level
     props = connect.properties
     client_id = connect.client_id
@@ -81,6 +84,8 @@ def negotiate(connect: Connect, config: Config, auth: CredentialCheck, policy: S
     if props.authentication_method is not None:
         return Refused(rc.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported")
     refusal = auth.check(connect.username, connect.password)
+    if isinstance(refusal, PasswordCheck):
+        return refusal
     if refusal is not None:
         return Refused(refusal, "authentication failed")
     if not policy.may("register"):

@@ -34,7 +34,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from vmqpy.broker.access import AccessControl
+from vmqpy.broker.auth import PasswordCheck
 from vmqpy.broker.decisions import (
+    Authenticate,
     Close,
     Decisions,
     RefuseConnect,
@@ -86,6 +88,11 @@ NO_PACKET_ID = 0
 RETRY_RECHECK = 1.0  # seconds: the soonest a resend is looked at again (a connection that cannot take more)
 WRITE_CACHE_SIZE = 256  # PUBLISH topics whose ACL decision a connection remembers (all forgotten when full)
 LOGIN_REFUSALS = (rc.BAD_USER_NAME_OR_PASSWORD, rc.NOT_AUTHORIZED)  # negotiate's refusals from the credentials
+# the refusals of a login whose password was not checked (the driver's verdicts for `authenticated`)
+UNCHECKED_LOGINS = {
+    rc.SERVER_BUSY: "server busy: too many logins are being checked",
+    rc.CONNECTION_RATE_EXCEEDED: "too many failed logins from this address: try again later",
+}
 
 
 # ---------------------------------------------------------------------------------------------- the machine
@@ -93,6 +100,7 @@ LOGIN_REFUSALS = (rc.BAD_USER_NAME_OR_PASSWORD, rc.NOT_AUTHORIZED)  # negotiate'
 
 class Phase(Enum):
     CONNECTING = "connecting"  # nothing but CONNECT is allowed
+    AUTHENTICATING = "authenticating"  # its password is checked; the driver reads nothing until `authenticated`
     REGISTERING = "registering"  # CONNECT accepted; the driver reads nothing until `connected`
     CONNECTED = "connected"
     CLOSED = "closed"
@@ -127,11 +135,21 @@ Handler = Callable[["ConnectionMachine", Packet, float], Decisions]
 class _Certified:
     """The credential check of a CONNECT whose user is a verified client certificate's CN: nothing left to check."""
 
-    def check(self, username: str | None, password: bytes | None) -> int | None:
+    def check(self, username: str | None, password: bytes | None) -> int | PasswordCheck | None:
         return None
 
 
 _CERTIFIED = _Certified()
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """The credential check of a CONNECT whose password check ran (`ConnectionMachine.authenticated`): its verdict."""
+
+    refusal: int | None
+
+    def check(self, username: str | None, password: bytes | None) -> int | PasswordCheck | None:
+        return self.refusal
 
 
 class ConnectionMachine:
@@ -176,17 +194,31 @@ class ConnectionMachine:
 
     def _connect(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Connect)
-        state = self.state
-        state.level = packet.protocol_level
+        self.state.level = packet.protocol_level
         auth: CredentialCheck = self.auth
         if self.identity is not None:
             packet, auth = replace(packet, username=self.identity, password=None), _CERTIFIED
+        return self._negotiate(packet, auth, now)
+
+    def authenticated(self, packet: Connect, refusal: int | None, now: float) -> Decisions:
+        """The password check of `Authenticate` ran: None, accepted; else the reason code to refuse with (0x86 for
+        wrong credentials; the driver's own when it could not run the check, Server busy or Connection rate
+        exceeded). The CONNECT is decided again with that verdict."""
+        if self.state.phase is not Phase.AUTHENTICATING:
+            raise ValueError(f"authenticated() in phase {self.state.phase.value}")
+        return self._negotiate(packet, _Checked(refusal), now)
+
+    def _negotiate(self, packet: Connect, auth: CredentialCheck, now: float) -> Decisions:
+        state = self.state
         answer = negotiate(packet, self.config, auth, self.policy, now, self.new_client_id)
+        if isinstance(answer, PasswordCheck):
+            self._enter(Phase.AUTHENTICATING)
+            return (Authenticate(packet, answer),)
         if isinstance(answer, Refused):
             self._enter(Phase.CLOSED)
             if answer.reason_code in LOGIN_REFUSALS:
                 return (_login_refusal(answer.reason_code, packet.username is None, self.config),)
-            return (RefuseConnect(answer.reason_code, answer.why),)
+            return (RefuseConnect(answer.reason_code, UNCHECKED_LOGINS.get(answer.reason_code, answer.why)),)
         self._enter(Phase.REGISTERING)
         state.client_id = answer.client_id
         state.keep_alive = answer.keep_alive

@@ -11,7 +11,8 @@ import pytest
 
 from vmqpy.broker.access import AccessControl, Reloaded, WatchedFile
 from vmqpy.broker.acl import AclError
-from vmqpy.broker.auth import FailedLogins, PasswordFileError, hash_password, parse_passwords
+from vmqpy.broker.auth import PasswordFileError, hash_password, parse_passwords
+from vmqpy.broker.login_throttle import LoginThrottle
 
 ALICE = f"alice:{hash_password('wonderland', iterations=1000)}\n"
 BOB = f"bob:{hash_password('builder', iterations=1000)}\n"
@@ -160,8 +161,8 @@ def test_parse_passwords_names_the_source() -> None:
 
 
 def test_failed_logins_are_counted_per_address_and_bounded() -> None:
-    failed = FailedLogins(capacity=2)
-    assert [failed.record("10.0.0.1"), failed.record("10.0.0.1"), failed.record("10.0.0.2")] == [1, 2, 1]
-    assert failed.record("10.0.0.3") == 1  # the oldest address is forgotten
+    failed = LoginThrottle(capacity=2)  # (the failed-login table: vmqpy.broker.login_throttle)
+    assert [failed.failed("10.0.0.1", 0), failed.failed("10.0.0.1", 0), failed.failed("10.0.0.2", 0)] == [1, 2, 1]
+    assert failed.failed("10.0.0.3", 0) == 1  # the oldest address is forgotten
     assert (failed.count("10.0.0.1"), failed.count("10.0.0.2"), len(failed), failed.total) == (0, 1, 2, 4)
-    assert failed.record("10.0.0.2") == 2
+    assert failed.failed("10.0.0.2", 0) == 2

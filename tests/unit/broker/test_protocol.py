@@ -28,7 +28,7 @@ from vmqpy.broker.decisions import (
     UnsubscribeFrom,
 )
 from vmqpy.broker.message import Message
-from vmqpy.broker.negotiation import Accepted, keepalive_check_after, keepalive_expired, negotiate
+from vmqpy.broker.negotiation import Accepted, Refused, keepalive_check_after, keepalive_expired, negotiate
 from vmqpy.broker.protocol import ConnectionMachine, Phase
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
@@ -182,7 +182,7 @@ def test_session_expiry_on_disconnect() -> None:
 def test_every_refusal(connect: Connect, auth: int | None, policy: tuple[str, ...], code: int) -> None:
     config = replace(CONFIG, max_client_id_size=23)
     answer = negotiate(connect, config, Auth_(auth), Policy(*policy), NOW)
-    assert not isinstance(answer, Accepted) and answer.reason_code == code
+    assert isinstance(answer, Refused) and answer.reason_code == code
     m = ConnectionMachine(config, Auth_(auth), Policy(*policy))
     [decision] = m.receive(connect, NOW)
     assert isinstance(decision, RefuseConnect) and decision.reason_code == code
