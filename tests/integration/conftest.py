@@ -206,7 +206,7 @@ class Broker:
             self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT, cwd=str(REPO),
                                          env=env, start_new_session=True)
         deadline = time.monotonic() + START_DEADLINE
-        while not port_open(self.port):
+        while not (port_open(self.port) and self._all_listeners_open(self.starts)):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.kind} exited with {self.proc.returncode} before listening on "
                                    f"{self.port}:\n{self.log_tail()}")
@@ -216,6 +216,19 @@ class Broker:
                                    f"{self.log_tail()}")
             time.sleep(0.05)
         return self
+
+    def _all_listeners_open(self, start: int) -> bool:
+        """A vmqpy node opens its listeners one after another and logs "node started" once all are open: a test that
+        reaches a second listener (TLS, WebSocket) waits for that line of this start, not only for the first port.
+        Without the line (mosquitto, a console log above info) the first port is all there is to wait for."""
+        if self.kind != "vmqpy" or self.extra.get("log.console", "console") != "console" or \
+                str(self.extra.get("log.console.level", "info")) not in ("debug", "info"):
+            return True
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return False
+        return "node started" in text.rsplit(f"---- start #{start}:", 1)[-1]
 
     def _kill(self) -> None:
         if self.proc and self.proc.poll() is None:
