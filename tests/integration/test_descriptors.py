@@ -113,6 +113,14 @@ def mqtt_connects_from(address: str, port: int, client_id: str) -> bool:
         return False
 
 
+def answered_busy(sock: socket.socket) -> bool:
+    """Whether the admin API answered `sock` with 503 (read without taking it)."""
+    try:
+        return sock.recv(12, socket.MSG_DONTWAIT | socket.MSG_PEEK).startswith(b"HTTP/1.1 503")
+    except OSError:
+        return False
+
+
 def health(url: str) -> int | None:
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
@@ -162,3 +170,132 @@ def test_idle_mqtt_sockets_at_the_limit_leave_health_and_vmq_admin_answering(
     # once the idle sockets are gone, a well-behaved client is served again
     wait_until(lambda: mqtt_connects_from(ADDRESS_B, broker.port, "served-again"), 20, what="a client served again")
     assert "connections refused: the MQTT listeners hold every descriptor" in broker.log_tail(400)
+
+
+# ------------------------------------------------------------------------- per address
+
+
+def connected_from(address: str, port: int, client_id: str, prefix: bytes = b"") -> socket.socket | None:
+    """A socket from `address` whose CONNECT (after `prefix`, a PROXY header) got CONNACK accepted; None when
+    the node closed it instead."""
+    try:
+        sock = connect_from(address, port)
+        sock.settimeout(5)
+        sock.sendall(prefix + enc_connect(client_id))
+        received = b""
+        while len(received) < 4:
+            chunk = sock.recv(4 - len(received))
+            if not chunk:
+                sock.close()
+                return None
+            received += chunk
+    except OSError:
+        return None
+    assert received == b"\x20\x02\x00\x00", received
+    sock.setblocking(False)  # closed_by_peer looks without waiting
+    return sock
+
+
+def test_one_address_cannot_lock_another_out_of_max_connections(limited: Callable[..., LimitedBroker]) -> None:
+    broker = limited(4096, 4096, **{"listener.max_connections": 10, "listener.max_connections_per_address": 5})
+    with sockets_from(ADDRESS_A) as held_a, sockets_from(ADDRESS_B) as held_b:
+        refused_a = 0
+        for i in range(10):  # A tries to fill max_connections
+            sock = connected_from(ADDRESS_A, broker.port, f"a-{i}")
+            if sock is None:
+                refused_a += 1
+            else:
+                held_a.append(sock)
+        assert (len(held_a), refused_a) == (5, 5)
+        for i in range(5):  # B gets in, 5 of 5
+            sock = connected_from(ADDRESS_B, broker.port, f"b-{i}")
+            assert sock is not None, f"B's connection {i} refused"
+            held_b.append(sock)
+        assert not any(closed_by_peer(s) for s in held_a + held_b)
+    assert "listener.max_connections_per_address" in broker.log_tail(200)
+
+
+def test_by_default_one_address_of_idle_sockets_leaves_room_for_another(
+        limited: Callable[..., LimitedBroker]) -> None:
+    broker = limited(256, 256, **{"mqtt.connect_timeout": "120s"})
+    with sockets_from(ADDRESS_A) as idle, sockets_from(ADDRESS_B) as held_b:
+        for _ in range(300):
+            try:
+                idle.append(connect_from(ADDRESS_A, broker.port))
+            except OSError:
+                break
+        # an eighth of the node's MQTT sockets may wait for their CONNECT from one address: at most 256 / 8
+        wait_until(lambda: sum(closed_by_peer(s) for s in idle) >= len(idle) - 256 // 8, 20,
+                   what="A's sockets over its pending limit closed")
+        for i in range(5):
+            sock = connected_from(ADDRESS_B, broker.port, f"b-{i}")
+            assert sock is not None, f"B's connection {i} refused"
+            held_b.append(sock)
+    assert "listener.max_pending_per_address" in broker.log_tail(400)
+
+
+def test_behind_the_proxy_protocol_the_clients_address_counts(limited: Callable[..., LimitedBroker]) -> None:
+    broker = limited(4096, 4096, **{"listener.tcp.proxy_protocol": "on",
+                                    "listener.max_connections_per_address": 3})
+
+    def header(source: str, port: int) -> bytes:
+        return f"PROXY TCP4 {source} 127.0.0.1 {port} {broker.port}\r\n".encode()
+
+    with sockets_from(ADDRESS_A) as held:  # every socket comes from the balancer's one address
+        results = [connected_from(ADDRESS_A, broker.port, f"c1-{i}", header("10.0.0.1", 40000 + i))
+                   for i in range(5)]
+        held.extend(s for s in results if s is not None)
+        assert [s is not None for s in results] == [True, True, True, False, False]
+        for i in range(3):  # another client behind the same balancer
+            sock = connected_from(ADDRESS_A, broker.port, f"c2-{i}", header("10.0.0.2", 41000 + i))
+            assert sock is not None, f"10.0.0.2's connection {i} refused"
+            held.append(sock)
+    assert "10.0.0.1" in broker.log_tail(200)
+
+
+# ------------------------------------------------------------------------- the admin listener
+
+TRICKLED = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
+    f"X-Filler-{i}: {'x' * 40}\r\n".encode() for i in range(40)) + b"\r\n"
+
+
+def test_idle_and_trickling_admin_connections_are_closed(limited: Callable[..., LimitedBroker]) -> None:
+    http_port = free_port()
+    url = f"http://127.0.0.1:{http_port}"
+    broker = limited(4096, 4096, **{"listener.http.default": f"127.0.0.1:{http_port}",
+                                    "listener.http.request_timeout": "1s"})
+    wait_until(lambda: health(url) == 200, 15, what="admin API")
+    with sockets_from(ADDRESS_A) as idle, sockets_from(ADDRESS_A) as trickling:
+        for _ in range(40):
+            idle.append(connect_from(ADDRESS_A, http_port))
+        for _ in range(5):
+            trickling.append(connect_from(ADDRESS_A, http_port))
+        sent = 0
+        # one byte of the header to each trickling socket at a time, paced; the node closes them long before
+        # the whole header is there (len(TRICKLED) bytes, 2,000 paced steps)
+        while sent < len(TRICKLED) and not all(closed_by_peer(s) for s in trickling):
+            for sock in trickling:
+                with contextlib.suppress(OSError):
+                    sock.send(TRICKLED[sent:sent + 1])
+            sent += 1
+            time.sleep(0.01)  # pacing of the trickle, not a synchronisation
+        assert sent < len(TRICKLED), "a trickled header was read to its end"
+        wait_until(lambda: all(closed_by_peer(s) for s in idle), 20, what="idle admin connections closed")
+        assert health(url) == 200
+
+
+def test_admin_connections_over_the_cap_get_503_and_the_api_answers_once_they_go(
+        limited: Callable[..., LimitedBroker]) -> None:
+    http_port = free_port()
+    url = f"http://127.0.0.1:{http_port}"
+    broker = limited(4096, 4096, **{"listener.http.default": f"127.0.0.1:{http_port}",
+                                    "listener.http.max_connections": 10, "listener.http.request_timeout": "60s"})
+    wait_until(lambda: health(url) == 200, 15, what="admin API")
+    with sockets_from(ADDRESS_A) as idle:
+        for _ in range(30):
+            idle.append(connect_from(ADDRESS_A, http_port))
+        wait_until(lambda: sum(answered_busy(s) for s in idle) >= 20, 20, what="connections over the cap answered")
+        assert sum(answered_busy(s) for s in idle) == 20  # the 10 under the cap are held, unanswered
+        assert health(url) == 503  # the API is full: a clear answer, not a hang
+    wait_until(lambda: health(url) == 200, 20, what="the API answering again")
+    assert "listener.http.max_connections" in broker.log_tail(200)
