@@ -260,7 +260,7 @@ TRICKLED = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
 def test_idle_and_trickling_admin_connections_are_closed(limited: Callable[..., LimitedBroker]) -> None:
     http_port = free_port()
     url = f"http://127.0.0.1:{http_port}"
-    broker = limited(4096, 4096, **{"listener.http.default": f"127.0.0.1:{http_port}"})  # request_timeout 10s
+    limited(4096, 4096, **{"listener.http.default": f"127.0.0.1:{http_port}"})  # request_timeout 10s
     wait_until(lambda: health(url) == 200, 15, what="admin API")
     with sockets_from(ADDRESS_A) as idle, sockets_from(ADDRESS_A) as trickling:
         for _ in range(40):
