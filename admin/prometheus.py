@@ -129,6 +129,15 @@ SPECS: Final[tuple[Spec, ...]] = (
        "broker.proxy_protocol_refused", labels=(("reason", "proxy_header"),)),
     _s("vmqpy_connect_refused", "counter", "connections closed for a failed TLS handshake (ssl and wss listeners)",
        "broker.tls_handshake_failed", labels=(("reason", "tls_handshake"),)),
+    _s("vmqpy_connect_refused", "counter", "MQTT sockets closed at their accept: the listeners held every "
+       "descriptor the node gives them (open files limit less the admin API's and the node's reserve)",
+       "broker.connections_refused_descriptors", labels=(("reason", "descriptors"),)),
+    _s("vmqpy_connect_refused", "counter", "MQTT sockets closed at their accept: their client address held "
+       "listener.max_connections_per_address", "broker.connections_refused_address",
+       labels=(("reason", "per_address"),)),
+    _s("vmqpy_connect_refused", "counter", "MQTT sockets closed at their accept: their client address held "
+       "listener.max_pending_per_address sockets before CONNECT", "broker.connections_refused_pending_address",
+       labels=(("reason", "pending_per_address"),)),
     _s("netsplit_detected", "counter", "times this node stopped reaching every member", "cluster.netsplit_detected"),
     _s("netsplit_resolved", "counter", "times this node reached every member again", "cluster.netsplit_resolved"),
     _s("cluster_bytes_sent", "counter", "bytes written to cluster links", "cluster.links.bytes_out"),

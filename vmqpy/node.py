@@ -388,6 +388,7 @@ class Node:
         budget, addresses = self._socket_budget(broker)
         listener_set = Listeners(self.config, broker, storage, auth, self.connections, tls, budget, addresses)
         self.listeners.listener_set = listener_set
+        self.listeners.socket_budget = budget
         loop.add_signal_handler(signal.SIGHUP, lambda: reload_on_hangup(tls, self.cluster_tls, broker))
         try:
             await listener_set.start()

@@ -41,6 +41,7 @@ class ListenerControl:
         self.connections = connections
         self._left = left
         self.listener_set: Listeners | None = None  # set once the node serves
+        self.socket_budget: int | None = None  # the MQTT sockets the node's descriptors allow (vmqpy.descriptors)
         self.servers: list[asyncio.Server] = []
         self._server_of: dict[tuple[str, str], asyncio.Server] = {}  # (kind, name) -> its server while it listens
         self.stopped: set[tuple[str, str]] = set()  # `vmq-admin listener stop`, until `listener start`
@@ -94,7 +95,7 @@ class ListenerControl:
         columns (type, status, ip, port, mountpoint, max_conns) and ours (name, active_conns). max_conns is the
         listener's max_connections, at most the MQTT sockets the node's descriptors allow (vmqpy.descriptors)."""
         active = Counter(conn.listener for conn in self.connections)
-        budget = None if self.listener_set is None else self.listener_set.node_limit.maximum  # the descriptors'
+        budget = self.socket_budget
         rows = []
         for kind, name, host, port in config_module.mqtt_listeners(self.config):
             server = self._server_of.get((kind, name))
