@@ -163,8 +163,9 @@ class Listeners:
         if not limit.admit(self.loop.time()):
             return RefusedConnection()
         peer = None if request is None else self.proxied_peers.peer_of(request)
-        client: object = peer
-        if client is None and request is not None and request.transport is not None:
+        client: object = peer  # behind a PROXY header without an address (a health check): none
+        if client is None and request is not None and request.transport is not None \
+                and not self.option(kind, name, "proxy_protocol"):
             client = request.transport.get_extra_info("peername")
         admitted, admission = self.admit_address(client, limit.release)
         if not admitted:
@@ -247,7 +248,8 @@ class Listeners:
             def open_mqtt(peer: Peer | None, transport: asyncio.Transport) -> asyncio.Protocol:
                 if not limit.admit(loop.time()):
                     return RefusedConnection()
-                client = peer if peer is not None else transport.get_extra_info("peername")
+                # behind a PROXY header without an address (a health check): none
+                client = peer if peer is not None or refusals is not None else transport.get_extra_info("peername")
                 admitted, admission = self.admit_address(client, limit.release)
                 if not admitted:
                     return RefusedConnection()
