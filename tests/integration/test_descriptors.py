@@ -8,6 +8,7 @@ bound to 127.0.0.2 and 127.0.0.3 so the node sees two addresses."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.integration.clients import enc_connect
@@ -294,3 +296,36 @@ def test_admin_connections_over_the_cap_get_503_and_the_api_answers_once_they_go
         assert sum(answered_busy(s) for s in idle) == 36  # the 64 under the cap are held, unanswered
     wait_until(lambda: health(url) == 200, 20, what="the API answering again")
     assert "listener.http.max_connections" in broker.log_tail(200)
+
+
+def test_websockets_of_one_address_count_against_its_limit(limited: Callable[..., LimitedBroker]) -> None:
+    ws_port = free_port()
+    broker = limited(4096, 4096, **{"listener.ws.default": f"127.0.0.1:{ws_port}",
+                                    "listener.max_connections_per_address": 2})
+
+    held: list[aiohttp.ClientWebSocketResponse] = []
+
+    async def attempt(session: aiohttp.ClientSession, client_id: str) -> bool:
+        """A WebSocket of `session` (bound to its address) whose CONNECT gets CONNACK accepted, kept open."""
+        ws = await session.ws_connect(f"http://127.0.0.1:{ws_port}/mqtt", protocols=("mqtt",))
+        held.append(ws)
+        await ws.send_bytes(enc_connect(client_id))
+        message = await ws.receive(timeout=5)
+        return message.type == aiohttp.WSMsgType.BINARY and message.data == b"\x20\x02\x00\x00"
+
+    async def scenario() -> tuple[list[bool], list[bool]]:
+        sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(address, 0), limit=0))
+                    for address in (ADDRESS_A, ADDRESS_B)]
+        try:
+            a = [await attempt(sessions[0], f"ws-a-{i}") for i in range(4)]
+            b = [await attempt(sessions[1], f"ws-b-{i}") for i in range(2)]
+            return a, b
+        finally:
+            for ws in held:
+                await ws.close()
+            for session in sessions:
+                await session.close()
+
+    a, b = asyncio.run(scenario())
+    assert (a, b) == ([True, True, False, False], [True, True])
+    assert "listener.max_connections_per_address" in broker.log_tail(200)

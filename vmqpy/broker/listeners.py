@@ -164,9 +164,8 @@ class Listeners:
             return RefusedConnection()
         peer = None if request is None else self.proxied_peers.peer_of(request)
         client: object = peer  # behind a PROXY header without an address (a health check): none
-        if client is None and request is not None and request.transport is not None \
-                and not self.option(kind, name, "proxy_protocol"):
-            client = request.transport.get_extra_info("peername")
+        if client is None and request is not None and request.remote and not self.option(kind, name, "proxy_protocol"):
+            client = (request.remote, 0)  # the socket's peer (aiohttp noted it at the accept)
         admitted, admission = self.admit_address(client, limit.release)
         if not admitted:
             return RefusedConnection()
