@@ -65,6 +65,7 @@ from admin.commands import (
     resolve,
     result_to_json,
 )
+from admin.connection_cap import ConnectionCap
 from admin.errors import CommandError
 from admin.facade import AdminNode
 from admin.keys import KeyStore
@@ -452,28 +453,34 @@ async def start_api(
     *,
     shutdown_timeout: float = 5.0,
     ssl_context: ssl.SSLContext | None = None,
+    max_connections: int = 64,
+    request_timeout: float = 10.0,
 ) -> ApiServer:
     """Serve the API on the running event loop at host:port (0: a free port, see `ApiServer.port`).
 
     Each step that succeeds registers its undoing on an exit stack; when a later step fails (the port is taken),
     the earlier ones are undone in reverse before the error propagates. `shutdown_timeout`: how long `stop()`
     lets requests in progress finish. `ssl_context`: serve HTTPS with it. An address that cannot be bound raises
-    OSError naming it.
+    OSError naming it. At most `max_connections` connections at once (more get 503, admin.connection_cap); a
+    connection without a whole request head `request_timeout` seconds after it opened or after its last answer
+    is closed (`listener.http.max_connections`, `listener.http.request_timeout`).
     """
     quiet_bad_requests()
     stack = AsyncExitStack()
     try:
         runner = web.AppRunner(build_app(facade, keys), access_log=None, shutdown_timeout=shutdown_timeout,
-                               logger=request_error_log())
+                               logger=request_error_log(), keepalive_timeout=request_timeout)
         await runner.setup()
-        stack.push_async_callback(runner.cleanup)  # stops the sites too
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)  # HTTPS with a context
-        try:
-            await site.start()
+        stack.push_async_callback(runner.cleanup)  # closes the connections, after the listening socket (below)
+        assert runner.server is not None
+        cap = ConnectionCap(runner.server, max_connections, host, port)
+        try:  # no aiohttp site: the listening socket's protocol is the cap's (HTTPS with a context)
+            server = await asyncio.get_running_loop().create_server(cap.protocol, host, port, ssl=ssl_context,
+                                                                    reuse_address=True)
         except OSError as exc:
             raise OSError(exc.errno, f"HTTP admin API cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-        bound = runner.addresses[0]
-        actual_port = int(bound[1])
+        stack.callback(server.close)
+        actual_port = int(server.sockets[0].getsockname()[1])
     except BaseException:
         await stack.aclose()
         raise

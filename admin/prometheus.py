@@ -138,6 +138,15 @@ SPECS: Final[tuple[Spec, ...]] = (
        "(0x89 Server busy)", "broker.login_busy"),
     _s("vmqpy_login_password_checks", "counter", "passwords hashed in the login pool (a user the password file does "
        "not have is checked against a dummy hash, and counted too)", "broker.login_password_checks"),
+    _s("vmqpy_connect_refused", "counter", "MQTT sockets closed at their accept: the listeners held every "
+       "descriptor the node gives them (open files limit less the admin API's and the node's reserve)",
+       "broker.connections_refused_descriptors", labels=(("reason", "descriptors"),)),
+    _s("vmqpy_connect_refused", "counter", "MQTT sockets closed at their accept: their client address held "
+       "listener.max_connections_per_address", "broker.connections_refused_address",
+       labels=(("reason", "per_address"),)),
+    _s("vmqpy_connect_refused", "counter", "MQTT sockets closed at their accept: their client address held "
+       "listener.max_pending_per_address sockets before CONNECT", "broker.connections_refused_pending_address",
+       labels=(("reason", "pending_per_address"),)),
     _s("netsplit_detected", "counter", "times this node stopped reaching every member", "cluster.netsplit_detected"),
     _s("netsplit_resolved", "counter", "times this node reached every member again", "cluster.netsplit_resolved"),
     _s("cluster_bytes_sent", "counter", "bytes written to cluster links", "cluster.links.bytes_out"),

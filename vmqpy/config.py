@@ -114,6 +114,11 @@ class Config:
     upgrade_outgoing_qos: bool = False
     retry_interval: float = 20.0
     max_connections: int | None = None  # listener.max_connections; None: no limit
+    # listener.max_connections_per_address, listener.max_pending_per_address: "auto", a number or None (infinity)
+    max_connections_per_address: int | str | None = "auto"
+    max_pending_per_address: int | str | None = "auto"
+    http_max_connections: int = 64  # listener.http.max_connections, each admin listener
+    http_request_timeout: float = 10.0  # listener.http.request_timeout
     # (kind, listener name) -> option -> value, the listener options set in the configuration (`listener_option`)
     listener_options: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     # kind -> option -> value, the `listener.KIND.OPTION` keys set (options of every listener of that kind)
@@ -292,6 +297,10 @@ def build(settings: Sequence[_Setting]) -> Config:
         upgrade_outgoing_qos=get("upgrade_outgoing_qos"),
         retry_interval=get("retry_interval"),
         max_connections=get("listener.max_connections"),
+        max_connections_per_address=get("listener.max_connections_per_address"),
+        max_pending_per_address=get("listener.max_pending_per_address"),
+        http_max_connections=get("listener.http.max_connections"),
+        http_request_timeout=get("listener.http.request_timeout"),
         listener_options=options,
         kind_options=kind_options,
         ignored=tuple(ignored),
@@ -397,6 +406,9 @@ _FIELD_OF = {
     "auth.failed_login_block": "failed_login_block", "auth.failed_login_addresses": "failed_login_addresses",
     "auth.hash_workers": "hash_workers", "auth.hash_queue": "hash_queue",
     "listener.max_connections": "max_connections", "mqtt.connect_timeout": "connect_timeout",
+    "listener.max_connections_per_address": "max_connections_per_address",
+    "listener.max_pending_per_address": "max_pending_per_address",
+    "listener.http.max_connections": "http_max_connections", "listener.http.request_timeout": "http_request_timeout",
     "cluster.tls.cafile": "cluster_tls_cafile", "cluster.tls.certfile": "cluster_tls_certfile",
     "cluster.tls.keyfile": "cluster_tls_keyfile",
 }

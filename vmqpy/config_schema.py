@@ -12,6 +12,7 @@ from pathlib import Path
 from vmqpy.config_values import (
     Key,
     parse_address,
+    parse_address_limit,
     parse_bool,
     parse_choice,
     parse_connection_limit,
@@ -129,7 +130,25 @@ SCHEMA: Mapping[str, Key] = {
         parse_duration, 20.0, "3.1.1: an unacknowledged QoS 1/2 PUBLISH or PUBREL is resent after this long; 0: never"
     ),
     "listener.max_connections": Key(
-        parse_connection_limit, None, "connections each MQTT listener holds at once; more are closed at once"
+        parse_connection_limit, None, "connections each MQTT listener holds at once; more are closed at once "
+        "(unset or infinity: the MQTT sockets the open files limit allows, docs/security.md)"
+    ),
+    "listener.max_connections_per_address": Key(
+        parse_address_limit, "auto", "MQTT connections one client address (the PROXY header's with proxy_protocol) "
+        "holds at once, every listener together; more are closed at once. auto: half the node's MQTT sockets; "
+        "infinity: no limit"
+    ),
+    "listener.max_pending_per_address": Key(
+        parse_address_limit, "auto", "of those, sockets still before their CONNECT (tcp, ssl); more are closed at "
+        "once. auto: an eighth of the node's MQTT sockets; infinity: no limit"
+    ),
+    "listener.http.max_connections": Key(
+        parse_int(1), 64, "connections each admin API listener (http, https) holds at once; more get 503 and are "
+        "closed. Kept out of the MQTT listeners' descriptors"
+    ),
+    "listener.http.request_timeout": Key(
+        parse_positive_duration, 10.0, "an admin API connection is closed when no whole request head arrived this "
+        "long after it opened or after its last answer (idle keep-alive, trickled headers)"
     ),
     "allow_register_during_netsplit": Key(parse_bool, False, "accept CONNECT while the cluster is not ready"),
     "allow_publish_during_netsplit": Key(parse_bool, False, "accept PUBLISH while the cluster is not ready"),

@@ -183,6 +183,14 @@ def parse_connection_limit(text: str) -> int | None:
     return parse_int(1)(text)
 
 
+def parse_address_limit(text: str) -> int | str | None:
+    """A per-address connection limit: `auto` (derived from the node's descriptors, vmqpy.descriptors),
+    `infinity` -> None (no limit), or a whole number of connections, at least 1."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return parse_connection_limit(text)
+
+
 @dataclass(frozen=True, slots=True)
 class Key:
     """One configuration key: how to parse it, its default (already parsed) and a line of documentation."""

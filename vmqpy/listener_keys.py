@@ -61,7 +61,8 @@ class ListenerOption:
 
 LISTENER_OPTIONS: Mapping[str, ListenerOption] = {
     "max_connections": ListenerOption(
-        parse_connection_limit, "connections this listener holds at once (infinity: no limit)",
+        parse_connection_limit,
+        "connections this listener holds at once (infinity: only the node's MQTT socket budget)",
         node_wide="listener.max_connections",
     ),
     "advertise": ListenerOption(

@@ -19,6 +19,7 @@ from admin.keys import KeyStore, ensure_node_key
 from vmqpy import config as config_module
 from vmqpy import logconfig
 from vmqpy.broker import records, systree
+from vmqpy.broker.address_limit import AddressLimits
 from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
@@ -47,6 +48,7 @@ from vmqpy.cluster.service import ClusterService
 from vmqpy.cluster.tcp import ClusterNetwork
 from vmqpy.cluster.view import View
 from vmqpy.config import Config
+from vmqpy.descriptors import OpenFilesLimit, mqtt_socket_budget, open_descriptors, per_address, raise_open_files_limit
 from vmqpy.drain import Outcome
 from vmqpy.facade import NodeFacade
 from vmqpy.gc_watch import THRESHOLDS
@@ -86,11 +88,13 @@ class Node:
         self.listeners = ListenerControl(config, self.connections,
                                          lambda: self.cluster is not None and self.cluster.removed)
         self.started_at = 0.0
+        self.open_files = OpenFilesLimit(None, None, None)  # the soft limit as `running` raised it
         self.on_stop_request: Callable[[], None] | None = None  # `serve` sets it: `vmq-admin node stop`
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Node]:
         warn_ignored_keys(self.config)
+        self.open_files = raise_open_files_limit()  # systemd's soft 1,024 would refuse clients long before memory
         async with AsyncExitStack() as stack:
             storage = await stack.enter_async_context(self._storage())
             incarnation = load_incarnation(self.config.data_dir)
@@ -313,10 +317,14 @@ class Node:
         apis = []
         try:
             if address is not None:
-                apis.append(await start_api(facade, KeyStore(self.config.data_dir), address[0], address[1]))
+                apis.append(await start_api(facade, KeyStore(self.config.data_dir), address[0], address[1],
+                                            max_connections=self.config.http_max_connections,
+                                            request_timeout=self.config.http_request_timeout))
             if secure is not None:
                 apis.append(await start_api(facade, KeyStore(self.config.data_dir), secure[0], secure[1],
-                                            ssl_context=https_context(self.config)))
+                                            ssl_context=https_context(self.config),
+                                            max_connections=self.config.http_max_connections,
+                                            request_timeout=self.config.http_request_timeout))
             yield
         finally:
             for api in reversed(apis):
@@ -385,8 +393,10 @@ class Node:
         path = config_module.password_file_in_force(self.config)
         auth = Authenticator(self.config.allow_anonymous, parse_password_file(path) if path else {})
         tls = ListenerContexts(tls_settings_of(self.config))  # ConfigError: checked by `vmqpy start` already
-        listener_set = Listeners(self.config, broker, storage, auth, self.connections, tls)
+        budget, addresses = self._socket_budget(broker)
+        listener_set = Listeners(self.config, broker, storage, auth, self.connections, tls, budget, addresses)
         self.listeners.listener_set = listener_set
+        self.listeners.socket_budget = budget
         loop.add_signal_handler(signal.SIGHUP, lambda: reload_on_hangup(tls, self.cluster_tls, broker))
         try:
             await listener_set.start()
@@ -403,6 +413,18 @@ class Node:
                 await asyncio.sleep(0.01)
             await listener_set.close()
             await storage.sync()
+
+    def _socket_budget(self, broker: Broker) -> tuple[int | None, AddressLimits]:
+        """The MQTT sockets the node may hold (vmqpy.descriptors: the open files limit less what is open now, the
+        admin listeners' caps and a spare) and the per-address limits in force (`auto`: a half and an eighth)."""
+        admin_listeners = (self.config.http_listener is not None) + (self.config.https_listener is not None)
+        budget = mqtt_socket_budget(self.open_files.soft, open_descriptors() or 0,
+                                    admin_listeners * self.config.http_max_connections)
+        addresses = AddressLimits(per_address(self.config.max_connections_per_address, budget, 2),
+                                  per_address(self.config.max_pending_per_address, budget, 8), broker.metrics)
+        log.info("MQTT socket budget", max_sockets=budget, per_address=addresses.maximum,
+                 pending_per_address=addresses.pending, open_files_limit=self.open_files.soft)
+        return budget, addresses
 
     # ------------------------------------------------------------------------- admin.cli.listener, node drain
 

@@ -41,6 +41,7 @@ class ListenerControl:
         self.connections = connections
         self._left = left
         self.listener_set: Listeners | None = None  # set once the node serves
+        self.socket_budget: int | None = None  # the MQTT sockets the node's descriptors allow (vmqpy.descriptors)
         self.servers: list[asyncio.Server] = []
         self._server_of: dict[tuple[str, str], asyncio.Server] = {}  # (kind, name) -> its server while it listens
         self.stopped: set[tuple[str, str]] = set()  # `vmq-admin listener stop`, until `listener start`
@@ -91,8 +92,10 @@ class ListenerControl:
 
     def rows(self) -> list[dict[str, Any]]:
         """`vmq-admin listener show`: every MQTT listener of the configuration, running or stopped, with VerneMQ's
-        columns (type, status, ip, port, mountpoint, max_conns) and ours (name, active_conns)."""
+        columns (type, status, ip, port, mountpoint, max_conns) and ours (name, active_conns). max_conns is the
+        listener's max_connections, at most the MQTT sockets the node's descriptors allow (vmqpy.descriptors)."""
         active = Counter(conn.listener for conn in self.connections)
+        budget = self.socket_budget
         rows = []
         for kind, name, host, port in config_module.mqtt_listeners(self.config):
             server = self._server_of.get((kind, name))
@@ -101,6 +104,8 @@ class ListenerControl:
                 assert server is not None
                 port = int(server.sockets[0].getsockname()[1]) if server.sockets else port
             limit = config_module.listener_option(self.config, name, "max_connections", kind)
+            if budget is not None:
+                limit = budget if limit is None else min(limit, budget)
             rows.append({
                 "type": LISTENER_TYPES[kind], "status": "running" if running else "stopped", "ip": host,
                 "port": port, "mountpoint": "", "max_conns": "infinity" if limit is None else limit,

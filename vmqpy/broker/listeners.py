@@ -11,7 +11,10 @@ ws, wss: aiohttp's HTTP server (behind a HandshakePrelude for wss, or for ws wit
 upgrading GET /mqtt to a WebSocket that carries an MQTTConnection (vmqpy.broker.websocket); the upgrade request
 has mqtt.connect_timeout too. The client's address from a PROXY header reaches the MQTTConnection through
 `proxied_peers` (vmqpy.broker.websocket.ProxiedPeers), by the socket under aiohttp's request.
-Every kind counts its connections against the listener's `max_connections` (vmqpy.broker.listener_limit; TLS
+Every kind counts its connections against the listener's `max_connections` and the node-wide descriptor budget
+(`mqtt_sockets`, vmqpy.descriptors), and against the per-address limits of its client's address (the socket's
+peer, or the PROXY header's source: vmqpy.broker.address_limit; tcp from accept, with the sockets still before
+CONNECT counted apart; TLS from the end of the handshake; WebSockets from the upgrade) (vmqpy.broker.listener_limit; TLS
 connections from the end of their handshake, which has TLS_HANDSHAKE_TIMEOUT seconds; WebSocket listeners their
 WebSockets), and
 every MQTTConnection is in `connections` (the node's set: sessions shown by the admin, drain, shutdown) until its
@@ -29,11 +32,17 @@ from aiohttp import web
 
 from vmqpy import config as config_module
 from vmqpy.broker import websocket
+from vmqpy.broker.address_limit import AddressLimits, Admission, address_of
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.handshake_prelude import TLS_HANDSHAKE_FAILED_METRIC, HandshakePrelude, OpenProtocol, Peer
-from vmqpy.broker.listener_limit import ConnectionLimit, RefusedConnection
+from vmqpy.broker.listener_limit import (
+    DESCRIPTORS_REFUSED_METRIC,
+    AddressGate,
+    ConnectionLimit,
+    RefusedConnection,
+)
 from vmqpy.broker.preludes import (
     CONNECT_MAX_SIZE,
     PROXY_REFUSED_METRIC,
@@ -60,7 +69,8 @@ class Listeners:
 
     def __init__(
         self, config: Config, broker: Broker, storage: Storage | None, auth: Authenticator,
-        connections: set[MQTTConnection], tls: ListenerContexts,
+        connections: set[MQTTConnection], tls: ListenerContexts, mqtt_sockets: int | None = None,
+        addresses: AddressLimits | None = None,
     ) -> None:
         self.config = config
         self.broker = broker
@@ -75,9 +85,12 @@ class Listeners:
         # what a connection does when its socket is gone, by the max_connections place it releases (None: none):
         # one tuple shared by the connections of a listener, not a closure and a tuple of their own each
         self._on_lost: dict[Callable[[], None] | None, tuple[Callable[[MQTTConnection], None], ...]] = {}
+        # every MQTT socket of the node, all listeners together: what its descriptors allow (None: no limit)
+        self.node_limit = ConnectionLimit("node", mqtt_sockets, broker.metrics, metric=DESCRIPTORS_REFUSED_METRIC)
+        self.addresses = addresses if addresses is not None else AddressLimits(None, None, broker.metrics)
         self.limits = {
             (kind, name): ConnectionLimit(label(kind, name), self.option(kind, name, "max_connections"),
-                                          broker.metrics)
+                                          broker.metrics, shared=self.node_limit)
             for kind, name, _host, _port in config_module.mqtt_listeners(config)
         }
         # Before its CONNECT a socket has mqtt.connect_timeout seconds and max_message_size bytes (1 MiB unset).
@@ -91,15 +104,18 @@ class Listeners:
         return config_module.listener_option(self.config, name, option, kind)
 
     def open_mqtt(self, kind: str, name: str, peer: tuple[str, int] | None = None,
-                  release: Callable[[], None] | None = None) -> MQTTConnection:
+                  release: Callable[[], None] | None = None, admission: Admission | None = None) -> MQTTConnection:
         """A new MQTTConnection of listener (kind, name), in `connections` until its socket is gone, then running
-        `release` (if given) first; `peer` (from a PROXY header) replaces the socket's peer address."""
+        `release` (if given) first, and releasing its per-address `admission` (if any); `peer` (from a PROXY
+        header) replaces the socket's peer address."""
         conn = MQTTConnection(self.broker, self.config, self.storage, self.auth, label(kind, name))
         conn.peer = peer
         conn.identity_as_username = bool(kind in config_module.TLS_KINDS
                                          and self.option(kind, name, "use_identity_as_username"))
         self.connections.add(conn)
         conn.on_lost = self._lost_callbacks(release)
+        if admission is not None:  # one of its own: the address's count is the connection's
+            conn.on_lost = (_calling(admission.release), *conn.on_lost)
         return conn
 
     def _lost_callbacks(self, release: Callable[[], None] | None) -> tuple[Callable[[MQTTConnection], None], ...]:
@@ -112,15 +128,32 @@ class Listeners:
         return callbacks
 
     def awaiting_connect(self, kind: str, name: str, release: Callable[[], None],
-                         peer: tuple[str, int] | None = None) -> ConnectPrelude:
+                         peer: tuple[str, int] | None = None, admission: Admission | None = None) -> ConnectPrelude:
         """The protocol of a new socket of listener (kind, name) until its CONNECT is whole, then an MQTTConnection
-        that runs `release` when its socket is gone (the prelude runs it if the socket goes before that)."""
+        that runs `release` when its socket is gone (the prelude runs it if the socket goes before that). Its
+        per-address `admission` (if any) stops counting as pending at the CONNECT and is released with it."""
         def open_connection() -> asyncio.Protocol:
-            conn = self.open_mqtt(kind, name, peer, release)
+            if admission is not None:
+                admission.connected()
+            conn = self.open_mqtt(kind, name, peer, release, admission)
             conn.connect_waited = True  # the prelude had mqtt.connect_timeout and hands on a whole CONNECT
             return conn
 
-        return ConnectPrelude(open_connection, self.connect_waits[(kind, name)], release)
+        on_lost = release if admission is None else _both(release, admission.release)
+        return ConnectPrelude(open_connection, self.connect_waits[(kind, name)], on_lost)
+
+    def admit_address(self, peer: object, release: Callable[[], None]) -> tuple[bool, Admission | None]:
+        """The per-address admission of a socket whose client is `peer` ((host, port), from the socket or a PROXY
+        header): (False, None) when its address is at a limit (then `release` ran: the listener's place is
+        freed), (True, None) for a peer without an address or no per-address limit."""
+        address = address_of(peer)
+        if address is None or self.addresses.unlimited:
+            return True, None
+        admission = self.addresses.admit(address, self.loop.time())
+        if admission is None:
+            release()
+            return False, None
+        return True, admission
 
     def websocket_connection(self, kind: str, name: str, request: web.BaseRequest | None = None) -> asyncio.Protocol:
         """The protocol of a new WebSocket of listener (kind, name) upgraded from `request`: an MQTTConnection
@@ -129,8 +162,16 @@ class Listeners:
         limit = self.limits[(kind, name)]
         if not limit.admit(self.loop.time()):
             return RefusedConnection()
-        return self.open_mqtt(kind, name, None if request is None else self.proxied_peers.peer_of(request),
-                              limit.release)
+        peer = None if request is None else self.proxied_peers.peer_of(request)
+        client: object = peer  # behind a PROXY header without an address (a health check): none
+        if client is None and request is not None and request.remote and not self.option(kind, name, "proxy_protocol"):
+            client = (request.remote, 0)  # the socket's peer (aiohttp noted it at the accept)
+        admitted, admission = self.admit_address(client, limit.release)
+        if not admitted:
+            return RefusedConnection()
+        if admission is not None:
+            admission.connected()  # a WebSocket counts per address from its upgrade, not as pending
+        return self.open_mqtt(kind, name, peer, limit.release, admission)
 
     def factory(self, kind: str, name: str) -> ProtocolFactory:
         """The protocol factory of listener (kind, name) for `loop.create_server`."""
@@ -145,11 +186,17 @@ class Listeners:
         if kind == "tcp" and refusals is not None:
             proxy_failures = refusals  # narrowed, for the closure
 
+            def after_header(peer: tuple[str, int] | None) -> asyncio.Protocol:
+                # the client's address is the header's (None: a health check of the balancer, not counted)
+                admitted, admission = self.admit_address(peer, limit.release)
+                if not admitted:
+                    return RefusedConnection()
+                return self.awaiting_connect(kind, name, limit.release, peer, admission)
+
             def make_proxied() -> asyncio.Protocol:
                 if not limit.admit(loop.time()):
                     return RefusedConnection()
-                return ProxyPrelude(lambda peer: self.awaiting_connect(kind, name, limit.release, peer),
-                                    proxy_failures, limit.release)
+                return ProxyPrelude(after_header, proxy_failures, limit.release)
 
             return make_proxied
         if kind in config_module.TLS_KINDS or refusals is not None:  # ssl, wss; ws with the PROXY header
@@ -157,12 +204,24 @@ class Listeners:
         if kind == "ws":  # max_connections counts the WebSockets (websocket_connection)
             return self._http_server(kind, name)
 
-        def make() -> asyncio.Protocol:
+        addresses = self.addresses
+        if addresses.unlimited:
+            def make() -> asyncio.Protocol:
+                if not limit.admit(loop.time()):
+                    return RefusedConnection()
+                return self.awaiting_connect(kind, name, limit.release)
+
+            return make
+
+        def admitted(admission: Admission | None) -> asyncio.Protocol:
+            return self.awaiting_connect(kind, name, limit.release, None, admission)
+
+        def make_gated() -> asyncio.Protocol:
             if not limit.admit(loop.time()):
                 return RefusedConnection()
-            return self.awaiting_connect(kind, name, limit.release)
+            return AddressGate(addresses, admitted, limit.release)
 
-        return make
+        return make_gated
 
     def _prelude_factory(self, kind: str, name: str, refusals: FailureLog | None) -> ProtocolFactory:
         """Sockets of listener (kind, name) go through a HandshakePrelude: the PROXY header when `refusals` is
@@ -185,10 +244,15 @@ class Listeners:
 
             open_protocol: OpenProtocol = open_http
         else:
-            def open_mqtt(peer: Peer | None, _transport: asyncio.Transport) -> asyncio.Protocol:
+            def open_mqtt(peer: Peer | None, transport: asyncio.Transport) -> asyncio.Protocol:
                 if not limit.admit(loop.time()):
                     return RefusedConnection()
-                return self.awaiting_connect(kind, name, limit.release, peer)
+                # behind a PROXY header without an address (a health check): none
+                client = peer if peer is not None or refusals is not None else transport.get_extra_info("peername")
+                admitted, admission = self.admit_address(client, limit.release)
+                if not admitted:
+                    return RefusedConnection()
+                return self.awaiting_connect(kind, name, limit.release, peer, admission)
 
             open_protocol = open_mqtt
 
@@ -228,6 +292,13 @@ class Listeners:
         """Listen on host:port for listener (kind, name). TLS listeners are plain servers too: their handshake
         runs in the HandshakePrelude, after the PROXY header if there is one."""
         return await self.loop.create_server(self.factory(kind, name), host, port, reuse_address=True, backlog=1024)
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        then()
+    return both
 
 
 def _calling(release: Callable[[], None]) -> Callable[[MQTTConnection], None]:
