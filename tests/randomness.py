@@ -24,10 +24,10 @@ if PROFILE not in PROFILES:
     raise RuntimeError(f"VMQPY_TEST_PROFILE={PROFILE!r}: expected one of {', '.join(PROFILES)}")
 
 # The machine the suite runs on is shared and noisy: a property's examples are counted, never timed.
-_UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
-settings.register_profile("ci", derandomize=True, database=None, print_blob=True, **_UNTIMED)
+_UNTIMED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", _UNTIMED, derandomize=True, database=None, print_blob=True)
 # Properties that set their own `max_examples` keep it; the others draw 500 examples instead of 100.
-settings.register_profile("long", max_examples=500, print_blob=True, **_UNTIMED)
+settings.register_profile("long", _UNTIMED, max_examples=500, print_blob=True)
 
 
 def load() -> None:
