@@ -105,6 +105,8 @@ class Config:
     connect_timeout: float = 10.0  # mqtt.connect_timeout
     max_message_rate: int = 0
     max_subscriptions_per_client: int = 0
+    session_foreign_user: str = "clean"  # session.foreign_user: clean or refuse (vmqpy.broker.owners)
+    session_client_id_prefix: str = ""  # session.client_id_prefix: "" any; %u the user name
     upgrade_outgoing_qos: bool = False
     retry_interval: float = 20.0
     max_connections: int | None = None  # listener.max_connections; None: no limit
@@ -277,6 +279,8 @@ def build(settings: Sequence[_Setting]) -> Config:
         connect_timeout=get("mqtt.connect_timeout"),
         max_message_rate=get("max_message_rate"),
         max_subscriptions_per_client=get("max_subscriptions_per_client"),
+        session_foreign_user=get("session.foreign_user"),
+        session_client_id_prefix=get("session.client_id_prefix"),
         upgrade_outgoing_qos=get("upgrade_outgoing_qos"),
         retry_interval=get("retry_interval"),
         max_connections=get("listener.max_connections"),

@@ -99,6 +99,10 @@ class Node:
             metadata = await stack.enter_async_context(self._metadata(storage, incarnation, links))
             broker = self.broker = Broker(self.config, SessionStore(storage), metadata, policy=self.policy)
             broker.router.shared_policy = self.config.shared_subscription_policy
+            # The ACL and password files in force before the sessions are restored (a file that cannot be used
+            # stops the start): a restored session's subscriptions the ACL no longer allows go at once.
+            broker.access.load(config_module.acl_file_in_force(self.config),
+                               config_module.password_file_in_force(self.config))
             broker.load(time.time())
             if network is not None:
                 self.replication = QueueReplication.configured(self.config, storage, self.policy)
@@ -336,11 +340,9 @@ class Node:
 
     @contextlib.asynccontextmanager
     async def _access_reload(self, broker: Broker) -> AsyncIterator[None]:
-        """The ACL and password files in force (vmqpy.broker.access), loaded before any client is served (a file
-        that cannot be used stops the start), then looked at every `vmq_acl.acl_reload_interval` and
-        `vmq_passwd.password_reload_interval` seconds (0: never) and reloaded when they changed."""
-        broker.access.load(config_module.acl_file_in_force(self.config),
-                           config_module.password_file_in_force(self.config))
+        """The ACL and password files in force (vmqpy.broker.access; loaded before the broker's sessions are
+        restored) looked at every `vmq_acl.acl_reload_interval` and `vmq_passwd.password_reload_interval` seconds
+        (0: never) and reloaded when they changed."""
 
         async def watch(interval: float, acl: bool) -> None:
             while True:
