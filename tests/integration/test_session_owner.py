@@ -15,16 +15,15 @@ same publisher connection, is received before any of them.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.access_files import write_access_files
 from tests.integration.clients import PahoClient, RawClient, unique
-from tests.integration.conftest import REPO, Broker, broker_kind
+from tests.integration.conftest import Broker, broker_kind
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's session owners and ACL files")]
 
@@ -54,14 +53,6 @@ topic #
 """
 
 
-def make_passwords(path: Path) -> None:
-    """The password file, made with the real `vmqpy passwd` (the password on standard input)."""
-    for user, password in PASSWORDS.items():
-        done = subprocess.run([sys.executable, "-m", "vmqpy", "passwd", str(path), user], input=password + "\n",
-                              capture_output=True, text=True, timeout=30, cwd=REPO)
-        assert done.returncode == 0, done.stderr
-
-
 @pytest.fixture
 def started() -> Iterator[list[Broker]]:
     brokers: list[Broker] = []
@@ -79,10 +70,7 @@ def clients() -> Iterator[list[PahoClient]]:
 
 
 def start_node(workdir: Path, started: list[Broker], **extra: Any) -> Broker:
-    workdir.mkdir(parents=True, exist_ok=True)
-    acl_file, passwd = workdir / "vmq.acl", workdir / "vmq.passwd"
-    acl_file.write_text(ACL)
-    make_passwords(passwd)
+    acl_file, passwd = write_access_files(workdir, ACL, PASSWORDS)
     settings = {"acl_file": acl_file, "password_file": passwd, "auth.failed_login_delay": "100ms",
                 "vmq_acl.acl_reload_interval": "0", **extra}
     broker = Broker(broker_kind(), workdir, settings)
