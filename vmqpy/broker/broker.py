@@ -34,6 +34,7 @@ from vmqpy.broker.migration import SessionMigration
 from vmqpy.broker.owners import UNKNOWN_USER, is_foreign
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Placement, Registrar, ServePolicy
+from vmqpy.broker.retain_quota import RetainQuota
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.route_feed import RouteFeed
 from vmqpy.broker.router import Router, RouteResult, outgoing_qos
@@ -97,8 +98,12 @@ class Broker:
         self._forwards = Forwards(self.router, self.metrics, self._moved, self._backpressure, self._current_forwarder)
         metadata.on_change(records.SUBSCRIPTION, self._feed.on_subscription_change)
         metadata.on_change(records.RETAIN, self._feed.on_retain_change)
+        # the retained messages each client keeps (vmqpy.broker.retain_quota): a change of a topic's retained
+        # message (by anyone, anywhere) ends the count of the client that set it; `publish` counts the new one
+        self.retain_quota = RetainQuota(config.retain_max_per_client, config.retain_max_bytes_per_client)
+        metadata.on_change(records.RETAIN, lambda key, _old, _new: self.retain_quota.released(str(key[1])))
         metadata.on_change(records.SESSION, self._migration.on_session_change)
-        for counter in ("session_foreign_user_cleaned", "session_foreign_user_refused"):
+        for counter in ("session_foreign_user_cleaned", "session_foreign_user_refused", "retain_quota_exceeded"):
             self.metrics[counter] = 0  # exported at 0 from the start (admin.prometheus)
 
     def _current_forwarder(self) -> Forwarder | None:
@@ -308,7 +313,15 @@ class Broker:
         if message.retain:
             key = records.retain_key(message.topic)
             if message.payload:
+                size = len(message.payload) + len(message.topic)
+                if not self.retain_quota.admits(message.publisher, message.topic, size):
+                    self.metrics["retain_quota_exceeded"] += 1
+                    log.debug("retained message refused: its client's retained quota is used up",
+                              client_id=message.publisher, topic=message.topic,
+                              held=self.retain_quota.held(message.publisher))
+                    return RouteResult(retain_refused=True)
                 self.metadata.put(records.RETAIN, key, records.retain_value(self.metadata.hlc_now(), message))
+                self.retain_quota.stored(message.publisher, message.topic, size)
                 durable = True
             elif message.topic in self.retained:
                 self.metadata.delete(records.RETAIN, key)
