@@ -160,6 +160,12 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("vmqpy_publish_dropped", "counter", "published messages that reached no queue (no subscriber, refused)",
        "broker.publish_dropped"),
     _s("vmqpy_connections", "gauge", "open MQTT connections", "broker.connections"),
+    _s("vmqpy_retain_quota_exceeded", "counter", "retained PUBLISHes refused: their client had used up "
+       "retain.max_per_client or retain.max_bytes_per_client", "broker.retain_quota_exceeded"),
+    _s("vmqpy_session_foreign_user", "counter", "CONNECTs with the client id of another user's session, by what "
+       "session.foreign_user did", "broker.session_foreign_user_cleaned", labels=(("action", "clean"),)),
+    _s("vmqpy_session_foreign_user", "counter", "CONNECTs with the client id of another user's session, by what "
+       "session.foreign_user did", "broker.session_foreign_user_refused", labels=(("action", "refuse"),)),
     _s("vmqpy_cluster_members", "gauge", "members of the cluster this node knows", "cluster.members"),
     _s("vmqpy_cluster_reachable", "gauge", "members this node reaches (itself included)", "cluster.reachable"),
     _s("vmqpy_cluster_frames_dropped", "counter", "cluster frames refused because a peer's buffer was full",

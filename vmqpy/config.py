@@ -111,6 +111,10 @@ class Config:
     connect_timeout: float = 10.0  # mqtt.connect_timeout
     max_message_rate: int = 0
     max_subscriptions_per_client: int = 0
+    session_foreign_user: str = "clean"  # session.foreign_user: clean or refuse (vmqpy.broker.owners)
+    session_client_id_prefix: str = ""  # session.client_id_prefix: "" any; %u the user name
+    retain_max_per_client: int = 10_000  # retain.max_per_client; 0: no limit (vmqpy.broker.retain_quota)
+    retain_max_bytes_per_client: int = 64 << 20  # retain.max_bytes_per_client; 0: no limit
     upgrade_outgoing_qos: bool = False
     retry_interval: float = 20.0
     max_connections: int | None = None  # listener.max_connections; None: no limit
@@ -294,6 +298,10 @@ def build(settings: Sequence[_Setting]) -> Config:
         connect_timeout=get("mqtt.connect_timeout"),
         max_message_rate=get("max_message_rate"),
         max_subscriptions_per_client=get("max_subscriptions_per_client"),
+        session_foreign_user=get("session.foreign_user"),
+        session_client_id_prefix=get("session.client_id_prefix"),
+        retain_max_per_client=get("retain.max_per_client"),
+        retain_max_bytes_per_client=get("retain.max_bytes_per_client"),
         upgrade_outgoing_qos=get("upgrade_outgoing_qos"),
         retry_interval=get("retry_interval"),
         max_connections=get("listener.max_connections"),
@@ -411,6 +419,8 @@ _FIELD_OF = {
     "listener.http.max_connections": "http_max_connections", "listener.http.request_timeout": "http_request_timeout",
     "cluster.tls.cafile": "cluster_tls_cafile", "cluster.tls.certfile": "cluster_tls_certfile",
     "cluster.tls.keyfile": "cluster_tls_keyfile",
+    "session.foreign_user": "session_foreign_user", "session.client_id_prefix": "session_client_id_prefix",
+    "retain.max_per_client": "retain_max_per_client", "retain.max_bytes_per_client": "retain_max_bytes_per_client",
 }
 
 

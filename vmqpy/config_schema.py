@@ -123,6 +123,26 @@ SCHEMA: Mapping[str, Key] = {
     "max_subscriptions_per_client": Key(
         parse_int(0), 0, "subscriptions a client may hold; more are refused (0x97, 3.1.1: 0x80); 0 is no limit"
     ),
+    "session.foreign_user": Key(
+        parse_choice("clean", "refuse"), "clean",
+        "another user connecting with the client id of a user's session: clean (the old session is discarded, the new "
+        "client starts clean) or refuse (CONNACK not authorized; a live owner stays connected); docs/security.md",
+    ),
+    "session.client_id_prefix": Key(
+        parse_text, "",
+        "a client id must start with this (%u: the user name, e.g. %u/), else CONNACK Client Identifier not valid; "
+        "empty: any client id (vmqpy extension)",
+    ),
+    "retain.max_per_client": Key(
+        parse_int(0), 10_000,
+        "retained messages one client id may keep set through a node; a retained PUBLISH beyond is refused (5.0: "
+        "0x97; 3.1.1: acknowledged, not stored); deleting always works; 0: no limit (vmqpy extension)",
+    ),
+    "retain.max_bytes_per_client": Key(
+        parse_size, 64 << 20,
+        "bytes (topic and payload) of the retained messages one client id may keep set through a node; as "
+        "retain.max_per_client; 0: no limit (vmqpy extension)",
+    ),
     "upgrade_outgoing_qos": Key(
         parse_bool, False, "on: a message goes out at the subscription's QoS even when published at a lower one"
     ),

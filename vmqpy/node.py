@@ -104,6 +104,10 @@ class Node:
             metadata = await stack.enter_async_context(self._metadata(storage, incarnation, links))
             broker = self.broker = Broker(self.config, SessionStore(storage), metadata, policy=self.policy)
             broker.router.shared_policy = self.config.shared_subscription_policy
+            # The ACL and password files in force before the sessions are restored (a file that cannot be used
+            # stops the start): a restored session's subscriptions the ACL no longer allows go at once.
+            broker.access.load(config_module.acl_file_in_force(self.config),
+                               config_module.password_file_in_force(self.config))
             broker.load(time.time())
             if network is not None:
                 self.replication = QueueReplication.configured(self.config, storage, self.policy)
@@ -345,12 +349,10 @@ class Node:
 
     @contextlib.asynccontextmanager
     async def _access_reload(self, broker: Broker) -> AsyncIterator[None]:
-        """The ACL and password files in force (vmqpy.broker.access), loaded before any client is served (a file
-        that cannot be used stops the start), then looked at every `vmq_acl.acl_reload_interval` and
-        `vmq_passwd.password_reload_interval` seconds (0: never) and reloaded when they changed. The login pool
-        (`auth.hash_workers`, `auth.hash_queue`) runs as long."""
-        broker.access.load(config_module.acl_file_in_force(self.config),
-                           config_module.password_file_in_force(self.config))
+        """The ACL and password files in force (vmqpy.broker.access; loaded before the broker's sessions are
+        restored) looked at every `vmq_acl.acl_reload_interval` and `vmq_passwd.password_reload_interval` seconds
+        (0: never) and reloaded when they changed. The login pool (`auth.hash_workers`, `auth.hash_queue`) runs as
+        long."""
         # passwords are hashed in the login pool's threads, not on the event loop (vmqpy.broker.login_pool)
         logins = broker.logins = LoginPool(self.config.hash_workers, self.config.hash_queue)
         broker.access.authenticator.deferred = True

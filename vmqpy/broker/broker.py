@@ -33,8 +33,10 @@ from vmqpy.broker.login_pool import LoginPool
 from vmqpy.broker.login_throttle import LoginThrottle
 from vmqpy.broker.message import Message
 from vmqpy.broker.migration import SessionMigration
+from vmqpy.broker.owners import UNKNOWN_USER, is_foreign
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Placement, Registrar, ServePolicy
+from vmqpy.broker.retain_quota import RetainQuota
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.route_feed import RouteFeed
 from vmqpy.broker.router import Router, RouteResult, outgoing_qos
@@ -101,7 +103,13 @@ class Broker:
         self._forwards = Forwards(self.router, self.metrics, self._moved, self._backpressure, self._current_forwarder)
         metadata.on_change(records.SUBSCRIPTION, self._feed.on_subscription_change)
         metadata.on_change(records.RETAIN, self._feed.on_retain_change)
+        # the retained messages each client keeps (vmqpy.broker.retain_quota): a change of a topic's retained
+        # message (by anyone, anywhere) ends the count of the client that set it; `publish` counts the new one
+        self.retain_quota = RetainQuota(config.retain_max_per_client, config.retain_max_bytes_per_client)
+        metadata.on_change(records.RETAIN, lambda key, _old, _new: self.retain_quota.released(str(key[1])))
         metadata.on_change(records.SESSION, self._migration.on_session_change)
+        for counter in ("session_foreign_user_cleaned", "session_foreign_user_refused", "retain_quota_exceeded"):
+            self.metrics[counter] = 0  # exported at 0 from the start (admin.prometheus)
 
     def _current_forwarder(self) -> Forwarder | None:
         return self.forwarder
@@ -119,6 +127,9 @@ class Broker:
                 continue
             session = self.new_session(stored.client_id, stored.protocol_level, stored.expiry_interval)
             session.disconnected_at = disconnected_at
+            session.user = stored.user
+            if stored.user != UNKNOWN_USER:  # the ACL judges it as its owner (`enforcer`), before its client is back
+                self.enforcer.usernames[stored.client_id] = stored.user
             if stored.will is not None:  # the connection was lost with the node, or its will was pending
                 self.wills.restore(session, stored.will, disconnected_at)
             for out in sorted(stored.messages, key=lambda o: o.seq):
@@ -127,7 +138,11 @@ class Broker:
                 session.await_release(stored.incoming)
             self.sessions[session.client_id] = session
         self._feed.load_subscriptions()
-        log.info("storage loaded", sessions=len(self.sessions), retained=len(self.retained))
+        # A restored offline session is judged against the ACL in force before anything is queued for it: its
+        # subscriptions the ACL no longer allows its owner go now, not when its client connects again.
+        revoked = self.enforcer.enforce()
+        log.info("storage loaded", sessions=len(self.sessions), retained=len(self.retained),
+                 subscriptions_revoked=revoked)
 
     def new_session(self, client_id: str, level: int, expiry: float | None) -> Session:
         """A session with this node's limits, journaled when it is persistent (not yet in `sessions`)."""
@@ -155,8 +170,13 @@ class Broker:
         `image` is the session handed over by its previous owner node (or rebuilt from the store when that
         node is unreachable); its messages follow through `adopt_messages`. `username`: the authenticated
         user; the subscriptions of a resumed session are judged again for it (`enforce_acl`). `will`: the
-        connection's, kept in the session record while it is connected (vmqpy.broker.stored_will)."""
+        connection's, kept in the session record while it is connected (vmqpy.broker.stored_will). A session of
+        another user (vmqpy.broker.owners; the connection refused it already under `session.foreign_user =
+        refuse`) is not resumed: it ends, and `username` gets a clean one."""
         existing = self.sessions.get(client_id)
+        if existing is not None and not clean_start and is_foreign(existing.user, username):
+            clean_start = True
+            self.metrics["session_foreign_user_cleaned"] += 1
         if existing is not None and existing.moving_to is not None:
             # It was moving away, and the client id comes back here first: it stays. What was already handed
             # over comes back from the other node once it sees that this node owns the client id again.
@@ -178,8 +198,10 @@ class Broker:
         if existing is None:
             session = self.new_session(client_id, level, expiry)
             self.sessions[client_id] = session
+            session.user = username
         else:
             session = existing
+            session.user = username  # the same user, or the first to connect to a session of an unknown owner
             was_persistent = session.persistent
             session.protocol_level = level
             session.expiry_interval = expiry
@@ -197,8 +219,9 @@ class Broker:
         alone = self.config.cluster_listener is None
         known = self.metadata.get(records.SESSION, key) if alone else None
         session.owner_recorded = not alone or session.persistent or known is not None
-        if session.owner_recorded and not (alone and records.same_owner(known, self.node, clean_start, expiry)):
-            value = records.session_value(self.metadata.hlc_now(), self.node, clean_start, expiry)
+        if session.owner_recorded and not (alone and records.same_owner(known, self.node, clean_start, expiry,
+                                                                        username)):
+            value = records.session_value(self.metadata.hlc_now(), self.node, clean_start, expiry, user=username)
             self.metadata.put(records.SESSION, key, value)
         if adopted:
             assert image is not None
@@ -206,6 +229,17 @@ class Broker:
         self.enforcer.connected(session, username)
         self.metrics["client_connected"] += 1
         return session, session_present
+
+    def foreign_owner(self, client_id: str, username: str | None) -> bool:
+        """Whether the session of `client_id` (kept here, or named by its owner record anywhere in the cluster)
+        belongs to another user than `username` (vmqpy.broker.owners)."""
+        session = self.sessions.get(client_id)
+        if session is not None and is_foreign(session.user, username):
+            return True
+        if self.config.cluster_listener is None:  # alone, every session of the client id is here
+            return False
+        value = self.metadata.get(records.SESSION, records.session_key(client_id))
+        return value is not None and is_foreign(records.session_user(value), username)
 
     def attach(self, session: Session, owner: Sink, window: int, max_packet_size: int, now: float) -> None:
         session.attach(owner, window, max_packet_size, now)
@@ -284,7 +318,15 @@ class Broker:
         if message.retain:
             key = records.retain_key(message.topic)
             if message.payload:
+                size = len(message.payload) + len(message.topic)
+                if not self.retain_quota.admits(message.publisher, message.topic, size):
+                    self.metrics["retain_quota_exceeded"] += 1
+                    log.debug("retained message refused: its client's retained quota is used up",
+                              client_id=message.publisher, topic=message.topic,
+                              held=self.retain_quota.held(message.publisher))
+                    return RouteResult(retain_refused=True)
                 self.metadata.put(records.RETAIN, key, records.retain_value(self.metadata.hlc_now(), message))
+                self.retain_quota.stored(message.publisher, message.topic, size)
                 durable = True
             elif message.topic in self.retained:
                 self.metadata.delete(records.RETAIN, key)

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from vmqpy.broker.ports import Placement, Registrar
 
 __all__ = [
-    "authenticate",
-    "bound_logger", "complete_connect", "disconnected", "move_away", "redirected", "refuse", "refuse_login", "register",
+    "authenticate", "bound_logger", "complete_connect", "disconnected", "foreign_user", "move_away", "redirected",
+    "refuse", "refuse_login", "register",
     "send_refusal", "start_registration", "take_over",
 ]
 
@@ -46,6 +46,8 @@ def start_registration(conn: MQTTConnection, accepted: Accepted) -> None:
     conn.username = accepted.username
     conn._log = None  # its log lines name the client id from now on (bound again at the next one)
     conn.keep_alive = accepted.keep_alive
+    if conn.broker.foreign_owner(accepted.client_id, accepted.username) and not foreign_user(conn, accepted):
+        return
     if conn.broker.placement is not None and redirected(conn, accepted, conn.broker.placement):
         return
     registrar = conn.broker.registrar
@@ -57,6 +59,24 @@ def start_registration(conn: MQTTConnection, accepted: Accepted) -> None:
     conn._registering = True
     _hold(conn)
     conn.loop.create_task(register(conn, registrar, accepted))
+
+
+def foreign_user(conn: MQTTConnection, accepted: Accepted) -> bool:
+    """The client id's session belongs to another user (vmqpy.broker.owners): under `session.foreign_user =
+    refuse` the CONNECT is refused as not authorized (False; a live connection of the owner stays); else it goes
+    on with a clean start, so that the old session (and a live connection of it) ends and nothing of it reaches
+    this client (True)."""
+    metrics = conn.broker.metrics
+    if conn.broker.config.session_foreign_user == "refuse":
+        metrics["session_foreign_user_refused"] += 1
+        refuse(conn, rc.NOT_AUTHORIZED, "the client id's session belongs to another user")
+        return False
+    if not accepted.clean_start:
+        accepted.clean_start = True
+        metrics["session_foreign_user_cleaned"] += 1
+        conn.log.info("the client id's session belongs to another user: it ends, this client starts clean",
+                      user=accepted.username)
+    return True
 
 
 def _hold(conn: MQTTConnection) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from vmqpy.broker import connect_flow, keepalive, pacing, publish_out
+from vmqpy.broker import connect_flow, keepalive, pacing, publish_out, subscribe_slices
 from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
@@ -79,8 +79,9 @@ class MQTTConnection(asyncio.Protocol):
     __slots__ = (
         "__weakref__", "_abort_timer", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
         "_flush_scheduled", "_log", "_out", "_peer", "_rate", "_rate_held", "_reading_paused", "_refusing",
-        "_registering", "_retries", "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing",
-        "config", "connect_waited", "decoder", "identity_as_username", "keep_alive", "keepalive_bucket",
+        "_registering", "_retries", "_retry_timer", "_subscribing", "_timer", "_writable", "acks", "broker",
+        "client_id", "closing", "config", "connect_waited", "decoder", "identity_as_username", "keep_alive",
+        "keepalive_bucket",
         "last_received", "listener", "loop", "machine", "normal_close", "on_lost", "session", "storage", "traces",
         "transport", "username",
     )
@@ -126,6 +127,7 @@ class MQTTConnection(asyncio.Protocol):
         self._aliases_out: OutboundAliases | None = None
         self.acks = AckQueue(self.loop, storage, self._ack_failed)  # acknowledgements, durable and in order
         self._registering = False
+        self._subscribing = False  # a SUBSCRIBE of many filters is added a slice a turn: nothing is read meanwhile
         self._refusing = False  # a refused login waits for its CONNACK (auth.failed_login_delay): nothing is read
         self._connect_at = 0.0  # loop time the CONNECT was read (CONNECT-to-CONNACK latency)
         self._asked_client_id = ""  # the client id the CONNECT asked for (logged when it is refused)
@@ -193,7 +195,8 @@ class MQTTConnection(asyncio.Protocol):
         """Dispatch every complete packet received (until a CONNECT starts registering)."""
         decoder = self.decoder
         try:
-            while not self.closing and not self._registering and not self._rate_held and not self._refusing:
+            while (not self.closing and not self._registering and not self._rate_held and not self._refusing
+                   and not self._subscribing):
                 packet = decoder.next_packet()
                 if packet is NEED_DATA:
                     break
@@ -357,6 +360,9 @@ class MQTTConnection(asyncio.Protocol):
                 self.broker.metrics["mqtt_connect_received"] += 1
                 self._connect_at = self.loop.time()
                 self._asked_client_id = packet.client_id
+            if type(packet) is Subscribe and machine.connected_now and subscribe_slices.sliced(packet):
+                subscribe_slices.start(self, packet)  # vmqpy.broker.subscribe_slices
+                return
             if type(packet) is Connect and self.broker.tracers:
                 self.follow(*self.broker.tracers.of(packet.client_id))
                 if self.traces:

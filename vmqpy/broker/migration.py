@@ -20,6 +20,7 @@ import structlog
 from vmqpy.broker import records
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import MOVED_ROUTE_TTL
+from vmqpy.broker.owners import UNKNOWN_USER
 from vmqpy.broker.session import FORWARD_MEMORY, Outgoing, Session
 from vmqpy.replicas.lineage import Entry, Lineage, fingerprint, names_record
 
@@ -204,9 +205,14 @@ class SessionMigration:
         if session is None or session.moving_to is not None:
             session = broker.new_session(image.client_id, image.protocol_level, image.expiry_interval)
             session.disconnected_at = now
+            known = broker.metadata.get(records.SESSION, records.session_key(image.client_id))
+            session.user = UNKNOWN_USER if known is None else records.session_user(known)  # its owner moves too
+            if session.user != UNKNOWN_USER:
+                broker.enforcer.usernames[image.client_id] = session.user
             broker.sessions[image.client_id] = session
             broker.store.save_session(session)
-            value = records.session_value(broker.metadata.hlc_now(), broker.node, False, image.expiry_interval)
+            value = records.session_value(broker.metadata.hlc_now(), broker.node, False, image.expiry_interval,
+                                          user=session.user)
             broker.metadata.put(records.SESSION, records.session_key(image.client_id), value)
         elif self.lineage.guards(image.client_id, image.source):
             # recovered here (or by the node it came from) from an old owner's copies, and this is that old
@@ -285,7 +291,8 @@ class SessionMigration:
         for key, value in list(metadata.fold(records.SESSION)):
             if records.session_owner(value) != node or not records.session_persistent(value):
                 continue
-            record = records.session_value(metadata.hlc_now(), new_owner(str(key[1])), False, value[3], origin=node)
+            record = records.session_value(metadata.hlc_now(), new_owner(str(key[1])), False, value[3], origin=node,
+                                           user=records.session_user(value))
             metadata.put(records.SESSION, key, record)
             reassigned += 1
         return reassigned

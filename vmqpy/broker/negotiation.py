@@ -14,6 +14,7 @@ from typing import Protocol
 
 from vmqpy.broker.auth import PasswordCheck
 from vmqpy.broker.message import Message
+from vmqpy.broker.owners import client_id_allowed
 from vmqpy.broker.ports import ServePolicy
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
@@ -88,6 +89,8 @@ def negotiate(connect: Connect, config: Config, auth: CredentialCheck, policy: S
         return refusal
     if refusal is not None:
         return Refused(refusal, "authentication failed")
+    if assigned is None and not client_id_allowed(config.session_client_id_prefix, client_id, connect.username):
+        return Refused(rc.CLIENT_IDENTIFIER_NOT_VALID, "the client id is not one of this user's")
     if not policy.may("register"):
         return Refused(rc.SERVER_UNAVAILABLE, policy.reason())
     expiry: float | None

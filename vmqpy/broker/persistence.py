@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from vmqpy.broker.handover import outgoing_from_record, outgoing_record
 from vmqpy.broker.message import decode_record, encode_record
+from vmqpy.broker.owners import UNKNOWN_USER, pack_user, unpack_user
 from vmqpy.broker.session import Outgoing, Session
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.bulk_load import bulk_load
@@ -43,6 +44,7 @@ class StoredSession:
     messages: list[Outgoing] = field(default_factory=list)
     incoming: set[int] = field(default_factory=set)
     will: StoredWill | None = None
+    user: str | None = UNKNOWN_USER  # the session's owner (vmqpy.broker.owners)
 
 
 class ReplicaJournal(Protocol):
@@ -149,17 +151,23 @@ class SessionStore:
 
 
 def session_record(session: Session, will: StoredWill | None) -> list[object]:
+    """[level, expiry, disconnected at(, will or None(, owner))]: the owner (`owners.pack_user`) when it is known."""
     fields: list[object] = [session.protocol_level, session.expiry_interval, session.disconnected_at]
-    if will is not None:
-        fields.append(will.pack())
+    user = pack_user(session.user)
+    if will is not None or user is not None:
+        fields.append(None if will is None else will.pack())
+    if user is not None:
+        fields.append(user)
     return fields
 
 
 def stored_session(client_id: str, fields: Any) -> StoredSession:
-    """A decoded session record; one written before wills were kept has three fields."""
+    """A decoded session record; one written before wills were kept has three fields, one written before owners
+    were kept at most four (its owner is unknown)."""
     level, expiry, disconnected_at = fields[:3]
     will = StoredWill.unpack(fields[3]) if len(fields) > 3 and fields[3] is not None else None
-    return StoredSession(client_id, level, expiry, disconnected_at, will=will)
+    user = unpack_user(fields[4]) if len(fields) > 4 else UNKNOWN_USER
+    return StoredSession(client_id, level, expiry, disconnected_at, will=will, user=user)
 
 
 def _message_key(client_id: str, seq: int) -> bytes:

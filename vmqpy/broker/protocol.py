@@ -323,6 +323,9 @@ class ConnectionMachine:
         throttle: Decisions = (Throttle(result),) if result.congested or result.congested_nodes else ()
         if qos == 0:
             return throttle
+        if result.retain_refused and state.level == 5:  # 3.1.1 has no refusal code: acknowledged as usual, dropped
+            refusal = Puback(packet_id, rc.QUOTA_EXCEEDED) if qos == 1 else Pubrec(packet_id, rc.QUOTA_EXCEEDED)
+            return (Reply(refusal),)
         if result.refused:
             # A forward to another node could not even be buffered: never acknowledge what may be lost.
             if state.level == 5:

@@ -3,7 +3,8 @@ and the records of publishes it forwards to other nodes.
 
 | prefix | key | value |
 |---|---|---|
-| `session` | (mountpoint, client_id) | [stamp, owner node, clean start, expiry interval or None(, origin)] |
+| `session` | (mountpoint, client_id) | [stamp, owner node, clean start, expiry interval or None(, origin or |
+|   |   | None(, [user]))]: `[user]` the user that owns the session (vmqpy.broker.owners), when it is known |
 | `subscription` | (mountpoint, client_id, filter) | [stamp, node, qos, no local, retain as published, |
 |   |   | retain handling, subscription id or None] |
 | `retain` | (mountpoint, topic) | [stamp, packed message] |
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from vmqpy.broker.message import Message, encode_record
+from vmqpy.broker.owners import UNKNOWN_USER, pack_user, unpack_user
 from vmqpy.broker.session import SubEntry
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.mqtt.topics import parse_shared
@@ -77,21 +79,32 @@ def session_owner(value: Any) -> str:
 
 
 def session_value(
-    stamp: Any, node: str, clean_start: bool, expiry: float | None, origin: str | None = None
+    stamp: Any, node: str, clean_start: bool, expiry: float | None, origin: str | None = None,
+    user: str | None = UNKNOWN_USER,
 ) -> list[Any]:
     """`origin`: set when an operator moved the session of a dead node `origin` to `node`, which then
-    recreates it from the store."""
+    recreates it from the store. `user`: the session's owner (vmqpy.broker.owners), kept when known."""
     value = [stamp_list(stamp), node, clean_start, expiry]
-    if origin is not None:
+    packed = pack_user(user)
+    if origin is not None or packed is not None:
         value.append(origin)
+    if packed is not None:
+        value.append(packed)
     return value
 
 
-def same_owner(value: Any, node: str, clean_start: bool, expiry: float | None) -> bool:
-    """Whether owner record `value` (None: there is none) names `node` with these terms, and no origin: what
-    `session_value` would write again, but for the stamp."""
-    return value is not None and len(value) == 4 and value[1] == node and value[2] == clean_start \
-        and value[3] == expiry
+def same_owner(value: Any, node: str, clean_start: bool, expiry: float | None, user: str | None = UNKNOWN_USER
+               ) -> bool:
+    """Whether owner record `value` (None: there is none) names `node` with these terms and owner, and no origin:
+    what `session_value` would write again, but for the stamp."""
+    if value is None or len(value) == 5 or len(value) > 6 or (len(value) == 6 and value[4] is not None):
+        return False
+    return value[1] == node and value[2] == clean_start and value[3] == expiry and session_user(value) == user
+
+
+def session_user(value: Any) -> str | None:
+    """The user that owns the session an owner record names; UNKNOWN_USER for a record written without one."""
+    return unpack_user(value[5]) if len(value) > 5 else UNKNOWN_USER
 
 
 def session_persistent(value: Any) -> bool:

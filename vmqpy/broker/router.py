@@ -88,6 +88,7 @@ class RouteResult:
     refused: bool = False  # a forward to another node could not even be buffered
     congested_nodes: list[str] = field(default_factory=list)  # nodes that asked to slow down
     remote_ack: RemoteAck | None = None  # QoS 1/2: every node it was forwarded to acknowledged it
+    retain_refused: bool = False  # a retained message over its client's quota (vmqpy.broker.retain_quota): dropped
 
 
 @dataclass(slots=True)

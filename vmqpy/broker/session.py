@@ -25,6 +25,7 @@ from collections.abc import Set as AbstractSet
 
 from vmqpy.broker.empty_deque import EMPTY
 from vmqpy.broker.message import Message
+from vmqpy.broker.owners import UNKNOWN_USER
 from vmqpy.broker.session_parts import Delivery as Delivery
 from vmqpy.broker.session_parts import Outgoing as Outgoing
 from vmqpy.broker.session_parts import OutState as OutState
@@ -57,7 +58,7 @@ class Session:
         "_drain_waiters", "_held", "_next_packet_id", "_next_seq", "awaiting_release", "client_id", "disconnected_at",
         "dropped", "expiry_interval", "inflight", "journal", "max_inflight", "max_offline", "max_online",
         "max_packet_size", "metrics", "moving_to", "owner_recorded", "protocol_level", "queue", "recent_forwards",
-        "sent_at", "sink", "subscriptions", "watch_until", "window",
+        "sent_at", "sink", "subscriptions", "user", "watch_until", "window",
     )
 
     def __init__(
@@ -92,6 +93,8 @@ class Session:
         # whether an owner record may name this session in the metadata store: False only for a clean session that
         # a node without cluster links opened without writing one (Broker.open_session), whose end looks none up
         self.owner_recorded = True
+        # the user name that owns the session (vmqpy.broker.owners; None: anonymous), UNKNOWN_USER until known
+        self.user: str | None = UNKNOWN_USER
         self._held: deque[int] = EMPTY  # in-flight packet ids to resend once the window has room (attach)
         self.disconnected_at: float | None = None
         self.dropped = 0

@@ -247,14 +247,15 @@ def test_an_acl_change_removes_the_subscriptions_it_no_longer_allows(node_b: tup
     assert broker.metrics["subscription_revoked"] == 1
 
 
-def test_a_session_resumed_under_another_user_keeps_only_what_that_user_may_read(
-        node_b: tuple[Broker, MemoryMetadata]) -> None:
+def test_a_session_is_not_resumed_under_another_user(node_b: tuple[Broker, MemoryMetadata]) -> None:
+    """Another user's connect with the client id ends the session (vmqpy.broker.owners): bob starts clean."""
     broker, _metadata = node_b
     broker.access.acl = parse_acl("user alice\ntopic read a/#\nuser bob\ntopic read b/#\n", "u.acl")
     session, _sink = online(broker, "dev", "alice", "a/#", clean=False)
     broker.close_session(session, session.sink, NOW, None, 0.0)  # type: ignore[arg-type]
     resumed, _sink = online(broker, "dev", "bob", clean=False)
-    assert resumed is session and session.subscriptions == {}
+    assert resumed is not session and resumed.subscriptions == {} and resumed.user == "bob"
+    assert broker.metrics["session_foreign_user_cleaned"] == 1
 
 
 def test_reload_access_reads_the_file_and_enforces_it(node_b: tuple[Broker, MemoryMetadata], tmp_path: Path) -> None:

@@ -432,6 +432,9 @@ class RecoveringBroker:
     def put(self, prefix: Any, key: Any, value: Any) -> None:
         pass
 
+    def get(self, prefix: Any, key: Any) -> Any:
+        return None  # no owner record: the recovered session's owner user stays unknown (vmqpy.broker.owners)
+
 
 class Adopter:
     """Failover's port to the broker, the real SessionMigration behind it."""

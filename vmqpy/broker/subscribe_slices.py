@@ -1,0 +1,119 @@
+"""A SUBSCRIBE of many filters, handled a slice a loop turn (a function of the connection driver,
+vmqpy.broker.connection, like vmqpy.broker.connect_flow).
+
+Each filter costs the node a metadata write and a routing change (about a tenth of a millisecond): one packet
+may carry 65,535 of them, seconds of work that, done in one turn, would stall every client and every cluster link
+of the node. A SUBSCRIBE of more than `SLICE` filters is judged and added `SLICE` filters a loop turn, in order,
+by the connection machine and the broker as any SUBSCRIBE is (the quota of `max_subscriptions_per_client` sees
+the filters of the slices before); meanwhile nothing more is read from that client. One SUBACK with every
+filter's reason code, in the packet's order, leaves after the last slice; the retained messages follow it, a
+slice of filters a turn too.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from vmqpy.broker import pacing
+from vmqpy.broker.decisions import Reply, SubscribeTo, suback_codes
+from vmqpy.broker.session import SubEntry
+from vmqpy.mqtt import reason_codes as rc
+from vmqpy.mqtt.errors import RemoteProtocolError
+from vmqpy.mqtt.packets import Suback, Subscribe
+
+if TYPE_CHECKING:
+    from vmqpy.broker.connection import MQTTConnection
+
+__all__ = ["SLICE", "sliced", "start"]
+
+SLICE = 256  # filters judged and added per loop turn (about 30 ms of work at the most)
+
+
+@dataclass(slots=True)
+class _Progress:
+    packet: Subscribe
+    position: int = 0
+    codes: list[int] = field(default_factory=list)
+    added: list[tuple[SubEntry, bool]] = field(default_factory=list)
+
+
+def sliced(packet: Subscribe) -> bool:
+    """Whether `packet` is handled in slices (more filters than one slice)."""
+    return len(packet.subscriptions) > SLICE
+
+
+def start(conn: MQTTConnection, packet: Subscribe) -> None:
+    """Handle `packet` (of a connected client) in slices; nothing more is read from `conn` until its SUBACK."""
+    conn._subscribing = True
+    conn._blocked_on += 1  # reading paused, as for a congested subscriber (pacing.set_reading)
+    pacing.set_reading(conn)
+    _step(conn, _Progress(packet))
+
+
+def _step(conn: MQTTConnection, progress: _Progress) -> None:
+    """One slice (a loop callback: a protocol error ends the connection here, as `MQTTConnection._process` does)."""
+    try:
+        _slice(conn, progress)
+    except RemoteProtocolError as exc:
+        _release(conn)
+        conn.log.warning("protocol error", reason=str(exc), reason_code=hex(exc.reason_code))
+        conn.protocol_error(exc.reason_code)
+    except Exception:
+        _release(conn)
+        conn.log.exception("internal error on connection")
+        conn.protocol_error(rc.UNSPECIFIED_ERROR)
+
+
+def _slice(conn: MQTTConnection, progress: _Progress) -> None:
+    session = conn.session
+    if conn.closing or session is None:
+        _release(conn)
+        return
+    packet = progress.packet
+    begin = progress.position
+    chunk = Subscribe(packet.packet_id, packet.subscriptions[begin:begin + SLICE], packet.properties)
+    progress.position = begin + len(chunk.subscriptions)
+    ids = packet.properties.subscription_identifiers
+    for decision in conn.machine.receive(chunk, time.time()):
+        if type(decision) is Reply and type(decision.packet) is Suback:  # every filter of the slice refused
+            progress.codes += decision.packet.reason_codes
+        elif type(decision) is SubscribeTo:
+            refused = decision.refused
+            wanted = [sub for index, sub in enumerate(chunk.subscriptions) if index not in refused]
+            codes, added = conn.broker.subscribe(session, wanted, ids[0] if ids else None)
+            progress.codes += suback_codes(len(chunk.subscriptions), refused, codes)
+            progress.added += added
+        else:  # not expected of a SUBSCRIBE: carried out as usual
+            conn._carry_out(decision)
+    if progress.position < len(packet.subscriptions):
+        conn.loop.call_soon(_step, conn, progress)
+        return
+    conn.broker.metrics["mqtt_subscribe_received"] += 1
+    reply = Suback(packet.packet_id, progress.codes)
+    added = progress.added
+
+    def answer() -> None:
+        conn.write_packet(reply)
+        _deliver_retained(conn, added, 0)
+
+    conn.acks.after(session.persistent, answer)
+    _release(conn)
+    conn._process()  # what the client sent meanwhile
+
+
+def _deliver_retained(conn: MQTTConnection, added: list[tuple[SubEntry, bool]], begin: int) -> None:
+    session = conn.session
+    if conn.closing or session is None:
+        return
+    conn.broker.deliver_retained(session, added[begin:begin + SLICE], time.time())
+    if begin + SLICE < len(added):
+        conn.loop.call_soon(_deliver_retained, conn, added, begin + SLICE)
+
+
+def _release(conn: MQTTConnection) -> None:
+    if conn._subscribing:
+        conn._subscribing = False
+        conn._blocked_on -= 1
+        pacing.set_reading(conn)
