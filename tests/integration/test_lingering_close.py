@@ -1,0 +1,149 @@
+"""A DISCONNECT with a reason code reaches a client that is still writing (issue 33, finding 10).
+
+The node closes a connection right after a DISCONNECT (here 0x93 Receive Maximum exceeded: more unacknowledged
+QoS 2 PUBLISHes than the Receive Maximum it announced). A client that keeps writing meanwhile (the PUBRELs for
+the PUBRECs it got) used to get a TCP reset for the bytes that reached a closed socket, and the kernel then
+throws away what it had not read yet: the DISCONNECT. The node now closes as HTTP servers do (a lingering
+close): it shuts down its writing side, reads and discards for a bounded time and size, then closes.
+
+The client here is a raw socket that writes everything it has before it reads, as a single-threaded client
+library does; each run must read the DISCONNECT 0x93, never a reset. Several runs, since the reset depends on
+the bytes in flight when the node closes (on the code before the fix, every run of a few was reset).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.clients import PUBREL, RawClient, enc_ack, enc_publish, unique
+from tests.integration.conftest import Broker, assert_serving, broker_kind
+
+pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's close path")]
+
+RECEIVE_MAXIMUM = 10
+RUNS = 5
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    workdir: Path = tmp_path_factory.mktemp("linger")
+    broker = Broker(broker_kind(), workdir, {"allow_anonymous": "on",
+                                             "max_inflight_messages": RECEIVE_MAXIMUM}).start()
+    yield broker
+    broker.stop()
+
+
+def overrun_while_writing(port: int) -> tuple[list[tuple[int, int | None]], str]:
+    """Connect, send one QoS 2 PUBLISH more than the Receive Maximum, and go on writing PUBRELs (about
+    256 KiB, bounded) before reading anything; then read until the node closes. The packets read, as
+    (type, reason code), and how the stream ended: "eof" or "reset"."""
+    client = RawClient(port, version=5)
+    client.connect(unique("overrun-"))
+    sock = client.sock
+    burst = b"".join(enc_publish("linger/t", b"x", qos=2, packet_id=i, version=5)
+                     for i in range(1, RECEIVE_MAXIMUM + 2))
+    pubrels = b"".join(enc_ack(PUBREL, i, version=5) for i in range(1, RECEIVE_MAXIMUM + 1)) * 64
+    sock.settimeout(5.0)
+    try:
+        sock.sendall(burst)
+        deadline = time.monotonic() + 5.0
+        for _ in range(100):  # bounded: about 256 KiB at most, or until the node stops taking them
+            if time.monotonic() > deadline:
+                break
+            sock.sendall(pubrels)
+    except OSError:
+        pass  # the node closed: what matters is what can still be read
+    received = bytearray()
+    ending = "timeout"
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            ending = "reset"
+            break
+        except TimeoutError:
+            continue
+        if not data:
+            ending = "eof"
+            break
+        received += data
+    client.close()
+    return packets(bytes(received)), ending
+
+
+def packets(data: bytes) -> list[tuple[int, int | None]]:
+    """(type, first body byte: a DISCONNECT's reason code) of each whole packet in `data`."""
+    found: list[tuple[int, int | None]] = []
+    pos = 0
+    while pos < len(data):
+        length, shift, at = 0, 0, pos + 1
+        while at < len(data):
+            byte = data[at]
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            at += 1
+            if not byte & 0x80:
+                break
+        if at + length > len(data):
+            break
+        found.append((data[pos] >> 4, data[at] if length else None))
+        pos = at + length
+    return found
+
+
+DISCONNECT = 14
+
+
+def test_a_client_still_writing_reads_the_disconnect_reason(node: Broker) -> None:
+    for run in range(RUNS):
+        got, ending = overrun_while_writing(node.port)
+        assert (DISCONNECT, 0x93) in got, f"run {run}: no DISCONNECT 0x93 read, the stream ended by {ending}: {got}"
+        assert ending == "eof", f"run {run}: {ending}"
+    assert node.alive()
+
+
+def overrun(port: int) -> RawClient:
+    """A client that got DISCONNECT 0x93 (read), its socket still open on its side."""
+    client = RawClient(port, version=5)
+    client.connect(unique("overrun-"))
+    client.send(b"".join(enc_publish("linger/t", b"x", qos=2, packet_id=i, version=5)
+                         for i in range(1, RECEIVE_MAXIMUM + 2)))
+    disconnect = client.expect(DISCONNECT)
+    assert disconnect.reason_code == 0x93
+    return client
+
+
+def test_a_client_that_keeps_writing_after_the_disconnect_loses_its_socket(node: Broker) -> None:
+    """The drain is bounded in bytes (64 KiB): a client writing on and on is cut off long before 16 MiB."""
+    client = overrun(node.port)
+    sock = client.sock
+    sock.settimeout(5.0)
+    sent, chunk = 0, b"\xc0\x00" * 8192  # PINGREQs, 16 KiB a write
+    try:
+        while sent < 16 * 1024 * 1024:
+            sock.sendall(chunk)
+            sent += len(chunk)
+    except OSError:
+        pass
+    client.close()
+    assert sent < 16 * 1024 * 1024, "the node kept taking bytes after its DISCONNECT"
+    assert_serving(node)
+
+
+def test_a_client_that_neither_closes_nor_writes_is_closed_by_the_node(node: Broker) -> None:
+    """The drain is bounded in time (2 s): the node closes a half-closed socket its client keeps open."""
+    client = overrun(node.port)
+    client.sock.settimeout(10.0)
+    try:
+        rest = client.sock.recv(65536)
+    except ConnectionResetError:
+        rest = b""
+    assert rest == b"", "nothing after the DISCONNECT but the end of the stream"
+    client.close()
+    assert_serving(node)
