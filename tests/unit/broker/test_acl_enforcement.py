@@ -86,6 +86,36 @@ def test_subscribe_refuses_each_filter_the_client_may_not_read(level: int, code:
     assert access.metrics["mqtt_subscribe_auth_error"] == 2
 
 
+# (user name, systree_allow_anonymous, ACL text or None, filter, refused)
+SYSTEM_TREE: list[tuple[str | None, bool, str | None, str, bool]] = [
+    (None, False, None, "$SYS/#", True),  # anonymous, no ACL: refused by default (issue 33, finding 8)
+    (None, False, None, "$SYS", True),
+    (None, False, None, "$SYS/node/uptime", True),
+    (None, False, None, "$share/g/$SYS/#", True),
+    (None, False, None, "$SYSTEM/x", False),  # not the broker's tree
+    (None, False, None, "#", False),  # matches no $SYS topic anyway
+    (None, True, None, "$SYS/#", False),  # the setting lets anonymous clients read it
+    ("alice", False, None, "$SYS/#", False),  # a client with a user name reads it
+    (None, True, "topic read #\n", "$SYS/#", True),  # an ACL in force must allow it too
+    (None, True, "topic read $SYS/#\n", "$SYS/#", False),
+    ("alice", False, "topic read $SYS/#\n", "$SYS/#", False),
+]
+
+
+@pytest.mark.parametrize(("username", "allow_anonymous", "acl", "topic_filter", "refused"), SYSTEM_TREE)
+def test_who_may_subscribe_to_the_system_tree(username: str | None, allow_anonymous: bool, acl: str | None,
+                                              topic_filter: str, refused: bool) -> None:
+    access = AccessControl(True) if acl is None else access_with(acl)
+    m = machine(access, 5, username=username, config=Config(systree_allow_anonymous=allow_anonymous))
+    packet = subscribe(topic_filter, "other/x") if acl is None else subscribe(topic_filter)
+    [decision] = m.receive(packet, NOW)
+    if refused:
+        assert decision in (Reply(Suback(7, [rc.NOT_AUTHORIZED])), SubscribeTo(packet, {0: rc.NOT_AUTHORIZED}))
+        assert access.metrics["mqtt_subscribe_auth_error"] == 1
+    else:
+        assert decision == SubscribeTo(packet, {}), decision
+
+
 def test_subscribe_of_only_forbidden_filters_is_answered_at_once() -> None:
     m = machine(access_with(ACL_TEXT), 5, username=None)
     assert m.receive(subscribe("alice/x", "public/secret"), NOW) == (
