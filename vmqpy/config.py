@@ -91,6 +91,7 @@ class Config:
     metrics_public: bool = False  # metrics.public
     status_public: bool = False  # status.public
     systree_interval: int = 20000  # milliseconds
+    systree_allow_anonymous: bool = False  # anonymous clients may subscribe to $SYS topics
     log_format: str = "console"
     log_level: str = "info"
     log_file: Path = Path("./data/console.log")  # log.file, or log.console.file (default: DATA_DIR/console.log)
@@ -278,6 +279,7 @@ def build(settings: Sequence[_Setting]) -> Config:
         metrics_public=get("metrics.public"),
         status_public=get("status.public"),
         systree_interval=get("systree_interval"),
+        systree_allow_anonymous=get("systree_allow_anonymous"),
         log_format=get("log.console"),
         log_level=get("log.console.level"),
         log_file=_log_file(values, sources) or get("platform_data_dir") / "console.log",

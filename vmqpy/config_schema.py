@@ -219,6 +219,9 @@ SCHEMA: Mapping[str, Key] = {
     "systree_interval": Key(
         parse_milliseconds, 20000, "$SYS publication period, milliseconds as in VerneMQ (or 20s, 500ms); 0: none"
     ),
+    "systree_allow_anonymous": Key(
+        parse_bool, False, "let clients without a user name subscribe to $SYS topics (off: SUBACK 0x87 / 0x80)"
+    ),
     "log.console": Key(
         parse_choice("console", "json", "file", "both", "off"), "console",
         "where log lines go: console (text on stderr), json (on stderr), file (log.file), both, off",

@@ -102,7 +102,7 @@ TABLE: list[tuple[str | None, str, str, bool]] = [
     (None, "sub", "public/news", True),
     (None, "pub", "public/news", False),  # read only
     (None, "sub", "public/secret", False),  # topic deny
-    (None, "sub", "public/#", False),  # would deliver public/secret
+    (None, "sub", "public/#", True),  # only overlaps the deny: granted, public/secret withheld per message
     (None, "sub", "alice/x", False),
     ("alice", "sub", "public/news", True),  # the lines for everyone apply to users too
     ("bob", "sub", "public/secret", False),

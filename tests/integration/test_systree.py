@@ -1,12 +1,18 @@
 """The $SYS tree of one real node read with the real mosquitto_sub: a connected client shows up in the numbers,
 a '#' subscriber gets none of it [MQTT-4.7.2-1], and a client cannot write it (docs/broker.md, "The $SYS
-tree")."""
+tree"). Anonymous clients may read it only with `systree_allow_anonymous = on` (the node of most tests here);
+by default they are refused and a client with a user name reads it (issue 33, finding 8)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from tests.integration.clients import CliSub, unique
+from tests.integration.clients import CliSub, RawClient, unique
+from tests.integration.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's $SYS layout: $SYS/<nodename>/...")]
 
@@ -18,7 +24,7 @@ FORMAT = "%r|%t|%p"  # retain flag, topic, payload: topics ("retained messages/c
 
 @pytest.fixture
 def node(broker_factory):
-    return broker_factory(systree_interval=INTERVAL_MS)
+    return broker_factory(systree_interval=INTERVAL_MS, systree_allow_anonymous="on")
 
 
 def read(sub: CliSub) -> list[tuple[bool, str, str]]:
@@ -103,3 +109,43 @@ def test_a_client_cannot_write_the_tree(node, clients):
     assert any(t == PREFIX + "version" and p.startswith("vmqpy ") for _r, t, p in got), got
     tree = sys_tree(node.port)
     assert int(tree["broker/publish_sys_dropped"]) == 3
+
+
+# ---------------------------------------------------------------------------------------------- who may read it
+
+
+@pytest.fixture
+def guarded(broker_factory, tmp_path: Path):
+    """A node with the default `systree_allow_anonymous = off`, anonymous clients allowed to connect, and one
+    user (`monitor`) in a password file made by the real `vmqpy passwd`."""
+    passwd = tmp_path / "vmq.passwd"
+    done = subprocess.run([sys.executable, "-m", "vmqpy", "passwd", str(passwd), "monitor"], input="m-secret\n",
+                          capture_output=True, text=True, timeout=30, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return broker_factory(systree_interval=INTERVAL_MS, allow_anonymous="on", password_file=passwd)
+
+
+@pytest.mark.parametrize(("version", "refused"), [(4, 0x80), (5, 0x87)])
+def test_an_anonymous_client_is_refused_the_tree_by_default(guarded, version: int, refused: int) -> None:
+    client = RawClient(guarded.port, version=version)
+    try:
+        client.connect(unique("anon-sys-"))
+        ack = client.subscribe("$SYS/#", f"$share/g/$SYS/{NODE}/uptime", "$SYS", "anything/#", qos=1, check=False)
+        assert ack.reason_codes == [refused, refused, refused, 1]
+        client.assert_silent(3 * INTERVAL_MS / 1000)  # rounds went on: nothing of the tree reached it
+    finally:
+        client.close()
+
+
+def test_mosquitto_sub_with_a_user_name_reads_the_tree_and_without_one_does_not(guarded) -> None:
+    user = CliSub(guarded.port, "$SYS/#", 5, ["-F", FORMAT, "-u", "monitor", "-P", "m-secret"], count=100000,
+                  wait=2)
+    anonymous = CliSub(guarded.port, "$SYS/#", 5, ["-F", FORMAT], count=100000, wait=2)
+    try:
+        got_user, got_anonymous = read(user), read(anonymous)
+    finally:
+        user.kill()
+        anonymous.kill()
+    assert any(t == PREFIX + "version" for _r, t, _p in got_user), got_user
+    assert got_anonymous == []
+    assert "Subscribed (mid: 1): 135" in anonymous.lines, anonymous.lines  # SUBACK 0x87 Not authorized

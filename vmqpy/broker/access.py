@@ -3,7 +3,8 @@ client may read and write (the ACL file), and how they are reloaded when their f
 
 `AccessControl` is the one object the connection machine and the broker ask: `check` at CONNECT (it is the
 machine's `CredentialCheck`), `may_publish` at PUBLISH and for a will, `may_subscribe` at SUBSCRIBE and when
-an ACL change re-checks the subscriptions kept, `may_read` before a retained message is delivered. With no ACL
+an ACL change re-checks the subscriptions kept, `may_read` before a retained message is delivered, `withholds`
+before a routed message is delivered while the ACL has deny lines (vmqpy.broker.read_guard). With no ACL
 in force (no `acl_file`, or `plugins.vmq_acl = off`) every topic is allowed to every client that connected.
 Topics are judged without a mountpoint (vmqpy has none).
 
@@ -185,6 +186,11 @@ class AccessControl:
     def may_read(self, client_id: str, username: str | None, topic: str) -> bool:
         acl = self.acl
         return acl is None or acl.may_read(client_id, username, MOUNTPOINT, topic)
+
+    def withholds(self, client_id: str, username: str | None, topic: str) -> bool:
+        """Whether a deny line of the ACL in force keeps a delivered message of `topic` from this client."""
+        acl = self.acl
+        return acl is not None and acl.withholds(client_id, username, MOUNTPOINT, topic)
 
     def login_failed(self, address: str, now: float) -> int:
         """Count a refused login from `address` at `now` (monotonic seconds); how many it has had in the throttle's

@@ -14,13 +14,15 @@ filter is the rest of the line (so a filter may contain a space only after an ac
 valid MQTT topic filter; `user` takes the rest of the line as NAME.
 
 An empty ACL allows nothing; a client may do what a line that applies to it allows, unless a `deny` line that
-applies to it forbids it. Deny lines are checked first and forbid reading and writing alike:
+applies to it forbids it. Deny lines forbid reading and writing alike, as in Mosquitto:
 
 * PUBLISH to topic T is refused when a deny filter matches T.
-* SUBSCRIBE to filter S is refused when a deny filter *overlaps* S (some topic name is matched by both), so
-  that an allowed subscription never delivers a denied topic and no check is needed per delivered message:
-  with `topic read a/#` and `topic deny a/secret`, `a/+/x` and `a/public` may be subscribed, `a/#` and
-  `a/+` may not. (Mosquitto checks each delivered message instead; this is the cheaper, stricter rule.)
+* SUBSCRIBE to filter S is refused when a deny filter *covers* S (every topic S matches is denied: it could
+  never deliver anything). A filter that a read line covers and that only *overlaps* a deny (some topics it
+  matches are denied, some not) is granted, and the messages of denied topics are withheld from it one by one
+  as they are delivered (`withholds`), retained ones included: with `topic read a/#` and `topic deny a/secret`,
+  `a/#`, `a/+` and `a/+/x` may be subscribed and deliver everything under `a/` but `a/secret`; `a/secret` may
+  not be subscribed. This is what Mosquitto does, and what monitoring tools subscribing to `#` expect.
 * A deny pattern whose value is missing (`%u` of an anonymous client) or unsafe (below) denies the whole
   level, as if the placeholder were '+': a deny never narrows because of a client's choice of name.
 
@@ -47,7 +49,10 @@ Matching:
 Cost: parsing splits every filter into a literal set and a routing trie per audience (everyone, each user).
 `may_publish` is one set lookup and one trie walk, O(levels x wildcard branches), for the lines of
 everyone and of the user; plus, for each pattern, one substitution and one match, O(levels). `may_subscribe`
-is the same for a filter without wildcards and O(filters x levels) for one with wildcards.
+is the same for a filter without wildcards and O(filters x levels) for one with wildcards. `withholds` (one
+delivered topic against the deny lines) is one set lookup and one trie walk, plus one match per deny pattern;
+the broker asks it only when the ACL has deny lines, and remembers the answer per client and topic
+(vmqpy.broker.read_guard).
 """
 
 from __future__ import annotations
@@ -220,7 +225,7 @@ class _Audience:
 class Acl:
     """A parsed ACL file; `may_publish` and `may_subscribe` answer for one client. Immutable."""
 
-    __slots__ = ("_deny_patterns", "_everyone", "_read_patterns", "_users", "_write_patterns", "entries")
+    __slots__ = ("_deny_patterns", "_everyone", "_read_patterns", "_users", "_write_patterns", "denies", "entries")
 
     def __init__(self, entries: Iterable[AclEntry]) -> None:
         self.entries = tuple(entries)
@@ -235,6 +240,7 @@ class Acl:
         self._read_patterns = tuple(_Pattern(e.topic_filter) for e in allowing if e.access & Access.READ)
         self._write_patterns = tuple(_Pattern(e.topic_filter) for e in allowing if e.access & Access.WRITE)
         self._deny_patterns = tuple(_Pattern(e.topic_filter) for e in patterns if e.deny)
+        self.denies = any(e.deny for e in self.entries)  # deliveries are judged one by one (`withholds`)
 
     def may_publish(self, client_id: str, username: str | None, mountpoint: str, topic: str) -> bool:
         """Whether this client may PUBLISH to `topic` (False for an invalid topic name)."""
@@ -265,9 +271,16 @@ class Acl:
         values = {"%c": client_id, "%u": username, "%m": mountpoint}
         return any(matches(p.substitute_deny(values), topic) for p in self._deny_patterns)
 
-    def _denied_filter(
-        self, user: _Audience | None, client_id: str, username: str | None, mountpoint: str, topic_filter: str
-    ) -> bool:
+    def withholds(self, client_id: str, username: str | None, mountpoint: str, topic: str) -> bool:
+        """Whether a deny line keeps a message of topic name `topic` from this client (a subscription that only
+        overlaps a deny was granted: its messages are judged one by one)."""
+        user = self._users.get(username) if username is not None else None
+        return self._denied_topic(user, client_id, username, mountpoint, topic)
+
+    def overlaps_deny(self, client_id: str, username: str | None, mountpoint: str, topic_filter: str) -> bool:
+        """Whether a deny line forbids some of the topics the valid, unshared `topic_filter` matches (its
+        deliveries of those are withheld)."""
+        user = self._users.get(username) if username is not None else None
         if self._everyone.deny and self._everyone.deny.overlap_filter(topic_filter):
             return True
         if user is not None and user.deny and user.deny.overlap_filter(topic_filter):
@@ -277,6 +290,20 @@ class Acl:
         values = {"%c": client_id, "%u": username, "%m": mountpoint}
         sub = topic_filter.split("/")
         return any(_overlaps(p.substitute_deny(values).split("/"), sub) for p in self._deny_patterns)
+
+    def _denied_filter(
+        self, user: _Audience | None, client_id: str, username: str | None, mountpoint: str, topic_filter: str
+    ) -> bool:
+        """Whether a deny line covers `topic_filter`: every topic it matches is denied."""
+        if self._everyone.deny and self._everyone.deny.allow_filter(topic_filter):
+            return True
+        if user is not None and user.deny and user.deny.allow_filter(topic_filter):
+            return True
+        if not self._deny_patterns:
+            return False
+        values = {"%c": client_id, "%u": username, "%m": mountpoint}
+        sub = topic_filter.split("/")
+        return any(_covers(p.substitute_deny(values).split("/"), sub) for p in self._deny_patterns)
 
     def may_subscribe(self, client_id: str, username: str | None, mountpoint: str, topic_filter: str) -> bool:
         """Whether this client may SUBSCRIBE to `topic_filter` (False for an invalid filter)."""

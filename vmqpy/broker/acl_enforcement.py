@@ -1,6 +1,7 @@
 """The ACL on the subscriptions a node holds: when the ACL in force changes, the subscriptions of the local
-sessions are judged again and those it no longer allows are removed, so that no check is needed per delivered
-message (the broker checks a SUBSCRIBE, a PUBLISH, a will and a retained message as they come).
+sessions are judged again and those it no longer allows are removed, so that the read lines need no check per
+delivered message (the broker checks a SUBSCRIBE, a PUBLISH, a will and a retained message as they come; the
+deny lines, when there are any, are checked per delivery: vmqpy.broker.read_guard).
 
 `AclEnforcer` belongs to the broker (vmqpy.broker.broker): it keeps the user name each client id last
 connected with (the name the ACL judges), reloads the ACL and password files (`reload`), and removes what the

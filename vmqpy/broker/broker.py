@@ -36,6 +36,7 @@ from vmqpy.broker.migration import SessionMigration
 from vmqpy.broker.owners import UNKNOWN_USER, is_foreign
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Placement, Registrar, ServePolicy
+from vmqpy.broker.read_guard import ReadGuard
 from vmqpy.broker.retain_quota import RetainQuota
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.route_feed import RouteFeed
@@ -85,6 +86,8 @@ class Broker:
         self.logins: LoginPool | None = None  # where passwords are hashed, set by the node (None: on the loop)
         # the ACL's hold on the local sessions' subscriptions, and the user name each client last connected with
         self.enforcer = AclEnforcer(self.access, self.sessions, self.unsubscribe, self.metrics)
+        # a subscription that only overlaps a deny line gets the messages of its denied topics withheld one by one
+        self.router.read_guard = ReadGuard(self.access, self.enforcer.usernames, self.metrics)
         self.wills = PendingWills(self.sessions, self.store, self.enforcer.usernames, self.publish_will)
         self._expiry = ExpiryScan(self.sessions)  # the offline sessions that expired, a slice per tick
         # The cluster's hooks, set by the node: the member names, who starts handing a session over to its new

@@ -41,6 +41,7 @@ from vmqpy.broker.decisions import (
     UnsubscribeFrom,
     suback_codes,
 )
+from vmqpy.broker.linger import CLOSE_TIMEOUT, close_lingering
 from vmqpy.broker.message import Message
 from vmqpy.broker.protocol import ConnectionMachine
 from vmqpy.broker.rate_limit import TokenBucket
@@ -68,7 +69,6 @@ from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.connection")
 
-CLOSE_TIMEOUT = 5.0
 WRITE_HIGH_WATER = 256 * 1024
 
 
@@ -275,7 +275,7 @@ class MQTTConnection(asyncio.Protocol):
         if not out:
             return
         transport = self.transport
-        if transport is not None and not transport.is_closing():
+        if transport is not None and not self.closing and not transport.is_closing():  # closing: half-closed
             transport.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
 
@@ -290,9 +290,15 @@ class MQTTConnection(asyncio.Protocol):
             self._retry_timer = None
         transport = self.transport
         if transport is not None:
-            # With nothing left to write, a TCP socket's close() ends it at once; else it waits for the buffer to
-            # drain, which a client that reads nothing never lets happen: then abort after CLOSE_TIMEOUT (always
-            # for TLS and WebSocket, whose close waits for a closing handshake of the client's as well).
+            # A TCP socket lingers (vmqpy.broker.linger): half-closed and drained for a bounded time and size, so
+            # that a client still writing reads our last packet (a DISCONNECT's reason) rather than a reset. The
+            # connection ends now, as asyncio would end it after close(): in the next pass of the loop.
+            if close_lingering(transport, self.loop, self.broker.metrics):
+                self.loop.call_soon(self.connection_lost, None)
+                return
+            # Else: close() waits for the buffer to drain, which a client that reads nothing never lets happen:
+            # then abort after CLOSE_TIMEOUT (always for TLS and WebSocket, whose close waits for a closing
+            # handshake of the client's as well, discarding what the client still sends meanwhile).
             pending = transport.get_write_buffer_size()
             transport.close()
             if pending or self.listener_kind != "tcp":

@@ -395,18 +395,24 @@ class ConnectionMachine:
 
     def _not_authorized(self, packet: Subscribe) -> dict[int, int]:
         """The positions of the valid filters of `packet` the ACL does not let the client read, with their reason
-        code (5.0: Not authorized; 3.1.1: failure). Invalid ones are left to the broker's 0x8F."""
-        access = self.access
-        if access is None or access.acl is None:
-            return {}
+        code (5.0: Not authorized; 3.1.1: failure). Invalid ones are left to the broker's 0x8F. A client without a
+        user name may not read `$SYS` unless `systree_allow_anonymous` is on (the ACL, when one is in force, must
+        allow it too)."""
+        access = self.access if self.access is not None and self.access.acl is not None else None
         state = self.state
+        no_system = state.username is None and not self.config.systree_allow_anonymous
+        if access is None and not no_system:
+            return {}
         code = rc.NOT_AUTHORIZED if state.level == 5 else rc.V311_SUBACK_FAILURE
         refused: dict[int, int] = {}
         for index, subscription in enumerate(packet.subscriptions):
             topic_filter = subscription.topic_filter
-            if _valid_filter(topic_filter) and not access.may_subscribe(state.client_id, state.username, topic_filter):
+            if not _valid_filter(topic_filter):
+                continue
+            if (no_system and _system_filter(topic_filter)) or \
+                    (access is not None and not access.may_subscribe(state.client_id, state.username, topic_filter)):
                 refused[index] = code
-                access.metrics["mqtt_subscribe_auth_error"] += 1
+                self.metrics["mqtt_subscribe_auth_error"] += 1
         return refused
 
     def _over_quota(self, packet: Subscribe, skip: Mapping[int, int] | None = None) -> dict[int, int]:
@@ -500,6 +506,12 @@ def _login_refusal(reason_code: int, anonymous: bool, config: Config) -> RefuseC
                              "or set allow_anonymous = on")
     return RefuseConnect(reason_code, "bad user name or password", config.failed_login_delay, True,
                          "check the user in password_file (vmqpy passwd FILE USER)")
+
+
+def _system_filter(topic_filter: str) -> bool:
+    """Whether the valid `topic_filter` (shared or not) matches topics of the broker's `$SYS` tree only."""
+    match_filter = parse_shared(topic_filter)[1]
+    return match_filter == "$SYS" or match_filter.startswith("$SYS/")
 
 
 def _valid_filter(topic_filter: str) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vmqpy.broker.message import Message
+from vmqpy.broker.read_guard import ReadGuard
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.session import Delivery, Session, SubEntry
 from vmqpy.broker.trie import SubscriptionTrie
@@ -116,6 +117,8 @@ class Router:
         self._shared_policy = PREFER_LOCAL
         self.shared_policy = shared_policy
         self.upgrade_qos = False  # `upgrade_outgoing_qos`: deliver at the subscription's QoS (`outgoing_qos`)
+        # the ACL's deny lines judging each delivery (vmqpy.broker.read_guard); None: no ACL to ask
+        self.read_guard: ReadGuard | None = None
 
     @property
     def shared_policy(self) -> str:
@@ -177,6 +180,9 @@ class Router:
         than a new one."""
         if result is None:
             result = RouteResult()
+        guard = self.read_guard
+        if guard is not None and not guard.armed():
+            guard = None  # no deny line in force: nothing to judge per delivery
         matches = self._local_matches.get(message.topic)
         if matches is None:
             matches = self._trie.match(message.topic)
@@ -191,7 +197,8 @@ class Router:
                 if not (entry.options.no_local and only == message.publisher):
                     ids = [] if entry.subscription_id is None else [entry.subscription_id]
                     opts = entry.options
-                    self._deliver(result, str(only), message, opts.qos, opts.retain_as_published, ids, now)
+                    if guard is None or not guard.withholds(str(only), message.topic):
+                        self._deliver(result, str(only), message, opts.qos, opts.retain_as_published, ids, now)
             if only_groups is None and self._remote:
                 self._choose_remote(result, message, {})
             return result
@@ -214,6 +221,8 @@ class Router:
                     chosen = self._rng.choice(self._ready(list(members)) or list(members))
                     _add_target(targets, chosen, members[chosen])
         for client_id, target in targets.items():
+            if guard is not None and guard.withholds(client_id, message.topic):
+                continue
             self._deliver(
                 result, client_id, message, target.qos, target.retain_as_published, target.subscription_ids, now
             )

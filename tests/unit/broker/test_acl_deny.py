@@ -1,6 +1,8 @@
 """Mosquitto's `deny` and `readwrite` words in a vmq_acl file: parsing, deny before allow for PUBLISH topics and
-SUBSCRIBE filters (a filter that overlaps a denied one is refused), deny patterns that widen for a missing or
-unsafe value, and `overlaps` against a model that enumerates topics."""
+SUBSCRIBE filters (a filter a deny covers is refused; one that only overlaps a deny is granted and its denied
+topics are withheld per message, as Mosquitto does: issue 33, finding 9, changed the earlier refusal of any
+overlap), deny patterns that widen for a missing or unsafe value, and `overlaps` against a model that
+enumerates topics."""
 
 from __future__ import annotations
 
@@ -46,28 +48,31 @@ DECISIONS: list[tuple[str, str | None, str, str, bool]] = [
     # everyone: deny checked before the allowing line
     ("c", None, "sub", "public/news", True),
     ("c", None, "sub", "public/secret", False),
-    ("c", None, "sub", "public/#", False),  # would deliver public/secret
-    ("c", None, "sub", "public/+", False),
+    ("c", None, "sub", "public/#", True),  # granted: public/secret is withheld per message (`withholds`)
+    ("c", None, "sub", "public/+", True),
     ("c", None, "sub", "public/+/x", True),  # cannot match public/secret
     ("c", None, "pub", "inbox/alice", True),
     ("c", None, "pub", "inbox/admin", False),
     # a deny for everyone applies to every user too
     ("c", "alice", "sub", "public/secret", False),
     ("c", "bob", "pub", "inbox/admin", False),
-    ("c", "bob", "sub", "#", False),  # overlaps public/secret (and inbox/admin)
+    ("c", "bob", "sub", "#", True),  # overlaps public/secret (and inbox/admin): granted, those withheld
+    ("c", "bob", "sub", "inbox/admin", False),  # every topic it matches is denied: refused
     ("c", "bob", "sub", "other/#", True),
     # a user's deny
     ("c", "alice", "pub", "alice/x", True),
     ("c", "alice", "sub", "alice/x", True),
     ("c", "alice", "pub", "alice/locked", False),
     ("c", "alice", "sub", "alice/locked", False),
-    ("c", "alice", "sub", "alice/#", False),
+    ("c", "alice", "sub", "alice/#", True),  # alice/locked withheld per message
+    ("c", "alice", "sub", "alice/locked/#", True),  # '#' matches alice/locked and below; only the first is denied
     ("c", "bob", "sub", "$SYS/broker", False),  # `#` never reached $SYS anyway; the deny says it once more
     # deny patterns: substituted per client
     ("c", "alice", "sub", "users/alice/public", True),
     ("c", "alice", "sub", "users/alice/private/x", False),
     ("c", "alice", "sub", "users/bob/private/x", True),  # bob's deny is not alice's
-    ("c", "alice", "sub", "users/+/private/x", False),  # overlaps alice's denied branch
+    ("c", "alice", "sub", "users/+/private/x", True),  # overlaps alice's denied branch: withheld there
+    ("c", "alice", "sub", "users/alice/private/#", False),  # inside alice's denied branch
     ("dev1", "bob", "pub", "devices/dev1/keys", False),
     ("dev1", "bob", "pub", "devices/dev2/keys", True),
     # a missing or unsafe value widens a deny to the whole level
@@ -83,6 +88,54 @@ def test_decisions(client_id: str, username: str | None, action: str, topic: str
     acl = parse_acl(DENY_TEXT, "deny.acl")
     decide = acl.may_publish if action == "pub" else acl.may_subscribe
     assert decide(client_id, username, "", topic) is allowed
+
+
+# (client id, user name, topic of a delivered message, withheld)
+WITHHELD: list[tuple[str, str | None, str, bool]] = [
+    ("c", "bob", "public/secret", True),
+    ("c", "bob", "public/news", False),
+    ("c", "bob", "inbox/admin", True),
+    ("c", "bob", "other/x", False),
+    ("c", "alice", "alice/locked", True),
+    ("c", "alice", "alice/x", False),
+    ("c", "alice", "users/alice/private/x", True),
+    ("c", "alice", "users/bob/private/x", False),
+    ("c", None, "users/bob/private/x", True),  # %u of an anonymous client: the whole level
+    ("dev1", "bob", "devices/dev1/keys", True),
+    ("dev1", "bob", "devices/dev2/keys", False),
+]
+
+
+@pytest.mark.parametrize(("client_id", "username", "topic", "withheld"), WITHHELD)
+def test_withholds_judges_a_delivered_topic_against_the_deny_lines(
+    client_id: str, username: str | None, topic: str, withheld: bool
+) -> None:
+    acl = parse_acl(DENY_TEXT, "deny.acl")
+    assert acl.denies
+    assert acl.withholds(client_id, username, "", topic) is withheld
+
+
+# (user name, filter, some of its topics denied)
+OVERLAPPING: list[tuple[str | None, str, bool]] = [
+    ("bob", "#", True),
+    ("bob", "other/#", False),
+    ("c", "public/#", True),
+    ("c", "public/+/x", False),
+    ("alice", "alice/+", True),
+    ("alice", "users/+/private/x", True),
+]
+
+
+@pytest.mark.parametrize(("username", "topic_filter", "overlapping"), OVERLAPPING)
+def test_overlaps_deny(username: str | None, topic_filter: str, overlapping: bool) -> None:
+    acl = parse_acl(DENY_TEXT, "deny.acl")
+    assert acl.overlaps_deny("c", username, "", topic_filter) is overlapping
+
+
+def test_an_acl_without_deny_lines_withholds_nothing() -> None:
+    acl = parse_acl("topic read #\n", "x.acl")
+    assert not acl.denies
+    assert not acl.withholds("c", None, "", "a/b")
 
 
 def test_may_read_judges_one_topic_name() -> None:
@@ -213,8 +266,22 @@ def test_may_subscribe_with_denies_against_the_model(
     entries: list[tuple[str, str | None, Access, str]], denies: list[tuple[str, str | None, str]],
     client: tuple[str, str | None, str], topic_filter: str,
 ) -> None:
-    """Allowed: a read line covers the filter, and no topic the filter matches is denied."""
+    """Allowed: a read line covers the filter, and no deny line covers it (one that only overlaps it withholds
+    its topics per message)."""
     acl = parse_acl(deny_text(entries, denies), "model.acl")
     allowed = any(ref_covers(f, topic_filter) for f in ref_filters(entries, Access.READ, client))
-    denied = any(ref_overlaps(f, topic_filter) for f in ref_denied(denies, client))
+    denied = any(ref_covers(f, topic_filter) for f in ref_denied(denies, client))
     assert acl.may_subscribe(*client, topic_filter) is (allowed and not denied)
+    overlapping = any(ref_overlaps(f, topic_filter) for f in ref_denied(denies, client))
+    assert acl.overlaps_deny(*client, topic_filter) is overlapping
+
+
+@settings(max_examples=300, deadline=None)
+@given(ENTRIES, DENIES, CLIENTS, st.sampled_from(TOPICS))
+def test_withholds_against_the_model(
+    entries: list[tuple[str, str | None, Access, str]], denies: list[tuple[str, str | None, str]],
+    client: tuple[str, str | None, str], topic: str,
+) -> None:
+    acl = parse_acl(deny_text(entries, denies), "model.acl")
+    denied = any(ref_matches(f, topic) for f in ref_denied(denies, client))
+    assert acl.withholds(*client, topic) is denied

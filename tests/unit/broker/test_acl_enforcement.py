@@ -77,11 +77,43 @@ def subscribe(*filters: str) -> Subscribe:
 def test_subscribe_refuses_each_filter_the_client_may_not_read(level: int, code: int) -> None:
     access = access_with(ACL_TEXT)
     m = machine(access, level)
-    packet = subscribe("alice/x", "bob/x", "a/#/b", "devices/dev1/#", "public/#", "$share/g/alice/+")
+    packet = subscribe("alice/x", "bob/x", "a/#/b", "devices/dev1/#", "public/secret", "$share/g/alice/+",
+                       "public/#")
     [decision] = m.receive(packet, NOW)
-    # the invalid filter (position 2) is left to the broker's own refusal
+    # the invalid filter (position 2) is left to the broker's own refusal; public/# only overlaps the deny of
+    # public/secret: granted, that topic withheld per message (vmqpy.broker.read_guard)
     assert decision == SubscribeTo(packet, {1: code, 4: code})
     assert access.metrics["mqtt_subscribe_auth_error"] == 2
+
+
+# (user name, systree_allow_anonymous, ACL text or None, filter, refused)
+SYSTEM_TREE: list[tuple[str | None, bool, str | None, str, bool]] = [
+    (None, False, None, "$SYS/#", True),  # anonymous, no ACL: refused by default (issue 33, finding 8)
+    (None, False, None, "$SYS", True),
+    (None, False, None, "$SYS/node/uptime", True),
+    (None, False, None, "$share/g/$SYS/#", True),
+    (None, False, None, "$SYSTEM/x", False),  # not the broker's tree
+    (None, False, None, "#", False),  # matches no $SYS topic anyway
+    (None, True, None, "$SYS/#", False),  # the setting lets anonymous clients read it
+    ("alice", False, None, "$SYS/#", False),  # a client with a user name reads it
+    (None, True, "topic read #\n", "$SYS/#", True),  # an ACL in force must allow it too
+    (None, True, "topic read $SYS/#\n", "$SYS/#", False),
+    ("alice", False, "topic read $SYS/#\n", "$SYS/#", False),
+]
+
+
+@pytest.mark.parametrize(("username", "allow_anonymous", "acl", "topic_filter", "refused"), SYSTEM_TREE)
+def test_who_may_subscribe_to_the_system_tree(username: str | None, allow_anonymous: bool, acl: str | None,
+                                              topic_filter: str, refused: bool) -> None:
+    access = AccessControl(True) if acl is None else access_with(acl)
+    m = machine(access, 5, username=username, config=Config(systree_allow_anonymous=allow_anonymous))
+    packet = subscribe(topic_filter, "other/x") if acl is None else subscribe(topic_filter)
+    [decision] = m.receive(packet, NOW)
+    if refused:
+        assert decision in (Reply(Suback(7, [rc.NOT_AUTHORIZED])), SubscribeTo(packet, {0: rc.NOT_AUTHORIZED}))
+        assert access.metrics["mqtt_subscribe_auth_error"] == 1
+    else:
+        assert decision == SubscribeTo(packet, {}), decision
 
 
 def test_subscribe_of_only_forbidden_filters_is_answered_at_once() -> None:
@@ -231,6 +263,56 @@ def test_retained_messages_the_client_may_not_read_are_not_delivered(node_b: tup
     broker.deliver_retained(session, added, NOW)
     assert topics(sink) == ["a/open"]
     assert broker.metrics["retained_not_authorized"] == 1
+
+
+def test_a_subscription_overlapping_a_deny_gets_the_other_topics_only(node_b: tuple[Broker, MemoryMetadata]) -> None:
+    """Finding 9 (issue 33): `#` with `topic #` and `topic deny secret/#` is granted; the denied topics are
+    withheld message by message, live and queued for an offline session alike, and counted."""
+    broker, _metadata = node_b
+    broker.access.acl = parse_acl("topic #\ntopic deny secret/#\n", "d.acl")
+    broker.access.generation += 1
+    _monitor, seen = online(broker, "monitor", None, "#")
+    offline, sink = online(broker, "later", None, clean=False)
+    broker.subscribe(offline, [Subscription("#", SubOptions(1))], None)
+    broker.close_session(offline, sink, NOW, None, 0.0)
+    for topic in ("public/x", "secret/x", "secret/x/y", "public/y"):
+        broker.publish(Message(topic, b"m", 1), NOW)
+    assert topics(seen) == ["public/x", "public/y"]
+    assert [out.message.topic for out in offline.queue] == ["public/x", "public/y"]
+    assert broker.metrics["publish_withheld_not_authorized"] == 4
+
+
+def test_withheld_deliveries_follow_the_acl_in_force(node_b: tuple[Broker, MemoryMetadata]) -> None:
+    """The remembered decisions are forgotten when the ACL changes, and judged for the user name the client
+    connected with."""
+    broker, _metadata = node_b
+    broker.access.acl = parse_acl("topic #\ntopic deny a/x\nuser alice\ntopic deny a/y\n", "1.acl")
+    broker.access.generation += 1
+    _s, seen = online(broker, "dev", "alice", "a/+")
+    for topic in ("a/x", "a/y", "a/z"):
+        broker.publish(Message(topic, b"1", 0), NOW)
+    assert topics(seen) == ["a/z"]
+    broker.access.acl = parse_acl("topic #\ntopic deny a/z\n", "2.acl")
+    broker.access.generation += 1
+    for topic in ("a/x", "a/y", "a/z"):
+        broker.publish(Message(topic, b"2", 0), NOW)
+    assert topics(seen) == ["a/z", "a/x", "a/y"]
+    broker.access.acl = None  # no ACL: nothing judged, nothing withheld
+    broker.publish(Message("a/z", b"3", 0), NOW)
+    assert topics(seen)[-1] == "a/z"
+
+
+def test_a_retained_message_of_a_denied_topic_is_withheld_from_an_overlapping_filter(
+    node_b: tuple[Broker, MemoryMetadata],
+) -> None:
+    broker, _metadata = node_b
+    for topic in ("public/r", "secret/r"):
+        broker.publish(Message(topic, b"kept", 0, retain=True), NOW)
+    broker.access.acl = parse_acl("topic #\ntopic deny secret/#\n", "r.acl")
+    session, sink = online(broker, "monitor", None)
+    _codes, added = broker.subscribe(session, [Subscription("#", SubOptions(0))], None)
+    broker.deliver_retained(session, added, NOW)
+    assert topics(sink) == ["public/r"]
 
 
 def test_an_acl_change_removes_the_subscriptions_it_no_longer_allows(node_b: tuple[Broker, MemoryMetadata]) -> None:
