@@ -124,7 +124,9 @@ class Node:
     @contextlib.asynccontextmanager
     async def _storage(self) -> AsyncIterator[Storage]:
         data_dir = self.config.data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for own in data_dir.glob("broker.db*"):  # written 0644 by versions before the 0077 umask
+            own.chmod(0o600)
         storage = self.storage = Storage(data_dir / "broker.db")
         storage.open()
         try:
@@ -273,7 +275,9 @@ class Node:
         self, storage: Storage, incarnation: int, links: ReplicaLinks | None
     ) -> AsyncIterator[MetadataService]:
         replication_log = ReplicationLog(self.config.replication_log or self.config.data_dir / "replication.log",
-                                         self.config.nodename)
+                                         self.config.nodename, max_size=self.config.replication_log_max_size,
+                                         count=self.config.replication_log_count,
+                                         values=self.config.replication_log_values)
         replication_log.open()
         metadata = self.metadata = MetadataService(
             replica_id(self.config.nodename, incarnation),
