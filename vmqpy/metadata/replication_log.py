@@ -203,7 +203,8 @@ class ReplicationLog:
         record = {"schema": SCHEMA_VERSION, "ts": self._wall_ns(), "node": self.node, "hlc": hlc, "event": event}
         record.update(fields)
         value = record.get("value")
-        if type(value) is bytes:  # the common case, without a call back from orjson into Python
+        if isinstance(value, bytes | bytearray | memoryview):  # encoded here, never by orjson's fallback
+            value = bytes(value)
             if self.values:
                 record["value"] = b64encode(value).decode("ascii")
             else:

@@ -126,6 +126,14 @@ def test_values_are_size_and_digest_unless_asked(tmp_path: Path) -> None:
     assert line["value"] == "c2VjcmV0IHBheWxvYWQ=" and "value_sha256" not in line
 
 
+def test_a_value_in_any_bytes_type_is_digested(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    _write(log, 1, bytearray(b"secret"))  # type: ignore[arg-type]
+    _write(log, 2, memoryview(b"secret"))  # type: ignore[arg-type]
+    log.close()
+    assert [(line.get("value"), line["value_size"]) for line in _lines(tmp_path)] == [(None, 6), (None, 6)]
+
+
 def test_rotation_keeps_count_compressed_files_and_every_line_of_them(tmp_path: Path) -> None:
     log = _log(tmp_path, max_size=4096, count=3)
     for i in range(200):  # ~250 bytes a line: ~12 rotations
