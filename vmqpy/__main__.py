@@ -11,7 +11,7 @@ from pathlib import Path
 from vmqpy import __version__, config, logconfig
 from vmqpy.broker import acl, auth, tls
 
-#: The umask of `vmqpy start`: files 0600, directories 0700 (docs/security.md, "Files of the node").
+#: The umask of `vmqpy start`: files 0600, directories 0700 (docs/operations.md, "Disk budget of a node").
 PRIVATE_UMASK = 0o077
 
 

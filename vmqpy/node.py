@@ -125,8 +125,9 @@ class Node:
     async def _storage(self) -> AsyncIterator[Storage]:
         data_dir = self.config.data_dir
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for own in data_dir.glob("broker.db*"):  # written 0644 by versions before the 0077 umask
-            own.chmod(0o600)
+        for name in ("broker.db", "broker.db-wal", "broker.db-shm"):  # 0644 from versions before the 0077 umask
+            if (data_dir / name).exists():
+                (data_dir / name).chmod(0o600)
         storage = self.storage = Storage(data_dir / "broker.db")
         storage.open()
         try:
