@@ -99,8 +99,11 @@ def subscription_changes(lines: Iterable[str], skipped: list[str] | None = None)
     return out
 
 
-def _payload(value: Any) -> str | None:
+def _payload(raw: dict[str, Any]) -> str | None:
     """The payload of a retain value ([stamp, [topic, payload, ...]]) as text."""
+    value = raw.get("value")
+    if value is None and "value_sha256" in raw:
+        raise _Malformed("value not logged (metadata.replication_log.values = off): the payload is unknown")
     if not isinstance(value, str):
         raise _Malformed(f"value is not base64 text: {value!r}"[:120])
     try:
@@ -127,7 +130,7 @@ def retain_writes(lines: Iterable[str], skipped: list[str] | None = None) -> lis
             continue
         try:
             key = _key(raw, 2)
-            msg = _payload(raw.get("value")) if raw.get("op") == "put" else None
+            msg = _payload(raw) if raw.get("op") == "put" else None
             out.append(RetainWrite(_str(key[1], "topic"), _dot(raw), _context(raw), _hlc(raw), msg))
         except _Malformed as exc:
             if skipped is not None:

@@ -7,12 +7,14 @@ KeyboardInterrupt so that an interrupted run cleans up the same way."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -267,13 +269,43 @@ def _drive(experiment: Experiment, opts: Options, duration: float, cluster: Clus
     errors.extend(nemesis.errors)
 
 
+_ROTATED = re.compile(r"replication\.log\.(\d+)(\.gz)?")
+
+
+def replication_logs(directory: Path) -> list[Path]:
+    """A node's replication log files in `directory`, oldest first: the rotated ones the node keeps
+    (`replication.log.N.gz`, the highest N the oldest; `replication.log.0` not yet compressed), then the live one
+    (docs/replication-log.md, "Rotation")."""
+    rotated: list[tuple[int, Path]] = []
+    if directory.is_dir():
+        for path in directory.iterdir():
+            match = _ROTATED.fullmatch(path.name)
+            if match and path.is_file():
+                rotated.append((int(match.group(1)), path))
+    live = directory / "replication.log"
+    return [p for _i, p in sorted(rotated, key=lambda ip: -ip[0])] + ([live] if live.is_file() else [])
+
+
+def _log_text(path: Path) -> str:
+    """A log file's text; of a compressed file cut short, what decompresses (its last line is then damaged and
+    skipped by the checkers, chaos/replog.py)."""
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        try:
+            data = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data)
+        except zlib.error:
+            data = b""
+    return data.decode(errors="replace")
+
+
 def _collect(cluster: Cluster, out: Path, views: dict[str, Any], data: dict[str, Any]) -> None:
     """Each node's replication log and node log into OUT/nK/, the views and the dumps into OUT."""
     for node in cluster.nodes:
         target = out / node.short
         target.mkdir(parents=True, exist_ok=True)
-        for src, name in ((node.data_dir / "replication.log", "replication.log"), (node.log_path, "node.log"),
-                          (node.workdir / "vmqpy.conf", "vmqpy.conf")):
+        rotated = [(p, p.name) for p in replication_logs(node.data_dir) if p.name != "replication.log"]
+        for src, name in ((node.data_dir / "replication.log", "replication.log"), *rotated,
+                          (node.log_path, "node.log"), (node.workdir / "vmqpy.conf", "vmqpy.conf")):
             if src.exists():
                 shutil.copyfile(src, target / name)
     (out / "views.json").write_text(json.dumps(views, indent=2, default=str) + "\n")
@@ -290,8 +322,9 @@ def check_run(out: Path, mode: str, data: dict[str, Any]) -> list[Check]:
     read_ops = [op for op in ops if op.f == "read"]
     read_started = min((op.invoked for op in read_ops), default=None)
     log_lines: list[str] = []
-    for path in sorted(out.glob("n*/replication.log")):
-        log_lines.extend(path.read_text(errors="replace").splitlines())
+    for node_dir in sorted(p for p in out.glob("n*") if p.is_dir()):
+        for path in replication_logs(node_dir):
+            log_lines.extend(_log_text(path).splitlines())
     traded = mode == "trade-consistency"
     skipped_subscriptions: list[str] = []
     skipped_retained: list[str] = []

@@ -11,6 +11,9 @@ from pathlib import Path
 from vmqpy import __version__, config, logconfig
 from vmqpy.broker import acl, auth, tls
 
+#: The umask of `vmqpy start`: files 0600, directories 0700 (docs/operations.md, "Disk budget of a node").
+PRIVATE_UMASK = 0o077
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vmqpy", description="A VerneMQ-like clustered MQTT broker.")
@@ -61,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     except (config.ConfigError, auth.PasswordFileError, acl.AclError) as exc:
         print(f"vmqpy: config error: {exc}", file=sys.stderr)
         return 2
+    os.umask(PRIVATE_UMASK)  # everything the node writes (data directory, database, logs, api.key) is its own
     try:
         logconfig.configure(cfg.log_format, cfg.log_level, node=cfg.nodename, file=cfg.log_file,
                             max_size=cfg.log_file_max_size, count=cfg.log_file_count)

@@ -87,6 +87,9 @@ class Config:
     incoming_clustering_buffer_size: int = 64 * 1024 * 1024
     metadata_sync_interval: float = 1.0
     replication_log: Path | None = None
+    replication_log_max_size: int = 64 << 20  # metadata.replication_log.max_size: rotate before; 0 never
+    replication_log_count: int = 5  # metadata.replication_log.count: rotated (compressed) files kept
+    replication_log_values: bool = False  # metadata.replication_log.values: values in clear, else size + digest
     systree_enabled: bool = True
     metrics_public: bool = False  # metrics.public
     status_public: bool = False  # status.public
@@ -275,6 +278,9 @@ def build(settings: Sequence[_Setting]) -> Config:
         incoming_clustering_buffer_size=get("incoming_clustering_buffer_size"),
         metadata_sync_interval=get("metadata.sync_interval"),
         replication_log=get("metadata.replication_log"),
+        replication_log_max_size=get("metadata.replication_log.max_size"),
+        replication_log_count=get("metadata.replication_log.count"),
+        replication_log_values=get("metadata.replication_log.values"),
         systree_enabled=get("systree_enabled"),
         metrics_public=get("metrics.public"),
         status_public=get("status.public"),
@@ -406,6 +412,9 @@ _FIELD_OF = {
     "queue.replicas": "queue_replicas", "queue.write_quorum": "queue_write_quorum",
     "queue.failover_timeout": "queue_failover_timeout", "queue.rebalance_rate": "queue_rebalance_rate",
     "metadata.sync_interval": "metadata_sync_interval", "metadata.replication_log": "replication_log",
+    "metadata.replication_log.max_size": "replication_log_max_size",
+    "metadata.replication_log.count": "replication_log_count",
+    "metadata.replication_log.values": "replication_log_values",
     "metrics.public": "metrics_public", "status.public": "status_public",
     "log.console": "log_format", "log.console.level": "log_level", "log.console.file": "log_file",
     "log.file": "log_file", "log.file.max_size": "log_file_max_size", "log.file.count": "log_file_count",

@@ -213,6 +213,18 @@ SCHEMA: Mapping[str, Key] = {
     "incoming_clustering_buffer_size": Key(parse_int(1024), 64 * 1024 * 1024, "largest cluster frame accepted, bytes"),
     "metadata.sync_interval": Key(parse_duration, 1.0, "anti-entropy period of the metadata store (with jitter)"),
     "metadata.replication_log": Key(parse_path, None, "replication log file (default: DATA_DIR/replication.log)"),
+    "metadata.replication_log.max_size": Key(
+        parse_size, 64 << 20,
+        "rotate the replication log before it reaches this size (bytes, or 64MB, 1GB); 0: never (docs/operations.md)",
+    ),
+    "metadata.replication_log.count": Key(
+        parse_int(0, 1000), 5,
+        "rotated replication logs kept, gzip-compressed (FILE.N.gz, the highest N the newest); 0: none",
+    ),
+    "metadata.replication_log.values": Key(
+        parse_bool, False,
+        "log the values of metadata writes (payloads of retained messages); off: their size and sha256 prefix",
+    ),
     "systree_enabled": Key(parse_bool, True, "publish the node's metrics as retained messages under $SYS/NODENAME/"),
     "metrics.public": Key(parse_bool, False, "serve GET /metrics (Prometheus) on the admin listener without a key"),
     "status.public": Key(parse_bool, False, "serve the status page's data (/status.json) without an API key"),

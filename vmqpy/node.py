@@ -133,7 +133,10 @@ class Node:
     @contextlib.asynccontextmanager
     async def _storage(self) -> AsyncIterator[Storage]:
         data_dir = self.config.data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for name in ("broker.db", "broker.db-wal", "broker.db-shm"):  # 0644 from versions before the 0077 umask
+            if (data_dir / name).exists():
+                (data_dir / name).chmod(0o600)
         storage = self.storage = Storage(data_dir / "broker.db")
         storage.open()
         try:
@@ -282,7 +285,9 @@ class Node:
         self, storage: Storage, incarnation: int, links: ReplicaLinks | None
     ) -> AsyncIterator[MetadataService]:
         replication_log = ReplicationLog(self.config.replication_log or self.config.data_dir / "replication.log",
-                                         self.config.nodename)
+                                         self.config.nodename, max_size=self.config.replication_log_max_size,
+                                         count=self.config.replication_log_count,
+                                         values=self.config.replication_log_values)
         replication_log.open()
         metadata = self.metadata = MetadataService(
             replica_id(self.config.nodename, incarnation),

@@ -58,3 +58,16 @@ def test_ready_means_exactly_these_nodes_all_ready_and_reachable() -> None:
     assert not all_ready(names, [_row("n1@127.0.0.11"), _row("n2@127.0.0.12"), _row("n3@127.0.0.13")])
     assert not all_ready(names, [_row("n1@127.0.0.11"), _row("n2@127.0.0.12", reachable=False)])
     assert not all_ready(names, [_row("n1@127.0.0.11", ready=False), _row("n2@127.0.0.12")])
+
+
+def test_the_replication_log_keeps_values_for_the_retained_checker_when_the_tree_knows_the_key(
+        tmp_path: Path) -> None:
+    """Payloads are off the replication log by default (issue 33); the retained checker reads them, so a chaos
+    node turns them on, unless it runs a vmqpy tree from before the setting (which refuses unknown keys)."""
+    node = _node(tmp_path)
+    assert "metadata.replication_log.values = on\n" in node.config_text()
+    old = tmp_path / "old"
+    (old / "vmqpy").mkdir(parents=True)
+    (old / "vmqpy" / "config_schema.py").write_text('"metadata.replication_log": 1\n')
+    node.source = old
+    assert "metadata.replication_log.values" not in node.config_text()

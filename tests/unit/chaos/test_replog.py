@@ -89,3 +89,14 @@ def test_malformed_subscription_lines_are_skipped_counted_and_named() -> None:
     changes = subscription_changes(lines, skipped)
     assert [(c.ts, c.present) for c in changes] == [(5, True), (7, False)]
     assert [s.split(":")[0] for s in skipped] == [f"skipped line {n}" for n in range(2, 8)]
+
+
+def test_a_write_logged_without_its_value_is_skipped_and_said_why() -> None:
+    """metadata.replication_log.values = off (the default since issue 33): size and digest, no payload."""
+    line = json.dumps({"schema": 1, "ts": 1, "node": "n1", "hlc": [1, 0, "n1"], "event": "md_write",
+                       "prefix": "retain", "key": ["", "t"], "dot": ["n1", 1], "op": "put", "value_size": 40,
+                       "value_sha256": "0123456789abcdef", "context": {}})
+    skipped: list[str] = []
+    assert retain_writes([line], skipped) == []
+    assert skipped == ["skipped line 1: value not logged (metadata.replication_log.values = off): the payload "
+                       "is unknown"]
