@@ -258,21 +258,13 @@ class Session:
         if queue is EMPTY:
             queue = self.queue = deque()
         queue.append(out)
-        size = message_size(out.message)
+        message = out.message
+        size = len(message.payload) + len(message.topic)  # message_size, inline: every queued message
         self.queued_bytes += size
         if out.qos:
             self._acked_bytes += size
         else:
             self._queued_qos0 += 1
-
-    def _dequeued(self, out: Outgoing) -> None:
-        """`out` left the queue: its bytes no longer count."""
-        size = message_size(out.message)
-        self.queued_bytes -= size
-        if out.qos:
-            self._acked_bytes -= size
-        else:
-            self._queued_qos0 -= 1
 
     def _recount(self) -> None:
         """Count the queue's bytes and QoS 0 messages again (after it was rebuilt)."""
@@ -383,8 +375,14 @@ class Session:
             if head.qos > 0 and len(self.inflight) >= self.window:
                 break
             queue.popleft()
-            self._dequeued(head)
-            expires_at = head.message.expires_at  # Message.expired, inline: this runs for every queued message
+            message = head.message
+            size = len(message.payload) + len(message.topic)  # `_dequeued`, inline: every queued message
+            self.queued_bytes -= size
+            if head.qos:
+                self._acked_bytes -= size
+            else:
+                self._queued_qos0 -= 1
+            expires_at = message.expires_at  # Message.expired, inline: this runs for every queued message
             if expires_at is not None and now >= expires_at:
                 self.metrics["queue_message_expired"] += 1
                 self.journal.delete_message(self, head)
