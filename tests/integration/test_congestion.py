@@ -16,9 +16,11 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.clients import (
     DISCONNECT,
@@ -30,12 +32,13 @@ from tests.integration.clients import (
     enc_publish,
     unique,
 )
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import free_port, port_open, wait_until
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.vmqpy_only("queue.max_stall, queue.overflow and max_queued_bytes are vmqpy's")]
 
-MAX_STALL = 5.0  # queue.max_stall's default
+OVERFLOW_COUNTERS = ("vmqpy_queue_stalls_ended_total", "vmqpy_queue_overflow_dropped_total",
+                     "vmqpy_queue_overflow_kept_total", "vmqpy_queue_overflow_disconnected_total")
 QUEUED_BYTES = 8 * 1024 * 1024  # max_queued_bytes' default
 DEADLINE = 90.0  # every wait of a test together, at most
 
@@ -182,10 +185,29 @@ def test_a_subscriber_that_never_reads_holds_nobody_back_for_long(broker, stuck_
     assert held == (stuck_qos == 1), f"stall ended logged: {held}"
 
 
-def test_a_persistent_non_reader_gets_its_qos1_messages_when_it_reads_again(broker_factory) -> None:
-    """Past the stall, a persistent session keeps its QoS 1 messages (up to max_offline_messages) instead of
-    holding the publisher back, and nothing acknowledged is lost: all of them arrive once it reads again."""
-    broker = broker_factory(max_offline_messages=3000)
+def overflow_counters(port: int) -> dict[str, float]:
+    """The node's queue overflow counters, as GET /metrics shows them (metrics.public = on)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {sample.name: sample.value for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name in OVERFLOW_COUNTERS}
+
+
+@pytest.mark.parametrize("policy", ["queue", "drop"])
+def test_a_persistent_non_reader_gets_its_qos1_messages_when_it_reads_again(broker_factory, policy: str) -> None:
+    """Past the stall, a persistent session keeps its QoS 1 messages (queue.overflow = queue, the default: up to
+    max_offline_messages) instead of holding the publisher back, and nothing acknowledged is lost: all of them
+    arrive once it reads again. With `drop` (VerneMQ's way) it gets all but those /metrics counts as dropped."""
+    http = free_port()
+    extra: dict[str, object] = {"max_offline_messages": 3000, "listener.http.default": f"127.0.0.1:{http}",
+                                "metrics.public": "on"}
+    if policy != "queue":
+        extra["queue.overflow"] = policy
+    broker = broker_factory(**extra)
+    wait_until(lambda: port_open(http), 10.0, what="the HTTP listener")
+    at_start = overflow_counters(http)
+    assert at_start == {"vmqpy_queue_stalls_ended_total": 0.0, "vmqpy_queue_overflow_dropped_total": 0.0,
+                        "vmqpy_queue_overflow_kept_total": 0.0, "vmqpy_queue_overflow_disconnected_total": 0.0}
     prefix = unique("news")
     total = 2500
     client_id = unique("stuck-persistent-")
@@ -198,9 +220,12 @@ def test_a_persistent_non_reader_gets_its_qos1_messages_when_it_reads_again(brok
         report("publisher PUBACKs", publisher.acked_at, started)
         assert publisher.error is None, publisher.error
         assert len(publisher.acked_at) == total, f"only {len(publisher.acked_at)} of {total} acknowledged"
+        counters = overflow_counters(http)
+        print(f"queue.overflow = {policy}: {counters}")
+        dropped = int(counters["vmqpy_queue_overflow_dropped_total"])
         numbers: list[int] = []
         deadline = time.monotonic() + 60.0
-        while len(set(numbers)) < total and time.monotonic() < deadline:  # it reads again, acknowledging
+        while len(set(numbers)) < total - dropped and time.monotonic() < deadline:  # it reads again, acknowledging
             try:
                 p = stuck.recv(5.0)
             except TimeoutError:
@@ -212,8 +237,14 @@ def test_a_persistent_non_reader_gets_its_qos1_messages_when_it_reads_again(brok
         publisher.stop.set()
         publisher.join(10)
         stuck.close()
-    missing = sorted(set(range(total)) - set(numbers))
-    assert not missing, f"{len(missing)} acknowledged messages never delivered, from {missing[:5]}"
+    assert counters["vmqpy_queue_stalls_ended_total"] == 1
+    if policy == "queue":
+        assert dropped == 0 and counters["vmqpy_queue_overflow_kept_total"] > 0, counters
+        missing = sorted(set(range(total)) - set(numbers))
+        assert not missing, f"{len(missing)} acknowledged messages never delivered, from {missing[:5]}"
+    else:
+        assert dropped > 0 and counters["vmqpy_queue_overflow_kept_total"] == 0, counters
+        assert len(set(numbers)) == total - dropped, f"got {len(set(numbers))} of {total} with {dropped} dropped"
     firsts = list(dict.fromkeys(numbers))
     assert firsts == sorted(firsts), "out of order"
 

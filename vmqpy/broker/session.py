@@ -48,6 +48,7 @@ from vmqpy.mqtt.packets import Pubrel
 _SENT, _QUEUED, _DROPPED = Delivery.SENT, Delivery.QUEUED, Delivery.DROPPED
 _PUBLISHED = OutState.PUBLISHED
 
+
 def message_size(message: Message) -> int:
     """The bytes a queued message is counted with against max_queued_bytes: its payload and topic."""
     return len(message.payload) + len(message.topic)
