@@ -209,6 +209,15 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("vmqpy_forward_received", "counter", "messages forwarded here by other nodes", "broker.forward_received"),
     _s("vmqpy_congestion_pauses", "counter", "times a client was paused because a peer was congested",
        "broker.congestion_signalled"),
+    _s("vmqpy_queue_stalls_ended", "counter", "times a congested subscriber had held its publishers back for "
+       "queue.max_stall seconds and stopped holding them (queue.overflow then applies to it alone)",
+       "broker.queue_stall_ended"),
+    _s("vmqpy_queue_overflow_dropped", "counter", "messages dropped by a subscriber past queue.max_stall: QoS 0 at "
+       "once, QoS 1/2 beyond its limit (also in queue_message_drop)", "broker.queue_overflow_dropped"),
+    _s("vmqpy_queue_overflow_kept", "counter", "QoS 1/2 messages a persistent subscriber past queue.max_stall kept "
+       "beyond max_online_messages (on disk, up to max_offline_messages)", "broker.queue_overflow_kept"),
+    _s("vmqpy_queue_overflow_disconnected", "counter", "subscribers disconnected past queue.max_stall "
+       "(queue.overflow = disconnect)", "broker.queue_overflow_disconnected"),
     _s("vmqpy_queue_replica_operations_sent", "counter", "queue replica operations sent to replica nodes",
        "queue_replica.operations_sent"),
     _s("vmqpy_queue_replica_operations_acked", "counter", "queue replica operations a replica node has on disk",

@@ -66,8 +66,11 @@ class Config:
     topic_alias_max_broker: int = 64
     max_online_messages: int = 1000
     max_offline_messages: int = 1000
+    max_queued_bytes: int = 8 * 1024 * 1024  # bytes (payload and topic) a session's queue holds; 0: no bound
+    queue_max_stall: float = 5.0  # queue.max_stall: seconds a congested subscriber may hold publishers back; 0: ever
+    queue_overflow: str = "queue"  # queue.overflow: queue, drop or disconnect (vmqpy.broker.stalls)
     persistent_client_expiration: float | None = None
-    max_message_size: int = 0
+    max_message_size: int = 1024 * 1024  # 0: MQTT's own limit (256 MB)
     max_client_id_size: int = 65535
     max_keepalive: int = 0
     allow_register_during_netsplit: bool = False
@@ -257,6 +260,9 @@ def build(settings: Sequence[_Setting]) -> Config:
         topic_alias_max_broker=get("topic_alias_max_broker"),
         max_online_messages=get("max_online_messages"),
         max_offline_messages=get("max_offline_messages"),
+        max_queued_bytes=get("max_queued_bytes"),
+        queue_max_stall=get("queue.max_stall"),
+        queue_overflow=get("queue.overflow"),
         persistent_client_expiration=get("persistent_client_expiration"),
         max_message_size=get("max_message_size"),
         max_client_id_size=get("max_client_id_size"),
@@ -411,6 +417,7 @@ _FIELD_OF = {
     "cluster.readiness": "readiness",
     "queue.replicas": "queue_replicas", "queue.write_quorum": "queue_write_quorum",
     "queue.failover_timeout": "queue_failover_timeout", "queue.rebalance_rate": "queue_rebalance_rate",
+    "queue.max_stall": "queue_max_stall", "queue.overflow": "queue_overflow",
     "metadata.sync_interval": "metadata_sync_interval", "metadata.replication_log": "replication_log",
     "metadata.replication_log.max_size": "replication_log_max_size",
     "metadata.replication_log.count": "replication_log_count",

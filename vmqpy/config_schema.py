@@ -104,10 +104,28 @@ SCHEMA: Mapping[str, Key] = {
     ),
     "max_online_messages": Key(parse_int(1), 1000, "queued messages of an online client beyond the window"),
     "max_offline_messages": Key(parse_int(0), 1000, "queued messages of an offline persistent session"),
+    "max_queued_bytes": Key(
+        parse_size, 8 * 1024 * 1024,
+        "bytes (payloads and topics) a session's queue holds, online or offline (Mosquitto's name); beyond it a "
+        "subscriber is congested (QoS 1/2) or a message dropped (QoS 0, offline, after queue.max_stall); 0: no bound",
+    ),
+    "queue.max_stall": Key(
+        parse_duration, 5.0,
+        "seconds a congested online subscriber may hold back the publishers of its topics; then queue.overflow "
+        "applies to it alone and they go on; 0: for as long as it stays congested",
+    ),
+    "queue.overflow": Key(
+        parse_choice("queue", "drop", "disconnect"), "queue",
+        "a subscriber congested for queue.max_stall: queue (drops QoS 0; a persistent session keeps QoS 1/2 up to "
+        "max_offline_messages, a clean one drops them), drop (drops beyond max_online_messages) or disconnect",
+    ),
     "persistent_client_expiration": Key(
         parse_duration_or_never, None, "how long an offline 3.1.1 persistent session is kept (never, 1h, 1d, ...)"
     ),
-    "max_message_size": Key(parse_int(0), 0, "largest packet accepted, bytes; 0 is unlimited"),
+    "max_message_size": Key(
+        parse_int(0), 1024 * 1024,
+        "largest packet accepted, bytes (announced to 5.0 clients); 0: MQTT's own limit, 256 MB (docs/broker.md)",
+    ),
     "mqtt.connect_timeout": Key(
         parse_positive_duration, 10.0,
         "a new connection that has not sent its whole CONNECT (WebSocket: upgrade request) this long is closed "

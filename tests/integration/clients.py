@@ -365,9 +365,16 @@ class Closed(Exception):
 class RawClient:
     """A blocking socket client: send arbitrary bytes, read whole packets with deadlines."""
 
-    def __init__(self, port: int, host: str = HOST, version: int = 4, connect_timeout: float = 5.0):
+    def __init__(self, port: int, host: str = HOST, version: int = 4, connect_timeout: float = 5.0,
+                 receive_buffer: int | None = None):
         self.version = version
-        self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+        if receive_buffer is None:
+            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+        else:  # set before the connect, so that the window the kernel announces is small from the start
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            self.sock.settimeout(connect_timeout)
+            self.sock.connect((host, port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray()
         self.stash: deque[Packet] = deque()

@@ -46,7 +46,7 @@ def test_defaults() -> None:
     assert cfg.tcp_listeners == (("default", "127.0.0.1", 1883),)
     assert cfg.max_offline_messages == 1000
     assert cfg.persistent_client_expiration is None
-    assert cfg.max_message_size == 0
+    assert cfg.max_message_size == 1024 * 1024  # 0 (MQTT's 256 MB) no more: docs/broker.md, "Overload"
 
 
 def test_environment_beats_file_and_flags_beat_environment(tmp_path: Path) -> None:

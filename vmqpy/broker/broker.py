@@ -42,6 +42,7 @@ from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.route_feed import RouteFeed
 from vmqpy.broker.router import Router, RouteResult, outgoing_qos
 from vmqpy.broker.session import NULL_JOURNAL, Outgoing, Session, Sink, SubEntry
+from vmqpy.broker.stalls import StallBound
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.broker.systree import is_system_topic
 from vmqpy.broker.trace import Tracers
@@ -54,6 +55,10 @@ from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
 from vmqpy.replicas.lineage import Entry
 
 log = structlog.get_logger("vmqpy.broker")
+
+#: the counters of queue.max_stall and queue.overflow (docs/operations.md), made at 0 when the broker starts
+OVERFLOW_COUNTERS = ("queue_stall_ended", "queue_overflow_dropped", "queue_overflow_kept",
+                     "queue_overflow_disconnected")
 
 
 class Broker:
@@ -102,8 +107,13 @@ class Broker:
         self._moved = MovedRoutes(self.sessions, self._current_forwarder, self.metrics)
         # The same dict as the helper's, read here directly: publish tests it every time.
         self._congested_nodes = self._backpressure.congested_nodes
+        # queue.max_stall: how long one congested subscriber may hold publishers back (vmqpy.broker.stalls)
+        self.stalls = StallBound(config.queue_max_stall)
+        for counter in OVERFLOW_COUNTERS:  # every counter exists from the start, at 0
+            self.metrics[counter] += 0
         self._feed = RouteFeed(self.node, metadata, self.router, self.sessions, self.retained, self._moved)
-        self._forwards = Forwards(self.router, self.metrics, self._moved, self._backpressure, self._current_forwarder)
+        self._forwards = Forwards(self.router, self.metrics, self._moved, self._backpressure, self._current_forwarder,
+                                  self.stalls)
         metadata.on_change(records.SUBSCRIPTION, self._feed.on_subscription_change)
         metadata.on_change(records.RETAIN, self._feed.on_retain_change)
         # the retained messages each client keeps (vmqpy.broker.retain_quota): a change of a topic's retained
@@ -157,6 +167,7 @@ class Broker:
             max_online=self.config.max_online_messages,
             max_offline=self.config.max_offline_messages,
             metrics=self.metrics,
+            max_bytes=self.config.max_queued_bytes,
         )
         self._set_journal(session)
         return session
@@ -302,8 +313,11 @@ class Broker:
             self.wills.take(session.client_id)
 
     def tick(self, now: float) -> None:
-        """Publish delayed wills that are due and end offline sessions that expired."""
+        """Publish delayed wills that are due, end offline sessions that expired, and let the publishers of a
+        subscriber that held them back for queue.max_stall go on."""
         self.wills.due(now)
+        for session in self.stalls.due(now):
+            self.overflow(session, now)
         for session in list(self._expiry.due(now)):
             self.release_will(session.client_id, now)
             self.metrics["session_expired"] += 1
@@ -341,12 +355,32 @@ class Broker:
             message.forward_id = self._forward_ids
         result = self.router.route(message, now)
         result.durable = result.durable or durable
+        if result.congested:
+            self.stalls.watch(result.congested, now)
         self.metrics["publish_dropped"] += result.dropped
         if result.remote:
             self._forward(message, result)
             if self._congested_nodes:
                 result.congested_nodes = [n for n in result.remote if n in self._congested_nodes]
         return result
+
+    def overflow(self, session: Session, now: float) -> None:
+        """`session` held its publishers back for queue.max_stall seconds: they go on, and queue.overflow says
+        what becomes of it (vmqpy.broker.stalls): it alone drops (or queues on disk) what it cannot take, or it is
+        disconnected (5.0: DISCONNECT 0x97 Quota exceeded; a persistent session stays, offline)."""
+        policy = self.config.queue_overflow
+        self.metrics["queue_stall_ended"] += 1
+        log.warning("a subscriber held its publishers back for queue.max_stall: they go on without it",
+                    client_id=session.client_id, queued=len(session.queue), queued_bytes=session.queued_bytes,
+                    policy=policy)
+        sink = session.sink
+        if policy == "disconnect" and sink is not None:
+            self.metrics["queue_overflow_disconnected"] += 1
+            will, delay = sink.take_over(rc.QUOTA_EXCEEDED)
+            self.close_session(session, sink, now, will, delay)
+            return
+        keep_on_disk = policy == "queue" and session.persistent
+        session.overflow(max(session.max_offline, session.max_online) if keep_on_disk else session.max_online)
 
     def publish_system(self, message: Message, now: float) -> RouteResult:
         """Deliver a message the node itself publishes in its `$SYS` tree (vmqpy.broker.systree) to this node's

@@ -222,10 +222,14 @@ def disconnected(conn: MQTTConnection, exc: Exception | None) -> None:
                       reason=None if exc is None else str(exc) or type(exc).__name__, node=conn.broker.node)
 
 
+_TAKEN_OVER_WHY = {rc.SESSION_TAKEN_OVER: "session taken over",
+                   rc.QUOTA_EXCEEDED: "disconnected: it held its publishers back for queue.max_stall (queue.overflow)"}
+
+
 def take_over(conn: MQTTConnection, reason_code: int) -> tuple[Message | None, float]:
     """A newer connect of the client id (or an operator) ends this connection: 5.0 gets DISCONNECT `reason_code`;
     its will and delay are handed to the caller, which decides whether the will is due."""
-    conn.log.info("session taken over" if reason_code == rc.SESSION_TAKEN_OVER else "disconnected by an operator")
+    conn.log.info(_TAKEN_OVER_WHY.get(reason_code, "disconnected by an operator"))
     if conn.level == 5:
         conn.write_packet(Disconnect(reason_code))
     will, delay = conn.will, conn.will_delay

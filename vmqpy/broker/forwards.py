@@ -27,6 +27,7 @@ from vmqpy.broker.message import Message
 from vmqpy.broker.ports import Forwarder
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.router import Router, RouteResult
+from vmqpy.broker.stalls import StallBound
 
 __all__ = ["Forwards"]
 
@@ -41,13 +42,14 @@ class Forwards:
     """Forwarded publishes of one node, both ways. `forwarder()`: the node links' side (None: not clustered)."""
 
     def __init__(self, router: Router, metrics: Counter[str], moved: MovedRoutes, backpressure: Backpressure,
-                 forwarder: Callable[[], Forwarder | None]) -> None:
+                 forwarder: Callable[[], Forwarder | None], stalls: StallBound | None = None) -> None:
         self._router = router
         self._metrics = metrics
         self._moved = moved
         self._moved_routes = moved.routes  # the same dict, tested for every batch
         self._backpressure = backpressure
         self._forwarder = forwarder
+        self._stalls = stalls  # queue.max_stall: a peer is held back for a bounded time too
 
     def send(self, message: Message, result: RouteResult) -> None:
         """Hand the publish (with its forward id) to the nodes in `result.remote`. For QoS 1/2,
@@ -95,6 +97,8 @@ class Forwards:
         self._metrics["publish_dropped"] += result.dropped
         if result.congested and peer is not None and self._forwarder() is not None:
             self._backpressure.hold_back(peer, result.congested)
+            if self._stalls is not None:
+                self._stalls.watch(result.congested, now)
         return result.durable
 
     def deliver_batch(self, batch: list[tuple[int, Any]], now: float, peer: str) -> bool:
@@ -133,4 +137,6 @@ class Forwards:
         metrics["publish_dropped"] += result.dropped
         if result.congested and self._forwarder() is not None:
             self._backpressure.hold_back(peer, result.congested)
+            if self._stalls is not None:
+                self._stalls.watch(result.congested, now)
         return result.durable or durable

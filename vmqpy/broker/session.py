@@ -15,6 +15,14 @@ the client's Maximum Packet Size, QoS 0 of a client gone, not resumable after a 
 So every message taken is written, dropped, expired or still queued; only a message in flight that a resumed
 connection's smaller Maximum Packet Size no longer allows is counted both out and dropped. `dropped` keeps the
 session's own count of drops (`vmq-admin session show`).
+
+Congestion (docs/broker.md, "Overload"): an online session whose queue holds `max_online` QoS 1/2 messages, or
+`max_bytes` bytes of them, is `congested`: the publishers routed to it wait for it (`wait_for_drain`) until it
+drained to half. QoS 0 never congests it: a QoS 0 message that finds the queue full (by count or bytes) is
+dropped. That wait is bounded: once it lasted `queue.max_stall` seconds (vmqpy.broker.stalls), the session
+`overflow`s: it lets its publishers go and, until it drained to half, drops its QoS 0 messages at once and keeps
+QoS 1/2 ones up to its `overflow_limit` (then drops them, counted), so that it is this subscriber that loses,
+no other.
 """
 
 from __future__ import annotations
@@ -41,6 +49,12 @@ from vmqpy.mqtt.packets import Pubrel
 _SENT, _QUEUED, _DROPPED = Delivery.SENT, Delivery.QUEUED, Delivery.DROPPED
 _PUBLISHED = OutState.PUBLISHED
 
+
+def message_size(message: Message) -> int:
+    """The bytes a queued message is counted with against max_queued_bytes: its payload and topic."""
+    return len(message.payload) + len(message.topic)
+
+
 NO_IDS: frozenset[int] = frozenset()  # the awaiting_release of every session that has none (Session)
 NULL_JOURNAL = NullJournal()  # stateless: the one journal of every clean session
 
@@ -55,10 +69,11 @@ class Session:
     # A node holds one per client id: no attribute dictionary, and the queues of a client that never needed one
     # are the one shared empty deque (vmqpy.broker.empty_deque) until `_enqueue` or `attach` swaps in their own.
     __slots__ = (
-        "_drain_waiters", "_held", "_next_packet_id", "_next_seq", "awaiting_release", "client_id", "disconnected_at",
-        "dropped", "expiry_interval", "inflight", "journal", "max_inflight", "max_offline", "max_online",
-        "max_packet_size", "metrics", "moving_to", "owner_recorded", "protocol_level", "queue", "recent_forwards",
-        "sent_at", "sink", "subscriptions", "user", "watch_until", "window",
+        "_acked_bytes", "_drain_waiters", "_held", "_next_packet_id", "_next_seq", "_queued_qos0", "awaiting_release",
+        "client_id", "disconnected_at", "dropped", "expiry_interval", "inflight", "journal", "max_bytes",
+        "max_inflight", "max_offline", "max_online", "max_packet_size", "metrics", "moving_to", "overflow_limit",
+        "owner_recorded", "protocol_level", "queue", "queued_bytes", "recent_forwards", "sent_at", "sink",
+        "stalled_since", "subscriptions", "user", "watch_until", "window",
     )
 
     def __init__(
@@ -72,6 +87,7 @@ class Session:
         max_offline: int,
         journal: Journal | None = None,
         metrics: Counter[str] | None = None,
+        max_bytes: int = 0,
     ) -> None:
         self.client_id = client_id
         self.metrics: Counter[str] = Counter() if metrics is None else metrics  # the node's (see the module doc)
@@ -88,6 +104,14 @@ class Session:
         self.max_inflight = max_inflight
         self.max_online = max_online
         self.max_offline = max_offline
+        self.max_bytes = max_bytes  # max_queued_bytes: bytes (payload and topic) the queue holds at most; 0: no bound
+        self.queued_bytes = 0  # bytes of the queued messages (`message_size`)
+        self._acked_bytes = 0  # of them, the QoS 1/2 messages' (QoS 0 never congests)
+        self._queued_qos0 = 0  # QoS 0 messages in the queue
+        # when publishers started waiting for this session (vmqpy.broker.stalls), None while nobody waits
+        self.stalled_since: float | None = None
+        # after queue.max_stall: the QoS 1/2 messages the queue keeps (then they are dropped); None: not overflowing
+        self.overflow_limit: int | None = None
         self.max_packet_size = 0  # the client's Maximum Packet Size; 0 = no limit
         self.journal: Journal = journal or NULL_JOURNAL
         # whether an owner record may name this session in the metadata store: False only for a clean session that
@@ -138,8 +162,31 @@ class Session:
 
     @property
     def congested(self) -> bool:
-        """An online client that does not keep up: publishers to it should be slowed down."""
-        return self.sink is not None and len(self.queue) >= self.max_online
+        """An online client that does not keep up: publishers to it should be slowed down (until it overflowed:
+        then it holds nobody back). Only its QoS 1/2 messages count."""
+        return (self.sink is not None and self.overflow_limit is None
+                and (len(self.queue) - self._queued_qos0 >= self.max_online
+                     or (self.max_bytes > 0 and self._acked_bytes >= self.max_bytes)))
+
+    @property
+    def holding(self) -> bool:
+        """Whether publishers (here or on other nodes) wait for this session to drain."""
+        return bool(self._drain_waiters)
+
+    def _drained(self) -> bool:
+        """Drained to half (by count and bytes of its QoS 1/2 messages): the publishers waiting for it may go on."""
+        return (len(self.queue) - self._queued_qos0 < max(1, self.max_online // 2)
+                and (not self.max_bytes or self._acked_bytes < self.max_bytes // 2))
+
+    def _bytes_full(self, size: int) -> bool:
+        return self.max_bytes > 0 and self.queued_bytes + size > self.max_bytes
+
+    def overflow(self, limit: int) -> None:
+        """It held its publishers back for queue.max_stall seconds: from now until it drained to half, it keeps
+        at most `limit` QoS 1/2 messages queued and no new QoS 0 one; its publishers go on."""
+        self.overflow_limit = limit
+        self.stalled_since = None
+        self.release_waiters()
 
     def next_seq(self) -> int:
         seq = self._next_seq
@@ -167,7 +214,8 @@ class Session:
             return _SENT
         out = Outgoing(seq, message, qos, retain, subscription_ids)
         if sink is None:
-            if qos == 0 or len(self.queue) >= self.max_offline:
+            if qos == 0 or len(self.queue) >= self.max_offline or (self.max_bytes and self._bytes_full(message_size(
+                    message))):
                 self._drop(1)
                 return _DROPPED
             self._enqueue(out)
@@ -187,9 +235,21 @@ class Session:
                     metrics["queue_message_direct"] += 1
                     return _SENT
                 return _DROPPED
-        if qos == 0 and len(self.queue) >= self.max_online:
-            self._drop(1)
-            return _DROPPED
+        if qos == 0:
+            if self.overflow_limit is not None or len(self.queue) >= self.max_online or (
+                    self.max_bytes and self._bytes_full(message_size(message))):
+                if self.overflow_limit is not None:
+                    metrics["queue_overflow_dropped"] += 1
+                self._drop(1)
+                return _DROPPED
+        elif self.overflow_limit is not None:
+            acked = len(self.queue) - self._queued_qos0
+            if acked >= self.overflow_limit or (self.max_bytes and self._bytes_full(message_size(message))):
+                metrics["queue_overflow_dropped"] += 1
+                self._drop(1)
+                return _DROPPED
+            if acked >= self.max_online:
+                metrics["queue_overflow_kept"] += 1
         self._enqueue(out)
         metrics["queue_message_queued"] += 1
         if qos > 0:
@@ -202,6 +262,24 @@ class Session:
         if queue is EMPTY:
             queue = self.queue = deque()
         queue.append(out)
+        message = out.message
+        size = len(message.payload) + len(message.topic)  # message_size, inline: every queued message
+        self.queued_bytes += size
+        if out.qos:
+            self._acked_bytes += size
+        else:
+            self._queued_qos0 += 1
+
+    def _recount(self) -> None:
+        """Count the queue's bytes and QoS 0 messages again (after it was rebuilt)."""
+        self.queued_bytes = self._acked_bytes = self._queued_qos0 = 0
+        for out in self.queue:
+            size = message_size(out.message)
+            self.queued_bytes += size
+            if out.qos:
+                self._acked_bytes += size
+            else:
+                self._queued_qos0 += 1
 
     def watch_forwards(self, until: float) -> None:
         """Until `until` (wall clock), deliver a forwarded message at most once, however many nodes forward it
@@ -301,14 +379,24 @@ class Session:
             if head.qos > 0 and len(self.inflight) >= self.window:
                 break
             queue.popleft()
-            expires_at = head.message.expires_at  # Message.expired, inline: this runs for every queued message
+            message = head.message
+            size = len(message.payload) + len(message.topic)  # `_dequeued`, inline: every queued message
+            self.queued_bytes -= size
+            if head.qos:
+                self._acked_bytes -= size
+            else:
+                self._queued_qos0 -= 1
+            expires_at = message.expires_at  # Message.expired, inline: this runs for every queued message
             if expires_at is not None and now >= expires_at:
                 self.metrics["queue_message_expired"] += 1
                 self.journal.delete_message(self, head)
                 continue
             if self._send(head, sink, now):
                 self.metrics["queue_message_dequeued"] += 1
-        if self._drain_waiters and len(queue) < max(1, self.max_online // 2):
+        if (self._drain_waiters or self.overflow_limit is not None or self.stalled_since is not None) \
+                and self._drained():
+            self.overflow_limit = None
+            self.stalled_since = None
             self.release_waiters()
 
     def wait_for_drain(self, callback: Callable[[], None]) -> None:
@@ -401,6 +489,8 @@ class Session:
         self.max_packet_size = max_packet_size
         self.disconnected_at = None
         self._held = EMPTY
+        self.overflow_limit = None
+        self.stalled_since = None
         self.sent_at.clear()
         resent = 0
         for packet_id, out in list(self.inflight.items()):
@@ -434,6 +524,9 @@ class Session:
             if len(kept) != len(self.queue):
                 self._drop(len(self.queue) - len(kept))
             self.queue = kept or EMPTY  # an offline session with nothing queued holds no deque of its own
+            self._recount()
+        self.overflow_limit = None
+        self.stalled_since = None
         self.release_waiters()
 
     def restore(self, out: Outgoing) -> None:
@@ -486,6 +579,7 @@ class Session:
             else:
                 kept.append(out)
         self.queue = kept or EMPTY
+        self._recount()
         return removed
 
     def describe(self) -> dict[str, object]:
@@ -496,6 +590,7 @@ class Session:
             "subscriptions": len(self.subscriptions),
             "inflight": len(self.inflight),
             "queued": len(self.queue),
+            "queued_bytes": self.queued_bytes,
             "dropped": self.dropped,
             "moving_to": self.moving_to,
         }
