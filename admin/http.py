@@ -19,9 +19,15 @@ Commands that only read answer GET (and HEAD), commands that change something an
 -> 405 with an `Allow` header. Parameters travel in the query string, as the words `vmq-admin` takes
 (`?node=vmq2@127.0.0.1&--kill-sessions&--timeout=30`); `+` is a literal plus (an MQTT wildcard), a space is %20.
 
-Every path under /api/ needs an API key (`admin.keys`): the `x-api-key` header, the user name of HTTP basic
-authentication (the password is ignored: `curl http://KEY@127.0.0.1:8888/api/v1/cluster/show`) or
-`Authorization: Bearer KEY`. Without a valid key the answer is 401 before anything but the body's size is looked at.
+Every path under /api/ needs an API key (`admin.keys`): `Authorization: Bearer KEY` or the `x-api-key` header;
+the user name of an `Authorization: Basic` header is taken too (VerneMQ's way: `curl http://KEY@host:8888/...`;
+the password is ignored). Without a valid key the answer is 401, with no `WWW-Authenticate` challenge: a browser
+never asks for the key in its own dialog, so it never keeps it and never sends it again by itself.
+
+A request that may change something (any method but GET, HEAD and OPTIONS) sent by a web page of another origin is
+refused with 403 before its key is looked at: `Sec-Fetch-Site` other than `same-origin` or `none`, or an `Origin`
+that is not this API's own (`scheme://Host`). Browsers set both headers and a page's script cannot; `vmq-admin`,
+curl and scripts send neither (docs/security.md, "The admin API in a browser").
 
 No route reads a request body (parameters travel in the query string). A body of up to MAX_IGNORED_BODY bytes
 (the `{}` or empty form some HTTP clients send with every POST) is allowed and ignored; a larger one is refused
@@ -52,6 +58,7 @@ from aiohttp.http import HttpVersion11
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from yarl import URL
 
 from admin import prometheus, status_page
 from admin.commands import (
@@ -90,6 +97,10 @@ MAX_IGNORED_BODY = 1024
 REFUSED = YoungGarbage()  # refused requests: their young garbage collected now and then (admin.young_garbage)
 #: seconds a chunked body of at most MAX_IGNORED_BODY bytes has to arrive whole (else 408)
 BODY_TIMEOUT = 10.0
+#: methods that change nothing; any other is refused when another origin's web page sends it
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: `Sec-Fetch-Site` values of a request that no other origin's page made (`none`: the operator typed the URL)
+OWN_FETCH_SITES = frozenset({"same-origin", "none"})
 
 log = structlog.get_logger("admin.http")
 
@@ -120,7 +131,7 @@ async def _errors_and_log(request: web.Request, handler: Handler) -> web.StreamR
         response = _error(exc.status, exc.message)
         exc.__traceback__ = None  # answered, never logged: see below
     except web.HTTPException as exc:
-        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "www-authenticate")}
+        headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
         what = f"no such path: {request.path}" if exc.status == 404 else (exc.reason or "error")
         response = _error(exc.status, what, headers)
         # aiohttp's router answers a path it does not know (404) or a method a route does not take (405) by
@@ -194,7 +205,8 @@ async def _expect_continue(request: web.Request) -> None:
 
 
 def _presented_key(request: web.Request) -> str | None:
-    """The key the client sent: x-api-key header, else basic-auth user name or bearer token; None when none."""
+    """The key the client sent: x-api-key header, else bearer token or basic-auth user name (VerneMQ's way, for
+    curl and scripts; a browser never has it, as the API never challenges); None when none."""
     header = request.headers.get("x-api-key")
     if header is not None:
         return header.strip()
@@ -213,23 +225,56 @@ def _presented_key(request: web.Request) -> str | None:
     return user_pass.partition(":")[0]
 
 
+def _foreign_page(request: web.Request) -> str | None:
+    """Why `request` comes from a web page of another origin (for the 403's message), or None when it does not
+    (a browser on one of this API's own pages, a navigation the operator typed, or a client that is no browser).
+    Browsers set `Sec-Fetch-Site` and `Origin` themselves; a page's script cannot set or change either."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None and site.strip().lower() not in OWN_FETCH_SITES:
+        return f"Sec-Fetch-Site: {site.strip()[:40]}"
+    origin = request.headers.get(hdrs.ORIGIN)
+    if origin is not None:
+        theirs = _origin_key(origin)  # None: `null` (a sandboxed frame, a data: URL), never this API's own
+        if theirs is None or theirs != _origin_key(f"{request.scheme}://{request.host}"):
+            return f"Origin: {origin.strip()[:200]}"
+    return None
+
+
+def _origin_key(origin: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of an origin, the port filled in for http and https; None for `null` or garbage."""
+    try:
+        url = URL(origin.strip())
+    except ValueError:
+        return None
+    if not url.scheme or not url.host:
+        return None
+    return url.scheme.lower(), url.host.lower(), url.port
+
+
+@web.middleware
+async def _refuse_foreign_pages(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Before the key: a request that may change something, sent by another origin's page, gets 403 (a form or a
+    `fetch` of another site must not act with credentials the browser may hold for this API)."""
+    if request.method not in SAFE_METHODS and (why := _foreign_page(request)) is not None:
+        log.warning("admin_request_from_another_page", method=request.method, path=request.path, why=why,
+                    peer=request.remote)
+        return _error(403, f"refused: a request that changes something came from another web page ({why}); "
+                           "use vmq-admin, curl or a script")
+    return await handler(request)
+
+
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The key for /api/ and KEYED_PATHS; 401 without one, never with a `WWW-Authenticate` challenge."""
     opened_by = PUBLIC_WHEN.get(request.path)
     if opened_by is not None and _setting_on(request.app[CONTEXT].facade, opened_by):
         return await handler(request)
     if request.path == "/api" or request.path.startswith("/api/") or request.path in KEYED_PATHS:
         key = _presented_key(request)
-        # Not for the status page's data: a browser would answer a challenge to its fetch() with a login dialog.
-        challenge = {} if request.path == "/status.json" else {"WWW-Authenticate": 'Basic realm="vmq-admin"'}
         if not key:
-            return _error(
-                401,
-                "missing API key: send it in the x-api-key header or as the HTTP basic user name",
-                challenge,
-            )
+            return _error(401, "missing API key: send it as 'Authorization: Bearer KEY' or in the x-api-key header")
         if not request.app[CONTEXT].keys.verify(key):
-            return _error(401, "invalid API key", challenge)
+            return _error(401, "invalid API key")
     return await handler(request)
 
 
@@ -342,7 +387,7 @@ async def _health(request: web.Request) -> web.StreamResponse:
 
 def build_app(facade: AdminNode, keys: KeyStore) -> web.Application:
     """The aiohttp application: one route per command path and alias, /health, JSON errors, API-key auth."""
-    app = web.Application(middlewares=[_errors_and_log, _body_limit, _auth])
+    app = web.Application(middlewares=[_errors_and_log, _body_limit, _refuse_foreign_pages, _auth])
     app[CONTEXT] = Context(facade, keys)
     app[PROMETHEUS] = prometheus.registry(facade.node_name, facade.metrics)
     app[MEMBER_ROWS] = status_page.MemberRows(facade.status)

@@ -5,6 +5,10 @@
 The command line is parsed here with the same table the node uses (an unknown command or a bad parameter is
 refused before anything is sent, exit 2), then sent as `GET|POST URL/api/v1/<path>?<parameters>`.
 
+The key travels in the `x-api-key` header, never in the URL. It comes from --api-key, else the user name of the
+URL (VerneMQ's way of writing it: `--url http://KEY@127.0.0.1:8888`; taken out of the URL, so it is never printed),
+else VMQ_API_KEY, else DATA_DIR/api.key.
+
 Exit codes: 0 done; 1 the node answered an error (the message is on stderr); 2 the command line is wrong;
 3 the node could not be reached or did not answer in time.
 """
@@ -17,6 +21,7 @@ import socket
 import ssl
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,7 +120,7 @@ def general_help() -> str:
         "",
         "options:",
         f"  --url URL        the node's HTTP API (env VMQ_ADMIN_URL, default {DEFAULT_URL})",
-        "  --api-key KEY    API key (env VMQ_API_KEY); otherwise DIR/api.key is read",
+        "  --api-key KEY    API key (or the URL's user name, or env VMQ_API_KEY); otherwise DIR/api.key is read",
         "  --data-dir DIR   the node's data directory (env VMQ_DATA_DIR, default ./data)",
         "  --cacert FILE    CA certificates (PEM) for an https:// URL (env VMQ_ADMIN_CACERT; default: the system's)",
         "  --json           print tables as a JSON list of rows (text as a JSON string)",
@@ -204,10 +209,23 @@ def split_options(argv: Sequence[str]) -> Options:
     return opts
 
 
-def find_api_key(opts: Options, env: Mapping[str, str]) -> tuple[str | None, str]:
-    """(key, where it came from) -- or (None, why none was found)."""
+def split_url_key(base: str) -> tuple[str, str | None]:
+    """The URL without its user information, and the key written as its user name (`http://KEY@host:8888`,
+    VerneMQ's examples), or None. The key is sent in a header like any other; the URL is what messages show."""
+    parts = urllib.parse.urlsplit(base)
+    if "@" not in parts.netloc:
+        return base, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    key = urllib.parse.unquote(userinfo.partition(":")[0]).strip()
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), key or None
+
+
+def find_api_key(opts: Options, env: Mapping[str, str], url_key: str | None = None) -> tuple[str | None, str]:
+    """(key, where it came from) -- or (None, why none was found). `url_key`: the user name of the URL."""
     if opts.api_key:
         return opts.api_key, "--api-key"
+    if url_key:
+        return url_key, "the URL's user name"
     if env.get("VMQ_API_KEY"):
         return env["VMQ_API_KEY"], "VMQ_API_KEY"
     if opts.data_dir:
@@ -270,12 +288,12 @@ def run(argv: Sequence[str], env: Mapping[str, str], out: TextIO, err: TextIO) -
         print(command_help(cmd), file=out)
         return EXIT_OK
 
-    base = (opts.url or env.get("VMQ_ADMIN_URL") or DEFAULT_URL).rstrip("/")
+    base, url_key = split_url_key((opts.url or env.get("VMQ_ADMIN_URL") or DEFAULT_URL).rstrip("/"))
     if not base.startswith(("http://", "https://")):
         return fail(EXIT_USAGE, f"bad URL {base!r}: expected http://HOST:PORT")
     query = words_to_query(canonical_words(cmd, args))
     url = f"{base}{API_PREFIX}/{'/'.join(cmd.path)}" + (f"?{query}" if query else "")
-    key, key_source = find_api_key(opts, env)
+    key, key_source = find_api_key(opts, env, url_key)
     headers = {"Accept": "application/json", "User-Agent": PROG}
     if key:
         headers["x-api-key"] = key

@@ -135,6 +135,21 @@ def test_wrong_key_exit_1(served: ApiServer, workdir: Path) -> None:
     assert "the API key from --api-key is wrong" in done.stderr and "401" in done.stderr
 
 
+def test_key_as_the_urls_user_name(served: ApiServer, fake: FakeNode, node_key: str, workdir: Path,
+                                   tmp_path: Path) -> None:
+    """VerneMQ writes the key as the URL's user name: vmq-admin sends it in a header (the node never challenges
+    for basic credentials) and never prints it."""
+    nowhere = str(tmp_path / "nowhere")
+    with_key = served.url.replace("http://", f"http://{node_key}@")
+    done = vmq_admin(workdir, "--url", with_key, "--data-dir", nowhere, "set", "max_inflight_messages=7")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "max_inflight_messages = 7\n", "")
+    assert fake.settings["max_inflight_messages"] == "7"
+    wrong = vmq_admin(workdir, "cluster", "show", env={"VMQ_ADMIN_URL": served.url.replace("http://", "http://nope:x@"),
+                                                       "VMQ_DATA_DIR": nowhere})
+    assert wrong.returncode == 1 and "the API key from the URL's user name is wrong" in wrong.stderr
+    assert "nope" not in wrong.stderr
+
+
 def test_missing_key_exit_1(served: ApiServer, workdir: Path, tmp_path: Path) -> None:
     done = vmq_admin(workdir, "--url", served.url, "--data-dir", str(tmp_path / "nowhere"), "cluster", "show")
     assert (done.returncode, done.stdout) == (1, "")

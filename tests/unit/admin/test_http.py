@@ -104,7 +104,7 @@ async def test_every_endpoint_needs_a_valid_key(
         status, body, headers = await call(client, api, method, path, **attempt)
         assert status == 401, (attempt, body)
         assert body["type"] == "error" and "API key" in body["error"]
-        assert headers["WWW-Authenticate"].startswith("Basic")
+        assert "WWW-Authenticate" not in headers  # no challenge: a browser never asks for the key, never keeps it
     assert fake.cluster_show() == members and fake.settings["max_inflight_messages"] == "20"
     assert not [c for c in fake.calls if c[0] in ("cluster_join", "cluster_leave", "set_setting")]
 
@@ -129,6 +129,63 @@ async def test_valid_key(client: aiohttp.ClientSession, api: ApiServer, node_key
         "type": "table",
         "table": [{"Node": "vmq1@127.0.0.1", "Running": True, "Reachable": True, "Ready": True}],
     }
+
+
+async def test_no_path_challenges_for_the_key(client: aiohttp.ClientSession, api: ApiServer) -> None:
+    for path in ("/metrics", "/status.json", "/api/v1/cluster/show", "/api"):
+        for headers in ({}, basic("wrong", ""), {"Authorization": "Bearer wrong"}):
+            status, _, answer_headers = await call(client, api, "GET", path, headers)
+            assert status == 401 and "WWW-Authenticate" not in answer_headers, (path, headers)
+
+
+# -- requests made by other web pages --------------------------------------------------------------------------
+CHANGES = [(method, path) for method, path in ENDPOINTS if method == "POST"]
+
+
+@pytest.mark.parametrize("foreign", [
+    {"Sec-Fetch-Site": "cross-site"},
+    {"Sec-Fetch-Site": "same-site"},  # another port of the same host
+    {"Sec-Fetch-Site": "something-new"},
+    {"Origin": "http://127.0.0.2:8080"},
+    {"Origin": "https://evil.example"},
+    {"Origin": "null"},  # a sandboxed frame, a data: URL
+    {"Origin": "http://127.0.0.1"},  # the node's host on another port (80)
+    {"Sec-Fetch-Site": "same-origin", "Origin": "http://127.0.0.1:1"},
+])
+@pytest.mark.parametrize("how", ["x-api-key", "basic", "bearer", "no key"])
+async def test_a_change_sent_by_another_page_is_refused(
+    client: aiohttp.ClientSession, api: ApiServer, fake: FakeNode, node_key: str, foreign: dict[str, str], how: str
+) -> None:
+    key = {"x-api-key": {"x-api-key": node_key}, "basic": basic(node_key, ""), "no key": {},
+           "bearer": {"Authorization": f"Bearer {node_key}"}}[how]
+    calls = list(fake.calls)
+    for method, path in [*CHANGES, ("PUT", "/api/v1/log/level?level=debug"), ("DELETE", "/api/v1/node/stop"),
+                         ("POST", "/status.json"), ("POST", "/api/v1/no/such")]:
+        status, body, _ = await call(client, api, method, path, {**key, **foreign})
+        assert status == 403, (method, path, body)
+        assert body["type"] == "error" and "another web page" in body["error"], body
+    assert fake.calls == calls, "nothing reached the node"
+    assert fake.settings["max_inflight_messages"] == "20"
+
+
+async def test_reads_and_the_apis_own_pages_are_not_refused(
+    client: aiohttp.ClientSession, api: ApiServer, node_key: str
+) -> None:
+    key = {"Authorization": f"Bearer {node_key}"}
+    own = api.url
+    for headers in ({"Origin": own, "Sec-Fetch-Site": "same-origin"}, {"Origin": own.upper()},
+                    {"Sec-Fetch-Site": "none"}, {}):
+        status, body, _ = await call(client, api, "POST", "/api/v1/set?max_inflight_messages=7", {**key, **headers})
+        assert status == 200, (headers, body)
+    # Reading is not refused to another page (it cannot read the answer: no CORS header is ever sent).
+    status, _, answer_headers = await call(client, api, "GET", "/api/v1/cluster/show",
+                                           {**key, "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"})
+    assert status == 200 and "Access-Control-Allow-Origin" not in answer_headers
+    # A preflight for a `fetch` that would send the key from another page gets no permission either.
+    status, _, answer_headers = await call(client, api, "OPTIONS", "/api/v1/log/level?level=debug",
+                                           {"Origin": "https://evil.example", "Access-Control-Request-Method": "POST",
+                                            "Access-Control-Request-Headers": "x-api-key"})
+    assert status >= 400 and "Access-Control-Allow-Origin" not in answer_headers
 
 
 async def test_created_key_works_and_deleted_key_stops_working(

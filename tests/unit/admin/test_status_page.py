@@ -32,6 +32,9 @@ def test_the_template_is_package_data_and_self_contained() -> None:
     # Nothing fetched from elsewhere: no URL with a scheme or protocol-relative, no external script or sheet.
     assert not re.search(r"""(src|href)\s*=\s*["'](https?:)?//""", text)
     assert "<script src" not in text and 'rel="stylesheet"' not in text
+    # The key kept in sessionStorage is safe only while no value from the node can become markup (a script that
+    # could read the key): every value is written as text (docs/security.md, "The admin API in a browser").
+    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function", text)
 
 
 def test_render_escapes_the_node_name_and_sets_the_refresh() -> None:
