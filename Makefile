@@ -40,7 +40,7 @@ COMPILED := vmqpy dvv admin chaos spark_analytics bench tests
 TEST_PROFILE ?= ci
 pytest: venv
 	@$(BIN)/python -m compileall -q -j 2 $(COMPILED) >/dev/null || true  # a module that does not compile fails in pytest
-	@export VMQPY_TEST_PROFILE=$(TEST_PROFILE); status=0; \
+	@export TEST_PROFILE=$(TEST_PROFILE); status=0; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist worksteal $(PURE_TESTS) || status=$$?; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(addprefix --ignore=,$(PURE_TESTS)) tests \
 		|| status=$$?; \
@@ -52,7 +52,7 @@ test: debian-deps venv lint typecheck pytest
 # examples and simulation seeds each run, 500 examples per property that sets no count of its own), the report on a standalone Spark cluster, a whole tiny `make bench`,
 # the whole model check (every scope, docs/replication.md section 10), 30 leave/rejoin cycles (docs/cluster.md).
 test-long: debian-deps venv
-	VMQPY_TEST_PROFILE=long $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal $(PURE_TESTS)
+	TEST_PROFILE=long $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal $(PURE_TESTS)
 	LONG_TESTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_spark_cluster.py tests/integration/test_bench_suite.py
 	MODELCHECK_FULL=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests/sim/test_modelcheck.py
 	LEAVE_CYCLES=30 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_leave.py -k cycles

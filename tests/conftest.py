@@ -29,7 +29,7 @@ CHAOS_SEED = 7
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"vmqpy test profile: {randomness.PROFILE} (VMQPY_TEST_PROFILE; tests/randomness.py)"
+    return f"vmqpy test profile: {randomness.PROFILE} (TEST_PROFILE; tests/randomness.py)"
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,4 +1,4 @@
-"""Where the suite's random choices come from: one switch, `VMQPY_TEST_PROFILE`.
+"""Where the suite's random choices come from: one switch, `TEST_PROFILE`.
 
 - `ci` (the default; `make test`): derandomized. Hypothesis draws the same examples on every machine (its seed is
   derived from each test's name, and no example database is read or written), and every seeded test (simulations,
@@ -18,10 +18,11 @@ import random
 
 from hypothesis import HealthCheck, settings
 
-PROFILE = os.environ.get("VMQPY_TEST_PROFILE", "ci")
+# Not a VMQPY_* name: every VMQPY_* variable is a setting of the nodes the tests start (docs/configuration.md).
+PROFILE = os.environ.get("TEST_PROFILE", "ci")
 PROFILES = ("ci", "long")
 if PROFILE not in PROFILES:
-    raise RuntimeError(f"VMQPY_TEST_PROFILE={PROFILE!r}: expected one of {', '.join(PROFILES)}")
+    raise RuntimeError(f"TEST_PROFILE={PROFILE!r}: expected one of {', '.join(PROFILES)}")
 
 # The machine the suite runs on is shared and noisy: a property's examples are counted, never timed.
 _UNTIMED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -51,5 +52,5 @@ def replay_hint() -> str:
         return ("hypothesis profile 'ci' (derandomized): the same examples are drawn on every run, so re-running "
                 "this test replays the failure")
     return ("hypothesis profile 'long' (randomized): the failing example is saved in .hypothesis/ and replayed first "
-            "when this test runs again with VMQPY_TEST_PROFILE=long; or paste the @reproduce_failure line above onto "
+            "when this test runs again with TEST_PROFILE=long; or paste the @reproduce_failure line above onto "
             "the test")
