@@ -34,6 +34,7 @@ from vmqpy.listener_keys import LISTENER_OPTIONS as LISTENER_OPTIONS
 from vmqpy.listener_keys import TLS_KINDS as TLS_KINDS
 
 ENV_PREFIX = "VMQPY_"
+DEFAULT_COOKIE = "vmqpy"  # distributed_cookie's default: public, in every copy of vmqpy
 
 _INLINE_COMMENT = re.compile(r"\s+#.*$")  # `key = value  # note`; a '#' inside a value needs no space before it
 
@@ -44,7 +45,7 @@ class Config:
 
     nodename: str = "vmqpy@127.0.0.1"
     data_dir: Path = Path("./data")
-    distributed_cookie: str = "vmqpy"
+    distributed_cookie: str = DEFAULT_COOKIE  # public: refused with a cluster listener (`default_cookie_refusal`)
     tcp_listeners: tuple[tuple[str, str, int], ...] = (("default", "127.0.0.1", 1883),)
     ssl_listeners: tuple[tuple[str, str, int], ...] = ()  # listener.ssl.NAME: MQTT over TLS
     ws_listeners: tuple[tuple[str, str, int], ...] = ()  # listener.ws.NAME: MQTT over WebSocket
@@ -79,6 +80,8 @@ class Config:
     shared_subscription_policy: str = "prefer_local"
     persistent_session_placement: str = "anywhere"  # or "assigned" (vmqpy.cluster.placement)
     detect_timeout: float = 1.0
+    cluster_handshake_timeout: float = 10.0  # cluster.handshake_timeout
+    allow_default_cookie: bool = False  # cluster.allow_default_cookie
     queue_replicas: int = 2  # queue.replicas (vmqpy.replicas)
     queue_write_quorum: int | None = None  # queue.write_quorum; None: queue.replicas
     queue_failover_timeout: float = 30.0  # queue.failover_timeout
@@ -103,6 +106,8 @@ class Config:
     password_reload_interval: float = 10.0  # vmq_passwd.password_reload_interval; 0: never
     failed_login_delay: float = 1.0  # auth.failed_login_delay
     connect_timeout: float = 10.0  # mqtt.connect_timeout
+    connect_max_size: int = 64 * 1024  # mqtt.connect_max_size
+    connect_budget: int = 16 * 1024 * 1024  # mqtt.connect_budget
     max_message_rate: int = 0
     max_subscriptions_per_client: int = 0
     upgrade_outgoing_qos: bool = False
@@ -251,6 +256,8 @@ def build(settings: Sequence[_Setting]) -> Config:
         shared_subscription_policy=get("shared_subscription_policy"),
         persistent_session_placement=get("persistent_session_placement"),
         detect_timeout=get("cluster.detect_timeout"),
+        cluster_handshake_timeout=get("cluster.handshake_timeout"),
+        allow_default_cookie=get("cluster.allow_default_cookie"),
         queue_replicas=get("queue.replicas"),
         queue_write_quorum=get("queue.write_quorum"),
         queue_failover_timeout=get("queue.failover_timeout"),
@@ -275,6 +282,8 @@ def build(settings: Sequence[_Setting]) -> Config:
         password_reload_interval=get("vmq_passwd.password_reload_interval"),
         failed_login_delay=get("auth.failed_login_delay"),
         connect_timeout=get("mqtt.connect_timeout"),
+        connect_max_size=get("mqtt.connect_max_size"),
+        connect_budget=get("mqtt.connect_budget"),
         max_message_rate=get("max_message_rate"),
         max_subscriptions_per_client=get("max_subscriptions_per_client"),
         upgrade_outgoing_qos=get("upgrade_outgoing_qos"),
@@ -384,7 +393,19 @@ _FIELD_OF = {
     "listener.max_connections": "max_connections", "mqtt.connect_timeout": "connect_timeout",
     "cluster.tls.cafile": "cluster_tls_cafile", "cluster.tls.certfile": "cluster_tls_certfile",
     "cluster.tls.keyfile": "cluster_tls_keyfile",
+    "cluster.handshake_timeout": "cluster_handshake_timeout", "cluster.allow_default_cookie": "allow_default_cookie",
+    "mqtt.connect_max_size": "connect_max_size", "mqtt.connect_budget": "connect_budget",
 }
+
+
+def default_cookie_refusal(config: Config) -> str | None:
+    """Why `vmqpy start` refuses `config`: a node with a cluster listener and the public default cookie, unless
+    cluster.allow_default_cookie says so (None: it starts)."""
+    if config.cluster_listener is None or config.distributed_cookie != DEFAULT_COOKIE or config.allow_default_cookie:
+        return None
+    return ("listener.vmq.clustering is set but distributed_cookie is the public default: anyone who can reach "
+            "the cluster port could join; set distributed_cookie to a long random secret shared by the cluster "
+            "(at least 10 characters), or cluster.allow_default_cookie = on for a throwaway test cluster")
 
 
 def field_of(key: str) -> str:

@@ -37,6 +37,7 @@ import structlog
 from vmqpy.cluster.connection import LinkConnection, clock
 from vmqpy.cluster.dialer import Dialer
 from vmqpy.cluster.errors import ClusterUsageError
+from vmqpy.cluster.frame_auth import cookie_key
 from vmqpy.cluster.framing import DATA_TYPES, HEADER_SIZE, FrameType, encode_frame
 from vmqpy.cluster.handshake import NONCE_MIN, Admit
 from vmqpy.cluster.link import Link
@@ -130,6 +131,7 @@ class ClusterNetwork:
         self.own_name = own_name
         self.incarnation = incarnation
         self._cookie = cookie
+        cookie_key(cookie)  # stretched once now (scrypt, frame_auth.py), not during the first handshake
         self.listen = listen
         self.detect_timeout = detect_timeout
         self.incoming_buffer = incoming_buffer
