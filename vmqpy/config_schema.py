@@ -44,8 +44,8 @@ SCHEMA: Mapping[str, Key] = {
     ),
     "cluster.handshake_timeout": Key(
         parse_positive_duration, 10.0,
-        "a cluster link's handshake (TCP connect, TLS and the cookie's challenge-response) must finish this long "
-        "after it starts, independent of cluster.detect_timeout",
+        "a cluster link's handshake (TLS and the cookie's challenge-response) must finish this long after it "
+        "starts, independent of cluster.detect_timeout",
     ),
     "listener.http.default": Key(parse_address, None, "HTTP admin API address (no API when unset)"),
     "listener.https.default": Key(

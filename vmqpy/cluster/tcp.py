@@ -139,7 +139,9 @@ class ClusterNetwork:
         self.reconnect_min = reconnect_min
         self.reconnect_max = reconnect_max
         self.handshake_timeout = handshake_timeout if handshake_timeout is not None else max(2 * detect_timeout, 1.0)
-        self.connect_timeout = self.handshake_timeout
+        # a TCP connect to a peer that does not answer (a partition) is given up as before, so that dials resume
+        # soon after it heals; the handshake after it (TLS, challenge-response) has handshake_timeout
+        self.connect_timeout = max(2 * detect_timeout, 1.0)
         self._advertise = advertise
         self._tls_server = tls_server
         self._tls_pending: set[asyncio.Task[None]] = set()  # TLS handshakes of accepted sockets under way
@@ -167,6 +169,7 @@ class ClusterNetwork:
             local_addr=_source_address(listen[0]),
             seed=seed,
             tls=tls_client,
+            handshake_timeout=self.handshake_timeout,
         )
 
     # ---------------------------------------------------------------------------------------------- lifecycle
