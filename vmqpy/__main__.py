@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vmqpy: config error: {where}: cannot open the log file {cfg.log_file}: {exc.strerror}",
               file=sys.stderr)
         return 2
-    if cfg.distributed_cookie == config.DEFAULT_COOKIE:
+    if config.public_cookie(cfg):
         structlog.get_logger("vmqpy.node").warning(
             "distributed_cookie is the public default: set a long random secret shared by the cluster",
             cluster_listener=cfg.cluster_listener is not None)

@@ -17,9 +17,9 @@ from typing import Any
 
 from vmqpy import vernemq_conf
 from vmqpy.config_schema import SCHEMA as SCHEMA
+from vmqpy.config_values import PUBLIC_COOKIES, parse_connection_limit
 from vmqpy.config_values import ConfigError as ConfigError
 from vmqpy.config_values import Key as Key
-from vmqpy.config_values import parse_connection_limit
 from vmqpy.listener_keys import (
     LISTENER_ADDRESS,
     ListenerOption,
@@ -398,12 +398,18 @@ _FIELD_OF = {
 }
 
 
+def public_cookie(config: Config) -> bool:
+    """Whether the cookie in force is a public default (vmqpy's or VerneMQ's)."""
+    return config.distributed_cookie in PUBLIC_COOKIES
+
+
 def default_cookie_refusal(config: Config) -> str | None:
     """Why `vmqpy start` refuses `config`: a node with a cluster listener and the public default cookie, unless
     cluster.allow_default_cookie says so (None: it starts)."""
-    if config.cluster_listener is None or config.distributed_cookie != DEFAULT_COOKIE or config.allow_default_cookie:
+    if config.cluster_listener is None or not public_cookie(config) or config.allow_default_cookie:
         return None
-    return ("listener.vmq.clustering is set but distributed_cookie is the public default: anyone who can reach "
+    return (f"listener.vmq.clustering is set but distributed_cookie is the public default "
+            f"{config.distributed_cookie!r}: anyone who can reach "
             "the cluster port could join; set distributed_cookie to a long random secret shared by the cluster "
             "(at least 10 characters), or cluster.allow_default_cookie = on for a throwaway test cluster")
 

@@ -34,8 +34,9 @@ SCHEMA: Mapping[str, Key] = {
     "platform_data_dir": Key(parse_path, Path("./data"), "the node's data directory (SQLite files, logs)"),
     "distributed_cookie": Key(
         parse_cookie, "vmqpy",
-        "shared secret of the cluster's node links, at least 10 characters; the default is public: `vmqpy start` "
-        "refuses it on a node with listener.vmq.clustering unless cluster.allow_default_cookie = on",
+        "shared secret of the cluster's node links, at least 10 characters; the public defaults (vmqpy, VerneMQ's "
+        "vmq) are refused by `vmqpy start` on a node with listener.vmq.clustering unless "
+        "cluster.allow_default_cookie = on",
     ),
     "cluster.allow_default_cookie": Key(
         parse_bool, False,

@@ -178,14 +178,18 @@ def parse_positive_size(text: str) -> int:
     return size
 
 
-#: The fewest characters a distributed_cookie may have (the default, `vmqpy`, is public and shorter).
+#: The fewest characters a distributed_cookie may have.
 COOKIE_MIN_LENGTH = 10
+#: The public default cookies, vmqpy's and VerneMQ's (a stock vernemq.conf has `distributed_cookie = vmq`):
+#: accepted here so that such a file still starts a single node; a node with a cluster listener refuses them
+#: (vmqpy.config.default_cookie_refusal) and every start with one logs a warning.
+PUBLIC_COOKIES = frozenset({"vmqpy", "vmq"})
 
 
 def parse_cookie(text: str) -> str:
-    """A distributed_cookie: text of at least COOKIE_MIN_LENGTH characters."""
+    """A distributed_cookie: text of at least COOKIE_MIN_LENGTH characters, or one of the PUBLIC_COOKIES."""
     cookie = text.strip()
-    if len(cookie) < COOKIE_MIN_LENGTH:
+    if len(cookie) < COOKIE_MIN_LENGTH and cookie not in PUBLIC_COOKIES:
         raise ValueError(f"a cookie needs at least {COOKIE_MIN_LENGTH} characters (a long random secret, the same "
                          f"on every node), got {len(cookie)}")
     return cookie

@@ -375,6 +375,8 @@ def test_the_default_cookie_is_refused_only_with_a_cluster_listener_unless_allow
     assert config.default_cookie_refusal(allowed) is None
     secret, _ = load_text(tmp_path, "listener.vmq.clustering = 127.0.0.1:44053\ndistributed_cookie = 0123456789ab\n")
     assert config.default_cookie_refusal(secret) is None
+    verne, _ = load_text(tmp_path, "listener.vmq.clustering = 127.0.0.1:44053\ndistributed_cookie = vmq\n")
+    assert config.default_cookie_refusal(verne) is not None  # VerneMQ's public default: accepted, not clustered
 
 
 def test_pre_authentication_settings_reach_the_config() -> None:
