@@ -31,7 +31,10 @@ LARGEST_PACKET: Final = 268_435_460  # a PUBLISH of the largest remaining length
 
 
 def connect_max_size(config: Config) -> int:
-    """The largest CONNECT a client may send: mqtt.connect_max_size, or max_message_size when that is smaller."""
+    """The largest CONNECT a client may send: mqtt.connect_max_size, or max_message_size when that is smaller.
+    64 KiB by default: a CONNECT with a client id, user name, password and a will of a few KiB takes far less; a
+    client whose will payload is larger needs the setting raised (every field at its 64 KiB maximum and user
+    properties take about 460 KB)."""
     return min(config.connect_max_size, config.max_message_size or LARGEST_PACKET)
 
 

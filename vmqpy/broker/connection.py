@@ -82,8 +82,7 @@ class MQTTConnection(asyncio.Protocol):
         "_registering", "_retries", "_retry_timer", "_timer", "_writable", "acks", "broker", "client_id", "closing",
         "config", "connect_waited", "decoder", "identity_as_username", "keep_alive", "keepalive_bucket",
         "last_received", "listener", "loop", "machine", "normal_close", "on_connected", "on_lost", "session", "storage",
-        "traces",
-        "transport", "username",
+        "traces", "transport", "username",
     )
 
     def __init__(

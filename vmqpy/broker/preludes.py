@@ -15,9 +15,8 @@ whose bytes do not fit is closed.
 
 Sockets refused here are closed and counted in the broker's metrics (`proxy_protocol_refused`,
 `connect_timeout`, `connect_too_large`, `connect_budget_exceeded`, and `tls_handshake_failed` from
-vmqpy.broker.handshake_prelude); the
-log gets at most one line a second per listener and kind, with the latest reason and how many failed since the
-last line (`FailureLog`).
+vmqpy.broker.handshake_prelude); the log gets at most one line a second per listener and kind, with the latest
+reason and how many failed since the last line (`FailureLog`).
 """
 
 from __future__ import annotations
@@ -40,10 +39,6 @@ PROXY_REFUSED_METRIC = "proxy_protocol_refused"
 CONNECT_TIMEOUT_METRIC = "connect_timeout"
 CONNECT_TOO_LARGE_METRIC = "connect_too_large"
 CONNECT_TIMEOUT = 10.0  # default of mqtt.connect_timeout: seconds a new connection has to send its whole CONNECT
-# Default of mqtt.connect_max_size, the largest CONNECT accepted (max_message_size, when smaller, wins): a CONNECT
-# with a client id, user name, password and a will of a few KiB takes far less; a client whose will payload is
-# larger needs the setting raised (every field at its 64 KiB maximum and user properties take about 460 KB).
-CONNECT_MAX_SIZE = 64 * 1024
 PROXY_HEADER_TIMEOUT = 10.0  # seconds a socket has to send its whole PROXY header (the spec: "a few seconds")
 PROXY_HEADER_MAX_LENGTH = 4096  # bytes: HAProxy's v2 headers, TLVs included, take a few hundred
 TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client has to complete the TLS handshake
