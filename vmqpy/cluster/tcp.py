@@ -139,8 +139,9 @@ class ClusterNetwork:
         self.reconnect_min = reconnect_min
         self.reconnect_max = reconnect_max
         self.handshake_timeout = handshake_timeout if handshake_timeout is not None else max(2 * detect_timeout, 1.0)
-        # a TCP connect to a peer that does not answer (a partition) is given up as before, so that dials resume
-        # soon after it heals; the handshake after it (TLS, challenge-response) has handshake_timeout
+        # a dial (TCP connect and its TLS handshake) to a peer that does not answer is given up as before, so that
+        # dials resume soon after a partition heals and a stuck TLS handshake is retried on a new connection;
+        # the challenge-response and the accepting side's TLS handshake have handshake_timeout
         self.connect_timeout = max(2 * detect_timeout, 1.0)
         self._advertise = advertise
         self._tls_server = tls_server
@@ -168,8 +169,7 @@ class ClusterNetwork:
             connect_timeout=self.connect_timeout,
             local_addr=_source_address(listen[0]),
             seed=seed,
-            tls=tls_client,
-            handshake_timeout=self.handshake_timeout,
+            tls=tls_client,  # a dial's TLS handshake shares its connect timeout: a stuck one is retried at once
         )
 
     # ---------------------------------------------------------------------------------------------- lifecycle
