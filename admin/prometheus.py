@@ -124,7 +124,10 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: none within "
        "mqtt.connect_timeout", "broker.connect_timeout", labels=(("reason", "timeout"),)),
     _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was whole: it announced more "
-       "than the largest packet", "broker.connect_too_large", labels=(("reason", "too_large"),)),
+       "than mqtt.connect_max_size", "broker.connect_too_large", labels=(("reason", "too_large"),)),
+    _s("vmqpy_connect_refused", "counter", "connections closed before their CONNECT was accepted: their bytes did "
+       "not fit the node's pre-CONNECT budget (mqtt.connect_budget)", "broker.connect_budget_exceeded",
+       labels=(("reason", "budget"),)),
     _s("vmqpy_connect_refused", "counter", "connections closed for a missing or invalid PROXY protocol header",
        "broker.proxy_protocol_refused", labels=(("reason", "proxy_header"),)),
     _s("vmqpy_connect_refused", "counter", "connections closed for a failed TLS handshake (ssl and wss listeners)",

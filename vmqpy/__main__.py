@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+import structlog
+
 from vmqpy import __version__, config, logconfig
 from vmqpy.broker import acl, auth, tls
 
@@ -61,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         tls.ListenerContexts(tls.settings_of(cfg))  # a certificate, key or CA file that cannot be used
         tls.https_context(cfg)
         tls.cluster_contexts(cfg)  # cluster.tls.*: the same for the cluster links
+        refusal = config.default_cookie_refusal(cfg)
+        if refusal is not None:
+            raise config.ConfigError(refusal)
     except (config.ConfigError, auth.PasswordFileError, acl.AclError) as exc:
         print(f"vmqpy: config error: {exc}", file=sys.stderr)
         return 2
@@ -73,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vmqpy: config error: {where}: cannot open the log file {cfg.log_file}: {exc.strerror}",
               file=sys.stderr)
         return 2
+    if config.public_cookie(cfg):
+        structlog.get_logger("vmqpy.node").warning(
+            "distributed_cookie is the public default: set a long random secret shared by the cluster",
+            cluster_listener=cfg.cluster_listener is not None)
     from vmqpy.node import serve
 
     try:

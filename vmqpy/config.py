@@ -17,9 +17,9 @@ from typing import Any
 
 from vmqpy import vernemq_conf
 from vmqpy.config_schema import SCHEMA as SCHEMA
+from vmqpy.config_values import PUBLIC_COOKIES, parse_connection_limit
 from vmqpy.config_values import ConfigError as ConfigError
 from vmqpy.config_values import Key as Key
-from vmqpy.config_values import parse_connection_limit
 from vmqpy.listener_keys import (
     LISTENER_ADDRESS,
     ListenerOption,
@@ -34,6 +34,7 @@ from vmqpy.listener_keys import LISTENER_OPTIONS as LISTENER_OPTIONS
 from vmqpy.listener_keys import TLS_KINDS as TLS_KINDS
 
 ENV_PREFIX = "VMQPY_"
+DEFAULT_COOKIE = "vmqpy"  # distributed_cookie's default: public, in every copy of vmqpy
 
 _INLINE_COMMENT = re.compile(r"\s+#.*$")  # `key = value  # note`; a '#' inside a value needs no space before it
 
@@ -44,7 +45,7 @@ class Config:
 
     nodename: str = "vmqpy@127.0.0.1"
     data_dir: Path = Path("./data")
-    distributed_cookie: str = "vmqpy"
+    distributed_cookie: str = DEFAULT_COOKIE  # public: refused with a cluster listener (`default_cookie_refusal`)
     tcp_listeners: tuple[tuple[str, str, int], ...] = (("default", "127.0.0.1", 1883),)
     ssl_listeners: tuple[tuple[str, str, int], ...] = ()  # listener.ssl.NAME: MQTT over TLS
     ws_listeners: tuple[tuple[str, str, int], ...] = ()  # listener.ws.NAME: MQTT over WebSocket
@@ -82,6 +83,8 @@ class Config:
     shared_subscription_policy: str = "prefer_local"
     persistent_session_placement: str = "anywhere"  # or "assigned" (vmqpy.cluster.placement)
     detect_timeout: float = 1.0
+    cluster_handshake_timeout: float = 10.0  # cluster.handshake_timeout
+    allow_default_cookie: bool = False  # cluster.allow_default_cookie
     queue_replicas: int = 2  # queue.replicas (vmqpy.replicas)
     queue_write_quorum: int | None = None  # queue.write_quorum; None: queue.replicas
     queue_failover_timeout: float = 30.0  # queue.failover_timeout
@@ -116,6 +119,8 @@ class Config:
     hash_workers: int = 1  # auth.hash_workers
     hash_queue: int = 32  # auth.hash_queue
     connect_timeout: float = 10.0  # mqtt.connect_timeout
+    connect_max_size: int = 64 * 1024  # mqtt.connect_max_size
+    connect_budget: int = 16 * 1024 * 1024  # mqtt.connect_budget
     max_message_rate: int = 0
     max_subscriptions_per_client: int = 0
     session_foreign_user: str = "clean"  # session.foreign_user: clean or refuse (vmqpy.broker.owners)
@@ -276,6 +281,8 @@ def build(settings: Sequence[_Setting]) -> Config:
         shared_subscription_policy=get("shared_subscription_policy"),
         persistent_session_placement=get("persistent_session_placement"),
         detect_timeout=get("cluster.detect_timeout"),
+        cluster_handshake_timeout=get("cluster.handshake_timeout"),
+        allow_default_cookie=get("cluster.allow_default_cookie"),
         queue_replicas=get("queue.replicas"),
         queue_write_quorum=get("queue.write_quorum"),
         queue_failover_timeout=get("queue.failover_timeout"),
@@ -310,6 +317,8 @@ def build(settings: Sequence[_Setting]) -> Config:
         hash_workers=get("auth.hash_workers"),
         hash_queue=get("auth.hash_queue"),
         connect_timeout=get("mqtt.connect_timeout"),
+        connect_max_size=get("mqtt.connect_max_size"),
+        connect_budget=get("mqtt.connect_budget"),
         max_message_rate=get("max_message_rate"),
         max_subscriptions_per_client=get("max_subscriptions_per_client"),
         session_foreign_user=get("session.foreign_user"),
@@ -439,7 +448,25 @@ _FIELD_OF = {
     "cluster.tls.keyfile": "cluster_tls_keyfile",
     "session.foreign_user": "session_foreign_user", "session.client_id_prefix": "session_client_id_prefix",
     "retain.max_per_client": "retain_max_per_client", "retain.max_bytes_per_client": "retain_max_bytes_per_client",
+    "cluster.handshake_timeout": "cluster_handshake_timeout", "cluster.allow_default_cookie": "allow_default_cookie",
+    "mqtt.connect_max_size": "connect_max_size", "mqtt.connect_budget": "connect_budget",
 }
+
+
+def public_cookie(config: Config) -> bool:
+    """Whether the cookie in force is a public default (vmqpy's or VerneMQ's)."""
+    return config.distributed_cookie in PUBLIC_COOKIES
+
+
+def default_cookie_refusal(config: Config) -> str | None:
+    """Why `vmqpy start` refuses `config`: a node with a cluster listener and the public default cookie, unless
+    cluster.allow_default_cookie says so (None: it starts)."""
+    if config.cluster_listener is None or not public_cookie(config) or config.allow_default_cookie:
+        return None
+    return (f"listener.vmq.clustering is set but distributed_cookie is the public default "
+            f"{config.distributed_cookie!r}: anyone who can reach "
+            "the cluster port could join; set distributed_cookie to a long random secret shared by the cluster "
+            "(at least 10 characters), or cluster.allow_default_cookie = on for a throwaway test cluster")
 
 
 def field_of(key: str) -> str:

@@ -16,6 +16,7 @@ from vmqpy.config_values import (
     parse_bool,
     parse_choice,
     parse_connection_limit,
+    parse_cookie,
     parse_duration,
     parse_duration_or_never,
     parse_int,
@@ -23,8 +24,8 @@ from vmqpy.config_values import (
     parse_nodename,
     parse_path,
     parse_positive_duration,
+    parse_positive_size,
     parse_size,
-    parse_text,
 )
 
 __all__ = ["SCHEMA"]
@@ -32,7 +33,22 @@ __all__ = ["SCHEMA"]
 SCHEMA: Mapping[str, Key] = {
     "nodename": Key(parse_nodename, "vmqpy@127.0.0.1", "the node's name, NAME@HOST"),
     "platform_data_dir": Key(parse_path, Path("./data"), "the node's data directory (SQLite files, logs)"),
-    "distributed_cookie": Key(parse_text, "vmqpy", "shared secret of the cluster's node links"),
+    "distributed_cookie": Key(
+        parse_cookie, "vmqpy",
+        "shared secret of the cluster's node links, at least 10 characters; the public defaults (vmqpy, VerneMQ's "
+        "vmq) are refused by `vmqpy start` on a node with listener.vmq.clustering unless "
+        "cluster.allow_default_cookie = on",
+    ),
+    "cluster.allow_default_cookie": Key(
+        parse_bool, False,
+        "let a node with listener.vmq.clustering start with the public default distributed_cookie (a throwaway "
+        "test cluster on loopback); it still logs a warning",
+    ),
+    "cluster.handshake_timeout": Key(
+        parse_positive_duration, 10.0,
+        "a cluster link's handshake (TLS and the cookie's challenge-response) must finish this long after it "
+        "starts, independent of cluster.detect_timeout",
+    ),
     "listener.http.default": Key(parse_address, None, "HTTP admin API address (no API when unset)"),
     "listener.https.default": Key(
         parse_address, None, "HTTPS admin API address (with listener.https.certfile and keyfile; docs/security.md)"
@@ -125,6 +141,16 @@ SCHEMA: Mapping[str, Key] = {
     "max_message_size": Key(
         parse_int(0), 1024 * 1024,
         "largest packet accepted, bytes (announced to 5.0 clients); 0: MQTT's own limit, 256 MB (docs/broker.md)",
+    ),
+    "mqtt.connect_max_size": Key(
+        parse_positive_size, 64 * 1024,
+        "largest CONNECT accepted, bytes (max_message_size wins when smaller); raise it for clients with larger "
+        "wills (vmqpy extension)",
+    ),
+    "mqtt.connect_budget": Key(
+        parse_positive_size, 16 * 1024 * 1024,
+        "bytes all connections still before their CONNECT may hold together (partial CONNECTs, WebSocket "
+        "upgrades); a socket whose bytes do not fit is closed (vmqpy extension, docs/security.md)",
     ),
     "mqtt.connect_timeout": Key(
         parse_positive_duration, 10.0,

@@ -170,6 +170,31 @@ def parse_text(text: str) -> str:
     return text.strip()
 
 
+def parse_positive_size(text: str) -> int:
+    """A size in bytes (`parse_size`) that is not zero."""
+    size = parse_size(text)
+    if size <= 0:
+        raise ValueError(f"expected a size above zero, like 65536 or 64KB, got {text!r}")
+    return size
+
+
+#: The fewest characters a distributed_cookie may have.
+COOKIE_MIN_LENGTH = 10
+#: The public default cookies, vmqpy's and VerneMQ's (a stock vernemq.conf has `distributed_cookie = vmq`):
+#: accepted here so that such a file still starts a single node; a node with a cluster listener refuses them
+#: (vmqpy.config.default_cookie_refusal) and every start with one logs a warning.
+PUBLIC_COOKIES = frozenset({"vmqpy", "vmq"})
+
+
+def parse_cookie(text: str) -> str:
+    """A distributed_cookie: text of at least COOKIE_MIN_LENGTH characters, or one of the PUBLIC_COOKIES."""
+    cookie = text.strip()
+    if len(cookie) < COOKIE_MIN_LENGTH and cookie not in PUBLIC_COOKIES:
+        raise ValueError(f"a cookie needs at least {COOKIE_MIN_LENGTH} characters (a long random secret, the same "
+                         f"on every node), got {len(cookie)}")
+    return cookie
+
+
 def parse_path(text: str) -> Path:
     if not text.strip():
         raise ValueError("expected a path, got nothing")

@@ -158,6 +158,7 @@ class Node:
             self.config.distributed_cookie,
             address,
             detect_timeout=self.config.detect_timeout,
+            handshake_timeout=self.config.cluster_handshake_timeout,
             incoming_buffer=self.config.incoming_clustering_buffer_size,
             outgoing_buffer=self.config.outgoing_clustering_buffer_size,
             tls_server=tls.server if tls is not None else None,

@@ -114,7 +114,7 @@ def test_an_unusable_cluster_tls_file_stops_the_start_with_exit_code_2(tmp_path:
     host = "127.0.0.17"
     lines = {"nodename": f"n7@{host}", "listener.tcp.default": f"{host}:{free_port(host)}",
              "listener.vmq.clustering": f"{host}:{free_port(host)}", "platform_data_dir": str(tmp_path / "data"),
-             **keys}
+             "distributed_cookie": "tls-test-cookie", **keys}
     config.write_text("".join(f"{key} = {value}\n" for key, value in lines.items()))
     env = {k: v for k, v in os.environ.items() if not k.startswith("VMQPY_")}
     done = subprocess.run([sys.executable, "-m", "vmqpy", "start", "--config", str(config)], capture_output=True,

@@ -113,10 +113,10 @@ def test_reference_lists_every_key() -> None:
 
 
 def test_inline_comments(tmp_path: Path) -> None:
-    path = write(tmp_path, "max_inflight_messages = 7   # seven\ndistributed_cookie = a#b\n")
+    path = write(tmp_path, "max_inflight_messages = 7   # seven\ndistributed_cookie = a#bcdefghij\n")
     cfg = config.load(path, environ={})
     assert cfg.max_inflight_messages == 7
-    assert cfg.distributed_cookie == "a#b"
+    assert cfg.distributed_cookie == "a#bcdefghij"
 
 
 def test_configuration_doc_lists_every_key() -> None:
@@ -235,11 +235,11 @@ def test_ignored_keys_are_listed_in_order_from_every_source(tmp_path: Path) -> N
 
 
 def test_real_keys_are_not_ignored(tmp_path: Path) -> None:
-    cfg, _path = load_text(tmp_path, "nodename = VerneMQ@127.0.0.1\ndistributed_cookie = vmq\n"
+    cfg, _path = load_text(tmp_path, "nodename = VerneMQ@127.0.0.1\ndistributed_cookie = vmq-cookie-01\n"
                                      "plugins.vmq_passwd = off\nplugins.vmq_acl = off\nvmq_acl.acl_file = /a\n"
                                      "vmq_acl.acl_reload_interval = 10\nvmq_passwd.password_reload_interval = 10\n")
     assert cfg.ignored == ()
-    assert (cfg.nodename, cfg.distributed_cookie) == ("VerneMQ@127.0.0.1", "vmq")
+    assert (cfg.nodename, cfg.distributed_cookie) == ("VerneMQ@127.0.0.1", "vmq-cookie-01")
 
 
 @pytest.mark.parametrize(("line", "accepted"), [
@@ -357,3 +357,31 @@ def test_the_node_names_the_ignored_keys_in_one_warning_line(tmp_path: Path, tex
     if lines:
         assert logs[0]["log_level"] == "warning"
         assert logs[0]["keys"] == [f"erlang.max_ports ({path}:1)", f"log.crash ({path}:2)"]
+
+
+def test_a_short_cookie_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "nodename = a@127.0.0.1\ndistributed_cookie = secret\n")
+    with pytest.raises(config.ConfigError, match=r"vmqpy\.conf:2: bad value for distributed_cookie: .*10 characters"):
+        config.load(path, environ={})
+
+
+def test_the_default_cookie_is_refused_only_with_a_cluster_listener_unless_allowed(tmp_path: Path) -> None:
+    single, _ = load_text(tmp_path, "nodename = a@127.0.0.1\n")
+    assert single.distributed_cookie == config.DEFAULT_COOKIE and config.default_cookie_refusal(single) is None
+    clustered, _ = load_text(tmp_path, "listener.vmq.clustering = 127.0.0.1:44053\n")
+    refusal = config.default_cookie_refusal(clustered)
+    assert refusal is not None and "cluster.allow_default_cookie" in refusal
+    allowed, _ = load_text(tmp_path, "listener.vmq.clustering = 127.0.0.1:44053\ncluster.allow_default_cookie = on\n")
+    assert config.default_cookie_refusal(allowed) is None
+    secret, _ = load_text(tmp_path, "listener.vmq.clustering = 127.0.0.1:44053\ndistributed_cookie = 0123456789ab\n")
+    assert config.default_cookie_refusal(secret) is None
+    verne, _ = load_text(tmp_path, "listener.vmq.clustering = 127.0.0.1:44053\ndistributed_cookie = vmq\n")
+    assert config.default_cookie_refusal(verne) is not None  # VerneMQ's public default: accepted, not clustered
+
+
+def test_pre_authentication_settings_reach_the_config() -> None:
+    cfg = config.load(None, environ={}, flags=["mqtt.connect_max_size=1MB", "mqtt.connect_budget=32MB",
+                                               "cluster.handshake_timeout=30s"])
+    assert (cfg.connect_max_size, cfg.connect_budget, cfg.cluster_handshake_timeout) == (1 << 20, 32 << 20, 30.0)
+    with pytest.raises(config.ConfigError, match=r"mqtt\.connect_budget"):
+        config.load(None, environ={}, flags=["mqtt.connect_budget=0"])

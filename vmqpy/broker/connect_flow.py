@@ -156,6 +156,7 @@ def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | 
         return
     conn.session = session
     conn.machine.connected(session)
+    conn.connect_completed()  # the largest packet is max_message_size from now on, no longer a CONNECT's
     conn._retries = conn.machine.resends
     if accepted.level < 5 and not conn.traces:  # a 3.1/3.1.1 CONNACK that accepts is one of two constants
         conn._write_bytes(CONNACK_ACCEPTED_311[present and accepted.level > 3])

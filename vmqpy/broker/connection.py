@@ -25,6 +25,7 @@ from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.client_metrics import SENT_COUNTERS
+from vmqpy.broker.connect_budget import LARGEST_PACKET, connect_max_size
 from vmqpy.broker.decisions import (
     Authenticate,
     Close,
@@ -81,9 +82,8 @@ class MQTTConnection(asyncio.Protocol):
         "_flush_scheduled", "_log", "_out", "_peer", "_rate", "_rate_held", "_reading_paused", "_refusing",
         "_registering", "_retries", "_retry_timer", "_subscribing", "_timer", "_writable", "acks", "broker",
         "client_id", "closing", "config", "connect_waited", "decoder", "identity_as_username", "keep_alive",
-        "keepalive_bucket",
-        "last_received", "listener", "loop", "machine", "normal_close", "on_lost", "session", "storage", "traces",
-        "transport", "username",
+        "keepalive_bucket", "last_received", "listener", "loop", "machine", "normal_close", "on_connected", "on_lost",
+        "session", "storage", "traces", "transport", "username",
     )
 
     def __init__(
@@ -98,7 +98,9 @@ class MQTTConnection(asyncio.Protocol):
         # reloaded there); `auth` serves a broker without them (unit tests, benchmarks).
         access = broker.access
         self.machine = ConnectionMachine(config, access if access.loaded else auth, broker.policy, access=access)
-        self.decoder = Decoder(server=True, max_packet_size=config.max_message_size or 268_435_460)
+        # Until its CONNECT is accepted a client may send no more than a CONNECT needs (mqtt.connect_max_size: a
+        # WebSocket's frames are not bounded by a prelude); then the largest packet (`connect_completed`).
+        self.decoder = Decoder(server=True, max_packet_size=connect_max_size(config))
         self.transport: asyncio.Transport | None = None
         self.session: Session | None = None
         self.client_id = ""
@@ -136,6 +138,8 @@ class MQTTConnection(asyncio.Protocol):
         # is given the connection, so that none holds it (a closure over it would be a cycle kept until the
         # garbage collector's next full pass)
         self.on_lost: tuple[Callable[[MQTTConnection], None], ...] = ()
+        # runs once the CONNECT is accepted (a WebSocket's PreConnectMeter gives its bytes back to the budget)
+        self.on_connected: Callable[[], None] | None = None
         broker.metrics["socket_open"] += 1
 
     @property
@@ -211,6 +215,14 @@ class MQTTConnection(asyncio.Protocol):
         except Exception:
             self.log.exception("internal error on connection")
             self.protocol_error(rc.UNSPECIFIED_ERROR)
+
+    def connect_completed(self) -> None:
+        """The CONNECT was accepted: from now on the largest packet is max_message_size (or MQTT's), no longer
+        what a CONNECT needs, and what held bytes of this client before its CONNECT lets them go."""
+        self.decoder.max_packet_size = self.config.max_message_size or LARGEST_PACKET
+        on_connected, self.on_connected = self.on_connected, None
+        if on_connected is not None:
+            on_connected()
 
     def connection_lost(self, exc: Exception | None) -> None:
         on_lost, self.on_lost = self.on_lost, ()

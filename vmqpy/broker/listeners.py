@@ -35,6 +35,7 @@ from vmqpy.broker import websocket
 from vmqpy.broker.address_limit import AddressLimits, Admission, address_of
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
+from vmqpy.broker.connect_budget import ConnectBudget, connect_max_size
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.handshake_prelude import TLS_HANDSHAKE_FAILED_METRIC, HandshakePrelude, OpenProtocol, Peer
 from vmqpy.broker.listener_limit import (
@@ -44,7 +45,6 @@ from vmqpy.broker.listener_limit import (
     RefusedConnection,
 )
 from vmqpy.broker.preludes import (
-    CONNECT_MAX_SIZE,
     PROXY_REFUSED_METRIC,
     TLS_HANDSHAKE_TIMEOUT,
     ConnectPrelude,
@@ -93,12 +93,16 @@ class Listeners:
                                           broker.metrics, shared=self.node_limit)
             for kind, name, _host, _port in config_module.mqtt_listeners(config)
         }
-        # Before its CONNECT a socket has mqtt.connect_timeout seconds and max_message_size bytes (1 MiB unset).
+        # Before its CONNECT a socket has mqtt.connect_timeout seconds and mqtt.connect_max_size bytes (or
+        # max_message_size, when smaller); all of them together hold at most mqtt.connect_budget bytes.
+        self.connect_budget = ConnectBudget(config.connect_budget, broker.metrics)
+        self.connect_max_size = connect_max_size(config)
         self.connect_waits = {
-            (kind, name): ConnectWait(label(kind, name), config.connect_timeout,
-                                      config.max_message_size or CONNECT_MAX_SIZE, broker.metrics)
+            (kind, name): ConnectWait(label(kind, name), config.connect_timeout, self.connect_max_size,
+                                      broker.metrics, budget=self.connect_budget)
             for kind, name, _host, _port in config_module.mqtt_listeners(config)
         }
+        self.ws_meters = websocket.PreConnectMeters()  # the WebSocket sockets' bytes before their CONNECT
 
     def option(self, kind: str, name: str, option: str) -> Any:
         return config_module.listener_option(self.config, name, option, kind)
@@ -171,7 +175,11 @@ class Listeners:
             return RefusedConnection()
         if admission is not None:
             admission.connected()  # a WebSocket counts per address from its upgrade, not as pending
-        return self.open_mqtt(kind, name, peer, limit.release, admission)
+        conn = self.open_mqtt(kind, name, peer, limit.release, admission)
+        meter = None if request is None else self.ws_meters.of(request)
+        if meter is not None:
+            conn.on_connected = meter.connected
+        return conn
 
     def factory(self, kind: str, name: str) -> ProtocolFactory:
         """The protocol factory of listener (kind, name) for `loop.create_server`."""
@@ -269,7 +277,14 @@ class Listeners:
             raise RuntimeError(f"listener {kind}.{name}: start() was not awaited")
         server = runner.server
         assert server is not None
-        return server
+        wait = self.connect_waits[(kind, name)]
+        allowance = websocket.UPGRADE_ALLOWANCE + self.connect_max_size
+        budget, meters = self.connect_budget, self.ws_meters
+
+        def make() -> asyncio.Protocol:  # each socket's bytes are counted until its CONNECT (PreConnectMeter)
+            return meters.meter(server(), allowance, budget, wait.too_large, wait.over_budget)
+
+        return make
 
     async def start(self) -> None:
         """Set up what the WebSocket listeners serve (once; `close` undoes it)."""

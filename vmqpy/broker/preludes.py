@@ -8,13 +8,15 @@ which never knows a prelude was there; nothing is added to the path of a packet 
 Why wait for the CONNECT here: a socket that has not sent a CONNECT is most of what a slow-loris or a flood of
 idle sockets holds, so until then it gets a few hundred bytes of state, not a whole MQTT connection; it has
 `mqtt.connect_timeout` seconds (`ConnectWait.timeout`) to send the CONNECT whole, and a CONNECT announcing more
-than `ConnectWait.max_size` bytes is refused on its fixed header, before its body is read (docs/security.md,
-"Slow clients and floods").
+than `ConnectWait.max_size` bytes (`mqtt.connect_max_size`) is refused on its fixed header, before its body is
+read (docs/security.md, "Slow clients and floods"). The bytes of partial CONNECTs held by all sockets together
+come out of the node-wide `ConnectWait.budget` (`mqtt.connect_budget`, vmqpy.broker.connect_budget): a socket
+whose bytes do not fit is closed.
 
 Sockets refused here are closed and counted in the broker's metrics (`proxy_protocol_refused`,
-`connect_timeout`, `connect_too_large`, and `tls_handshake_failed` from vmqpy.broker.handshake_prelude); the
-log gets at most one line a second per listener and kind, with the latest reason and how many failed since the
-last line (`FailureLog`).
+`connect_timeout`, `connect_too_large`, `connect_budget_exceeded`, and `tls_handshake_failed` from
+vmqpy.broker.handshake_prelude); the log gets at most one line a second per listener and kind, with the latest
+reason and how many failed since the last line (`FailureLog`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable
 import structlog
 
 from vmqpy.broker import proxy_protocol
+from vmqpy.broker.connect_budget import BUDGET_EXCEEDED_METRIC, ConnectBudget
 from vmqpy.broker.connect_pacing import connect_deadline, pause_until
 from vmqpy.broker.proxy_protocol import NEED_DATA, ProxyHeader, ProxyHeaderError
 
@@ -36,9 +39,6 @@ PROXY_REFUSED_METRIC = "proxy_protocol_refused"
 CONNECT_TIMEOUT_METRIC = "connect_timeout"
 CONNECT_TOO_LARGE_METRIC = "connect_too_large"
 CONNECT_TIMEOUT = 10.0  # default of mqtt.connect_timeout: seconds a new connection has to send its whole CONNECT
-# The largest CONNECT accepted unless max_message_size says otherwise: without user properties a CONNECT is at
-# most ~460 KB (client id, will topic and payload, user name, password and authentication data of 64 KiB each).
-CONNECT_MAX_SIZE = 1024 * 1024
 PROXY_HEADER_TIMEOUT = 10.0  # seconds a socket has to send its whole PROXY header (the spec: "a few seconds")
 PROXY_HEADER_MAX_LENGTH = 4096  # bytes: HAProxy's v2 headers, TLVs included, take a few hundred
 TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client has to complete the TLS handshake
@@ -194,14 +194,18 @@ class ConnectWait:
     `jitter()` draws the point of each pause of a socket that trickles its CONNECT (vmqpy.broker.connect_pacing)."""
 
     def __init__(self, listener: str, timeout: float, max_size: int, metrics: Counter[str],
-                 jitter: Callable[[], float] = random.random) -> None:
+                 jitter: Callable[[], float] = random.random, budget: ConnectBudget | None = None) -> None:
         self.timeout = timeout
         self.max_size = max_size
         self.metrics = metrics
         self.jitter = jitter
+        # the node-wide pre-CONNECT budget, shared by every listener (one of its own when none is given)
+        self.budget = budget if budget is not None else ConnectBudget(1 << 62, metrics)
         self.late = FailureLog(listener, CONNECT_TIMEOUT_METRIC, "connection closed: no CONNECT in time", metrics)
         self.too_large = FailureLog(listener, CONNECT_TOO_LARGE_METRIC, "connection closed: CONNECT too large",
                                     metrics)
+        self.over_budget = FailureLog(listener, BUDGET_EXCEEDED_METRIC,
+                                      "connection closed: the node's pre-CONNECT byte budget is used up", metrics)
 
 
 class ConnectPrelude(asyncio.Protocol):
@@ -251,6 +255,10 @@ class ConnectPrelude(asyncio.Protocol):
             if needed is not None and len(data) >= needed:
                 self._hand_on(bytes(data))
                 return
+        if not self.wait.budget.take(len(data)):
+            self._refuse(self.wait.over_budget, f"{len(data)} more bytes of a partial CONNECT do not fit the node's "
+                                                f"budget of {self.wait.budget.limit} (mqtt.connect_budget)")
+            return
         self.buffer += data
         needed = self._needed
         if needed is None:
@@ -281,7 +289,7 @@ class ConnectPrelude(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.done = True
-        self.buffer = bytearray()
+        self._drop_buffer()
         self._cancel_timers()
         if not self.handed_on:
             self.wait.metrics["socket_close"] += 1
@@ -303,7 +311,7 @@ class ConnectPrelude(asyncio.Protocol):
         if self.paused:  # the connection expects a socket that is read
             self.paused = False
             transport.resume_reading()
-        self.buffer = bytearray()
+        self._drop_buffer()
         self.wait.metrics["socket_open"] -= 1  # counted again by the connection, in the same callback
         protocol = self.open_connection()
         self.on_lost = _nothing  # the connection's own connection_lost takes over
@@ -312,9 +320,14 @@ class ConnectPrelude(asyncio.Protocol):
         if not transport.is_closing():
             protocol.data_received(received)
 
+    def _drop_buffer(self) -> None:
+        """Forget the partial CONNECT held, and give its bytes back to the node's budget."""
+        self.wait.budget.give(len(self.buffer))
+        self.buffer = bytearray()
+
     def _refuse(self, failures: FailureLog, reason: str) -> None:
         self.done = True
-        self.buffer = bytearray()
+        self._drop_buffer()
         if self._resume is not None:
             self._resume.cancel()
             self._resume = None

@@ -9,6 +9,13 @@ A text frame is a protocol error (the connection is closed); so is a handshake w
 refused before the upgrade with 400. A socket has `mqtt.connect_timeout` seconds to send its upgrade request
 (`runner`), and the MQTT connection as long again to send its CONNECT.
 
+Before the CONNECT, bounded like tcp: aiohttp holds a whole frame (up to twice the largest packet) before it
+hands it on, so the bytes read from a WebSocket's socket are counted below aiohttp (`PreConnectMeter`, aiohttp's
+protocol of every socket of a WebSocket listener) until the client's CONNECT is accepted: at most
+`UPGRADE_ALLOWANCE` bytes for the upgrade request plus `mqtt.connect_max_size`, and all of them out of the node's
+pre-CONNECT budget (`mqtt.connect_budget`, vmqpy.broker.connect_budget); a socket beyond either is closed and
+counted (`connect_too_large`, `connect_budget_exceeded`). After the CONNECT a frame may hold the largest packet.
+
 Backpressure, both ways bounded:
 * Out: frames are sent one at a time by one task; while more than WRITE_HIGH_WATER bytes wait, the connection
   is told `pause_writing` (its session queues instead, as on TCP), and `resume_writing` once under the low mark.
@@ -27,6 +34,9 @@ from typing import Any
 import structlog
 from aiohttp import WSMsgType, web
 
+from vmqpy.broker.connect_budget import ConnectBudget
+from vmqpy.broker.preludes import FailureLog
+
 log = structlog.get_logger("vmqpy.websocket")
 
 PATH = "/mqtt"
@@ -34,6 +44,7 @@ SUBPROTOCOL = "mqtt"
 WRITE_HIGH_WATER = 256 * 1024  # bytes waiting to be sent before the connection is told to pause writing
 CLOSE_TIMEOUT = 5.0  # seconds aiohttp waits for the client's answer to our close frame
 LARGEST_PACKET = 268_435_460  # a PUBLISH of the largest remaining length MQTT allows, with its fixed header
+UPGRADE_ALLOWANCE = 32 * 1024  # bytes of a socket's HTTP upgrade request counted before its CONNECT
 
 
 class WebSocketTransport(asyncio.Transport):
@@ -216,6 +227,92 @@ class _NotedPeer(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.handler.resume_writing()
+
+
+class PreConnectMeter(asyncio.Protocol):
+    """aiohttp's protocol `handler` of one socket of a WebSocket listener, counting what it reads until the MQTT
+    connection on it has its CONNECT accepted (`connected`, called by the connection; until then at most
+    `allowance` bytes, each taken from `budget`); a socket beyond either is aborted and counted in `too_large`
+    or (by the budget) `over_budget`. After the CONNECT it only passes bytes on."""
+
+    __slots__ = ("allowance", "budget", "handler", "meters", "over_budget", "taken", "too_large", "transport")
+
+    def __init__(self, handler: asyncio.Protocol, allowance: int, budget: ConnectBudget, too_large: FailureLog,
+                 over_budget: FailureLog, meters: PreConnectMeters) -> None:
+        self.handler = handler
+        self.allowance = allowance
+        self.budget = budget
+        self.too_large = too_large
+        self.over_budget = over_budget
+        self.meters = meters
+        self.taken = 0  # bytes counted so far, all taken from the budget
+        self.transport: asyncio.BaseTransport | None = None  # None once counting stopped (connected, or closed)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.meters.meters[transport] = self
+        self.handler.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is not None:
+            size = len(data)
+            if self.taken + size > self.allowance:
+                self._refuse(transport, self.too_large, f"{self.taken + size} bytes before the CONNECT was "
+                             f"accepted, more than {self.allowance} (mqtt.connect_max_size and the upgrade)")
+                return
+            if not self.budget.take(size):
+                self._refuse(transport, self.over_budget, f"{size} more bytes before the CONNECT do not fit the "
+                             f"node's budget of {self.budget.limit} (mqtt.connect_budget)")
+                return
+            self.taken += size
+        self.handler.data_received(data)
+
+    def connected(self) -> None:
+        """The CONNECT on this socket was accepted: give the bytes back, count no more."""
+        if self.transport is not None:
+            self.meters.meters.pop(self.transport, None)
+            self.transport = None
+            self.budget.give(self.taken)
+            self.taken = 0
+
+    def _refuse(self, transport: asyncio.BaseTransport, failures: FailureLog, reason: str) -> None:
+        self.connected()  # nothing more is counted; connection_lost follows
+        failures.failed(reason, transport.get_extra_info("peername"), asyncio.get_running_loop().time())
+        transport.abort()  # type: ignore[attr-defined]  # a stream transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connected()
+        self.handler.connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        return self.handler.eof_received()
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
+
+
+class PreConnectMeters:
+    """The `PreConnectMeter` of every socket of the WebSocket listeners still before its CONNECT, by the socket's
+    transport (which aiohttp's request names), so that the MQTT connection made on it can stop its count."""
+
+    def __init__(self) -> None:
+        self.meters: dict[asyncio.BaseTransport, PreConnectMeter] = {}
+
+    def __len__(self) -> int:
+        return len(self.meters)
+
+    def meter(self, handler: asyncio.Protocol, allowance: int, budget: ConnectBudget, too_large: FailureLog,
+              over_budget: FailureLog) -> PreConnectMeter:
+        return PreConnectMeter(handler, allowance, budget, too_large, over_budget, self)
+
+    def of(self, request: web.BaseRequest) -> PreConnectMeter | None:
+        """The meter of the socket `request` came on (None once its count stopped)."""
+        transport = request.transport
+        return None if transport is None else self.meters.get(transport)
 
 
 def runner(app: web.Application, connect_timeout: float) -> web.AppRunner:

@@ -24,7 +24,8 @@ class Dialer:
     """Dials the peers of `links` that have an address: from `local_addr` (None: any), each connect given
     `connect_timeout` seconds, `shortest` to `longest` seconds between attempts (`seed` seeds the jitter).
     `tls`: the client context in force (asked per dial), or None for plain TCP. The peer's certificate must
-    verify against the context's CA; the connect timeout covers the TLS handshake."""
+    verify against the context's CA; the TLS handshake has `handshake_timeout` seconds (default: the connect
+    timeout) after the connect."""
 
     def __init__(
         self,
@@ -36,11 +37,13 @@ class Dialer:
         local_addr: tuple[str, int] | None,
         seed: int | None = None,
         tls: Callable[[], ssl.SSLContext] | None = None,
+        handshake_timeout: float | None = None,
     ) -> None:
         self._links = links
         self._shortest = shortest
         self._longest = longest
         self._connect_timeout = connect_timeout
+        self._handshake_timeout = connect_timeout if handshake_timeout is None else handshake_timeout
         self._local_addr = local_addr
         self._rng = random.Random(seed)
         self._tls = tls
@@ -83,8 +86,9 @@ class Dialer:
 
     async def _connect(self, peer: Peer, address: tuple[str, int]) -> None:
         links = self._links
+        limit = self._connect_timeout + (0.0 if self._tls is None else self._handshake_timeout)
         try:
-            async with asyncio.timeout(self._connect_timeout):
+            async with asyncio.timeout(limit):
                 if self._tls is None:
                     await links.loop.create_connection(
                         lambda: LinkConnection(links, peer), address[0], address[1], local_addr=self._local_addr
@@ -92,7 +96,7 @@ class Dialer:
                 else:
                     await links.loop.create_connection(
                         lambda: LinkConnection(links, peer), address[0], address[1], local_addr=self._local_addr,
-                        ssl=self._tls(), ssl_handshake_timeout=self._connect_timeout,
+                        ssl=self._tls(), ssl_handshake_timeout=self._handshake_timeout,
                     )
         except Exception as exc:  # OSError, TimeoutError, ...; CancelledError is not an Exception
             links.counters.dial_failures += 1

@@ -48,8 +48,9 @@ class ClusterProtocolError(ClusterError):
 class FrameTooLarge(ClusterProtocolError):
     """A length prefix announces more than the maximum frame size (raised before any of the body is read)."""
 
-    def __init__(self, size: int, maximum: int) -> None:
-        super().__init__(f"frame of {size} bytes exceeds the maximum frame size of {maximum} bytes")
+    def __init__(self, size: int, maximum: int, *, authenticated: bool = True) -> None:
+        before = "" if authenticated else " before the link is authenticated"
+        super().__init__(f"frame of {size} bytes exceeds the maximum frame size of {maximum} bytes{before}")
         self.size = size
         self.maximum = maximum
 

@@ -5,9 +5,19 @@ moment a side is established, every frame it sends carries a tag, and every fram
 right one, so a man in the middle can neither inject, alter, replay, reorder nor drop a frame without the link
 closing.
 
-Keys. Each connection gets two fresh keys, one per direction, derived from the cookie and the handshake::
+The cookie key. Neither the handshake's MACs nor the session keys use the cookie itself as their HMAC key but
+`cookie_key(cookie)`::
 
-    session = HMAC-SHA256(key = cookie as UTF-8,
+    cookie key = scrypt(cookie as UTF-8, salt = b"vmqpy-cluster-v1 cookie", n = 2**14, r = 8, p = 1, 32 bytes)
+
+computed once per process and cookie (about 16 MiB and some tens of milliseconds; cached). One recorded
+plain handshake lets an observer test guesses of the cookie offline; with the plain HMAC a guess cost a
+microsecond, with scrypt each guess costs what it costs the node once, and memory, so a cookie of a few words is
+no longer found in minutes (docs/security.md). A long random cookie stays the real defence.
+
+Keys. Each connection gets two fresh keys, one per direction, derived from the cookie key and the handshake::
+
+    session = HMAC-SHA256(key = cookie key,
                           msg = b"vmqpy-cluster-v1 session" || lp(dialer nonce) || lp(acceptor nonce)
                                 || lp(dialer name) || lp(acceptor name)
                                 || u64(dialer incarnation) || u64(acceptor incarnation))
@@ -34,6 +44,7 @@ receiver checks the tag before it decodes a byte of the frame's msgpack.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import struct
@@ -44,6 +55,7 @@ from typing import Final
 from vmqpy.cluster.errors import ClusterProtocolError, ClusterUsageError
 
 __all__ = [
+    "COOKIE_SALT",
     "KEY_SIZE",
     "SESSION_CONTEXT",
     "TAG_SIZE",
@@ -51,6 +63,7 @@ __all__ = [
     "FrameOpener",
     "FrameSealer",
     "SessionKeys",
+    "cookie_key",
     "derive_keys",
     "frame_tag",
 ]
@@ -59,6 +72,9 @@ TAG_SIZE: Final = 16
 KEY_SIZE: Final = 32
 SESSION_CONTEXT: Final = b"vmqpy-cluster-v1 session"
 SEQUENCE_LIMIT: Final = 1 << 64
+COOKIE_SALT: Final = b"vmqpy-cluster-v1 cookie"
+_SCRYPT_N: Final = 1 << 14  # scrypt's cost: 128 * r * n = 16 MiB of memory per derivation
+_SCRYPT_R: Final = 8
 _BLOCK: Final = 64  # SHA-256's block size
 _INNER: Final = bytes(b ^ 0x36 for b in range(256))  # translation tables of the HMAC pads
 _OUTER: Final = bytes(b ^ 0x5C for b in range(256))
@@ -88,6 +104,16 @@ def _lp(data: bytes) -> bytes:
     return _U32.pack(len(data)) + data
 
 
+@functools.lru_cache(maxsize=8)
+def cookie_key(cookie: str) -> bytes:
+    """The HMAC key of the handshake and of the session keys: the cookie stretched with scrypt (see the module
+    docstring); computed once per process and cookie."""
+    if not cookie:
+        raise ClusterUsageError("cookie must not be empty")
+    return hashlib.scrypt(cookie.encode(), salt=COOKIE_SALT, n=_SCRYPT_N, r=_SCRYPT_R, p=1,
+                          maxmem=4 * 128 * _SCRYPT_R * _SCRYPT_N, dklen=KEY_SIZE)
+
+
 def derive_keys(
     cookie: str,
     *,
@@ -113,7 +139,7 @@ def derive_keys(
             _U64.pack(acceptor_incarnation),
         )
     )
-    session = hmac.digest(cookie.encode(), message, hashlib.sha256)
+    session = hmac.digest(cookie_key(cookie), message, hashlib.sha256)
     to_acceptor = hmac.digest(session, b"D", hashlib.sha256)
     to_dialer = hmac.digest(session, b"A", hashlib.sha256)
     if dialer:

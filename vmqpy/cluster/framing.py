@@ -27,6 +27,11 @@ msgpack extension types are refused, except the msgpack timestamp (-1), which de
 After the handshake every frame is followed by a 16-byte tag (frame_auth.py); once the link calls
 `FrameDecoder.authenticate(opener)`, each frame's tag is checked before its msgpack is decoded, and a frame whose
 tag does not verify raises `FrameAuthenticationFailed` (a `ClusterProtocolError`).
+
+Until then (the handshake: nobody has proved the cookie yet) a frame may announce at most `HANDSHAKE_FRAME_MAX`
+bytes, whatever the link's maximum frame size: the handshake frames take a few hundred bytes (a HELLO with the
+longest names, nonce and intent is under 700), so a stranger on the cluster port gets a few KiB of this node's
+memory per socket, not `incoming_clustering_buffer_size` (64 MiB) each.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from vmqpy.cluster.frame_auth import TAG_SIZE, FrameOpener
 
 __all__ = [
     "DATA_TYPES",
+    "HANDSHAKE_FRAME_MAX",
     "HEADER_SIZE",
     "NEED_DATA",
     "PROTOCOL_VERSION",
@@ -65,6 +71,8 @@ PROTOCOL_VERSION: Final = 1
 HEADER_SIZE: Final = 4
 MAX_LENGTH: Final = 0xFFFFFFFF
 _LENGTH = struct.Struct(">I")
+#: The largest frame accepted before the link is authenticated (HELLO, CHALLENGE_RESPONSE, a refusing BYE).
+HANDSHAKE_FRAME_MAX: Final = 4096
 _COMPACT_AT = 1 << 16  # drop the consumed prefix of the buffer once it is this long
 
 
@@ -209,14 +217,16 @@ def decode_payload(payload: bytes | bytearray | memoryview) -> Frame:
 class FrameDecoder:
     """Incremental decoder of the frame stream of one connection.
 
-    Frames whose length prefix exceeds `max_frame_size` are refused as soon as the prefix is read; the
-    decoder then holds at most one partial frame plus the last chunk it was given.
+    Frames whose length prefix exceeds `max_frame_size` (before `authenticate`: `handshake_frame_size`, at most)
+    are refused as soon as the prefix is read; the decoder then holds at most one partial frame plus the last
+    chunk it was given.
     """
 
-    def __init__(self, max_frame_size: int) -> None:
-        if max_frame_size < 1:
+    def __init__(self, max_frame_size: int, handshake_frame_size: int = HANDSHAKE_FRAME_MAX) -> None:
+        if max_frame_size < 1 or handshake_frame_size < 1:
             raise ClusterUsageError("max_frame_size must be positive")
         self.max_frame_size = max_frame_size
+        self._limit = min(max_frame_size, handshake_frame_size)  # the full max_frame_size once authenticated
         self._buffer = bytearray()
         self._pos = 0
         self._error: ClusterProtocolError | None = None
@@ -227,6 +237,7 @@ class FrameDecoder:
         """Every frame from now on is followed by its tag, which `opener` must accept (frame_auth.py)."""
         self._opener = opener
         self._trailer = TAG_SIZE
+        self._limit = self.max_frame_size
 
     def receive_data(self, data: bytes) -> None:
         """Append bytes from the stream (ignored once the decoder has failed)."""
@@ -248,8 +259,8 @@ class FrameDecoder:
             self._compact()
             return NEED_DATA
         (length,) = _LENGTH.unpack_from(buffer, pos)
-        if length > self.max_frame_size:
-            self._fail(FrameTooLarge(length, self.max_frame_size))
+        if length > self._limit:
+            self._fail(FrameTooLarge(length, self._limit, authenticated=self._opener is not None))
         if length == 0:
             self._fail(UndecodableFrame("invalid msgpack: empty frame"))
         end = pos + HEADER_SIZE + length

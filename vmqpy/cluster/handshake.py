@@ -16,7 +16,7 @@ has admitted the link (`admit`), so the dialer never counts as established on a 
 
 Both sides send their HELLO at once. The MAC a side sends is::
 
-    HMAC-SHA256(key = cookie as UTF-8,
+    HMAC-SHA256(key = cookie key (frame_auth.cookie_key: the cookie stretched with scrypt),
                 msg = b"vmqpy-cluster-v1" || role
                       || lp(receiver nonce) || lp(sender nonce)
                       || lp(sender name as UTF-8) || lp(receiver name as UTF-8)
@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from vmqpy.cluster.errors import ClusterUsageError
-from vmqpy.cluster.frame_auth import SessionKeys, derive_keys
+from vmqpy.cluster.frame_auth import SessionKeys, cookie_key, derive_keys
 from vmqpy.cluster.framing import Frame, FrameType, encode_frame
 
 __all__ = [
@@ -207,7 +207,7 @@ def compute_mac(
             suffix,
         )
     )
-    return hmac.new(cookie.encode(), message, hashlib.sha256).digest()
+    return hmac.new(cookie_key(cookie), message, hashlib.sha256).digest()
 
 
 def _valid_name(name: Any) -> bool:

@@ -37,6 +37,7 @@ import structlog
 from vmqpy.cluster.connection import LinkConnection, clock
 from vmqpy.cluster.dialer import Dialer
 from vmqpy.cluster.errors import ClusterUsageError
+from vmqpy.cluster.frame_auth import cookie_key
 from vmqpy.cluster.framing import DATA_TYPES, HEADER_SIZE, FrameType, encode_frame
 from vmqpy.cluster.handshake import NONCE_MIN, Admit
 from vmqpy.cluster.link import Link
@@ -130,6 +131,7 @@ class ClusterNetwork:
         self.own_name = own_name
         self.incarnation = incarnation
         self._cookie = cookie
+        cookie_key(cookie)  # stretched once now (scrypt, frame_auth.py), not during the first handshake
         self.listen = listen
         self.detect_timeout = detect_timeout
         self.incoming_buffer = incoming_buffer
@@ -137,7 +139,10 @@ class ClusterNetwork:
         self.reconnect_min = reconnect_min
         self.reconnect_max = reconnect_max
         self.handshake_timeout = handshake_timeout if handshake_timeout is not None else max(2 * detect_timeout, 1.0)
-        self.connect_timeout = self.handshake_timeout
+        # a dial (TCP connect and its TLS handshake) to a peer that does not answer is given up as before, so that
+        # dials resume soon after a partition heals and a stuck TLS handshake is retried on a new connection;
+        # the challenge-response and the accepting side's TLS handshake have handshake_timeout
+        self.connect_timeout = max(2 * detect_timeout, 1.0)
         self._advertise = advertise
         self._tls_server = tls_server
         self._tls_pending: set[asyncio.Task[None]] = set()  # TLS handshakes of accepted sockets under way
@@ -164,7 +169,7 @@ class ClusterNetwork:
             connect_timeout=self.connect_timeout,
             local_addr=_source_address(listen[0]),
             seed=seed,
-            tls=tls_client,
+            tls=tls_client,  # a dial's TLS handshake shares its connect timeout: a stuck one is retried at once
         )
 
     # ---------------------------------------------------------------------------------------------- lifecycle

@@ -98,6 +98,17 @@ class Decoder:
         self._rl = 0  # its remaining length
         self._error: RemoteProtocolError | None = None
 
+    @property
+    def max_packet_size(self) -> int:
+        """The largest packet accepted, fixed header included (a server lowers it until the CONNECT is done)."""
+        return self._max
+
+    @max_packet_size.setter
+    def max_packet_size(self, size: int) -> None:
+        if not 2 <= size <= MAX_PACKET_SIZE:
+            raise LocalProtocolError(f"max_packet_size must be in 2..{MAX_PACKET_SIZE}")
+        self._max = size
+
     def receive_data(self, data: bytes) -> None:
         """Append bytes from the peer (b"" is a no-op). Data after an error is ignored."""
         if not data or self._error is not None:

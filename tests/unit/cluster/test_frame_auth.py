@@ -54,7 +54,8 @@ def test_keys_follow_the_documented_derivation() -> None:
 
     message = (b"vmqpy-cluster-v1 session" + lp(b"d" * 16) + lp(b"A" * 16) + lp(b"a") + lp(b"b")
                + struct.pack(">QQ", 1, 2))
-    session = hmac.new(b"cookie", message, hashlib.sha256).digest()
+    key = hashlib.scrypt(b"cookie", salt=b"vmqpy-cluster-v1 cookie", n=1 << 14, r=8, p=1, maxmem=1 << 26, dklen=32)
+    session = hmac.new(key, message, hashlib.sha256).digest()
     keys = derive_keys("cookie", dialer=True, **SIDES)
     assert keys.send == hmac.new(session, b"D", hashlib.sha256).digest()
     assert keys.receive == hmac.new(session, b"A", hashlib.sha256).digest()

@@ -304,3 +304,35 @@ def test_encode_refuses_bodies_that_do_not_fit(frame_type: Any, body: Any) -> No
 def test_max_frame_size_must_be_positive() -> None:
     with pytest.raises(ClusterUsageError):
         FrameDecoder(0)
+
+
+# ------------------------------------------------------------------------------------------------ before the handshake
+
+
+def test_the_largest_handshake_frames_fit_the_pre_authentication_limit() -> None:
+    """Measured, not assumed: a HELLO with the longest name, listen host, nonce and intent the handshake accepts,
+    and a refusing BYE with its MAC, are far below HANDSHAKE_FRAME_MAX."""
+    from vmqpy.cluster.framing import HANDSHAKE_FRAME_MAX
+    from vmqpy.cluster.handshake import INTENT_MAX, NAME_MAX, NONCE_MAX, Handshake
+
+    hello = Handshake("n" * NAME_MAX, (1 << 64) - 1, "c" * 64, b"x" * NONCE_MAX, "p" * NAME_MAX,
+                      listen=("h" * NAME_MAX, 65535), intent="j" * INTENT_MAX).start()
+    bye = encode_frame(FrameType.BYE, {"reason": "r" * 200, "mac": b"m" * 32})
+    response = encode_frame(FrameType.CHALLENGE_RESPONSE, b"m" * 32)
+    largest = max(len(hello), len(bye), len(response))
+    assert largest < 1024 < HANDSHAKE_FRAME_MAX
+
+
+def test_a_frame_larger_than_a_handshake_frame_is_refused_until_authenticated() -> None:
+    from vmqpy.cluster.frame_auth import FrameOpener
+    from vmqpy.cluster.framing import HANDSHAKE_FRAME_MAX
+
+    decoder = FrameDecoder(64 << 20)
+    decoder.receive_data(struct.pack(">I", HANDSHAKE_FRAME_MAX + 1))  # under the frame limit: 64 MiB
+    with pytest.raises(FrameTooLarge, match="before the link is authenticated"):
+        decoder.next_frame()
+    assert decoder.buffered() == 0  # nothing of it is kept
+    authenticated = FrameDecoder(64 << 20)
+    authenticated.authenticate(FrameOpener(b"k" * 32))
+    authenticated.receive_data(struct.pack(">I", HANDSHAKE_FRAME_MAX + 1))
+    assert authenticated.next_frame() is NEED_DATA  # the full limit once authenticated

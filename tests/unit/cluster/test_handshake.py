@@ -165,7 +165,10 @@ def test_mac_is_the_documented_hmac() -> None:
         b"vmqpy-cluster-v1" + b"D" + lp(NONCE_B) + lp(NONCE_A) + lp(b"a") + lp(b"b")
         + struct.pack(">Q", 1) + struct.pack(">Q", 2)
     )
-    expected = hmac.new(COOKIE.encode(), message, hashlib.sha256).digest()
+    # the key is the cookie stretched with scrypt (frame_auth.cookie_key), as docs/cluster-links.md says
+    key = hashlib.scrypt(COOKIE.encode(), salt=b"vmqpy-cluster-v1 cookie", n=1 << 14, r=8, p=1, maxmem=1 << 26,
+                         dklen=32)
+    expected = hmac.new(key, message, hashlib.sha256).digest()
     assert compute_mac(COOKIE, b"D", "a", 1, NONCE_A, "b", 2, NONCE_B) == expected
     # the dialer of a real exchange sends exactly that
     d, a = dialer(), acceptor()
