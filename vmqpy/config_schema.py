@@ -26,6 +26,7 @@ from vmqpy.config_values import (
     parse_positive_duration,
     parse_positive_size,
     parse_size,
+    parse_text,
 )
 
 __all__ = ["SCHEMA"]
