@@ -196,25 +196,7 @@ class ProxiedPeers:
         return None if transport is None else self._peers.get(transport)
 
 
-class _Wrapper(asyncio.Protocol):
-    """A protocol in front of aiohttp's `handler` for one socket: what a wrapper does not watch goes on to it."""
-
-    handler: asyncio.Protocol
-
-    def data_received(self, data: bytes) -> None:
-        self.handler.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self.handler.eof_received()
-
-    def pause_writing(self) -> None:
-        self.handler.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.handler.resume_writing()
-
-
-class _NotedPeer(_Wrapper):
+class _NotedPeer(asyncio.Protocol):
     """aiohttp's `handler` for one socket whose client is `peer`, known in `peers` while the socket is open."""
 
     def __init__(self, handler: asyncio.Protocol, peer: tuple[str, int],
@@ -234,8 +216,20 @@ class _NotedPeer(_Wrapper):
             self.peers.pop(self.transport, None)
         self.handler.connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        self.handler.data_received(data)
 
-class PreConnectMeter(_Wrapper):
+    def eof_received(self) -> bool | None:
+        return self.handler.eof_received()
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
+
+
+class PreConnectMeter(asyncio.Protocol):
     """aiohttp's protocol `handler` of one socket of a WebSocket listener, counting what it reads until the MQTT
     connection on it has its CONNECT accepted (`connected`, called by the connection; until then at most
     `allowance` bytes, each taken from `budget`); a socket beyond either is aborted and counted in `too_large`
@@ -290,6 +284,15 @@ class PreConnectMeter(_Wrapper):
     def connection_lost(self, exc: Exception | None) -> None:
         self.connected()
         self.handler.connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        return self.handler.eof_received()
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
 
 
 class PreConnectMeters:
