@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"vmqpy: {exc}", file=sys.stderr)
             return 2
         return 0
+    # A SIGHUP before the node has read its files has nothing to reload (they are read after it): ignored, not the
+    # signal's default action (the end of the process). From its start on, the node keeps one (vmqpy.hangup).
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         cfg = config.load(args.config, flags=args.overrides)
         password_file = config.password_file_in_force(cfg)

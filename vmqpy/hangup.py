@@ -5,6 +5,8 @@ previous version in force and is logged. The node keeps running (docs/security.m
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 
 from vmqpy.broker.broker import Broker
@@ -13,7 +15,33 @@ from vmqpy.config_values import ConfigError
 
 log = structlog.get_logger("vmqpy.node")
 
-__all__ = ["reload_on_hangup"]
+__all__ = ["Hangup", "reload_on_hangup"]
+
+
+class Hangup:
+    """Where a node's SIGHUP goes from the start of its start. Until the node can reload (its listeners are open)
+    a SIGHUP is kept and acted on then: the files it names may have changed after the node read them. Without
+    this a SIGHUP in that window took the signal's default action and ended the node."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._reload: Callable[[], None] | None = None
+
+    def signalled(self) -> None:
+        """The SIGHUP handler."""
+        if self._reload is None:
+            if not self.pending:
+                log.info("SIGHUP while the node starts: it reloads once its listeners are open")
+            self.pending = True
+            return
+        self._reload()
+
+    def serve(self, reload: Callable[[], None] | None) -> None:
+        """From now on a SIGHUP calls `reload` (None: it is kept again); a SIGHUP kept until now is acted on."""
+        self._reload = reload
+        if reload is not None and self.pending:
+            self.pending = False
+            reload()
 
 
 def reload_on_hangup(tls: ListenerContexts, cluster_tls: ClusterContexts | None, broker: Broker) -> None:

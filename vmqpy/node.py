@@ -52,7 +52,7 @@ from vmqpy.descriptors import OpenFilesLimit, mqtt_socket_budget, open_descripto
 from vmqpy.drain import Outcome
 from vmqpy.facade import NodeFacade
 from vmqpy.gc_watch import THRESHOLDS
-from vmqpy.hangup import reload_on_hangup
+from vmqpy.hangup import Hangup, reload_on_hangup
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
@@ -90,12 +90,16 @@ class Node:
         self.started_at = 0.0
         self.open_files = OpenFilesLimit(None, None, None)  # the soft limit as `running` raised it
         self.on_stop_request: Callable[[], None] | None = None  # `serve` sets it: `vmq-admin node stop`
+        self.hangup = Hangup()  # SIGHUP: kept while the node starts, a reload once its listeners are open
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Node]:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, self.hangup.signalled)  # kept until the listeners are open
         warn_ignored_keys(self.config)
         self.open_files = raise_open_files_limit()  # systemd's soft 1,024 would refuse clients long before memory
         async with AsyncExitStack() as stack:
+            stack.callback(loop.remove_signal_handler, signal.SIGHUP)
             storage = await stack.enter_async_context(self._storage())
             incarnation = load_incarnation(self.config.data_dir)
             network = await stack.enter_async_context(self._network(incarnation))
@@ -405,13 +409,13 @@ class Node:
         listener_set = Listeners(self.config, broker, storage, auth, self.connections, tls, budget, addresses)
         self.listeners.listener_set = listener_set
         self.listeners.socket_budget = budget
-        loop.add_signal_handler(signal.SIGHUP, lambda: reload_on_hangup(tls, self.cluster_tls, broker))
         try:
             await listener_set.start()
             await self.listeners.open_all()
+            self.hangup.serve(lambda: reload_on_hangup(tls, self.cluster_tls, broker))
             yield
         finally:
-            loop.remove_signal_handler(signal.SIGHUP)
+            self.hangup.serve(None)
             self.listeners.close_servers()
             for conn in list(self.connections):
                 conn.normal_close = True  # a shutdown is not the client's failure: no will

@@ -783,6 +783,13 @@ def prop(msg: paho.MQTTMessage, name: str, default: Any = None) -> Any:
 # mosquitto_pub / mosquitto_sub
 # --------------------------------------------------------------------------------------------------------------
 
+#: How long after its -W seconds a mosquitto_sub that has not exited is taken as hung and killed. Its -W timer is
+#: SIGALRM, and the handler disconnects from inside the signal handler: when the alarm comes while the client
+#: holds its log mutex (every -d line, every message) the handler waits for that mutex forever (eclipse-mosquitto
+#: issue 3175, in 2.0.11 here). What it printed until then is all it would have printed.
+CLI_SUB_HUNG_AFTER_S = 2.0
+
+
 class CliSub:
     """mosquitto_sub in the background, started with -d so that readiness (SUBACK) can be observed."""
 
@@ -794,6 +801,7 @@ class CliSub:
                     "-C", str(count),
                     "-W", str(wait), "-d", *(extra or [])]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.hung_at = time.monotonic() + wait + CLI_SUB_HUNG_AFTER_S  # -W has fired by then, unless it hung
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -818,12 +826,16 @@ class CliSub:
                 self._cond.wait(min(remaining, 0.2))
 
     def finish(self, timeout: float = 12.0) -> tuple[int, list[str]]:
+        """Wait for the exit (at -C messages or at -W seconds): its exit code and every line printed. Past -W, a
+        process still running is killed (its -W handler hung, see CLI_SUB_HUNG_AFTER_S): exit code -9."""
+        deadline = time.monotonic() + timeout
         try:
-            rc = self.proc.wait(timeout)
+            rc = self.proc.wait(max(0.0, min(deadline, self.hung_at) - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait(5)
-            raise AssertionError(f"mosquitto_sub did not exit within {timeout}s: {self.lines}") from None
+            rc = self.proc.wait(5)
+            if time.monotonic() < self.hung_at:
+                raise AssertionError(f"mosquitto_sub did not exit within {timeout}s: {self.lines}") from None
         self._reader.join(5)
         return rc, list(self.lines)
 

@@ -10,6 +10,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,6 +147,50 @@ def test_sighup_reloads_and_keeps_a_node_without_tls_listeners_running(tmp_path:
         (message,) = client.collect(1, 10)
         assert message.payload == b"alive"
     finally:
+        node.stop()
+
+
+def test_a_sighup_while_the_node_starts_is_kept_and_acted_on_once_it_has_started(tmp_path: Path) -> None:
+    """A SIGHUP every 20 ms from the node's first log line until it has started: the node starts and reloads once
+    its listeners are open. Before, a SIGHUP before the listeners were open ended the node (CI, 2026-11-29)."""
+    acl = tmp_path / "vmq.acl"
+    acl.write_text("topic #\n")
+    node = ClusterNode(6, tmp_path, {"acl_file": acl, "vmq_acl.acl_reload_interval": "0"})
+    sent = []
+    done = threading.Event()
+
+    def hang_up() -> None:
+        deadline = time.monotonic() + 60
+        while not done.is_set() and time.monotonic() < deadline:
+            proc = node.proc
+            text = node.log.read_text(errors="replace") if node.log.exists() else ""
+            if "node started" in text or (proc is not None and proc.poll() is not None):
+                return
+            if proc is not None and text.strip():  # `vmqpy start` logs nothing before it ignores SIGHUP
+                proc.send_signal(signal.SIGHUP)
+                sent.append(time.monotonic())
+            time.sleep(0.02)
+
+    signaller = threading.Thread(target=hang_up, daemon=True)
+    signaller.start()
+    try:
+        node.start()
+        wait_until(lambda: "node started" in node.log.read_text(errors="replace"), 30, what="node started")
+        done.set()
+        signaller.join(10)
+        log_text = node.log.read_text(errors="replace")
+        assert sent, "no SIGHUP was sent while the node started"
+        assert "SIGHUP while the node starts" in log_text
+        wait_until(lambda: "SIGHUP: reloading" in node.log.read_text(errors="replace"), 10,
+                   what="the kept SIGHUP acted on")
+        assert node.proc is not None and node.proc.poll() is None
+        client = node.client(5, unique("hup-start-"))
+        client.subscribe("hup/#", qos=1)
+        client.publish("hup/x", b"alive", qos=1)
+        (message,) = client.collect(1, 10)
+        assert message.payload == b"alive"
+    finally:
+        done.set()
         node.stop()
 
 

@@ -34,6 +34,7 @@ from vmqpy.broker.proxy_protocol import Address, encode_v1
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's login pool and failed-login throttle")]
 
 GUESSES = 300
+LIMIT = 10  # auth.failed_login_limit's default
 ROUND_TRIPS = 200
 
 
@@ -139,13 +140,19 @@ def test_parallel_wrong_guesses_leave_a_publisher_served(broker_factory: Callabl
     assert len(guesses.codes) == GUESSES
     refusals = {0x86: "checked", 0x89: "busy", 0x9F: "throttled"}
     assert set(guesses.codes) <= set(refusals), guesses.codes
-    assert 0x9F in guesses.codes, "the address went over auth.failed_login_limit and was throttled"
+    # How many guesses were checked (and so counted as failed) before the rest arrived depends on the machine's
+    # speed: on a loaded one all 300 arrive before the first check ends, the pool takes ~33 and refuses the rest
+    # busy, and none is throttled yet (CI, 2026-11-29). Either way the address is over the limit now.
+    assert guesses.codes.count(0x86) >= LIMIT, "the pool checked at least auth.failed_login_limit guesses"
+    late = RawClient(broker.port, version=5)
+    late.connect(unique("late-guess-"), username="alice", password=b"wrong-late", expect_rc=0x9F)
+    late.wait_closed()
     for _ in range(20):  # the well-behaved client is still served after the guesses
         round_trip(client, topic)
     after = counters(broker, url)
     assert after["login_failed"] == guesses.codes.count(0x86)
     assert after["login_busy"] == guesses.codes.count(0x89)
-    assert after["login_throttled"] == guesses.codes.count(0x9F)
+    assert after["login_throttled"] == guesses.codes.count(0x9F) + 1  # + the late guess
     assert after["login_password_checks"] == after["login_failed"] + 1  # + the steady client's own login
     client.close()
 
