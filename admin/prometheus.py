@@ -163,6 +163,14 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("vmqpy_publish_dropped", "counter", "published messages that reached no queue (no subscriber, refused)",
        "broker.publish_dropped"),
     _s("vmqpy_connections", "gauge", "open MQTT connections", "broker.connections"),
+    _s("vmqpy_publish_withheld", "counter", "messages not delivered to a subscriber because the ACL does not let it "
+       "read their topic: routed messages withheld by a deny line its granted filter overlaps",
+       "broker.publish_withheld_not_authorized", labels=(("delivery", "routed"),)),
+    _s("vmqpy_publish_withheld", "counter", "messages not delivered to a subscriber because the ACL does not let it "
+       "read their topic: retained messages its new subscription matched", "broker.retained_not_authorized",
+       labels=(("delivery", "retained"),)),
+    _s("vmqpy_socket_linger_cut", "counter", "lingering closes (after a DISCONNECT with a reason code) cut short: "
+       "the client sent more than the linger budget before closing its side", "broker.socket_linger_cut"),
     _s("vmqpy_retain_quota_exceeded", "counter", "retained PUBLISHes refused: their client had used up "
        "retain.max_per_client or retain.max_bytes_per_client", "broker.retain_quota_exceeded"),
     _s("vmqpy_session_foreign_user", "counter", "CONNECTs with the client id of another user's session, by what "
@@ -239,6 +247,8 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("vmqpy_replication_log_lines", "counter", "lines written to the replication log", "replication_log.lines"),
     _s("vmqpy_replication_log_file_bytes", "gauge", "size of the replication log file",
        "replication_log.file_bytes"),
+    _s("vmqpy_replication_log_rotations", "counter", "times the replication log reached "
+       "metadata.replication_log.max_size and was rotated", "replication_log.rotations"),
 )
 
 #: the families whose samples come from a key pattern: (name, help, pattern, label) -> one sample per match

@@ -441,6 +441,7 @@ class NodeFacade:
         replication_log = self._metadata.replication_log
         if replication_log is not None:
             out["replication_log.lines"] = replication_log.lines_written
+            out["replication_log.rotations"] = replication_log.rotations
             try:
                 out["replication_log.file_bytes"] = replication_log.path.stat().st_size
             except OSError:

@@ -15,11 +15,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from chaos import ports
 from tests import randomness
@@ -86,6 +88,23 @@ def chosen_seed(fixed: int = 20261129) -> int:
     """The seed of a randomized test: `fixed` under the `ci` profile (`make test`), a fresh one under `long`, or
     `TEST_SEED` from the environment to replay a printed one (tests/randomness.py)."""
     return randomness.seed("TEST_SEED", fixed)
+
+
+def public_metrics(http_port: int, names: Iterable[str]) -> dict[str, float]:
+    """The samples `names` of a node's GET /metrics on 127.0.0.1:`http_port` (`metrics.public = on`), each keyed
+    as it is written there without the node label: `name` or `name{label="value"}`; a sample the node does not
+    export is missing from the answer."""
+    wanted = set(names)
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()) if k != "node")
+            key = f"{sample.name}{{{labels}}}" if labels else sample.name
+            if key in wanted:
+                out[key] = sample.value
+    return out
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:

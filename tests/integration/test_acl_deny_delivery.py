@@ -11,14 +11,23 @@ from pathlib import Path
 import pytest
 
 from tests.integration.clients import CliSub, PahoClient, RawClient, unique
-from tests.integration.conftest import Broker, broker_kind
+from tests.integration.conftest import Broker, broker_kind, free_port, public_metrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's ACL file")]
 
+# The deny line is the monitoring user's own: anonymous publishers may write secret/..., so its messages (the
+# retained one included) are routed and must be withheld from `monitor` delivery by delivery. (A deny line for
+# everyone would refuse those PUBLISHes already: nothing would reach the delivery check.)
 ACL = """\
 topic #
+
+user monitor
 topic deny secret/#
 """
+USER = "monitor"
+ROUTED = 'vmqpy_publish_withheld_total{delivery="routed"}'
+RETAINED = 'vmqpy_publish_withheld_total{delivery="retained"}'
+HTTP_PORT = free_port()  # the node's admin listener: /metrics is public (metrics.public = on)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +35,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     workdir: Path = tmp_path_factory.mktemp("acl-deny")
     acl_file = workdir / "vmq.acl"
     acl_file.write_text(ACL)
-    broker = Broker(broker_kind(), workdir, {"acl_file": acl_file, "allow_anonymous": "on"}).start()
+    broker = Broker(broker_kind(), workdir, {"acl_file": acl_file, "allow_anonymous": "on",
+                                             "listener.http.default": f"127.0.0.1:{HTTP_PORT}",
+                                             "metrics.public": "on"}).start()
     publisher = RawClient(broker.port, version=5)
     publisher.connect(unique("retainer-"))
     for topic in ("secret/r", "public/r"):
@@ -39,7 +50,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 @pytest.mark.parametrize("version", [4, 5])
 def test_hash_is_granted_and_denied_topics_are_withheld(node: Broker, version: int) -> None:
     monitor = PahoClient(node.port, version, unique("monitor-"))
+    monitor.client.username_pw_set(USER)
     publisher = RawClient(node.port, version=5)
+    before = public_metrics(HTTP_PORT, [ROUTED, RETAINED])
     try:
         monitor.connect()
         monitor.subscribe("#", qos=1)  # asserts the SUBACK grants QoS 1 (it was 0x87 / 0x80)
@@ -52,6 +65,8 @@ def test_hash_is_granted_and_denied_topics_are_withheld(node: Broker, version: i
         publisher.publish(marker, b"end", qos=1)
         got = [(m.topic, m.payload) for m in monitor.until_marker(marker)]
         assert got == [("public/x", b"public/x"), ("public/y", b"public/y")]
+        after = public_metrics(HTTP_PORT, [ROUTED, RETAINED])
+        assert (after[ROUTED] - before[ROUTED], after[RETAINED] - before[RETAINED]) == (2, 1)  # counted
     finally:
         publisher.close()
         monitor.stop()
@@ -60,7 +75,7 @@ def test_hash_is_granted_and_denied_topics_are_withheld(node: Broker, version: i
 def test_a_filter_inside_the_deny_is_still_refused(node: Broker) -> None:
     client = RawClient(node.port, version=5)
     try:
-        client.connect(unique("nosy-"))
+        client.connect(unique("nosy-"), username=USER)
         ack = client.subscribe("secret/#", "secret/x", "public/#", qos=1, check=False)
         assert ack.reason_codes == [0x87, 0x87, 1]
     finally:
@@ -68,7 +83,8 @@ def test_a_filter_inside_the_deny_is_still_refused(node: Broker) -> None:
 
 
 def test_mosquitto_sub_on_hash_sees_the_allowed_topics_only(node: Broker) -> None:
-    sub = CliSub(node.port, "#", 5, extra=["-F", "%t"], count=3)  # the retained public/r, public/z, the marker
+    # count: the retained public/r, public/z, the marker
+    sub = CliSub(node.port, "#", 5, extra=["-F", "%t", "-u", USER], count=3)
     try:
         sub.wait_subscribed()
         publisher = RawClient(node.port, version=5)

@@ -16,11 +16,9 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.clients import (
     DISCONNECT,
@@ -32,7 +30,7 @@ from tests.integration.clients import (
     enc_publish,
     unique,
 )
-from tests.integration.conftest import free_port, port_open, wait_until
+from tests.integration.conftest import free_port, port_open, public_metrics, wait_until
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.vmqpy_only("queue.max_stall, queue.overflow and max_queued_bytes are vmqpy's")]
@@ -187,10 +185,7 @@ def test_a_subscriber_that_never_reads_holds_nobody_back_for_long(broker, stuck_
 
 def overflow_counters(port: int) -> dict[str, float]:
     """The node's queue overflow counters, as GET /metrics shows them (metrics.public = on)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return {sample.name: sample.value for family in text_string_to_metric_families(text)
-            for sample in family.samples if sample.name in OVERFLOW_COUNTERS}
+    return public_metrics(port, OVERFLOW_COUNTERS)
 
 
 @pytest.mark.parametrize("policy", ["queue", "drop"])

@@ -26,12 +26,14 @@ import pytest
 import trustme
 
 from tests.integration.clients import PUBREL, RawClient, enc_ack, enc_connect, enc_publish, unique
-from tests.integration.conftest import Broker, assert_serving, broker_kind, free_port
+from tests.integration.conftest import Broker, assert_serving, broker_kind, free_port, public_metrics, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's close path")]
 
 RECEIVE_MAXIMUM = 10
 RUNS = 5
+LINGER_CUT = "vmqpy_socket_linger_cut_total"
+HTTP_PORT = free_port()  # the node's admin listener: /metrics is public (metrics.public = on)
 
 
 class Tls:
@@ -61,6 +63,7 @@ def node(tmp_path_factory: pytest.TempPathFactory, tls: Tls) -> Iterator[Broker]
         "allow_anonymous": "on", "max_inflight_messages": RECEIVE_MAXIMUM,
         "listener.ssl.default": f"127.0.0.1:{tls.port}", "listener.ssl.certfile": str(tls.cert_file),
         "listener.ssl.keyfile": str(tls.key_file), "listener.ws.default": f"127.0.0.1:{tls.ws_port}",
+        "listener.http.default": f"127.0.0.1:{HTTP_PORT}", "metrics.public": "on",
     }).start()
     yield broker
     broker.stop()
@@ -163,6 +166,7 @@ def overrun(port: int) -> RawClient:
 
 def test_a_client_that_keeps_writing_after_the_disconnect_loses_its_socket(node: Broker) -> None:
     """The drain is bounded in bytes (64 KiB): a client writing on and on is cut off long before 16 MiB."""
+    cut_before = public_metrics(HTTP_PORT, [LINGER_CUT])[LINGER_CUT]
     client = overrun(node.port)
     sock = client.sock
     sock.settimeout(5.0)
@@ -175,6 +179,8 @@ def test_a_client_that_keeps_writing_after_the_disconnect_loses_its_socket(node:
         pass
     client.close()
     assert sent < 16 * 1024 * 1024, "the node kept taking bytes after its DISCONNECT"
+    wait_until(lambda: public_metrics(HTTP_PORT, [LINGER_CUT])[LINGER_CUT] == cut_before + 1, 10,
+               what=f"the cut drain counted in {LINGER_CUT}")
     assert_serving(node)
 
 

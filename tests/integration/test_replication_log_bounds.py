@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from tests.integration.clients import unique
-from tests.integration.conftest import Broker, broker_kind, wait_until
+from tests.integration.conftest import Broker, broker_kind, free_port, public_metrics, wait_until
 
 pytestmark = pytest.mark.vmqpy_only("the replication log and the data directory's layout are vmqpy's")
 
 MAX_SIZE = 64 * 1024
 COUNT = 3
 REWRITES = 3000
+ROTATIONS = "vmqpy_replication_log_rotations_total"
 
 
 def _log_files(data_dir: Path) -> list[Path]:
@@ -92,10 +93,13 @@ def _fresh(tmp_path: Path, **extra: Any) -> Broker:
 
 
 def test_one_client_rewriting_a_retained_topic_cannot_fill_the_disk(tmp_path: Path, clients: Any) -> None:
+    http = free_port()
     broker = _fresh(tmp_path, **{"metadata.replication_log.max_size": MAX_SIZE,
-                                 "metadata.replication_log.count": COUNT})
+                                 "metadata.replication_log.count": COUNT,
+                                 "listener.http.default": f"127.0.0.1:{http}", "metrics.public": "on"})
     broker.start()
     try:
+        assert public_metrics(http, [ROTATIONS]) == {ROTATIONS: 0.0}  # exported from the start
         topic, marker = unique("replog/bound/"), f"PRIVATE-{uuid.uuid4().hex}".encode()
         _rewrite(broker, clients, topic, marker, REWRITES)
         data_dir = broker.data_dir
@@ -104,6 +108,8 @@ def test_one_client_rewriting_a_retained_topic_cannot_fill_the_disk(tmp_path: Pa
         files = _log_files(data_dir)
         names = [p.name for p in files]
         assert len(names) == COUNT + 1 and names[0] == "replication.log", names  # rotated: replication.log.N.gz
+        # ~12 MB of 4 KB values through a 64 KiB log: many more rotations than the files kept
+        assert public_metrics(http, [ROTATIONS])[ROTATIONS] > COUNT
         sizes = {p.name: p.stat().st_size for p in files}
         assert sum(sizes.values()) <= MAX_SIZE * (COUNT + 1), sizes
         for p in files[1:]:

@@ -29,6 +29,7 @@ from vmqpy.broker.expiry import ExpiryScan
 from vmqpy.broker.forwards import Forwards
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import Backpressure, MovedRoutes
+from vmqpy.broker.linger import LINGER_CUT
 from vmqpy.broker.login_pool import LoginPool
 from vmqpy.broker.login_throttle import LoginThrottle
 from vmqpy.broker.message import Message
@@ -59,6 +60,8 @@ log = structlog.get_logger("vmqpy.broker")
 #: the counters of queue.max_stall and queue.overflow (docs/operations.md), made at 0 when the broker starts
 OVERFLOW_COUNTERS = ("queue_stall_ended", "queue_overflow_dropped", "queue_overflow_kept",
                      "queue_overflow_disconnected")
+#: the counter of retained messages a new subscription matched and the ACL does not let its client read
+RETAINED_WITHHELD = "retained_not_authorized"
 
 
 class Broker:
@@ -109,7 +112,7 @@ class Broker:
         self._congested_nodes = self._backpressure.congested_nodes
         # queue.max_stall: how long one congested subscriber may hold publishers back (vmqpy.broker.stalls)
         self.stalls = StallBound(config.queue_max_stall)
-        for counter in OVERFLOW_COUNTERS:  # every counter exists from the start, at 0
+        for counter in (*OVERFLOW_COUNTERS, LINGER_CUT, RETAINED_WITHHELD):  # every counter exists from the start
             self.metrics[counter] += 0
         self._feed = RouteFeed(self.node, metadata, self.router, self.sessions, self.retained, self._moved)
         self._forwards = Forwards(self.router, self.metrics, self._moved, self._backpressure, self._current_forwarder,
@@ -477,7 +480,7 @@ class Broker:
                 if message.expired(now):
                     continue
                 if not self.access.may_read(session.client_id, username, topic):
-                    self.metrics["retained_not_authorized"] += 1
+                    self.metrics[RETAINED_WITHHELD] += 1
                     continue
                 qos = outgoing_qos(message.qos, entry.options.qos, self.router.upgrade_qos)
                 session.deliver(message, qos, True, ids, now)

@@ -33,6 +33,10 @@ RAW: dict[str, int | float] = {
     "broker.connect_latency_le_5000": 1,
     "broker.connect_latency_le_inf": 1,
     "broker.connect_latency_sum_us": 7_000_500,
+    "broker.publish_withheld_not_authorized": 6,
+    "broker.retained_not_authorized": 2,
+    "broker.socket_linger_cut": 0,
+    "replication_log.rotations": 9,
 }
 
 
@@ -51,6 +55,9 @@ def by_name(fams: list[Family]) -> dict[str, Family]:
                            ((("return_code", "success"),), 4.0)]),
     ("vmqpy_netsplit_refused", [((("operation", "publish"),), 7.0), ((("operation", "register"),), 1.0)]),
     ("vmqpy_metadata_exchanges", [((("outcome", "completed"),), 3.0), ((("outcome", "failed"),), 1.0)]),
+    ("vmqpy_publish_withheld", [((("delivery", "routed"),), 6.0), ((("delivery", "retained"),), 2.0)]),
+    ("vmqpy_socket_linger_cut", [((), 0.0)]),  # exported at 0
+    ("vmqpy_replication_log_rotations", [((), 9.0)]),
 ])
 def test_names_and_values(name: str, samples: list[tuple[tuple[tuple[str, str], ...], float]]) -> None:
     assert by_name(families(RAW))[name].samples == samples
