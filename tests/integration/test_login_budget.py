@@ -72,18 +72,21 @@ def p99_ms(samples: list[float]) -> float:
 
 
 class Guesses(threading.Thread):
-    """`count` sockets that each send a CONNECT with a wrong password at once, and the CONNACK code each gets."""
+    """`count` sockets that each send a CONNECT with a wrong password at once, and the CONNACK code each gets.
+    `source`: the loopback address the sockets are bound to (the address the throttle counts), else the kernel's."""
 
-    def __init__(self, port: int, count: int, username: str = "alice") -> None:
+    def __init__(self, port: int, count: int, username: str = "alice", source: str | None = None) -> None:
         super().__init__(daemon=True)
         self.port, self.count, self.username = port, count, username
+        self.source = source
         self.codes: list[int | None] = []  # None: closed without a CONNACK
 
     def run(self) -> None:
         sockets = []
         with selectors.DefaultSelector() as selector:
             for index in range(self.count):
-                sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+                sock = socket.create_connection(("127.0.0.1", self.port), timeout=10,
+                                                source_address=(self.source, 0) if self.source else None)
                 sock.sendall(enc_connect(f"guess-{index}", 5, username=self.username,
                                          password=f"wrong-{index}".encode()))
                 sock.setblocking(False)
