@@ -156,11 +156,12 @@ def subscriptions_on(url: str, key: str) -> int | None:
         return None
 
 
-@pytest.mark.xfail(strict=True, reason="found by test_hostile_clients.py: only SUBSCRIBE is sliced; an UNSUBSCRIBE "
-                                       "of many filters and the end of a clean session holding many subscriptions "
-                                       "(Broker.unsubscribe, Broker.discard) undo them all in one loop turn: 10,000 "
-                                       "stalled the loop 0.8 s (UNSUBSCRIBE) and 1.5 s (close), 65,535 7.7 s (close)")
-@pytest.mark.parametrize("how", ["unsubscribe", "disconnect"])
+@pytest.mark.parametrize("how", [
+    "unsubscribe",
+    pytest.param("disconnect", marks=pytest.mark.xfail(strict=True, reason=(
+        "open (issue 33): the end of a clean session holding many subscriptions (Broker.discard) still removes "
+        "them all in one loop turn: 10,000 stalled the loop 1.5 s, 65,535 7.7 s; an UNSUBSCRIBE is sliced"))),
+])
 def test_undoing_many_subscriptions_lets_other_clients_go_on(tmp_path: Path, started: list[Broker], how: str) -> None:
     """A client holding 40,000 subscriptions (taken a slice a turn) drops them all at once, by one UNSUBSCRIBE or by
     leaving (its clean session ends): the well-behaved client's round trips go on while the node removes them,
@@ -193,3 +194,30 @@ def test_undoing_many_subscriptions_lets_other_clients_go_on(tmp_path: Path, sta
     big.close()
     assert answered >= WHILE_REMOVING, \
         f"only {answered} round trips answered while the node removed {REMOVED} subscriptions"
+
+
+def test_a_sliced_unsubscribe_answers_every_filter_in_order_and_stops_their_messages(
+        tmp_path: Path, started: list[Broker]) -> None:
+    """An UNSUBSCRIBE of 1,000 filters (four slices), every third of them never subscribed: one UNSUBACK with
+    0x00 and 0x11 (No subscription existed) where each filter stands [MQTT-3.11.3-1]; afterwards the removed
+    filters get nothing and the one kept still does."""
+    node = start_node(tmp_path, started)
+    client = RawClient(node.port, version=5)
+    client.connect("unsubscriber")
+    held = [f"u/{i}" for i in range(1_000) if i % 3]
+    client.send(enc_subscribe(1, [(f, 1) for f in held] + [("u/kept", 1)], version=5))
+    assert client.expect(SUBACK, 60).reason_codes == [1] * (len(held) + 1)
+    client.send(enc_unsubscribe(2, [f"u/{i}" for i in range(1_000)], version=5))
+    unsuback = client.expect(UNSUBACK, 60)
+    assert unsuback.packet_id == 2
+    assert unsuback.reason_codes == [0x11 if i % 3 == 0 else 0x00 for i in range(1_000)]
+    publisher = RawClient(node.port, version=5)
+    publisher.connect("unsub-publisher")
+    for topic in ("u/1", "u/500", "u/998", "u/kept"):
+        publisher.publish(topic, topic.encode(), qos=1)
+    message = client.expect(PUBLISH, 10)
+    assert message.topic == "u/kept"
+    client.ack(message)
+    client.assert_silent(1.0)
+    publisher.close()
+    client.close()

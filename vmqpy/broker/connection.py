@@ -434,9 +434,12 @@ class MQTTConnection(asyncio.Protocol):
             assert isinstance(decision, UnsubscribeFrom)
             session = self.session
             assert session is not None
-            codes = self.broker.unsubscribe(session, decision.packet.topic_filters)
-            reply = Unsuback(decision.packet.packet_id, codes)
-            self.acks.after(session.persistent, lambda: self.write_packet(reply))
+            if subscribe_slices.unsubscribe_sliced(decision.packet):
+                subscribe_slices.start_unsubscribe(self, decision.packet)  # vmqpy.broker.subscribe_slices
+            else:
+                codes = self.broker.unsubscribe(session, decision.packet.topic_filters)
+                reply = Unsuback(decision.packet.packet_id, codes)
+                self.acks.after(session.persistent, lambda: self.write_packet(reply))
         elif kind is Unanswered:
             assert isinstance(decision, Unanswered)
             self._note(decision.why, decision.warn, None)

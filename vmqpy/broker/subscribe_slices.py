@@ -8,6 +8,12 @@ by the connection machine and the broker as any SUBSCRIBE is (the quota of `max_
 the filters of the slices before); meanwhile nothing more is read from that client. One SUBACK with every
 filter's reason code, in the packet's order, leaves after the last slice; the retained messages follow it, a
 slice of filters a turn too.
+
+An UNSUBSCRIBE of more than `SLICE` filters is undone the same way (`unsubscribe_sliced`, `start_unsubscribe`):
+the connection machine allows it once (the netsplit policy), the broker removes `SLICE` filters a loop turn, in
+order, nothing more is read from that client meanwhile, and one UNSUBACK with every filter's reason code leaves
+after the last slice [MQTT-3.10.4-5]. Removing a subscription costs what adding one does (its metadata delete and
+routing change): 40,000 in one turn stalled the node about 3 s (tests/integration/test_subscribe_slices.py).
 """
 
 from __future__ import annotations
@@ -21,12 +27,12 @@ from vmqpy.broker.decisions import Reply, SubscribeTo, suback_codes
 from vmqpy.broker.session import SubEntry
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import RemoteProtocolError
-from vmqpy.mqtt.packets import Suback, Subscribe
+from vmqpy.mqtt.packets import Suback, Subscribe, Unsuback, Unsubscribe
 
 if TYPE_CHECKING:
     from vmqpy.broker.connection import MQTTConnection
 
-__all__ = ["SLICE", "sliced", "start"]
+__all__ = ["SLICE", "sliced", "start", "start_unsubscribe", "unsubscribe_sliced"]
 
 SLICE = 256  # filters judged and added per loop turn (about 30 ms of work at the most)
 
@@ -99,6 +105,42 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
         _deliver_retained(conn, added, 0)
 
     conn.acks.after(session.persistent, answer)
+    _release(conn)
+    conn._process()  # what the client sent meanwhile
+
+
+def unsubscribe_sliced(packet: Unsubscribe) -> bool:
+    """Whether `packet` is undone in slices (more filters than one slice)."""
+    return len(packet.topic_filters) > SLICE
+
+
+def start_unsubscribe(conn: MQTTConnection, packet: Unsubscribe) -> None:
+    """Undo `packet` (allowed by the connection machine) in slices; nothing more is read from `conn` until its
+    UNSUBACK."""
+    conn._subscribing = True
+    conn._blocked_on += 1
+    pacing.set_reading(conn)
+    _unsubscribe_step(conn, packet, 0, [])
+
+
+def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, codes: list[int]) -> None:
+    """One slice (a loop callback: an error ends the connection here, as `MQTTConnection._process` does)."""
+    session = conn.session
+    if conn.closing or session is None:
+        _release(conn)
+        return
+    try:
+        codes += conn.broker.unsubscribe(session, packet.topic_filters[begin:begin + SLICE])
+    except Exception:
+        _release(conn)
+        conn.log.exception("internal error on connection")
+        conn.protocol_error(rc.UNSPECIFIED_ERROR)
+        return
+    if begin + SLICE < len(packet.topic_filters):
+        conn.loop.call_soon(_unsubscribe_step, conn, packet, begin + SLICE, codes)
+        return
+    reply = Unsuback(packet.packet_id, codes)
+    conn.acks.after(session.persistent, lambda: conn.write_packet(reply))
     _release(conn)
     conn._process()  # what the client sent meanwhile
 
