@@ -157,6 +157,8 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("cluster_bytes_dropped", "counter", "bytes of cluster frames not sent: refused (a peer's buffer full, a "
        "frame too large) or buffered for a peer that was removed", "cluster.links.bytes_dropped"),
     _s("router_subscriptions", "gauge", "subscriptions of the sessions on this node", "broker.subscriptions"),
+    _s("vmqpy_subscriptions_sweeping", "gauge", "subscriptions of ended sessions this node has yet to remove (a "
+       "slice a loop turn; a CONNECT of their client id waits for them)", "broker.subscriptions_sweeping"),
     _s("retain_messages", "gauge", "retained messages", "broker.retained"),
     _s("active_sessions", "gauge", "sessions with a connected client on this node", "broker.sessions_online"),
     _s("queue_messages", "gauge", "messages waiting in the queues of this node's sessions", "broker.queued_messages"),

@@ -438,6 +438,7 @@ class NodeFacade:
         out["broker.retained"] = len(broker.retained)
         out["broker.connections"] = len(self._connections)
         out["broker.subscriptions"] = sum(len(s.subscriptions) for s in broker.sessions.values())
+        out["broker.subscriptions_sweeping"] = len(broker.sweeper)
         replication_log = self._metadata.replication_log
         if replication_log is not None:
             out["replication_log.lines"] = replication_log.lines_written

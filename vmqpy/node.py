@@ -107,6 +107,7 @@ class Node:
             links = None if network is None else ReplicaLinks(network, incarnations)
             metadata = await stack.enter_async_context(self._metadata(storage, incarnation, links))
             broker = self.broker = Broker(self.config, SessionStore(storage), metadata, policy=self.policy)
+            broker.sweeper.schedule = loop.call_soon  # ended sessions' subscriptions: a slice a loop turn
             broker.router.shared_policy = self.config.shared_subscription_policy
             # The ACL and password files in force before the sessions are restored (a file that cannot be used
             # stops the start): a restored session's subscriptions the ACL no longer allows go at once.

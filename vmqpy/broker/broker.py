@@ -45,6 +45,7 @@ from vmqpy.broker.router import Router, RouteResult, outgoing_qos
 from vmqpy.broker.session import NULL_JOURNAL, Outgoing, Session, Sink, SubEntry
 from vmqpy.broker.stalls import StallBound
 from vmqpy.broker.stored_will import StoredWill
+from vmqpy.broker.sweeper import SubscriptionSweeper
 from vmqpy.broker.systree import is_system_topic
 from vmqpy.broker.trace import Tracers
 from vmqpy.broker.wills import PendingWills
@@ -112,6 +113,8 @@ class Broker:
         self._congested_nodes = self._backpressure.congested_nodes
         # queue.max_stall: how long one congested subscriber may hold publishers back (vmqpy.broker.stalls)
         self.stalls = StallBound(config.queue_max_stall)
+        # the subscriptions of ended sessions, removed a slice a loop turn once the node sets its `schedule`
+        self.sweeper = SubscriptionSweeper(self._sweep_subscription)
         for counter in (*OVERFLOW_COUNTERS, LINGER_CUT, RETAINED_WITHHELD):  # every counter exists from the start
             self.metrics[counter] += 0
         self._feed = RouteFeed(self.node, metadata, self.router, self.sessions, self.retained, self._moved)
@@ -161,7 +164,9 @@ class Broker:
                  subscriptions_revoked=revoked)
 
     def new_session(self, client_id: str, level: int, expiry: float | None) -> Session:
-        """A session with this node's limits, journaled when it is persistent (not yet in `sessions`)."""
+        """A session with this node's limits, journaled when it is persistent (not yet in `sessions`). What an
+        ended session of `client_id` subscribed to and the sweeper has not removed yet goes first."""
+        self.sweeper.flush(client_id)
         session = Session(
             client_id,
             protocol_level=level,
@@ -278,9 +283,9 @@ class Broker:
         """End `session` here: its subscriptions, its storage and (unless `keep_owner`) the owner record
         naming this node go."""
         client_id = session.client_id
-        for topic_filter in list(session.subscriptions):
-            self.metadata.delete(records.SUBSCRIPTION, records.subscription_key(client_id, topic_filter))
+        filters = list(session.subscriptions)
         session.subscriptions.clear()
+        self.sweeper.add(client_id, filters)  # many: a slice a loop turn (vmqpy.broker.sweeper)
         if self.sessions.get(client_id) is session:
             del self.sessions[client_id]
             self.enforcer.usernames.pop(client_id, None)
@@ -484,6 +489,18 @@ class Broker:
                     continue
                 qos = outgoing_qos(message.qos, entry.options.qos, self.router.upgrade_qos)
                 session.deliver(message, qos, True, ids, now)
+
+    def _sweep_subscription(self, client_id: str, topic_filter: str) -> None:
+        """Remove the subscription `topic_filter` of an ended session of `client_id` (the sweeper's remover),
+        unless a session here holds that filter again, or the record is gone or names another node now."""
+        current = self.sessions.get(client_id)
+        if current is not None and topic_filter in current.subscriptions:
+            return
+        key = records.subscription_key(client_id, topic_filter)
+        value = self.metadata.get(records.SUBSCRIPTION, key)
+        if value is None or records.subscription_entry(key, value)[1] != self.node:
+            return
+        self.metadata.delete(records.SUBSCRIPTION, key)
 
     def unsubscribe(self, session: Session, topic_filters: list[str]) -> list[int]:
         codes = []

@@ -46,6 +46,14 @@ def start_registration(conn: MQTTConnection, accepted: Accepted) -> None:
     conn.username = accepted.username
     conn._log = None  # its log lines name the client id from now on (bound again at the next one)
     conn.keep_alive = accepted.keep_alive
+    sweeper = conn.broker.sweeper
+    if sweeper.pending(accepted.client_id):
+        # An ended session of this client id still has subscriptions the node is removing a slice a turn
+        # (vmqpy.broker.sweeper): the new session waits for them to be gone, so that it never gets their messages.
+        conn._registering = True
+        _hold(conn)
+        sweeper.when_clear(accepted.client_id, lambda: _swept(conn, accepted))
+        return
     if conn.broker.foreign_owner(accepted.client_id, accepted.username) and not foreign_user(conn, accepted):
         return
     if conn.broker.placement is not None and redirected(conn, accepted, conn.broker.placement):
@@ -59,6 +67,19 @@ def start_registration(conn: MQTTConnection, accepted: Accepted) -> None:
     conn._registering = True
     _hold(conn)
     conn.loop.create_task(register(conn, registrar, accepted))
+
+
+def _swept(conn: MQTTConnection, accepted: Accepted) -> None:
+    """The subscriptions a CONNECT waited for are gone: its registration goes on."""
+    conn._registering = False
+    if conn.closing:
+        return
+    start_registration(conn, accepted)
+    if conn.closing or conn._registering:
+        return  # refused, or registering with the client id's leader (which resumes reading when done)
+    if conn.transport is not None:
+        conn.transport.resume_reading()
+    conn._process()  # what the client sent while it waited
 
 
 def foreign_user(conn: MQTTConnection, accepted: Accepted) -> bool:
