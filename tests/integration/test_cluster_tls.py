@@ -125,6 +125,15 @@ def test_an_unusable_cluster_tls_file_stops_the_start_with_exit_code_2(tmp_path:
     assert f"cluster.tls.{option}" in done.stderr and keys[f"cluster.tls.{option}"] in done.stderr
 
 
+def assert_serves_hup_topics(node: ClusterNode, prefix: str) -> None:
+    """A new client of `node` subscribes to hup/# (allowed by the reloaded ACL) and gets its own QoS 1 message."""
+    client = node.client(5, unique(prefix))
+    client.subscribe("hup/#", qos=1)
+    client.publish("hup/x", b"alive", qos=1)
+    (message,) = client.collect(1, 10)
+    assert message.payload == b"alive"
+
+
 def test_sighup_reloads_and_keeps_a_node_without_tls_listeners_running(tmp_path: Path) -> None:
     acl = tmp_path / "vmq.acl"
     acl.write_text("topic #\n")
@@ -141,11 +150,7 @@ def test_sighup_reloads_and_keeps_a_node_without_tls_listeners_running(tmp_path:
         wait_until(lambda: "ACL reloaded" in node.log.read_text(errors="replace"), 10, what="the new ACL in force")
         assert node.log.read_text(errors="replace").count("ACL reloaded") == 1  # the unchanged file was kept
         assert node.proc.poll() is None
-        client = node.client(5, unique("after-hup-"))
-        client.subscribe("hup/#", qos=1)
-        client.publish("hup/x", b"alive", qos=1)
-        (message,) = client.collect(1, 10)
-        assert message.payload == b"alive"
+        assert_serves_hup_topics(node, "after-hup-")
     finally:
         node.stop()
 
@@ -184,11 +189,7 @@ def test_a_sighup_while_the_node_starts_is_kept_and_acted_on_once_it_has_started
         wait_until(lambda: "SIGHUP: reloading" in node.log.read_text(errors="replace"), 10,
                    what="the kept SIGHUP acted on")
         assert node.proc is not None and node.proc.poll() is None
-        client = node.client(5, unique("hup-start-"))
-        client.subscribe("hup/#", qos=1)
-        client.publish("hup/x", b"alive", qos=1)
-        (message,) = client.collect(1, 10)
-        assert message.payload == b"alive"
+        assert_serves_hup_topics(node, "hup-start-")
     finally:
         done.set()
         node.stop()
