@@ -8,7 +8,8 @@ cookie. It implements the metadata store's `Transport` (METADATA frames).
 Its parts: connection.py (the asyncio protocol of one socket and its link), peer_links.py (which connection
 carries each peer's link, one per pair), peer.py (what is kept per peer), outbox.py (a peer's outgoing buffer
 and its rules), dialer.py and backoff.py (dialing, and when to dial again), link_callbacks.py (who hears about
-messages, reachability, connects and refusals), link_counters.py (the counters of `stats`).
+messages, reachability, connects and refusals), link_counters.py (the counters of `stats`), pending_links.py
+(accepted sockets before their handshake: how many, node-wide and per address).
 
 Delivery (see docs/cluster-links.md):
 
