@@ -52,7 +52,8 @@ SCHEMA: Mapping[str, Key] = {
     ),
     "cluster.max_pending_links": Key(
         parse_int(1), 64, "sockets accepted on the cluster port that have not finished their handshake, node-wide; "
-        "more are closed at once. Kept out of the MQTT listeners' descriptors",
+        "more are closed at once (a socket of an address holding fewer than the address holding the most takes "
+        "that one's oldest place). Kept out of the MQTT listeners' descriptors",
     ),
     "cluster.max_pending_links_per_address": Key(
         parse_int(1), 8, "of those, sockets of one client address; more are closed at once",

@@ -1,6 +1,8 @@
 """Strangers on the cluster port (vmqpy.cluster.pending_links): sockets that never finish the handshake take at most
 `cluster.max_pending_links_per_address` descriptors of one address and `cluster.max_pending_links` of the node, so
-the node's descriptors stay within its budget, `/health` answers and a real node still joins during the flood.
+the node's descriptors stay within its budget, `/health` answers and real nodes still join during the flood: from
+an address of their own while the stranger holds its address's cap, and while strangers on 40 addresses hold
+every node-wide place (a member's address holds fewer places than the stranger's heaviest, so it takes one).
 
 Node 1 runs under `prlimit --nofile=400:400` (fewer descriptors than the flood has sockets), its
 `cluster.handshake_timeout` at 60 s so the stranger's sockets would stay for the whole test. Both nodes listen on
@@ -150,10 +152,17 @@ def test_a_strangers_pending_sockets_leave_descriptors_health_and_joins_alone(
     wait_until(lambda: one.sees({one.name, two.name}) and two.sees({one.name, two.name}), 30,
                what="node 2 joined during the flood")
 
-    # many addresses: the node-wide cap holds, and /health still answers
+    # many addresses: the node-wide cap holds, /health still answers, and a member dialing from an address that
+    # holds fewer places than the stranger's heaviest takes one of theirs: node 3 joins
     flood(stranger, MANY, one.cluster_port, FLOOD)
     wait_until(lambda: one.refused("pending") > 0, 20, what="sockets over the node-wide cap refused")
     assert one.descriptors() <= before + 64 + 4 + 4  # the node-wide 64, the links to node 2, the admin requests
     assert one.health() == 200
     assert one.sees({one.name, two.name})  # the established link is untouched
+    three = nodes("n3", **settings)
+    joined = three.admin("cluster", "join", f"discovery-node={one.name}:{one.cluster_port}")
+    assert joined.returncode == 0, joined.stderr
+    members = {one.name, two.name, three.name}
+    wait_until(lambda: all(n.sees(members) for n in (one, two, three)), 30, what="node 3 joined during the flood")
+    assert one.descriptors() <= before + 64 + 4 + 8
     assert "cluster connections refused: too many have not finished their handshake" in one.log_tail(400)

@@ -6,9 +6,12 @@ certificate) it may hold its descriptor for `cluster.handshake_timeout`. Without
 thousands of sockets in that window takes the descriptors the node keeps for its links, files and admin API. A
 socket over either limit is accepted and closed at once, nothing read or sent, counted (`pending_refused`,
 `pending_refused_address` in `ClusterNetwork.stats()`), and the log says so at most once every `LOG_EVERY`
-seconds. A socket stops being pending when its link is established or when it is closed (a refused handshake
-lingers until the peer closes, and stays counted until then). The node-wide limit is part of the node's
-descriptor budget (vmqpy.descriptors). Our own dials are not counted: they are ours.
+seconds. At the node-wide limit, a socket of an address that holds fewer places than the address holding the
+most takes the oldest place of that one (whose socket is closed, counted in `pending_refused`): strangers on
+many addresses cannot keep a member that dials from an address of its own out. A socket stops being pending
+when its link is established or when it is closed (a refused handshake lingers until the peer closes, and stays
+counted until then). The node-wide limit is part of the node's descriptor budget (vmqpy.descriptors). Our own
+dials are not counted: they are ours.
 
 `PendingLinks` is pure (time is an argument); `PendingGate` is the asyncio protocol that admits a new socket
 before the listener's own protocol gets it.
@@ -42,24 +45,40 @@ class PendingLinks:
         self.counters = counters
         self.live = 0
         self.by_address: Counter[str] = Counter()
+        self.places: dict[str, dict[PendingLink, None]] = {}  # address -> its places, oldest first
         self.unlogged = 0  # refusals not yet in the log
         self._logged_at: float | None = None
 
     def admit(self, address: str | None, now: float) -> PendingLink | None:
         """A new socket of `address` (None: not an IP peer, counted node-wide only) at `now` (seconds): its
         PendingLink, or None when it must be closed."""
-        if self.live >= self.maximum:
-            self.counters.pending_refused += 1
-            self._refused("cluster.max_pending_links", self.maximum, address, now)
-            return None
         if address is not None and self.by_address[address] >= self.per_address:
             self.counters.pending_refused_address += 1
             self._refused("cluster.max_pending_links_per_address", self.per_address, address, now)
             return None
+        if self.live >= self.maximum and not self._evict_for(address):
+            self.counters.pending_refused += 1
+            self._refused("cluster.max_pending_links", self.maximum, address, now)
+            return None
         self.live += 1
+        place = PendingLink(self, address)
         if address is not None:
             self.by_address[address] += 1
-        return PendingLink(self, address)
+            self.places.setdefault(address, {})[place] = None
+        return place
+
+    def _evict_for(self, address: str | None) -> bool:
+        """At the node-wide limit: close the oldest place of the address holding the most, if `address` holds
+        fewer than it (an address-less socket never evicts); whether a place was freed."""
+        if address is None or not self.by_address:
+            return False
+        heaviest, held = self.by_address.most_common(1)[0]
+        if self.by_address[address] >= held:
+            return False
+        oldest = next(iter(self.places[heaviest]))
+        self.counters.pending_refused += 1
+        oldest.evict()
+        return True
 
     def _refused(self, setting: str, limit: int, address: str | None, now: float) -> None:
         self.unlogged += 1
@@ -70,30 +89,42 @@ class PendingLinks:
             self.unlogged = 0
             self._logged_at = now
 
-    def _release(self, address: str | None) -> None:
+    def _release(self, place: PendingLink) -> None:
         self.live = max(0, self.live - 1)
+        address = place.address
         if address is not None:
             left = self.by_address[address] - 1
             if left > 0:
                 self.by_address[address] = left
+                self.places[address].pop(place, None)
             else:
                 del self.by_address[address]  # no address stays in memory once its sockets are gone
+                self.places.pop(address, None)
 
 
 class PendingLink:
-    """One admitted socket, pending until `release` (idempotent): its link is established, or it is closed."""
+    """One admitted socket, pending until `release` (idempotent): its link is established, or it is closed.
+    `close` (set by the gate) closes its socket when another address takes its place (`evict`)."""
 
-    __slots__ = ("address", "links", "released")
+    __slots__ = ("address", "close", "links", "released")
 
     def __init__(self, links: PendingLinks, address: str | None) -> None:
         self.links = links
         self.address = address
         self.released = False
+        self.close: Callable[[], None] | None = None
 
     def release(self) -> None:
         if not self.released:
             self.released = True
-            self.links._release(self.address)
+            self.links._release(self)
+
+    def evict(self) -> None:
+        """Its place goes to another address: released now, its socket closed."""
+        self.release()
+        if self.close is not None:
+            close, self.close = self.close, None
+            close()
 
 
 class PendingGate(asyncio.Protocol):
@@ -110,9 +141,11 @@ class PendingGate(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         address = peer[0] if isinstance(peer, tuple) and peer and isinstance(peer[0], str) else None
         pending = self.links.admit(address, asyncio.get_running_loop().time())
+        stream = cast(asyncio.Transport, transport)  # (uvloop's are no subclasses of asyncio's)
         if pending is None:
-            cast(asyncio.Transport, transport).abort()  # (uvloop's are no subclasses of asyncio's)
+            stream.abort()
             return
+        pending.close = stream.abort
         protocol = self.admitted(pending)
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
