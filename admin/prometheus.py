@@ -150,6 +150,14 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("vmqpy_connect_refused", "counter", "MQTT sockets closed at their accept: their client address held "
        "listener.max_pending_per_address sockets before CONNECT", "broker.connections_refused_pending_address",
        labels=(("reason", "pending_per_address"),)),
+    _s("vmqpy_cluster_connections_refused", "counter", "cluster-port sockets closed at their accept: the node held "
+       "cluster.max_pending_links sockets that had not finished their handshake", "cluster.links.pending_refused",
+       labels=(("reason", "pending"),)),
+    _s("vmqpy_cluster_connections_refused", "counter", "cluster-port sockets closed at their accept: their client "
+       "address held cluster.max_pending_links_per_address sockets that had not finished their handshake",
+       "cluster.links.pending_refused_address", labels=(("reason", "pending_per_address"),)),
+    _s("vmqpy_cluster_pending_links", "gauge", "cluster-port sockets accepted that have not finished their "
+       "handshake", "cluster.links.pending_links"),
     _s("netsplit_detected", "counter", "times this node stopped reaching every member", "cluster.netsplit_detected"),
     _s("netsplit_resolved", "counter", "times this node reached every member again", "cluster.netsplit_resolved"),
     _s("cluster_bytes_sent", "counter", "bytes written to cluster links", "cluster.links.bytes_out"),

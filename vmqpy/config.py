@@ -84,6 +84,8 @@ class Config:
     persistent_session_placement: str = "anywhere"  # or "assigned" (vmqpy.cluster.placement)
     detect_timeout: float = 1.0
     cluster_handshake_timeout: float = 10.0  # cluster.handshake_timeout
+    cluster_max_pending_links: int = 64  # cluster.max_pending_links (vmqpy.cluster.pending_links)
+    cluster_max_pending_links_per_address: int = 8  # cluster.max_pending_links_per_address
     allow_default_cookie: bool = False  # cluster.allow_default_cookie
     queue_replicas: int = 2  # queue.replicas (vmqpy.replicas)
     queue_write_quorum: int | None = None  # queue.write_quorum; None: queue.replicas
@@ -282,6 +284,8 @@ def build(settings: Sequence[_Setting]) -> Config:
         persistent_session_placement=get("persistent_session_placement"),
         detect_timeout=get("cluster.detect_timeout"),
         cluster_handshake_timeout=get("cluster.handshake_timeout"),
+        cluster_max_pending_links=get("cluster.max_pending_links"),
+        cluster_max_pending_links_per_address=get("cluster.max_pending_links_per_address"),
         allow_default_cookie=get("cluster.allow_default_cookie"),
         queue_replicas=get("queue.replicas"),
         queue_write_quorum=get("queue.write_quorum"),
@@ -449,6 +453,8 @@ _FIELD_OF = {
     "session.foreign_user": "session_foreign_user", "session.client_id_prefix": "session_client_id_prefix",
     "retain.max_per_client": "retain_max_per_client", "retain.max_bytes_per_client": "retain_max_bytes_per_client",
     "cluster.handshake_timeout": "cluster_handshake_timeout", "cluster.allow_default_cookie": "allow_default_cookie",
+    "cluster.max_pending_links": "cluster_max_pending_links",
+    "cluster.max_pending_links_per_address": "cluster_max_pending_links_per_address",
     "mqtt.connect_max_size": "connect_max_size", "mqtt.connect_budget": "connect_budget",
 }
 

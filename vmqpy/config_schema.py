@@ -50,6 +50,14 @@ SCHEMA: Mapping[str, Key] = {
         "a cluster link's handshake (TLS and the cookie's challenge-response) must finish this long after it "
         "starts, independent of cluster.detect_timeout",
     ),
+    "cluster.max_pending_links": Key(
+        parse_int(1), 64, "sockets accepted on the cluster port that have not finished their handshake, node-wide; "
+        "more are closed at once (a socket of an address holding fewer than the address holding the most takes "
+        "that one's oldest place). Kept out of the MQTT listeners' descriptors",
+    ),
+    "cluster.max_pending_links_per_address": Key(
+        parse_int(1), 8, "of those, sockets of one client address; more are closed at once",
+    ),
     "listener.http.default": Key(parse_address, None, "HTTP admin API address (no API when unset)"),
     "listener.https.default": Key(
         parse_address, None, "HTTPS admin API address (with listener.https.certfile and keyfile; docs/security.md)"

@@ -8,10 +8,11 @@ would refuse clients long before its memory is used. `raise_open_files_limit` li
 
 `mqtt_socket_budget` is the node-wide number of MQTT sockets (before and after CONNECT, every listener together):
 the soft limit, minus what the node had open before its listeners opened, minus the admin listeners' own caps
-(`listener.http.max_connections` each), minus SPARE descriptors for cluster links, log and store files and TLS
-reloads. A listener over it accepts the socket and closes it at once (vmqpy.broker.listener_limit), so a flood of
-sockets never takes the descriptor an operator's `vmq-admin` needs. It is also the default of
-`listener.max_connections` (an explicit value below it limits one listener further).
+(`listener.http.max_connections` each), minus the cluster port's sockets before their handshake
+(`cluster.max_pending_links`, vmqpy.cluster.pending_links), minus SPARE descriptors for established cluster links,
+log and store files and TLS reloads. A listener over it accepts the socket and closes it at once
+(vmqpy.broker.listener_limit), so a flood of sockets never takes the descriptor an operator's `vmq-admin` needs.
+It is also the default of `listener.max_connections` (an explicit value below it limits one listener further).
 """
 
 from __future__ import annotations
@@ -79,12 +80,14 @@ def open_descriptors() -> int | None:
         return None
 
 
-def mqtt_socket_budget(soft_limit: int | None, open_now: int, admin_connections: int) -> int | None:
+def mqtt_socket_budget(soft_limit: int | None, open_now: int, admin_connections: int,
+                       cluster_pending: int = 0) -> int | None:
     """How many MQTT sockets the node may hold at once: `soft_limit` less the `open_now` descriptors, the
-    `admin_connections` the admin listeners may hold and SPARE, at least MINIMUM_BUDGET; None: no limit."""
+    `admin_connections` the admin listeners may hold, the `cluster_pending` sockets the cluster port may hold
+    before their handshake and SPARE, at least MINIMUM_BUDGET; None: no limit."""
     if soft_limit is None:
         return None
-    return max(MINIMUM_BUDGET, soft_limit - open_now - admin_connections - SPARE)
+    return max(MINIMUM_BUDGET, soft_limit - open_now - admin_connections - cluster_pending - SPARE)
 
 
 def per_address(setting: int | str | None, budget: int | None, share: int) -> int | None:

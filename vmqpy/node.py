@@ -164,6 +164,8 @@ class Node:
             address,
             detect_timeout=self.config.detect_timeout,
             handshake_timeout=self.config.cluster_handshake_timeout,
+            max_pending_links=self.config.cluster_max_pending_links,
+            max_pending_links_per_address=self.config.cluster_max_pending_links_per_address,
             incoming_buffer=self.config.incoming_clustering_buffer_size,
             outgoing_buffer=self.config.outgoing_clustering_buffer_size,
             tls_server=tls.server if tls is not None else None,
@@ -429,13 +431,16 @@ class Node:
 
     def _socket_budget(self, broker: Broker) -> tuple[int | None, AddressLimits]:
         """The MQTT sockets the node may hold (vmqpy.descriptors: the open files limit less what is open now, the
-        admin listeners' caps and a spare) and the per-address limits in force (`auto`: a half and an eighth)."""
+        admin listeners' caps, the cluster port's pending links and a spare) and the per-address limits in force
+        (`auto`: a half and an eighth)."""
         admin_listeners = (self.config.http_listener is not None) + (self.config.https_listener is not None)
+        cluster_pending = 0 if self.config.cluster_listener is None else self.config.cluster_max_pending_links
         budget = mqtt_socket_budget(self.open_files.soft, open_descriptors() or 0,
-                                    admin_listeners * self.config.http_max_connections)
+                                    admin_listeners * self.config.http_max_connections, cluster_pending)
         addresses = AddressLimits(per_address(self.config.max_connections_per_address, budget, 2),
                                   per_address(self.config.max_pending_per_address, budget, 8), broker.metrics)
-        log.info("MQTT socket budget", max_sockets=budget, per_address=addresses.maximum,
+        log.info("MQTT socket budget", max_sockets=budget, cluster_pending_links=cluster_pending,
+                 per_address=addresses.maximum,
                  pending_per_address=addresses.pending, open_files_limit=self.open_files.soft)
         return budget, addresses
 

@@ -306,8 +306,12 @@ def test_websockets_of_one_address_count_against_its_limit(limited: Callable[...
     held: list[aiohttp.ClientWebSocketResponse] = []
 
     async def attempt(session: aiohttp.ClientSession, client_id: str) -> bool:
-        """A WebSocket of `session` (bound to its address) whose CONNECT gets CONNACK accepted, kept open."""
-        ws = await session.ws_connect(f"http://127.0.0.1:{ws_port}/mqtt", protocols=("mqtt",))
+        """A WebSocket of `session` (bound to its address) whose CONNECT gets CONNACK accepted, kept open (a socket
+        over the address's limit is closed at its accept, before the upgrade)."""
+        try:
+            ws = await session.ws_connect(f"http://127.0.0.1:{ws_port}/mqtt", protocols=("mqtt",))
+        except aiohttp.ClientError:
+            return False
         held.append(ws)
         await ws.send_bytes(enc_connect(client_id))
         message = await ws.receive(timeout=5)
@@ -329,3 +333,65 @@ def test_websockets_of_one_address_count_against_its_limit(limited: Callable[...
     a, b = asyncio.run(scenario())
     assert (a, b) == ([True, True, False, False], [True, True])
     assert "listener.max_connections_per_address" in broker.log_tail(200)
+
+
+# ------------------------------------------------------------------------- sockets before the WebSocket upgrade
+
+
+def websocket_connects_from(address: str, port: int, client_id: str) -> bool:
+    """A WebSocket from `address` whose 3.1.1 CONNECT gets CONNACK accepted."""
+
+    async def attempt() -> bool:
+        connector = aiohttp.TCPConnector(local_addr=(address, 0))
+        async with aiohttp.ClientSession(connector=connector) as session:
+            async with session.ws_connect(f"http://127.0.0.1:{port}/mqtt", protocols=("mqtt",)) as ws:
+                await ws.send_bytes(enc_connect(client_id))
+                message = await ws.receive(timeout=5)
+                return message.type == aiohttp.WSMsgType.BINARY and message.data == b"\x20\x02\x00\x00"
+
+    try:
+        return asyncio.run(asyncio.wait_for(attempt(), 10))
+    except (TimeoutError, OSError, aiohttp.ClientError):
+        return False
+
+
+def test_idle_sockets_before_the_websocket_upgrade_leave_health_answering(
+        limited: Callable[..., LimitedBroker]) -> None:
+    """Sockets on a WebSocket listener that never send their upgrade request count in the MQTT socket budget from
+    their accept (before: only from the upgrade, so 300 of them took every descriptor and /health went dark)."""
+    http_port, ws_port = free_port(), free_port()
+    url = f"http://127.0.0.1:{http_port}"
+    broker = limited(256, 256, **{"listener.http.default": f"127.0.0.1:{http_port}",
+                                  "listener.ws.default": f"127.0.0.1:{ws_port}", "mqtt.connect_timeout": "120s"})
+    wait_until(lambda: health(url) == 200, 15, what="admin API")
+    with sockets_from(ADDRESS_A) as idle:
+        for i in range(300):  # more than the node's 256 descriptors, from 30 addresses (10 each)
+            try:
+                idle.append(connect_from(f"127.0.1.{1 + i % 30}", ws_port))
+            except OSError:
+                break
+        wait_until(lambda: sum(closed_by_peer(s) for s in idle) >= len(idle) - 256 + 64, 20,
+                   what="idle sockets over the budget closed")
+        assert broker.descriptors() < 256 - 64  # the admin API's reserve and the spare stay free
+        assert health(url) == 200
+    wait_until(lambda: websocket_connects_from(ADDRESS_B, ws_port, "served-again"), 20, what="a WebSocket served")
+
+
+def test_one_address_of_idle_sockets_before_the_upgrade_leaves_room_for_another(
+        limited: Callable[..., LimitedBroker]) -> None:
+    """One address's sockets before their upgrade count against listener.max_pending_per_address (auto: an eighth
+    of the node's MQTT sockets), so another address's WebSocket clients keep getting in."""
+    ws_port = free_port()
+    broker = limited(256, 256, **{"listener.ws.default": f"127.0.0.1:{ws_port}", "mqtt.connect_timeout": "120s"})
+    with sockets_from(ADDRESS_A) as idle:
+        for _ in range(300):
+            try:
+                idle.append(connect_from(ADDRESS_A, ws_port))
+            except OSError:
+                break
+        wait_until(lambda: sum(closed_by_peer(s) for s in idle) >= len(idle) - 256 // 8, 20,
+                   what="A's sockets over its pending limit closed")
+        assert broker.descriptors() < 256 // 8 + 64
+        for i in range(3):
+            assert websocket_connects_from(ADDRESS_B, ws_port, f"b-{i}"), f"B's WebSocket {i} refused"
+    assert "listener.max_pending_per_address" in broker.log_tail(400)

@@ -211,26 +211,34 @@ def test_max_connections_of_a_websocket_listener_counts_websockets(broker_factor
     broker = broker_factory(**{"listener.ws.default": f"127.0.0.1:{ws_port}",
                                "listener.ws.default.max_connections": "1"})
 
-    async def scenario() -> tuple[bytes, aiohttp.WSMsgType, bytes]:
+    async def scenario() -> tuple[bytes, bool, bytes]:
         async with aiohttp.ClientSession() as session:
             first = await session.ws_connect(f"ws://127.0.0.1:{ws_port}/mqtt", protocols=("mqtt",))
             await first.send_bytes(enc_connect(unique("first")))
             accepted = await _read_bytes(first, 4)
-            second = await session.ws_connect(f"ws://127.0.0.1:{ws_port}/mqtt", protocols=("mqtt",))
-            refused = await asyncio.wait_for(second.receive(), 5)  # closed right after the upgrade
-            await second.close()
+            try:  # the socket counts from its accept: the second is closed before its upgrade
+                second = await session.ws_connect(f"ws://127.0.0.1:{ws_port}/mqtt", protocols=("mqtt",))
+            except aiohttp.ClientError:
+                refused = True
+            else:
+                refused = False
+                await second.close()
             await first.close()  # its place is free again
             for _ in range(100):
-                third = await session.ws_connect(f"ws://127.0.0.1:{ws_port}/mqtt", protocols=("mqtt",))
+                try:
+                    third = await session.ws_connect(f"ws://127.0.0.1:{ws_port}/mqtt", protocols=("mqtt",))
+                except aiohttp.ClientError:
+                    await asyncio.sleep(0.05)  # pacing of the retries; the first's socket is still closing
+                    continue
                 await third.send_bytes(enc_connect(unique("third")))
                 answer = await asyncio.wait_for(third.receive(), 5)
                 await third.close()
                 if answer.type is aiohttp.WSMsgType.BINARY:
-                    return accepted, refused.type, answer.data
+                    return accepted, refused, answer.data
                 await asyncio.sleep(0.05)
-            return accepted, refused.type, b""
+            return accepted, refused, b""
 
     accepted, refused, later = asyncio.run(scenario())
     assert accepted == b"\x20\x02\x00\x00" and later == b"\x20\x02\x00\x00"
-    assert refused in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+    assert refused
     assert "max_connections" in broker.log_tail(50)

@@ -13,10 +13,10 @@ has mqtt.connect_timeout too. The client's address from a PROXY header reaches t
 `proxied_peers` (vmqpy.broker.websocket.ProxiedPeers), by the socket under aiohttp's request.
 Every kind counts its connections against the listener's `max_connections` and the node-wide descriptor budget
 (`mqtt_sockets`, vmqpy.descriptors), and against the per-address limits of its client's address (the socket's
-peer, or the PROXY header's source: vmqpy.broker.address_limit; tcp from accept, with the sockets still before
-CONNECT counted apart; TLS from the end of the handshake; WebSockets from the upgrade) (vmqpy.broker.listener_limit; TLS
-connections from the end of their handshake, which has TLS_HANDSHAKE_TIMEOUT seconds; WebSocket listeners their
-WebSockets), and
+peer, or the PROXY header's source: vmqpy.broker.address_limit; tcp and ws from accept, with the sockets still
+before CONNECT counted apart; ssl, wss and a PROXY header's listener from the end of the handshake)
+(vmqpy.broker.listener_limit; TLS handshakes have TLS_HANDSHAKE_TIMEOUT seconds; a WebSocket listener's sockets
+count from before their HTTP upgrade until they are gone, through their PreConnectMeter), and
 every MQTTConnection is in `connections` (the node's set: sessions shown by the admin, drain, shutdown) until its
 socket is gone. The MQTT machinery is one and the same behind every kind.
 """
@@ -161,12 +161,18 @@ class Listeners:
 
     def websocket_connection(self, kind: str, name: str, request: web.BaseRequest | None = None) -> asyncio.Protocol:
         """The protocol of a new WebSocket of listener (kind, name) upgraded from `request`: an MQTTConnection
-        (whose peer is the one a PROXY header gave the request's socket, if any), or a refusal (the WebSocket
-        is closed at once) when the listener is at max_connections."""
+        (whose peer is the one a PROXY header gave the request's socket, if any). Its socket holds its places in
+        max_connections and the per-address limits since its accept (its PreConnectMeter); without a meter (no
+        request) they are taken here, and a refusal (the WebSocket is closed at once) at a limit."""
+        peer = None if request is None else self.proxied_peers.peer_of(request)
+        meter = None if request is None else self.ws_meters.of(request)
+        if meter is not None:
+            conn = self.open_mqtt(kind, name, peer)
+            conn.on_connected = meter.connected
+            return conn
         limit = self.limits[(kind, name)]
         if not limit.admit(self.loop.time()):
             return RefusedConnection()
-        peer = None if request is None else self.proxied_peers.peer_of(request)
         client: object = peer  # behind a PROXY header without an address (a health check): none
         if client is None and request is not None and request.remote and not self.option(kind, name, "proxy_protocol"):
             client = (request.remote, 0)  # the socket's peer (aiohttp noted it at the accept)
@@ -175,11 +181,7 @@ class Listeners:
             return RefusedConnection()
         if admission is not None:
             admission.connected()  # a WebSocket counts per address from its upgrade, not as pending
-        conn = self.open_mqtt(kind, name, peer, limit.release, admission)
-        meter = None if request is None else self.ws_meters.of(request)
-        if meter is not None:
-            conn.on_connected = meter.connected
-        return conn
+        return self.open_mqtt(kind, name, peer, limit.release, admission)
 
     def factory(self, kind: str, name: str) -> ProtocolFactory:
         """The protocol factory of listener (kind, name) for `loop.create_server`."""
@@ -209,10 +211,19 @@ class Listeners:
             return make_proxied
         if kind in config_module.TLS_KINDS or refusals is not None:  # ssl, wss; ws with the PROXY header
             return self._prelude_factory(kind, name, refusals)
-        if kind == "ws":  # max_connections counts the WebSockets (websocket_connection)
-            return self._http_server(kind, name)
-
         addresses = self.addresses
+        if kind == "ws":  # counted from the accept, released by the socket's PreConnectMeter when it is gone
+            http = self._http_server(kind, name)
+
+            def make_http() -> asyncio.Protocol:
+                if not limit.admit(loop.time()):
+                    return RefusedConnection()
+                if addresses.unlimited:
+                    return http(limit.release, None)
+                return AddressGate(addresses, partial(http, limit.release), limit.release)
+
+            return make_http
+
         if addresses.unlimited:
             def make() -> asyncio.Protocol:
                 if not limit.admit(loop.time()):
@@ -243,11 +254,17 @@ class Listeners:
             tls_failures = FailureLog(label(kind, name), TLS_HANDSHAKE_FAILED_METRIC,
                                       "connection closed: TLS handshake failed", self.broker.metrics)
 
-        if kind in ("ws", "wss"):  # max_connections counts the WebSockets (websocket_connection)
+        if kind in ("ws", "wss"):  # counted from the end of the handshake (PROXY header, TLS) until it is gone
             http = self._http_server(kind, name)
 
-            def open_http(peer: Peer | None, _transport: asyncio.Transport) -> asyncio.Protocol:
-                handler = http()
+            def open_http(peer: Peer | None, transport: asyncio.Transport) -> asyncio.Protocol:
+                if not limit.admit(loop.time()):
+                    return RefusedConnection()
+                client = peer if peer is not None or refusals is not None else transport.get_extra_info("peername")
+                admitted, admission = self.admit_address(client, limit.release)
+                if not admitted:
+                    return RefusedConnection()
+                handler = http(limit.release, admission)
                 return handler if peer is None else self.proxied_peers.note(handler, peer)
 
             open_protocol: OpenProtocol = open_http
@@ -270,8 +287,9 @@ class Listeners:
 
         return make
 
-    def _http_server(self, kind: str, name: str) -> ProtocolFactory:
-        """aiohttp's protocol factory for WebSocket listener (kind, name) (vmqpy.broker.websocket)."""
+    def _http_server(self, kind: str, name: str) -> Callable[[Callable[[], None], Admission | None], asyncio.Protocol]:
+        """aiohttp's protocol factory for WebSocket listener (kind, name) (vmqpy.broker.websocket), given what frees
+        the socket's place in max_connections (`release`) and its per-address `admission` when it is gone."""
         runner = self._runners.get((kind, name))
         if runner is None:
             raise RuntimeError(f"listener {kind}.{name}: start() was not awaited")
@@ -281,8 +299,9 @@ class Listeners:
         allowance = websocket.UPGRADE_ALLOWANCE + self.connect_max_size
         budget, meters = self.connect_budget, self.ws_meters
 
-        def make() -> asyncio.Protocol:  # each socket's bytes are counted until its CONNECT (PreConnectMeter)
-            return meters.meter(server(), allowance, budget, wait.too_large, wait.over_budget)
+        def make(release: Callable[[], None], admission: Admission | None) -> asyncio.Protocol:
+            # each socket's bytes are counted until its CONNECT, its places until it is gone (PreConnectMeter)
+            return meters.meter(server(), allowance, budget, wait.too_large, wait.over_budget, release, admission)
 
         return make
 

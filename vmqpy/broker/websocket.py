@@ -15,6 +15,10 @@ protocol of every socket of a WebSocket listener) until the client's CONNECT is 
 `UPGRADE_ALLOWANCE` bytes for the upgrade request plus `mqtt.connect_max_size`, and all of them out of the node's
 pre-CONNECT budget (`mqtt.connect_budget`, vmqpy.broker.connect_budget); a socket beyond either is closed and
 counted (`connect_too_large`, `connect_budget_exceeded`). After the CONNECT a frame may hold the largest packet.
+The meter also holds the socket's place, from its accept until it is gone, in the listener's `max_connections`
+and the node's MQTT socket budget (`release`), and among its address's sockets, pending until the CONNECT
+(`admission`, vmqpy.broker.address_limit): a socket that never sends its upgrade request costs a descriptor of
+the MQTT budget, never one the admin API keeps.
 
 Backpressure, both ways bounded:
 * Out: frames are sent one at a time by one task; while more than WRITE_HIGH_WATER bytes wait, the connection
@@ -34,6 +38,7 @@ from typing import Any
 import structlog
 from aiohttp import WSMsgType, web
 
+from vmqpy.broker.address_limit import Admission
 from vmqpy.broker.connect_budget import ConnectBudget
 from vmqpy.broker.preludes import FailureLog
 
@@ -235,16 +240,20 @@ class PreConnectMeter(asyncio.Protocol):
     `allowance` bytes, each taken from `budget`); a socket beyond either is aborted and counted in `too_large`
     or (by the budget) `over_budget`. After the CONNECT it only passes bytes on."""
 
-    __slots__ = ("allowance", "budget", "handler", "meters", "over_budget", "taken", "too_large", "transport")
+    __slots__ = ("admission", "allowance", "budget", "handler", "meters", "over_budget", "release", "taken",
+                 "too_large", "transport")
 
     def __init__(self, handler: asyncio.Protocol, allowance: int, budget: ConnectBudget, too_large: FailureLog,
-                 over_budget: FailureLog, meters: PreConnectMeters) -> None:
+                 over_budget: FailureLog, meters: PreConnectMeters, release: Callable[[], None] | None = None,
+                 admission: Admission | None = None) -> None:
         self.handler = handler
         self.allowance = allowance
         self.budget = budget
         self.too_large = too_large
         self.over_budget = over_budget
         self.meters = meters
+        self.release = release  # the socket's place in max_connections and the descriptor budget, freed when lost
+        self.admission = admission  # its place among its address's sockets, pending until the CONNECT
         self.taken = 0  # bytes counted so far, all taken from the budget
         self.transport: asyncio.BaseTransport | None = None  # None once counting stopped (connected, or closed)
 
@@ -269,7 +278,10 @@ class PreConnectMeter(asyncio.Protocol):
         self.handler.data_received(data)
 
     def connected(self) -> None:
-        """The CONNECT on this socket was accepted: give the bytes back, count no more."""
+        """The CONNECT on this socket was accepted: give the bytes back, count no more; the socket is no longer
+        pending for its address."""
+        if self.admission is not None:
+            self.admission.connected()
         if self.transport is not None:
             self.meters.meters.pop(self.transport, None)
             self.transport = None
@@ -283,6 +295,11 @@ class PreConnectMeter(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connected()
+        if self.admission is not None:
+            self.admission.release()
+        if self.release is not None:
+            release, self.release = self.release, None
+            release()
         self.handler.connection_lost(exc)
 
     def eof_received(self) -> bool | None:
@@ -306,8 +323,9 @@ class PreConnectMeters:
         return len(self.meters)
 
     def meter(self, handler: asyncio.Protocol, allowance: int, budget: ConnectBudget, too_large: FailureLog,
-              over_budget: FailureLog) -> PreConnectMeter:
-        return PreConnectMeter(handler, allowance, budget, too_large, over_budget, self)
+              over_budget: FailureLog, release: Callable[[], None] | None = None,
+              admission: Admission | None = None) -> PreConnectMeter:
+        return PreConnectMeter(handler, allowance, budget, too_large, over_budget, self, release, admission)
 
     def of(self, request: web.BaseRequest) -> PreConnectMeter | None:
         """The meter of the socket `request` came on (None once its count stopped)."""

@@ -31,6 +31,7 @@ from vmqpy.cluster.link_counters import LinkCounters
 
 if TYPE_CHECKING:
     from vmqpy.cluster.peer import Peer
+    from vmqpy.cluster.pending_links import PendingLink
 
 __all__ = ["CORK_LIMIT", "LinkConnection", "LinkHost", "clock"]
 
@@ -85,6 +86,7 @@ class LinkConnection(asyncio.Protocol):
         self.paused = False
         self.dead = False  # the link is closed; the socket is closing
         self.replaces: list[LinkConnection] = []  # to close once this link is established (admit decision)
+        self.pending: PendingLink | None = None  # an accepted socket's place among the pending links (pending_links.py)
         self._loop = host.loop
         self._counters = host.counters
         self._cork: list[bytes] = []

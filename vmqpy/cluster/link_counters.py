@@ -30,6 +30,8 @@ class LinkCounters:
     metadata_dropped: int = 0  # METADATA frames received before set_receiver
     bytes_dropped: int = 0  # bytes of data frames not sent: refused (buffer full, too large) or buffered for a
     #                         peer and dropped (the peer was removed, the network stopped)
+    pending_refused: int = 0  # accepted sockets closed at once: cluster.max_pending_links were before their handshake
+    pending_refused_address: int = 0  # the same: their address held cluster.max_pending_links_per_address
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)

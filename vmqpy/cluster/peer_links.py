@@ -97,6 +97,8 @@ class PeerLinks:
 
     def socket_closed(self, conn: LinkConnection) -> None:
         self.conns.discard(conn)
+        if conn.pending is not None:
+            conn.pending.release()
 
     def resumed(self, conn: LinkConnection) -> None:
         """`conn`'s socket takes bytes again: write the buffered frames if it carries its peer's link."""
@@ -184,6 +186,8 @@ class PeerLinks:
         if peer is None:
             peer = self.peers[name] = Peer(name, None, self.outgoing_buffer)
         conn.peer = peer
+        if conn.pending is not None:  # authenticated: no longer a stranger's socket
+            conn.pending.release()
         if peer.dialing is conn:
             peer.dialing = None
         old = peer.active

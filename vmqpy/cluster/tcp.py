@@ -8,7 +8,8 @@ cookie. It implements the metadata store's `Transport` (METADATA frames).
 Its parts: connection.py (the asyncio protocol of one socket and its link), peer_links.py (which connection
 carries each peer's link, one per pair), peer.py (what is kept per peer), outbox.py (a peer's outgoing buffer
 and its rules), dialer.py and backoff.py (dialing, and when to dial again), link_callbacks.py (who hears about
-messages, reachability, connects and refusals), link_counters.py (the counters of `stats`).
+messages, reachability, connects and refusals), link_counters.py (the counters of `stats`), pending_links.py
+(accepted sockets before their handshake: how many, node-wide and per address).
 
 Delivery (see docs/cluster-links.md):
 
@@ -54,6 +55,7 @@ from vmqpy.cluster.link_counters import LinkCounters
 from vmqpy.cluster.outbox import Offer
 from vmqpy.cluster.peer import Peer
 from vmqpy.cluster.peer_links import DUPLICATE_LINK, PEER_REMOVED, REPLACED, SHUTTING_DOWN, PeerLinks
+from vmqpy.cluster.pending_links import PendingGate, PendingLink, PendingLinks
 from vmqpy.cluster.tls_accept import TlsAcceptor
 
 __all__ = [
@@ -115,6 +117,8 @@ class ClusterNetwork:
         seed: int | None = None,
         tls_server: Callable[[], ssl.SSLContext] | None = None,
         tls_client: Callable[[], ssl.SSLContext] | None = None,
+        max_pending_links: int = 64,
+        max_pending_links_per_address: int = 8,
     ) -> None:
         if not own_name:
             raise ClusterUsageError("own_name must not be empty")
@@ -128,6 +132,8 @@ class ClusterNetwork:
             raise ClusterUsageError("need 0 < reconnect_min <= reconnect_max")
         if (tls_server is None) != (tls_client is None):
             raise ClusterUsageError("cluster TLS needs both the server and the client context")
+        if max_pending_links < 1 or max_pending_links_per_address < 1:
+            raise ClusterUsageError("max_pending_links and max_pending_links_per_address must be >= 1")
         self.own_name = own_name
         self.incarnation = incarnation
         self._cookie = cookie
@@ -150,6 +156,7 @@ class ClusterNetwork:
         self._stopped = False
         self._callbacks = LinkCallbacks(own_name)
         self._counters = LinkCounters()
+        self._pending = PendingLinks(own_name, max_pending_links, max_pending_links_per_address, self._counters)
         self._links = PeerLinks(
             own_name,
             outgoing_buffer=outgoing_buffer,
@@ -185,12 +192,17 @@ class ClusterNetwork:
         loop = self._links.loop = asyncio.get_running_loop()
         host, port = self.listen
         tls = self._tls_server
-        factory: Callable[[], asyncio.Protocol]
-        if tls is None:
-            factory = lambda: LinkConnection(self._links, None)  # noqa: E731
-        else:
-            factory = lambda: TlsAcceptor(self._links, tls, self.handshake_timeout, self._tls_pending)  # noqa: E731
-        self._server = await loop.create_server(factory, host, port, reuse_address=True)
+
+        def admitted(place: PendingLink) -> asyncio.Protocol:
+            if tls is not None:
+                return TlsAcceptor(self._links, tls, self.handshake_timeout, self._tls_pending, place)
+            conn = LinkConnection(self._links, None)
+            conn.pending = place
+            return conn
+
+        pending = self._pending
+        self._server = await loop.create_server(lambda: PendingGate(pending, admitted), host, port,
+                                                reuse_address=True)
         self._links.running = True
         self._logger().info("cluster listener started", address=self.bound_address(), tls=tls is not None)
         for peer in self._peers.values():
@@ -440,10 +452,12 @@ class ClusterNetwork:
 
     def stats(self) -> dict[str, int]:
         """Counters since start (all ints): those of `LinkCounters` (link_counters.py), then connections (open
-        sockets), reachable (peers with a link), buffered_frames / buffered_bytes (in all outgoing buffers)."""
+        sockets), pending_links (accepted sockets before their handshake is done), reachable (peers with a link),
+        buffered_frames / buffered_bytes (in all outgoing buffers)."""
         return {
             **self._counters.as_dict(),
             "connections": len(self._conns),
+            "pending_links": self._pending.live,
             "reachable": sum(1 for peer in self._peers.values() if peer.active is not None),
             "buffered_frames": sum(len(peer.outbox) for peer in self._peers.values()),
             "buffered_bytes": sum(peer.outbox.size for peer in self._peers.values()),

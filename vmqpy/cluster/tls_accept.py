@@ -16,6 +16,7 @@ from typing import Any, cast
 import structlog
 
 from vmqpy.cluster.connection import LinkConnection, LinkHost
+from vmqpy.cluster.pending_links import PendingLink
 
 __all__ = ["TlsAcceptor"]
 
@@ -25,14 +26,16 @@ log = structlog.get_logger("vmqpy.cluster")
 class TlsAcceptor(asyncio.Protocol):
     """The protocol of an accepted socket until its TLS handshake is done; then the socket belongs to a new
     `LinkConnection`. `context()` is the server context in force (reloaded on SIGHUP); `pending` holds the
-    handshakes under way (cancelled when the network stops)."""
+    handshakes under way (cancelled when the network stops); `place` is the socket's place among the pending
+    links (pending_links.py), handed to its LinkConnection or released when the TLS handshake fails."""
 
     def __init__(self, host: LinkHost, context: Callable[[], ssl.SSLContext], handshake_timeout: float,
-                 pending: set[asyncio.Task[None]]) -> None:
+                 pending: set[asyncio.Task[None]], place: PendingLink | None = None) -> None:
         self.host = host
         self.context = context
         self.handshake_timeout = handshake_timeout
         self.pending = pending
+        self.place = place
         self.remote = "?"
 
     def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
@@ -55,19 +58,25 @@ class TlsAcceptor(asyncio.Protocol):
                 transport, conn, self.context(), server_side=True, ssl_handshake_timeout=self.handshake_timeout
             )
         except asyncio.CancelledError:
-            transport.abort()
+            self._give_up(transport)
             raise
         except Exception as exc:  # ssl.SSLError, TimeoutError, ConnectionError, ...
             self.host.counters.handshakes_refused += 1
             log.bind(node=self.host.own_name).warning(
                 "cluster TLS handshake failed, connection refused", remote=self.remote, error=_describe(exc)
             )
-            transport.abort()
+            self._give_up(transport)
             return
         if tls_transport is None:  # the socket closed meanwhile
-            transport.abort()
+            self._give_up(transport)
             return
+        conn.pending = self.place  # released by the links once established or closed
         conn.connection_made(tls_transport)
+
+    def _give_up(self, transport: asyncio.Transport) -> None:
+        transport.abort()
+        if self.place is not None:
+            self.place.release()
 
 
 def _describe(exc: BaseException) -> Any:

@@ -11,8 +11,8 @@ from .helpers import COOKIE
 NAMES = [
     "frames_in", "frames_out", "bytes_in", "bytes_out", "overflows", "oversized", "unknown_peer",
     "handshakes_refused", "duplicate_links", "malformed_frames", "silent_peers", "links_up", "links_down",
-    "reconnects", "dial_attempts", "dial_failures", "metadata_dropped", "bytes_dropped", "connections", "reachable",
-    "buffered_frames", "buffered_bytes",
+    "reconnects", "dial_attempts", "dial_failures", "metadata_dropped", "bytes_dropped", "pending_refused",
+    "pending_refused_address", "connections", "pending_links", "reachable", "buffered_frames", "buffered_bytes",
 ]
 
 

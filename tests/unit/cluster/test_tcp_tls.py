@@ -71,6 +71,7 @@ async def test_two_nodes_with_certificates_of_the_cluster_ca_link_over_tls(tmp_p
     await b.start()
     a.add_peer("b", *b.bound_address())
     await wait_until(lambda: a.reachable() == {"b"} and b.reachable() == {"a"}, SETTLE, "a TLS link")
+    assert b.stats()["pending_links"] == 0  # established: no longer among the sockets before their handshake
     assert a.send_frame("b", FrameType.CONTROL, {"over": "tls"})
     await wait_until(lambda: got == [("a", {"over": "tls"})], SETTLE, "a frame over TLS")
     conn = next(iter(b._conns))  # the socket really is TLS: it has a cipher and the peer's certificate
@@ -96,6 +97,8 @@ async def test_a_node_with_a_certificate_of_another_ca_is_refused_and_logged(tmp
     refusal = next(e for e in logs if e["event"] == "cluster TLS handshake failed, connection refused")
     assert refusal["log_level"] == "warning" and refusal["remote"].startswith(f"{C}:")
     assert a.stats()["handshakes_refused"] >= 1 and a.stats()["links_up"] == 0
+    await rogue.stop()  # every refused TLS handshake gave its place among the pending links back
+    await wait_until(lambda: a.stats()["pending_links"] == 0, SETTLE, "the pending links released")
 
 
 async def test_a_node_that_does_not_trust_the_cluster_ca_refuses_the_listener(tmp_path: Path,
