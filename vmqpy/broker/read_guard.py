@@ -35,10 +35,10 @@ WITHHELD: Final = "publish_withheld_not_authorized"  # the counter of deliveries
 class ReadGuard:
     """The deny lines' word on each delivery, remembered per client and topic for one ACL generation."""
 
-    __slots__ = ("_access", "_clients", "_generation", "_kept", "_metrics", "_usernames")
+    __slots__ = ("_clients", "_generation", "_kept", "_metrics", "_usernames", "access")
 
     def __init__(self, access: AccessControl, usernames: Mapping[str, str | None], metrics: Counter[str]) -> None:
-        self._access = access
+        self.access = access
         self._usernames = usernames
         self._metrics = metrics
         metrics[WITHHELD] += 0  # exported from the start
@@ -48,13 +48,14 @@ class ReadGuard:
         self._kept = 0
 
     def armed(self) -> bool:
-        """Whether an ACL with deny lines is in force (else no delivery is withheld)."""
-        acl = self._access.acl
+        """Whether an ACL with deny lines is in force (else no delivery is withheld). The router reads
+        `access.acl` itself, the same way: no call per routed message."""
+        acl = self.access.acl
         return acl is not None and acl.denies
 
     def withholds(self, client_id: str, topic: str) -> bool:
         """Whether the message of `topic` must not reach `client_id` (counted when so)."""
-        access = self._access
+        access = self.access
         if self._generation != access.generation:
             self._forget()
             self._generation = access.generation

@@ -181,8 +181,10 @@ class Router:
         if result is None:
             result = RouteResult()
         guard = self.read_guard
-        if guard is not None and not guard.armed():
-            guard = None  # no deny line in force: nothing to judge per delivery
+        if guard is not None:  # ReadGuard.armed(), inline (once per routed message)
+            acl = guard.access.acl
+            if acl is None or not acl.denies:
+                guard = None  # no deny line in force: nothing to judge per delivery
         matches = self._local_matches.get(message.topic)
         if matches is None:
             matches = self._trie.match(message.topic)
