@@ -4,7 +4,9 @@ the contexts of vmqpy/broker/tls.py (files checked at start, reload). Certificat
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -203,3 +205,64 @@ def test_a_failed_reload_keeps_the_contexts_in_force(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         tls.reload()
     assert tls.server() is server and tls.client() is client
+
+
+def _client_hello_first(address: tuple[str, int], context: ssl.SSLContext, hello_sent: threading.Event,
+                        outcome: list[str]) -> None:
+    """A TLS client that connects and sends its ClientHello at once (sets `hello_sent`), then finishes the
+    handshake with a deadline; `outcome` gets "done" or the error."""
+    try:
+        with socket.create_connection(address, timeout=5.0) as sock:
+            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+            tls = context.wrap_bio(incoming, outgoing, server_side=False)
+            while True:
+                try:
+                    tls.do_handshake()
+                except ssl.SSLWantReadError:
+                    pass
+                else:
+                    sock.sendall(outgoing.read())
+                    outcome.append("done")
+                    return
+                sock.sendall(outgoing.read())
+                hello_sent.set()
+                data = sock.recv(65536)  # the 5 s socket timeout bounds the wait for the server's answer
+                if not data:
+                    outcome.append("closed by the server")
+                    return
+                incoming.write(data)
+    except Exception as exc:  # reported to the test
+        outcome.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        hello_sent.set()
+
+
+async def _accept_with_the_client_hello_waiting(tmp_path: Path) -> tuple[list[str], dict[str, int]]:
+    ca = trustme.CA()
+    tls = contexts(node_files(tmp_path / "a", ca, "a"))
+    client = contexts(node_files(tmp_path / "b", ca, "b")).client()
+    net = ClusterNetwork("a", 1, COOKIE, (A, 0), detect_timeout=1.0, tls_server=tls.server, tls_client=tls.client)
+    await net.start()
+    try:
+        hello_sent, outcome = threading.Event(), list[str]()
+        thread = threading.Thread(target=_client_hello_first, args=(net.bound_address(), client, hello_sent, outcome))
+        thread.start()
+        # the node's loop is busy (blocked here) until the client has connected and sent its ClientHello: when
+        # the loop accepts the socket, the ClientHello is already waiting on it
+        assert hello_sent.wait(10.0)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, thread.join, 10.0)
+        return outcome, dict(net.stats())
+    finally:
+        await net.stop()
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_client_hello_waiting_when_the_node_accepts_is_answered(tmp_path: Path, loop_kind: str) -> None:
+    if loop_kind == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        outcome, stats = uvloop.run(_accept_with_the_client_hello_waiting(tmp_path))
+    else:
+        outcome, stats = asyncio.run(_accept_with_the_client_hello_waiting(tmp_path))
+    assert outcome == ["done"]
+    assert stats["handshakes_refused"] == 0
