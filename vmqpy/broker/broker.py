@@ -283,9 +283,10 @@ class Broker:
         """End `session` here: its subscriptions, its storage and (unless `keep_owner`) the owner record
         naming this node go."""
         client_id = session.client_id
-        filters = list(session.subscriptions)
-        session.subscriptions.clear()
-        self.sweeper.add(client_id, filters)  # many: a slice a loop turn (vmqpy.broker.sweeper)
+        if session.subscriptions:
+            filters = list(session.subscriptions)
+            session.subscriptions.clear()
+            self.sweeper.add(client_id, filters)  # many: a slice a loop turn (vmqpy.broker.sweeper)
         if self.sessions.get(client_id) is session:
             del self.sessions[client_id]
             self.enforcer.usernames.pop(client_id, None)

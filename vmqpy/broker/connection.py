@@ -291,7 +291,10 @@ class MQTTConnection(asyncio.Protocol):
             transport.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
 
-    def close(self) -> None:
+    def close(self, linger: bool = True) -> None:
+        """Close the socket; a TCP one lingers (`linger`, vmqpy.broker.linger) unless the client ended the
+        connection itself with DISCONNECT: then it has nothing more to send or to read, as on the code before
+        lingering closes, and a half-close, a drain timer and a second read would be work for nothing."""
         if self.closing:
             return
         self._flush()
@@ -305,7 +308,7 @@ class MQTTConnection(asyncio.Protocol):
             # A TCP socket lingers (vmqpy.broker.linger): half-closed and drained for a bounded time and size, so
             # that a client still writing reads our last packet (a DISCONNECT's reason) rather than a reset. The
             # connection ends now, as asyncio would end it after close(): in the next pass of the loop.
-            if close_lingering(transport, self.loop, self.broker.metrics):
+            if linger and close_lingering(transport, self.loop, self.broker.metrics):
                 self.loop.call_soon(self.connection_lost, None)
                 return
             # Else: close() waits for the buffer to drain, which a client that reads nothing never lets happen:
@@ -458,7 +461,7 @@ class MQTTConnection(asyncio.Protocol):
         elif kind is Close:
             assert isinstance(decision, Close)
             self.normal_close = decision.normal
-            self.close()
+            self.close(linger=not decision.by_client)
 
     def _note(self, why: str, warn: bool, packet: Packet | None) -> None:
         fields = {"qos": 1 if isinstance(packet, Puback) else 2} if packet is not None else {}

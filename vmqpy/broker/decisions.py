@@ -62,11 +62,14 @@ class Reply(NamedTuple):
 @dataclass(slots=True)
 class Close:
     """Close the connection; 5.0 after CONNECT gets DISCONNECT `reason_code` first (None: no DISCONNECT).
-    `normal`: the client ended it with DISCONNECT (no will)."""
+    `normal`: the client ended it with DISCONNECT (no will). `by_client`: the client's DISCONNECT ended it (with
+    or without its will): it sends nothing more and gets nothing more, so its socket is closed without lingering
+    (vmqpy.broker.linger, which is for a client that may still be writing when the node has the last word)."""
 
     reason_code: int | None
     why: str
     normal: bool = False
+    by_client: bool = False
 
 
 @dataclass(slots=True)

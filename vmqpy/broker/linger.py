@@ -12,10 +12,13 @@ at most `LINGER_BYTES` bytes (then the socket is aborted and `broker.socket_ling
 `CLOSE_TIMEOUT` seconds more, as before, then the socket is aborted).
 
 The MQTT connection ends at once (its session goes offline, its will is due): the socket is handed to a
-`Lingering` protocol, which only counts and discards. Transports that cannot half-close are closed as before
-by their own means: TLS sends close_notify and discards application data until the client's close_notify
-(asyncio's TLS layer, OpenSSL), a WebSocket sends its close frame and discards frames until the client's
-(aiohttp), both aborted after `CLOSE_TIMEOUT` seconds (vmqpy.broker.connection).
+`Lingering` protocol, which only counts and discards. A connection the client ended itself with DISCONNECT does
+not linger: the client sends nothing after it (MQTT 3.1.1 3.14.4, 5.0 3.14.4: it closes the connection) and the
+node has no last word for it, so its socket is closed at once (`Close.by_client`, vmqpy.broker.connection),
+which saves every clean disconnect a shutdown(2), a second read and a timer. Transports that cannot half-close
+are closed as before by their own means: TLS sends close_notify and discards application data until the
+client's close_notify (asyncio's TLS layer, OpenSSL), a WebSocket sends its close frame and discards frames until
+the client's (aiohttp), both aborted after `CLOSE_TIMEOUT` seconds (vmqpy.broker.connection).
 """
 
 from __future__ import annotations

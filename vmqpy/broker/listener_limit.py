@@ -48,8 +48,12 @@ class ConnectionLimit:
     def admit(self, now: float) -> bool:
         """Whether a new connection (at `now`, seconds) may stay; True counts it as live until `release`."""
         if self.maximum is None or self.live < self.maximum:
-            if self.shared is not None and not self.shared.admit(now):
-                return False
+            shared = self.shared
+            if shared is not None:
+                if shared.shared is None and (shared.maximum is None or shared.live < shared.maximum):
+                    shared.live += 1  # `shared.admit(now)`'s own admission, without a call per connection
+                elif not shared.admit(now):
+                    return False
             self.live += 1
             return True
         self.metrics[self.metric] += 1
@@ -68,7 +72,8 @@ class ConnectionLimit:
 
     def release(self) -> None:
         """A connection admitted earlier is gone."""
-        self.live = max(0, self.live - 1)
+        if self.live > 0:
+            self.live -= 1
         if self.shared is not None:
             self.shared.release()
 

@@ -321,9 +321,11 @@ class ConnectPrelude(asyncio.Protocol):
             protocol.data_received(received)
 
     def _drop_buffer(self) -> None:
-        """Forget the partial CONNECT held, and give its bytes back to the node's budget."""
-        self.wait.budget.give(len(self.buffer))
-        self.buffer = bytearray()
+        """Forget the partial CONNECT held, and give its bytes back to the node's budget (a CONNECT that arrived
+        whole in one read held none)."""
+        if self.buffer:
+            self.wait.budget.give(len(self.buffer))
+            self.buffer = bytearray()
 
     def _refuse(self, failures: FailureLog, reason: str) -> None:
         self.done = True

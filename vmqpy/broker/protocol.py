@@ -462,7 +462,8 @@ class ConnectionMachine:
                 raise ProtocolViolation("session expiry set on DISCONNECT after 0 on CONNECT")
             self.state.session.expiry_interval = None if new_expiry == SESSION_EXPIRY_NEVER else float(new_expiry)
         self._enter(Phase.CLOSED)
-        return (Close(None, "client disconnected", normal=packet.reason_code != rc.DISCONNECT_WITH_WILL),)
+        return (Close(None, "client disconnected", normal=packet.reason_code != rc.DISCONNECT_WITH_WILL,
+                      by_client=True),)
 
     def _auth(self, packet: Packet, now: float) -> Decisions:
         raise ProtocolViolation("AUTH without an authentication method")

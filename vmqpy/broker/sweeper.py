@@ -49,6 +49,8 @@ class SubscriptionSweeper:
     def add(self, client_id: str, filters: list[str]) -> None:
         """Remove these subscriptions of an ended session of `client_id`: at once when they fit in one slice or
         nothing schedules slices, else a slice a turn."""
+        if not filters:  # most sessions end with none: nothing to remove, nothing to wait for
+            return
         if self.schedule is None or (len(filters) <= SLICE and client_id not in self._pending):
             for topic_filter in filters:
                 self._remove(client_id, topic_filter)
@@ -74,6 +76,8 @@ class SubscriptionSweeper:
 
     def flush(self, client_id: str) -> None:
         """Remove the waiting subscriptions of `client_id` now (a session of that client id is being made)."""
+        if not self._pending:  # the usual case: nothing waits
+            return
         filters = self._pending.pop(client_id, None)
         if filters is None:
             return

@@ -125,3 +125,54 @@ async def test_a_qos1_delivery_arms_the_resend_timer_of_a_311_client(
     assert (conn._retry_timer is not None) == armed
     conn.connection_lost(None)
     assert conn._retry_timer is None
+
+
+class HalfClosingTransport(FakeTransport):
+    """A TCP-like transport: it can half-close (`write_eof`), as the node's TCP sockets can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.eof_written = False
+        self.reading = True
+        self.protocol: asyncio.BaseProtocol | None = None
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof_written = True
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
+
+    def is_reading(self) -> bool:
+        return self.reading
+
+
+def tcp_connection(storage: Storage, level: int = 4) -> tuple[MQTTConnection, HalfClosingTransport]:
+    broker = Broker(Config(), SessionStore(storage), MemoryMetadata())
+    conn = MQTTConnection(broker, Config(), None, Authenticator(True, {}), "default")
+    transport = HalfClosingTransport()
+    conn.connection_made(transport)
+    conn.data_received(encode(Connect("c1", protocol_level=level), level))
+    return conn, transport
+
+
+@pytest.mark.parametrize(("level", "disconnect", "normal"), [(4, b"\xe0\x00", True), (5, b"\xe0\x01\x04", False)])
+async def test_a_clients_disconnect_closes_its_socket_without_lingering(storage: Storage, level: int,
+                                                                       disconnect: bytes, normal: bool) -> None:
+    """The client ended the connection itself (DISCONNECT, with or without its will): nothing of the node's is
+    left to reach a client still writing, so the socket is closed at once, not half-closed and drained."""
+    conn, transport = tcp_connection(storage, level)
+    assert [type(p) for p in await received(transport, level)] == [Connack]
+    conn.data_received(disconnect)  # 3.1.1: DISCONNECT; 5.0: DISCONNECT 0x04, with its will
+    assert transport.closed and not transport.eof_written and transport.protocol is None
+    assert conn.closing and conn.normal_close is normal
+
+
+async def test_a_close_of_the_nodes_own_lingers(storage: Storage) -> None:
+    """The node ends the connection (here: a shutdown or an error): its TCP socket is half-closed and drained
+    (vmqpy.broker.linger), so that its last bytes reach a client still writing."""
+    conn, transport = tcp_connection(storage)
+    conn.close()
+    assert transport.eof_written and not transport.closed and transport.protocol is not None

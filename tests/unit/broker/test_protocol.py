@@ -128,8 +128,8 @@ def test_auth_is_refused_without_an_authentication_method() -> None:
     (Pingreq(), [Send(Pingresp())]),
     (Subscribe(7, [Subscription("a/#")]), [SubscribeTo(Subscribe(7, [Subscription("a/#")]))]),
     (Unsubscribe(8, ["a/#"]), [UnsubscribeFrom(Unsubscribe(8, ["a/#"]))]),
-    (Disconnect(), [Close(None, "client disconnected", normal=True)]),
-    (Disconnect(rc.DISCONNECT_WITH_WILL), [Close(None, "client disconnected", normal=False)]),
+    (Disconnect(), [Close(None, "client disconnected", normal=True, by_client=True)]),
+    (Disconnect(rc.DISCONNECT_WITH_WILL), [Close(None, "client disconnected", normal=False, by_client=True)]),
     (Pubrel(9), [Reply(Pubcomp(9, rc.PACKET_IDENTIFIER_NOT_FOUND))]),
     (Puback(3), []),  # unknown ids are ignored
     (Pubcomp(3), []),
