@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -88,6 +89,17 @@ def chosen_seed(fixed: int = 20261129) -> int:
     """The seed of a randomized test: `fixed` under the `ci` profile (`make test`), a fresh one under `long`, or
     `TEST_SEED` from the environment to replay a printed one (tests/randomness.py)."""
     return randomness.seed("TEST_SEED", fixed)
+
+
+def health(url: str) -> int | None:
+    """The status of GET `url`/health (None while nothing answers)."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return None
 
 
 def public_metrics(http_port: int, names: Iterable[str]) -> dict[str, float]:

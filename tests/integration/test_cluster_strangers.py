@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Broker, broker_kind, free_port, wait_until
+from tests.integration.conftest import Broker, broker_kind, free_port, health, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's cluster port budget")]
 
@@ -67,13 +67,7 @@ class ClusteredBroker(Broker):
                               timeout=30, env=env)
 
     def health(self) -> int | None:
-        try:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=5) as answer:
-                return int(answer.status)
-        except urllib.error.HTTPError as exc:
-            return int(exc.code)
-        except OSError:
-            return None
+        return health(self.url)
 
     def refused(self, reason: str) -> float:
         """vmqpy_cluster_connections_refused_total{reason=...} in the node's /metrics (metrics.public = on)."""

@@ -13,8 +13,6 @@ import contextlib
 import os
 import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ import aiohttp
 import pytest
 
 from tests.integration.clients import enc_connect
-from tests.integration.conftest import Broker, broker_kind, free_port, wait_until
+from tests.integration.conftest import Broker, broker_kind, free_port, health, wait_until
 from tests.integration.test_admin import admin
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's descriptor budget and per-address limits")]
@@ -123,17 +121,19 @@ def answered_busy(sock: socket.socket) -> bool:
         return False
 
 
-def health(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except OSError:
-        return None
-
-
 # ------------------------------------------------------------------------- the open files limit
+
+
+def flood_from_30_addresses(idle: list[socket.socket], port: int) -> None:
+    """300 idle sockets to `port` (more than a node's 256 descriptors), 10 from each of 30 addresses, added to
+    `idle` until one cannot be opened; waits until the node has closed those over its budget at once."""
+    for i in range(300):
+        try:
+            idle.append(connect_from(f"127.0.1.{1 + i % 30}", port))
+        except OSError:
+            break
+    wait_until(lambda: sum(closed_by_peer(s) for s in idle) >= len(idle) - 256 + 64, 20,
+               what="idle sockets over the budget closed")
 
 
 def test_the_node_raises_its_soft_open_files_limit_to_the_hard_one(limited: Callable[..., LimitedBroker]) -> None:
@@ -154,14 +154,7 @@ def test_idle_mqtt_sockets_at_the_limit_leave_health_and_vmq_admin_answering(
     broker = limited(256, 256, **{"listener.http.default": f"127.0.0.1:{http_port}", "mqtt.connect_timeout": "120s"})
     wait_until(lambda: health(url) == 200, 15, what="admin API")
     with sockets_from(ADDRESS_A) as idle:
-        for i in range(300):  # more than the node's 256 descriptors, from 30 addresses (10 each)
-            try:
-                idle.append(connect_from(f"127.0.1.{1 + i % 30}", broker.port))
-            except OSError:
-                break
-        # the node holds what its budget allows and closes the rest at once
-        wait_until(lambda: sum(closed_by_peer(s) for s in idle) >= len(idle) - 256 + 64, 20,
-                   what="idle sockets over the budget closed")
+        flood_from_30_addresses(idle, broker.port)  # the node holds what its budget allows, closes the rest
         assert broker.descriptors() < 256 - 64  # the admin API's reserve and the spare stay free
         assert health(url) == 200
         shown = admin(url, broker.data_dir, "listener", "show")
@@ -365,13 +358,7 @@ def test_idle_sockets_before_the_websocket_upgrade_leave_health_answering(
                                   "listener.ws.default": f"127.0.0.1:{ws_port}", "mqtt.connect_timeout": "120s"})
     wait_until(lambda: health(url) == 200, 15, what="admin API")
     with sockets_from(ADDRESS_A) as idle:
-        for i in range(300):  # more than the node's 256 descriptors, from 30 addresses (10 each)
-            try:
-                idle.append(connect_from(f"127.0.1.{1 + i % 30}", ws_port))
-            except OSError:
-                break
-        wait_until(lambda: sum(closed_by_peer(s) for s in idle) >= len(idle) - 256 + 64, 20,
-                   what="idle sockets over the budget closed")
+        flood_from_30_addresses(idle, ws_port)
         assert broker.descriptors() < 256 - 64  # the admin API's reserve and the spare stay free
         assert health(url) == 200
     wait_until(lambda: websocket_connects_from(ADDRESS_B, ws_port, "served-again"), 20, what="a WebSocket served")

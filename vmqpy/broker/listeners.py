@@ -254,15 +254,20 @@ class Listeners:
             tls_failures = FailureLog(label(kind, name), TLS_HANDSHAKE_FAILED_METRIC,
                                       "connection closed: TLS handshake failed", self.broker.metrics)
 
+        def admitted(peer: Peer | None, transport: asyncio.Transport) -> tuple[bool, Admission | None]:
+            """The socket's places in the listener's limit and its address's (released again on a refusal)."""
+            if not limit.admit(loop.time()):
+                return False, None
+            # behind a PROXY header without an address (a health check): none
+            client = peer if peer is not None or refusals is not None else transport.get_extra_info("peername")
+            return self.admit_address(client, limit.release)
+
         if kind in ("ws", "wss"):  # counted from the end of the handshake (PROXY header, TLS) until it is gone
             http = self._http_server(kind, name)
 
             def open_http(peer: Peer | None, transport: asyncio.Transport) -> asyncio.Protocol:
-                if not limit.admit(loop.time()):
-                    return RefusedConnection()
-                client = peer if peer is not None or refusals is not None else transport.get_extra_info("peername")
-                admitted, admission = self.admit_address(client, limit.release)
-                if not admitted:
+                ok, admission = admitted(peer, transport)
+                if not ok:
                     return RefusedConnection()
                 handler = http(limit.release, admission)
                 return handler if peer is None else self.proxied_peers.note(handler, peer)
@@ -270,12 +275,8 @@ class Listeners:
             open_protocol: OpenProtocol = open_http
         else:
             def open_mqtt(peer: Peer | None, transport: asyncio.Transport) -> asyncio.Protocol:
-                if not limit.admit(loop.time()):
-                    return RefusedConnection()
-                # behind a PROXY header without an address (a health check): none
-                client = peer if peer is not None or refusals is not None else transport.get_extra_info("peername")
-                admitted, admission = self.admit_address(client, limit.release)
-                if not admitted:
+                ok, admission = admitted(peer, transport)
+                if not ok:
                     return RefusedConnection()
                 return self.awaiting_connect(kind, name, limit.release, peer, admission)
 
