@@ -276,7 +276,7 @@ class Router:
         result.matched += 1
         if qos > 0 and session.persistent:
             result.durable = True
-        if session.congested:
+        if session.queue and session.congested:  # an empty queue never congests: one load on the hot path
             result.congested.append(session)
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from vmqpy.broker.message import Message
-from vmqpy.broker.session import Delivery, Session
+from vmqpy.broker.session import Delivery, Session, message_size
 from vmqpy.broker.stalls import StallBound
 from vmqpy.config_schema import SCHEMA
 from vmqpy.mqtt.packets import Packet
@@ -152,3 +155,47 @@ def test_the_defaults() -> None:
     assert SCHEMA["queue.max_stall"].default == 5.0
     assert SCHEMA["queue.overflow"].default == "queue"
     assert SCHEMA["max_queued_bytes"].default == 8 * 1024 * 1024
+
+
+OPERATIONS = st.lists(st.one_of(
+    st.tuples(st.just("deliver"), st.integers(0, 2), st.integers(0, 60)),
+    st.tuples(st.just("writable"), st.booleans(), st.just(0)),
+    st.tuples(st.just("pump"), st.just(0), st.just(0)),
+    st.tuples(st.just("puback"), st.integers(1, 8), st.just(0)),
+    st.tuples(st.just("detach"), st.just(0), st.just(0)),
+    st.tuples(st.just("attach"), st.just(0), st.just(0)),
+    st.tuples(st.just("overflow"), st.integers(1, 6), st.just(0)),
+    st.tuples(st.just("forget"), st.integers(0, 40), st.just(0)),
+), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(operations=OPERATIONS, max_online=st.integers(1, 5), max_bytes=st.sampled_from([0, 60, 200]))
+def test_the_queue_counts_match_its_messages_and_an_empty_queue_never_congests(
+        operations: list[tuple[str, int, int]], max_online: int, max_bytes: int) -> None:
+    """The byte and QoS 0 counts follow the queue through every change, and a session whose queue is empty is
+    never congested (Router._deliver asks `congested` only of a session with something queued)."""
+    s, sink = online(max_online=max_online, max_offline=6, max_bytes=max_bytes, expiry=60.0)
+    for n, (op, a, b) in enumerate(operations):
+        now = float(n)
+        if op == "deliver":
+            s.deliver(msg(n, qos=a, size=b), a, False, [], now)
+        elif op == "writable":
+            sink.writable = bool(a)
+        elif op == "pump":
+            s.pump(now)
+        elif op == "puback":
+            s.on_puback(a, now)
+        elif op == "detach" and s.sink is not None:
+            s.detach(now)
+        elif op == "attach" and s.sink is None:
+            s.attach(sink, 65535, 0, now)
+        elif op == "overflow" and s.sink is not None:
+            s.overflow(a)
+        elif op == "forget":
+            s.forget_upto(a)
+        queued = list(s.queue)
+        assert s.queued_bytes == sum(message_size(out.message) for out in queued)
+        assert s._queued_qos0 == sum(1 for out in queued if out.qos == 0)
+        if not queued:
+            assert not s.congested
