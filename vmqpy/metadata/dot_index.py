@@ -68,15 +68,20 @@ class DotIndex:
         """Some pending dot of ``fk`` is still indexed."""
         return fk in self._pending_per_key
 
-    def prune(self, floor: Callable[[str], int]) -> list[Pruned]:
+    def prune(self, floor: Callable[[str], int], limit: int | None = None) -> list[Pruned]:
         """Forget the pending dots of each node up to ``floor(node)`` (what every member holds of it), nodes
-        sorted, counters ascending."""
+        sorted, counters ascending; at most ``limit`` counters per call (None: all of them; those left go on the
+        next call, :meth:`prunable`)."""
         pruned: list[Pruned] = []
+        budget = -1 if limit is None else limit
         for node in sorted(self._pending):
+            if budget == 0:
+                break
             heap = self._pending[node]
             top = floor(node)
             sub = self.by_node.get(node, {})
-            while heap and heap[0] <= top:
+            while heap and heap[0] <= top and budget != 0:
+                budget -= 1
                 counter = heapq.heappop(heap)
                 fk = sub.pop(counter, None)
                 if fk is not None:
@@ -91,6 +96,10 @@ class DotIndex:
             if not sub:
                 self.by_node.pop(node, None)
         return pruned
+
+    def prunable(self, floor: Callable[[str], int]) -> bool:
+        """Whether :meth:`prune` with this ``floor`` would forget a dot (one was left by its ``limit``)."""
+        return any(heap[0] <= floor(node) for node, heap in self._pending.items() if heap)
 
     def copy(self) -> dict[str, dict[int, FullKey]]:
         """node -> counter -> key, for every node with indexed dots."""

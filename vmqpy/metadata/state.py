@@ -97,6 +97,7 @@ class ReplicaState:
         self._now = 0.0  # the last `now` passed in: timers and deadlines (a monotonic clock in the driver)
         self._wall = 0.0  # the last `wall` passed in (default: `now`): HLC stamps and log times only
         self._next_gc: float | None = None
+        self._pruning = False  # GC left dots it may forget (a slice per call, Replica.PRUNE_SLICE): due at once
         self._stats: dict[str, int] = dict.fromkeys(COUNTERS, 0)
 
     @classmethod
@@ -238,8 +239,8 @@ class ReplicaState:
             times.append(writeback_at)
         if self._index.has_pending() or self._objects.has_contexts():
             times.append(self._now if self._next_gc is None else self._next_gc)
-            if self._objects.strippable(self._clock.base):
-                times.append(self._now)  # GC's next slice of re-strips
+            if self._pruning or self._objects.strippable(self._clock.base):
+                times.append(self._now)  # GC's next slice of forgotten dots or re-strips
         return min(times) if times else None
 
     def busy(self) -> bool:
