@@ -179,6 +179,9 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("vmqpy_publish_withheld", "counter", "messages not delivered to a subscriber because the ACL does not let it "
        "read their topic: retained messages its new subscription matched", "broker.retained_not_authorized",
        labels=(("delivery", "retained"),)),
+    _s("vmqpy_connection_turn_yielded", "counter", "turns a connection gave up once its packets had taken the turn's "
+       "budget (2 ms): the rest of what it sent waited for the next turn, after the other clients",
+       "broker.connection_turn_yielded"),
     _s("vmqpy_socket_linger_cut", "counter", "lingering closes (after a DISCONNECT with a reason code) cut short: "
        "the client sent more than the linger budget before closing its side", "broker.socket_linger_cut"),
     _s("vmqpy_retain_quota_exceeded", "counter", "retained PUBLISHes refused: their client had used up "

@@ -17,7 +17,7 @@ import structlog
 
 from vmqpy import heap_trim
 from vmqpy.gc_watch import GcWatch
-from vmqpy.stall_watch import StallWatch
+from vmqpy.stall_watch import StallSampler, StallWatch
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
@@ -47,6 +47,7 @@ async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncItera
     """Run the tick while the context is open; the context's value is the collector's watch."""
     burst = heap_trim.BurstTrim()
     stalls = StallWatch(interval)
+    sampler = StallSampler(interval)
     collector = GcWatch()
     loop = asyncio.get_running_loop()
 
@@ -55,6 +56,7 @@ async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncItera
             await asyncio.sleep(interval)
             try:
                 late = stalls.tick(loop.time())
+                where = sampler.beat()
                 pauses = collector.take()
                 for pause in pauses:
                     log.warning("garbage collection paused the node", generation=pause.generation,
@@ -62,7 +64,7 @@ async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncItera
                 if late is not None:
                     broker.metrics["loop_stalls"] += 1
                     log.warning("event loop stalled", late_by=round(late, 3), stalls=stalls.stalls,
-                                collector=round(sum(p.seconds for p in pauses), 3))
+                                collector=round(sum(p.seconds for p in pauses), 3), where=where)
                 if collector.freeze_if_due():
                     log.debug("collector's survivors frozen", freezes=collector.freezes)
                 broker.tick(time.time())
@@ -71,8 +73,10 @@ async def ticking(broker: Broker, interval: float = TICK_INTERVAL) -> AsyncItera
                 log.exception("tick failed")
 
     collector.install()
+    sampler.start()
     try:
         async with background(tick()):
             yield collector
     finally:
+        sampler.stop()
         collector.uninstall()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from vmqpy.stall_watch import StallWatch
+from vmqpy.stall_watch import StallSampler, StallWatch
 
 
 @pytest.mark.parametrize(("times", "stalls"), [
@@ -41,3 +44,32 @@ def test_a_stall_is_reported_exactly_when_a_gap_exceeds_interval_plus_warn_after
 def test_bad_settings_are_usage_errors(interval: float, warn_after: float) -> None:
     with pytest.raises(ValueError, match="must be positive"):
         StallWatch(interval, warn_after)
+
+
+def a_long_turn(sampler: StallSampler) -> None:
+    """A loop turn that lasts until the sampler has seen it (bounded: 10 s)."""
+    deadline = time.monotonic() + 10.0
+    while not sampler.taken and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def test_the_sampler_says_where_the_loop_was_and_what_the_other_threads_did() -> None:
+    sampler = StallSampler(interval=0.01, warn_after=0.01, period=0.005)
+    idle = threading.Event()
+    worker = threading.Thread(target=idle.wait, args=(10.0,), name="a-worker", daemon=True)
+    worker.start()
+    sampler.start()
+    try:
+        assert sampler.beat() is None  # nothing taken yet
+        a_long_turn(sampler)
+        where = sampler.beat()
+    finally:
+        sampler.stop()
+        idle.set()
+        worker.join(5.0)
+    assert where is not None
+    loop_part, *others = where.split(" || ")
+    assert loop_part.startswith("tests.unit.test_stall_watch.a_long_turn:")  # the innermost frame first
+    assert "test_the_sampler_says_where" in loop_part
+    assert any(part.startswith("[a-worker] threading.Condition.wait") for part in others), others
+    assert sampler.beat() is None  # once per stall

@@ -48,6 +48,7 @@ from vmqpy.broker.stored_will import StoredWill
 from vmqpy.broker.sweeper import SubscriptionSweeper
 from vmqpy.broker.systree import is_system_topic
 from vmqpy.broker.trace import Tracers
+from vmqpy.broker.turn_budget import TURN_YIELDED
 from vmqpy.broker.wills import PendingWills
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
@@ -115,7 +116,8 @@ class Broker:
         self.stalls = StallBound(config.queue_max_stall)
         # the subscriptions of ended sessions, removed a slice a loop turn once the node sets its `schedule`
         self.sweeper = SubscriptionSweeper(self._sweep_subscription)
-        for counter in (*OVERFLOW_COUNTERS, LINGER_CUT, RETAINED_WITHHELD):  # every counter exists from the start
+        # every counter exists from the start
+        for counter in (*OVERFLOW_COUNTERS, LINGER_CUT, RETAINED_WITHHELD, TURN_YIELDED):
             self.metrics[counter] += 0
         self._feed = RouteFeed(self.node, metadata, self.router, self.sessions, self.retained, self._moved)
         self._forwards = Forwards(self.router, self.metrics, self._moved, self._backpressure, self._current_forwarder,

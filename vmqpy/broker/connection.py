@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from functools import partial
-from time import monotonic_ns
+from time import monotonic_ns, perf_counter
 from typing import Any
 
 import structlog
@@ -50,6 +50,7 @@ from vmqpy.broker.session import Session
 from vmqpy.broker.tls import certificate_identity
 from vmqpy.broker.topic_aliases import OutboundAliases
 from vmqpy.broker.trace import RECEIVED, SENT, Trace
+from vmqpy.broker.turn_budget import TURN_BUDGET, TURN_YIELDED
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
@@ -80,7 +81,7 @@ class MQTTConnection(asyncio.Protocol):
     __slots__ = (
         "__weakref__", "_abort_timer", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
         "_flush_scheduled", "_log", "_out", "_peer", "_rate", "_rate_held", "_reading_paused", "_refusing",
-        "_registering", "_retries", "_retry_timer", "_subscribing", "_timer", "_writable", "acks", "broker",
+        "_registering", "_retries", "_retry_timer", "_subscribing", "_timer", "_writable", "_yielded", "acks", "broker",
         "client_id", "closing", "config", "connect_waited", "decoder", "identity_as_username", "keep_alive",
         "keepalive_bucket", "last_received", "listener", "loop", "machine", "normal_close", "on_connected", "on_lost",
         "session", "storage", "traces", "transport", "username",
@@ -130,6 +131,7 @@ class MQTTConnection(asyncio.Protocol):
         self.acks = AckQueue(self.loop, storage, self._ack_failed)  # acknowledgements, durable and in order
         self._registering = False
         self._subscribing = False  # a SUBSCRIBE of many filters is added a slice a turn: nothing is read meanwhile
+        self._yielded = False  # its packets took a turn's budget (vmqpy.broker.turn_budget): the rest waits a turn
         self._refusing = False  # a refused login waits for its CONNACK (auth.failed_login_delay): nothing is read
         self._connect_at = 0.0  # loop time the CONNECT was read (CONNECT-to-CONNACK latency)
         self._asked_client_id = ""  # the client id the CONNECT asked for (logged when it is refused)
@@ -198,13 +200,16 @@ class MQTTConnection(asyncio.Protocol):
     def _process(self) -> None:
         """Dispatch every complete packet received (until a CONNECT starts registering)."""
         decoder = self.decoder
+        until = perf_counter() + TURN_BUDGET
         try:
             while (not self.closing and not self._registering and not self._rate_held and not self._refusing
-                   and not self._subscribing):
+                   and not self._subscribing and not self._yielded):
                 packet = decoder.next_packet()
                 if packet is NEED_DATA:
                     break
                 self._dispatch(packet)  # type: ignore[arg-type]
+                if perf_counter() > until and not self.closing and decoder.buffered():
+                    self._yield_turn()
         except UnsupportedProtocolVersion as exc:
             self.log.info("refused connect", reason=str(exc), level=exc.level)
             self._write_bytes(b"\x20\x02\x00\x01")  # CONNACK, 3.1.1 layout: unacceptable protocol version
@@ -215,6 +220,24 @@ class MQTTConnection(asyncio.Protocol):
         except Exception:
             self.log.exception("internal error on connection")
             self.protocol_error(rc.UNSPECIFIED_ERROR)
+
+    def _yield_turn(self) -> None:
+        """This client's packets took the turn's budget (vmqpy.broker.turn_budget): reading pauses, and the rest
+        of what it sent is dispatched on the next turn, after the other clients."""
+        self._yielded = True
+        self._blocked_on += 1
+        pacing.set_reading(self)
+        self.broker.metrics[TURN_YIELDED] += 1
+        self.loop.call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        if not self._yielded:
+            return
+        self._yielded = False
+        self._blocked_on -= 1
+        pacing.set_reading(self)
+        if not self.closing:
+            self._process()
 
     def connect_completed(self) -> None:
         """The CONNECT was accepted: from now on the largest packet is max_message_size (or MQTT's), no longer

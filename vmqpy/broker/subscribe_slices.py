@@ -1,19 +1,22 @@
 """A SUBSCRIBE of many filters, handled a slice a loop turn (a function of the connection driver,
 vmqpy.broker.connection, like vmqpy.broker.connect_flow).
 
-Each filter costs the node a metadata write and a routing change (about a tenth of a millisecond): one packet
-may carry 65,535 of them, seconds of work that, done in one turn, would stall every client and every cluster link
-of the node. A SUBSCRIBE of more than `SLICE` filters is judged and added `SLICE` filters a loop turn, in order,
-by the connection machine and the broker as any SUBSCRIBE is (the quota of `max_subscriptions_per_client` sees
-the filters of the slices before); meanwhile nothing more is read from that client. One SUBACK with every
-filter's reason code, in the packet's order, leaves after the last slice; the retained messages follow it, a
-slice of filters a turn too.
+Each filter costs the node a metadata write and a routing change (about 0.05 to 0.1 ms): one packet may carry
+65,535 of them, seconds of work that, done in one turn, would stall every client and every cluster link of the
+node. A SUBSCRIBE of more than `SLICED_ABOVE` filters is judged and added a slice a loop turn, in order, by the
+connection machine and the broker as any SUBSCRIBE is (the quota of `max_subscriptions_per_client` sees the
+filters of the slices before); each slice is sized to take about the turn's budget (vmqpy.broker.turn_budget:
+2 ms, at most `SLICE` filters); meanwhile nothing more is read from that client. One SUBACK with every filter's
+reason code, in the packet's order, leaves after the last slice; the retained messages follow it, a slice of
+filters a turn too.
 
-An UNSUBSCRIBE of more than `SLICE` filters is undone the same way (`unsubscribe_sliced`, `start_unsubscribe`):
-the connection machine allows it once (the netsplit policy), the broker removes `SLICE` filters a loop turn, in
-order, nothing more is read from that client meanwhile, and one UNSUBACK with every filter's reason code leaves
-after the last slice [MQTT-3.10.4-5]. Removing a subscription costs what adding one does (its metadata delete and
-routing change): 40,000 in one turn stalled the node about 3 s (tests/integration/test_subscribe_slices.py).
+An UNSUBSCRIBE of more than `SLICED_ABOVE` filters is undone the same way (`unsubscribe_sliced`,
+`start_unsubscribe`): the connection machine allows it once (the netsplit policy), the broker removes a slice of
+filters a loop turn, in order, nothing more is read from that client meanwhile, and one UNSUBACK with every
+filter's reason code leaves after the last slice [MQTT-3.10.4-5]. Removing a subscription costs what adding one
+does (its metadata delete and routing change): 40,000 in one turn stalled the node about 3 s
+(tests/integration/test_subscribe_slices.py). Slices of a fixed 256 filters took 14 to 30 ms each on a loaded
+machine, and another client's round trip waited about 60 ms behind them (test_hostile_clients.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING
 from vmqpy.broker import pacing
 from vmqpy.broker.decisions import Reply, SubscribeTo, suback_codes
 from vmqpy.broker.session import SubEntry
+from vmqpy.broker.turn_budget import SlicePace
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import RemoteProtocolError
 from vmqpy.mqtt.packets import Suback, Subscribe, Unsuback, Unsubscribe
@@ -32,9 +36,10 @@ from vmqpy.mqtt.packets import Suback, Subscribe, Unsuback, Unsubscribe
 if TYPE_CHECKING:
     from vmqpy.broker.connection import MQTTConnection
 
-__all__ = ["SLICE", "sliced", "start", "start_unsubscribe", "unsubscribe_sliced"]
+__all__ = ["SLICE", "SLICED_ABOVE", "sliced", "start", "start_unsubscribe", "unsubscribe_sliced"]
 
-SLICE = 256  # filters judged and added per loop turn (about 30 ms of work at the most)
+SLICE = 256  # filters judged and added per loop turn at the most; fewer when they take longer than the turn's budget
+SLICED_ABOVE = 16  # a packet of more filters is handled in slices (vmqpy.broker.turn_budget.SlicePace)
 
 
 @dataclass(slots=True)
@@ -43,11 +48,12 @@ class _Progress:
     position: int = 0
     codes: list[int] = field(default_factory=list)
     added: list[tuple[SubEntry, bool]] = field(default_factory=list)
+    pace: SlicePace = field(default_factory=lambda: SlicePace(SLICE))
 
 
 def sliced(packet: Subscribe) -> bool:
-    """Whether `packet` is handled in slices (more filters than one slice)."""
-    return len(packet.subscriptions) > SLICE
+    """Whether `packet` is handled in slices (more than `SLICED_ABOVE` filters)."""
+    return len(packet.subscriptions) > SLICED_ABOVE
 
 
 def start(conn: MQTTConnection, packet: Subscribe) -> None:
@@ -79,7 +85,8 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
         return
     packet = progress.packet
     begin = progress.position
-    chunk = Subscribe(packet.packet_id, packet.subscriptions[begin:begin + SLICE], packet.properties)
+    pace = progress.pace
+    chunk = Subscribe(packet.packet_id, packet.subscriptions[begin:begin + pace.start()], packet.properties)
     progress.position = begin + len(chunk.subscriptions)
     ids = packet.properties.subscription_identifiers
     for decision in conn.machine.receive(chunk, time.time()):
@@ -93,6 +100,7 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
             progress.added += added
         else:  # not expected of a SUBSCRIBE: carried out as usual
             conn._carry_out(decision)
+    pace.done(len(chunk.subscriptions))
     if progress.position < len(packet.subscriptions):
         conn.loop.call_soon(_step, conn, progress)
         return
@@ -102,7 +110,7 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
 
     def answer() -> None:
         conn.write_packet(reply)
-        _deliver_retained(conn, added, 0)
+        _deliver_retained(conn, added, 0, SlicePace(SLICE))
 
     conn.acks.after(session.persistent, answer)
     _release(conn)
@@ -110,8 +118,8 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
 
 
 def unsubscribe_sliced(packet: Unsubscribe) -> bool:
-    """Whether `packet` is undone in slices (more filters than one slice)."""
-    return len(packet.topic_filters) > SLICE
+    """Whether `packet` is undone in slices (more than `SLICED_ABOVE` filters)."""
+    return len(packet.topic_filters) > SLICED_ABOVE
 
 
 def start_unsubscribe(conn: MQTTConnection, packet: Unsubscribe) -> None:
@@ -120,24 +128,27 @@ def start_unsubscribe(conn: MQTTConnection, packet: Unsubscribe) -> None:
     conn._subscribing = True
     conn._blocked_on += 1
     pacing.set_reading(conn)
-    _unsubscribe_step(conn, packet, 0, [])
+    _unsubscribe_step(conn, packet, 0, [], SlicePace(SLICE))
 
 
-def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, codes: list[int]) -> None:
+def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, codes: list[int],
+                      pace: SlicePace) -> None:
     """One slice (a loop callback: an error ends the connection here, as `MQTTConnection._process` does)."""
     session = conn.session
     if conn.closing or session is None:
         _release(conn)
         return
+    end = begin + pace.start()
     try:
-        codes += conn.broker.unsubscribe(session, packet.topic_filters[begin:begin + SLICE])
+        codes += conn.broker.unsubscribe(session, packet.topic_filters[begin:end])
     except Exception:
         _release(conn)
         conn.log.exception("internal error on connection")
         conn.protocol_error(rc.UNSPECIFIED_ERROR)
         return
-    if begin + SLICE < len(packet.topic_filters):
-        conn.loop.call_soon(_unsubscribe_step, conn, packet, begin + SLICE, codes)
+    pace.done(len(packet.topic_filters[begin:end]))
+    if end < len(packet.topic_filters):
+        conn.loop.call_soon(_unsubscribe_step, conn, packet, end, codes, pace)
         return
     reply = Unsuback(packet.packet_id, codes)
     conn.acks.after(session.persistent, lambda: conn.write_packet(reply))
@@ -145,13 +156,16 @@ def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, cod
     conn._process()  # what the client sent meanwhile
 
 
-def _deliver_retained(conn: MQTTConnection, added: list[tuple[SubEntry, bool]], begin: int) -> None:
+def _deliver_retained(conn: MQTTConnection, added: list[tuple[SubEntry, bool]], begin: int,
+                      pace: SlicePace) -> None:
     session = conn.session
     if conn.closing or session is None:
         return
-    conn.broker.deliver_retained(session, added[begin:begin + SLICE], time.time())
-    if begin + SLICE < len(added):
-        conn.loop.call_soon(_deliver_retained, conn, added, begin + SLICE)
+    end = begin + pace.start()
+    conn.broker.deliver_retained(session, added[begin:end], time.time())
+    pace.done(len(added[begin:end]))
+    if end < len(added):
+        conn.loop.call_soon(_deliver_retained, conn, added, end, pace)
 
 
 def _release(conn: MQTTConnection) -> None:

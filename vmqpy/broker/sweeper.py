@@ -3,9 +3,10 @@
 Ending a session removes each of its subscriptions: a metadata delete and a routing change, about a tenth of a
 millisecond each. A clean session holding 65,535 subscriptions that ends (its client leaves, it expires, an
 operator ends it) was seconds of work in one loop turn, every other client and cluster link of the node waiting.
-`Broker.discard` hands the subscriptions of a session holding more than `SLICE` of them to the sweeper instead,
+`Broker.discard` hands the subscriptions of a session holding more than `AT_ONCE` of them to the sweeper instead,
 and the session is gone at once (nothing is delivered to it any more: the router finds no session of that client
-id). The sweeper removes `SLICE` of them a loop turn, oldest first.
+id). The sweeper removes a slice of them a loop turn, oldest first, each slice sized to take about the turn's
+budget (vmqpy.broker.turn_budget: 2 ms, at most `SLICE` subscriptions).
 
 While a client id has subscriptions waiting here:
 * a CONNECT of that client id waits until they are gone (`when_clear`; vmqpy.broker.connect_flow), so a new
@@ -23,23 +24,27 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["SLICE", "SubscriptionSweeper"]
+from vmqpy.broker.turn_budget import SlicePace
 
-SLICE = 256  # subscriptions removed per loop turn, as many as a SUBSCRIBE adds (vmqpy.broker.subscribe_slices)
+__all__ = ["AT_ONCE", "SLICE", "SubscriptionSweeper"]
+
+SLICE = 256  # subscriptions removed per loop turn at the most (fewer when they take longer than the turn's budget)
+AT_ONCE = 16  # a session ending with at most this many has them removed at once (as vmqpy.broker.subscribe_slices)
 
 
 class SubscriptionSweeper:
-    """Subscriptions of ended sessions, by client id, removed `SLICE` a turn through `remove(client_id, filter)`."""
+    """Subscriptions of ended sessions, by client id, removed a slice a turn through `remove(client_id, filter)`."""
 
-    __slots__ = ("_order", "_pending", "_remove", "_scheduled", "_waiters", "removed", "schedule")
+    __slots__ = ("_order", "_pace", "_pending", "_remove", "_scheduled", "_waiters", "removed", "schedule")
 
-    def __init__(self, remove: Callable[[str, str], None]) -> None:
+    def __init__(self, remove: Callable[[str, str], None], pace: SlicePace | None = None) -> None:
         self._remove = remove
         self.schedule: Callable[[Callable[[], None]], object] | None = None  # the node sets `loop.call_soon`
         self._pending: dict[str, list[str]] = {}
         self._order: deque[str] = deque()  # client ids, in the order their subscriptions came
         self._waiters: dict[str, list[Callable[[], None]]] = {}
         self._scheduled = False
+        self._pace = pace or SlicePace(SLICE)  # slices sized to the turn's budget (vmqpy.broker.turn_budget)
         self.removed = 0  # subscriptions removed by slices (not at once)
 
     def __len__(self) -> int:
@@ -51,7 +56,7 @@ class SubscriptionSweeper:
         nothing schedules slices, else a slice a turn."""
         if not filters:  # most sessions end with none: nothing to remove, nothing to wait for
             return
-        if self.schedule is None or (len(filters) <= SLICE and client_id not in self._pending):
+        if self.schedule is None or (len(filters) <= AT_ONCE and client_id not in self._pending):
             for topic_filter in filters:
                 self._remove(client_id, topic_filter)
             return
@@ -92,7 +97,7 @@ class SubscriptionSweeper:
     def step(self) -> None:
         """One slice (a loop callback)."""
         self._scheduled = False
-        budget = SLICE
+        size = budget = self._pace.start()
         while budget and self._order:
             client_id = self._order[0]
             filters = self._pending[client_id]
@@ -104,6 +109,7 @@ class SubscriptionSweeper:
                 del self._pending[client_id]
                 self._order.popleft()
                 self._cleared(client_id)
+        self._pace.done(size - budget)
         if self._order:
             self._arm()
 

@@ -109,6 +109,10 @@ class Decoder:
             raise LocalProtocolError(f"max_packet_size must be in 2..{MAX_PACKET_SIZE}")
         self._max = size
 
+    def buffered(self) -> bool:
+        """Whether bytes received are not decoded yet (the rest of a packet, or more packets)."""
+        return self._pos < len(self._buf) or bool(self._chunks)
+
     def receive_data(self, data: bytes) -> None:
         """Append bytes from the peer (b"" is a no-op). Data after an error is ignored."""
         if not data or self._error is not None:

@@ -36,6 +36,7 @@ RAW: dict[str, int | float] = {
     "broker.publish_withheld_not_authorized": 6,
     "broker.retained_not_authorized": 2,
     "broker.socket_linger_cut": 0,
+    "broker.connection_turn_yielded": 4,
     "replication_log.rotations": 9,
 }
 
@@ -57,6 +58,7 @@ def by_name(fams: list[Family]) -> dict[str, Family]:
     ("vmqpy_metadata_exchanges", [((("outcome", "completed"),), 3.0), ((("outcome", "failed"),), 1.0)]),
     ("vmqpy_publish_withheld", [((("delivery", "routed"),), 6.0), ((("delivery", "retained"),), 2.0)]),
     ("vmqpy_socket_linger_cut", [((), 0.0)]),  # exported at 0
+    ("vmqpy_connection_turn_yielded", [((), 4.0)]),
     ("vmqpy_replication_log_rotations", [((), 9.0)]),
 ])
 def test_names_and_values(name: str, samples: list[tuple[tuple[tuple[str, str], ...], float]]) -> None:

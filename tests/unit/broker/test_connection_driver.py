@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.unit.broker.test_migration import MemoryMetadata
+from vmqpy.broker import connection as connection_module
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
@@ -91,11 +93,45 @@ async def test_a_client_over_max_message_rate_is_not_read_until_the_rate_allows(
     conn.connection_lost(None)
 
 
+async def turns_until(done: Callable[[], bool], turns: int = 10_000) -> None:
+    """Let the event loop run turns (bounded) until `done()`."""
+    for _ in range(turns):
+        if done():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"not done after {turns} loop turns")
+
+
 async def test_no_rate_no_pause(storage: Storage) -> None:
     conn, transport, broker = connection(storage, Config(nodename="b"))
     conn.data_received(b"".join(encode(Publish("t", b"x"), 5) for _ in range(500)))
-    assert broker.metrics["publish_received"] == 500 and not transport.paused
+    await turns_until(lambda: broker.metrics["publish_received"] == 500)  # a turn's budget at a time
+    assert not transport.paused
     conn.connection_lost(None)
+
+
+async def test_a_client_whose_packets_take_the_turns_budget_waits_for_the_next_turn(
+        storage: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vmqpy.broker.turn_budget: once a connection's packets have taken TURN_BUDGET, it stops reading and the rest
+    of what it sent waits for the next turn, so that another client's packet goes in between (a budget of 0
+    here: one packet a turn)."""
+    monkeypatch.setattr(connection_module, "TURN_BUDGET", 0.0)
+    flood, flood_transport, broker = connection(storage, Config(nodename="b"))
+    other = MQTTConnection(broker, flood.config, None, Authenticator(True, {}), "default")
+    other_transport = FakeTransport()
+    other.connection_made(other_transport)
+    await turns_until(lambda: flood.session is not None and not flood_transport.paused)
+    other.data_received(encode(Connect("c2", protocol_level=5), 5))
+    await turns_until(lambda: other.session is not None and not other_transport.paused)
+    before = broker.metrics["publish_received"]
+    flood.data_received(b"".join(encode(Publish("t", b"%d" % i), 5) for i in range(50)))
+    assert broker.metrics["publish_received"] == before + 1 and flood_transport.paused
+    other.data_received(encode(Publish("t", b"other"), 5))
+    assert broker.metrics["publish_received"] == before + 2  # the other client is read at once
+    await turns_until(lambda: broker.metrics["publish_received"] == before + 51)
+    assert not flood_transport.paused and broker.metrics["connection_turn_yielded"] >= 49
+    flood.connection_lost(None)
+    other.connection_lost(None)
 
 
 @pytest.mark.parametrize(("level", "refusal"), [(5, 0x97), (4, 0x80)])

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vmqpy.broker.sweeper import SLICE, SubscriptionSweeper
+from vmqpy.broker.sweeper import AT_ONCE, SLICE, SubscriptionSweeper
+from vmqpy.broker.turn_budget import SlicePace
 
 
 class Loop:
@@ -31,7 +32,9 @@ class Loop:
 
 def sweeper(removed: list[tuple[str, str]], scheduled: bool = True) -> tuple[SubscriptionSweeper, Loop]:
     loop = Loop()
-    sweep = SubscriptionSweeper(lambda client_id, topic_filter: removed.append((client_id, topic_filter)))
+    # a clock that never moves: every slice after the first (16) is a whole SLICE, as on an idle machine
+    sweep = SubscriptionSweeper(lambda client_id, topic_filter: removed.append((client_id, topic_filter)),
+                                SlicePace(SLICE, clock=lambda: 0.0))
     if scheduled:
         sweep.schedule = loop.call_soon
     return sweep, loop
@@ -40,8 +43,9 @@ def sweeper(removed: list[tuple[str, str]], scheduled: bool = True) -> tuple[Sub
 @pytest.mark.parametrize(("count", "scheduled", "at_once"), [
     (0, True, 0),
     (1, True, 1),
-    (SLICE, True, SLICE),  # one slice's worth: at once, as before
-    (SLICE + 1, True, 0),  # more: nothing in the ending turn
+    (AT_ONCE, True, AT_ONCE),  # a few: at once
+    (AT_ONCE + 1, True, 0),  # more: nothing in the ending turn
+    (SLICE + 1, True, 0),
     (SLICE + 1, False, SLICE + 1),  # no scheduler: at once
     (10 * SLICE, False, 10 * SLICE),
 ])
@@ -68,7 +72,7 @@ def test_a_slice_a_turn_oldest_first_and_waiters_when_clear() -> None:
     while loop.turn():
         turns += 1
         assert len(removed) <= turns * SLICE  # never more than a slice a turn
-    assert turns == 4  # (256 + 10 + 512) / 256, rounded up
+    assert turns == 4  # 16 (the first slice), then 256 a turn: 778 in 4 turns
     assert removed == [("a", f"a/{i}") for i in range(SLICE + 10)] + [("b", f"b/{i}") for i in range(SLICE * 2)]
     assert cleared == ["nobody", "a", "b"]
     assert len(sweep) == 0 and not sweep.pending("a") and sweep.removed == len(removed)
