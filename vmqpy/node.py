@@ -107,7 +107,10 @@ class Node:
             links = None if network is None else ReplicaLinks(network, incarnations)
             metadata = await stack.enter_async_context(self._metadata(storage, incarnation, links))
             broker = self.broker = Broker(self.config, SessionStore(storage), metadata, policy=self.policy)
-            broker.sweeper.schedule = loop.call_soon  # ended sessions' subscriptions: a slice a loop turn
+            broker.lane.schedule = loop.call_soon  # deferred work: a millisecond a loop turn (turn_budget)
+            lane = broker.lane
+            # ended sessions' subscriptions: a slice a step of the bulk lane
+            broker.sweeper.schedule = lambda step: lane.add(step, loop.call_soon)
             broker.router.shared_policy = self.config.shared_subscription_policy
             # The ACL and password files in force before the sessions are restored (a file that cannot be used
             # stops the start): a restored session's subscriptions the ACL no longer allows go at once.

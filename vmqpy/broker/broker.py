@@ -48,7 +48,7 @@ from vmqpy.broker.stored_will import StoredWill
 from vmqpy.broker.sweeper import SubscriptionSweeper
 from vmqpy.broker.systree import is_system_topic
 from vmqpy.broker.trace import Tracers
-from vmqpy.broker.turn_budget import TURN_YIELDED
+from vmqpy.broker.turn_budget import TURN_YIELDED, BulkLane
 from vmqpy.broker.wills import PendingWills
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
@@ -116,6 +116,9 @@ class Broker:
         self.stalls = StallBound(config.queue_max_stall)
         # the subscriptions of ended sessions, removed a slice a loop turn once the node sets its `schedule`
         self.sweeper = SubscriptionSweeper(self._sweep_subscription)
+        # deferred work (a client's packets beyond a turn's budget, slices of bulk jobs), a millisecond a loop turn
+        # in all once the node sets its `schedule` (vmqpy.broker.turn_budget)
+        self.lane = BulkLane()
         # every counter exists from the start
         for counter in (*OVERFLOW_COUNTERS, LINGER_CUT, RETAINED_WITHHELD, TURN_YIELDED):
             self.metrics[counter] += 0

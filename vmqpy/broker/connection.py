@@ -50,7 +50,7 @@ from vmqpy.broker.session import Session
 from vmqpy.broker.tls import certificate_identity
 from vmqpy.broker.topic_aliases import OutboundAliases
 from vmqpy.broker.trace import RECEIVED, SENT, Trace
-from vmqpy.broker.turn_budget import TURN_BUDGET, TURN_YIELDED
+from vmqpy.broker.turn_budget import TURN_BUDGET, TURN_YIELDED, YIELDED_READ_LIMIT
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
@@ -81,7 +81,8 @@ class MQTTConnection(asyncio.Protocol):
     __slots__ = (
         "__weakref__", "_abort_timer", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
         "_flush_scheduled", "_log", "_out", "_peer", "_rate", "_rate_held", "_reading_paused", "_refusing",
-        "_registering", "_retries", "_retry_timer", "_subscribing", "_timer", "_writable", "_yielded", "acks", "broker",
+        "_registering", "_retries", "_retry_timer", "_subscribing", "_timer", "_writable", "_yield_paused", "_yielded",
+        "acks", "broker",
         "client_id", "closing", "config", "connect_waited", "decoder", "identity_as_username", "keep_alive",
         "keepalive_bucket", "last_received", "listener", "loop", "machine", "normal_close", "on_connected", "on_lost",
         "session", "storage", "traces", "transport", "username",
@@ -131,7 +132,8 @@ class MQTTConnection(asyncio.Protocol):
         self.acks = AckQueue(self.loop, storage, self._ack_failed)  # acknowledgements, durable and in order
         self._registering = False
         self._subscribing = False  # a SUBSCRIBE of many filters is added a slice a turn: nothing is read meanwhile
-        self._yielded = False  # its packets took a turn's budget (vmqpy.broker.turn_budget): the rest waits a turn
+        self._yielded = False  # its packets took a turn's budget: the rest waits in the bulk lane (turn_budget)
+        self._yield_paused = False  # meanwhile it read YIELDED_READ_LIMIT bytes more: reading paused
         self._refusing = False  # a refused login waits for its CONNACK (auth.failed_login_delay): nothing is read
         self._connect_at = 0.0  # loop time the CONNECT was read (CONNECT-to-CONNACK latency)
         self._asked_client_id = ""  # the client id the CONNECT asked for (logged when it is refused)
@@ -195,6 +197,9 @@ class MQTTConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_received = self.loop.time()
         self.decoder.receive_data(data)
+        if self._yielded:  # what it sent before waits in the bulk lane: this waits behind it
+            self._hold_reading()
+            return
         self._process()
 
     def _process(self) -> None:
@@ -222,22 +227,31 @@ class MQTTConnection(asyncio.Protocol):
             self.protocol_error(rc.UNSPECIFIED_ERROR)
 
     def _yield_turn(self) -> None:
-        """This client's packets took the turn's budget (vmqpy.broker.turn_budget): reading pauses, and the rest
-        of what it sent is dispatched on the next turn, after the other clients."""
+        """This client's packets took the turn's budget (vmqpy.broker.turn_budget): the rest of what it sent is
+        dispatched by the node's bulk lane, a budget's worth a turn, after the other clients' packets."""
         self._yielded = True
-        self._blocked_on += 1
-        pacing.set_reading(self)
         self.broker.metrics[TURN_YIELDED] += 1
-        self.loop.call_soon(self._next_turn)
+        self._hold_reading()
+        self.broker.lane.add(self._next_turn, self.loop.call_soon)
+
+    def _hold_reading(self) -> None:
+        """Stop reading a client waiting in the lane once it holds YIELDED_READ_LIMIT bytes not dispatched."""
+        if not self._yield_paused and self.decoder.buffered_bytes() > YIELDED_READ_LIMIT:
+            self._yield_paused = True
+            self._blocked_on += 1
+            pacing.set_reading(self)
 
     def _next_turn(self) -> None:
+        """The lane's step of a client that yielded: a budget's worth of what it sent (then back in the lane)."""
         if not self._yielded:
             return
         self._yielded = False
-        self._blocked_on -= 1
-        pacing.set_reading(self)
         if not self.closing:
             self._process()
+        if not self._yielded and self._yield_paused:  # all dispatched (or it is gone): read again
+            self._yield_paused = False
+            self._blocked_on -= 1
+            pacing.set_reading(self)
 
     def connect_completed(self) -> None:
         """The CONNECT was accepted: from now on the largest packet is max_message_size (or MQTT's), no longer

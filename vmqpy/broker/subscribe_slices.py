@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from vmqpy.broker import pacing
@@ -102,7 +103,7 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
             conn._carry_out(decision)
     pace.done(len(chunk.subscriptions))
     if progress.position < len(packet.subscriptions):
-        conn.loop.call_soon(_step, conn, progress)
+        conn.broker.lane.add(partial(_step, conn, progress), conn.loop.call_soon)
         return
     conn.broker.metrics["mqtt_subscribe_received"] += 1
     reply = Suback(packet.packet_id, progress.codes)
@@ -148,7 +149,7 @@ def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, cod
         return
     pace.done(len(packet.topic_filters[begin:end]))
     if end < len(packet.topic_filters):
-        conn.loop.call_soon(_unsubscribe_step, conn, packet, end, codes, pace)
+        conn.broker.lane.add(partial(_unsubscribe_step, conn, packet, end, codes, pace), conn.loop.call_soon)
         return
     reply = Unsuback(packet.packet_id, codes)
     conn.acks.after(session.persistent, lambda: conn.write_packet(reply))
@@ -165,7 +166,7 @@ def _deliver_retained(conn: MQTTConnection, added: list[tuple[SubEntry, bool]], 
     conn.broker.deliver_retained(session, added[begin:end], time.time())
     pace.done(len(added[begin:end]))
     if end < len(added):
-        conn.loop.call_soon(_deliver_retained, conn, added, end, pace)
+        conn.broker.lane.add(partial(_deliver_retained, conn, added, end, pace), conn.loop.call_soon)
 
 
 def _release(conn: MQTTConnection) -> None:

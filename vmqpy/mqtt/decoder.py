@@ -113,6 +113,10 @@ class Decoder:
         """Whether bytes received are not decoded yet (the rest of a packet, or more packets)."""
         return self._pos < len(self._buf) or bool(self._chunks)
 
+    def buffered_bytes(self) -> int:
+        """How many bytes received are not decoded yet."""
+        return len(self._buf) - self._pos + self._pending
+
     def receive_data(self, data: bytes) -> None:
         """Append bytes from the peer (b"" is a no-op). Data after an error is ignored."""
         if not data or self._error is not None:

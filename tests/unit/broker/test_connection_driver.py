@@ -112,24 +112,28 @@ async def test_no_rate_no_pause(storage: Storage) -> None:
 
 async def test_a_client_whose_packets_take_the_turns_budget_waits_for_the_next_turn(
         storage: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
-    """vmqpy.broker.turn_budget: once a connection's packets have taken TURN_BUDGET, it stops reading and the rest
-    of what it sent waits for the next turn, so that another client's packet goes in between (a budget of 0
-    here: one packet a turn)."""
+    """vmqpy.broker.turn_budget: once a connection's packets have taken TURN_BUDGET, the rest of what it sent
+    waits for a later turn, so that another client's packet goes first (a budget of 0 here: one packet a turn);
+    its socket is read on until it holds YIELDED_READ_LIMIT bytes not dispatched."""
     monkeypatch.setattr(connection_module, "TURN_BUDGET", 0.0)
+    monkeypatch.setattr(connection_module, "YIELDED_READ_LIMIT", 1024)
     flood, flood_transport, broker = connection(storage, Config(nodename="b"))
     other = MQTTConnection(broker, flood.config, None, Authenticator(True, {}), "default")
     other_transport = FakeTransport()
     other.connection_made(other_transport)
-    await turns_until(lambda: flood.session is not None and not flood_transport.paused)
+    await turns_until(lambda: flood.session is not None and not flood._yielded)
     other.data_received(encode(Connect("c2", protocol_level=5), 5))
-    await turns_until(lambda: other.session is not None and not other_transport.paused)
+    await turns_until(lambda: other.session is not None and not other._yielded)
     before = broker.metrics["publish_received"]
-    flood.data_received(b"".join(encode(Publish("t", b"%d" % i), 5) for i in range(50)))
+    flood.data_received(b"".join(encode(Publish("t", b"%d" % i), 5) for i in range(50)))  # about 300 bytes
+    assert broker.metrics["publish_received"] == before + 1 and not flood_transport.paused
+    flood.data_received(b"".join(encode(Publish("t", b"x" * 100), 5) for i in range(10)))  # over the limit now
     assert broker.metrics["publish_received"] == before + 1 and flood_transport.paused
     other.data_received(encode(Publish("t", b"other"), 5))
-    assert broker.metrics["publish_received"] == before + 2  # the other client is read at once
-    await turns_until(lambda: broker.metrics["publish_received"] == before + 51)
-    assert not flood_transport.paused and broker.metrics["connection_turn_yielded"] >= 49
+    assert broker.metrics["publish_received"] == before + 2  # the other client is read and dispatched at once
+    await turns_until(lambda: broker.metrics["publish_received"] == before + 61)
+    await turns_until(lambda: not flood_transport.paused)  # all dispatched: read again
+    assert broker.metrics["connection_turn_yielded"] >= 59
     flood.connection_lost(None)
     other.connection_lost(None)
 

@@ -1,11 +1,14 @@
-"""The size of a bulk job's slices (vmqpy.broker.turn_budget.SlicePace): as many items as fit in the turn's
-budget at the time per item measured so far, between 1 and `most`."""
+"""vmqpy.broker.turn_budget: the size of a bulk job's slices (`SlicePace`: as many items as fit in the lane's
+budget at the time per item measured so far, between 1 and `most`) and the bulk lane (`BulkLane`: its steps round
+robin, at most its budget a loop turn)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from vmqpy.broker.turn_budget import TURN_BUDGET, SlicePace
+from vmqpy.broker.turn_budget import LANE_BUDGET, BulkLane, SlicePace
 
 
 class Clock:
@@ -18,10 +21,10 @@ class Clock:
 
 @pytest.mark.parametrize(("per_item", "expected"), [
     (0.0, 256),  # free: the most a slice takes
-    (TURN_BUDGET / 1000, 256),  # 1,000 would fit: capped at `most`
-    (TURN_BUDGET / 20, 20),
-    (TURN_BUDGET / 2.5, 2),
-    (TURN_BUDGET * 3, 1),  # one item takes longer than the budget: one a slice, never none
+    (LANE_BUDGET / 1000, 256),  # 1,000 would fit: capped at `most`
+    (LANE_BUDGET / 20, 20),
+    (LANE_BUDGET / 2.5, 2),
+    (LANE_BUDGET * 3, 1),  # one item takes longer than the budget: one a slice, never none
 ])
 def test_the_next_slice_fits_the_budget(per_item: float, expected: int) -> None:
     clock = Clock()
@@ -54,3 +57,87 @@ def test_an_empty_slice_teaches_nothing_and_bad_bounds_are_refused() -> None:
     for most, first, budget in ((0, 1, 1.0), (1, 0, 1.0), (1, 1, 0.0)):
         with pytest.raises(ValueError):
             SlicePace(most, budget=budget, first=first)
+
+
+class Turns:
+    """A loop that runs what is scheduled one turn at a time."""
+
+    def __init__(self) -> None:
+        self.ready: list[Callable[[], None]] = []
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        self.ready.append(callback)
+
+    def turn(self) -> int:
+        ready, self.ready = self.ready, []
+        for callback in ready:
+            callback()
+        return len(ready)
+
+
+def test_the_lane_runs_its_steps_round_robin_within_its_budget_a_turn() -> None:
+    """Each step costs 0.3 s of a fake clock and the lane's budget is 1 s: at most 4 steps a turn (the step that
+    passes the budget ends its turn), in the order they came; a step that adds itself again goes to the back."""
+    clock = Clock()
+    turns = Turns()
+    lane = BulkLane(budget=1.0, clock=clock)
+    lane.schedule = turns.call_soon
+    ran: list[str] = []
+    left = {"a": 3, "b": 1, "c": 2}
+
+    def step(name: str) -> Callable[[], None]:
+        def run() -> None:
+            clock.now += 0.3
+            ran.append(name)
+            left[name] -= 1
+            if left[name]:
+                lane.add(run, turns.call_soon)
+        return run
+
+    for name in "abc":
+        lane.add(step(name), turns.call_soon)
+    assert len(turns.ready) == 1  # one lane callback a turn, however many steps
+    per_turn = []
+    for _ in range(10):
+        before = len(ran)
+        if not turns.turn():
+            break
+        per_turn.append(len(ran) - before)
+    assert per_turn == [3, 2, 1]  # those waiting at the start of each turn (4 would fit), re-added ones next turn
+    assert ran == ["a", "b", "c", "a", "c", "a"]
+    assert len(lane) == 0
+
+
+def test_a_lane_over_budget_leaves_the_rest_for_the_next_turn_and_survives_a_failing_step() -> None:
+    clock = Clock()
+    turns = Turns()
+    lane = BulkLane(budget=1.0, clock=clock)
+    lane.schedule = turns.call_soon
+    ran: list[int] = []
+
+    def slow(n: int) -> Callable[[], None]:
+        def run() -> None:
+            clock.now += 0.6
+            ran.append(n)
+            if n == 1:
+                raise RuntimeError("a bug in one step")
+        return run
+
+    for n in range(5):
+        lane.add(slow(n), turns.call_soon)
+    turns.turn()
+    assert ran == [0, 1]  # 1.2 s: over the budget after the second
+    turns.turn()
+    assert ran == [0, 1, 2, 3]
+    turns.turn()
+    assert ran == [0, 1, 2, 3, 4] and not turns.ready and len(lane) == 0
+
+
+def test_without_a_schedule_each_step_takes_the_fallback() -> None:
+    turns = Turns()
+    lane = BulkLane()
+    ran: list[int] = []
+    lane.add(lambda: ran.append(1), turns.call_soon)
+    assert len(turns.ready) == 1 and len(lane) == 0
+    turns.turn()
+    assert ran == [1]
