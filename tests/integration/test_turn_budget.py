@@ -61,5 +61,6 @@ def test_a_flood_in_one_write_lets_other_clients_go_on(node: Broker, http_port: 
         dispatched = time.monotonic()
         answered = trips.between(sent, dispatched)
     flooder.close()
+    print(f"\n{answered} round trips answered in {dispatched - sent:.2f} s while {FLOOD} packets were dispatched")
     assert answered >= WHILE_FLOODED, f"only {answered} round trips answered while the node dispatched {FLOOD} packets"
     assert public_metrics(http_port, [YIELDED])[YIELDED] > 0
