@@ -116,7 +116,7 @@ class Broker:
         self.stalls = StallBound(config.queue_max_stall)
         # the subscriptions of ended sessions, removed a slice a loop turn once the node sets its `schedule`
         self.sweeper = SubscriptionSweeper(self._sweep_subscription)
-        # deferred work (a client's packets beyond a turn's budget, slices of bulk jobs), a millisecond a loop turn
+        # deferred work (a client's packets beyond a turn's budget, slices of bulk jobs), 0.5 ms a loop turn
         # in all once the node sets its `schedule` (vmqpy.broker.turn_budget)
         self.lane = BulkLane()
         # every counter exists from the start

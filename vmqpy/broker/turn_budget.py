@@ -13,7 +13,7 @@ milliseconds per packet). Three parts keep a turn short and the light clients fi
   SUBSCRIBE or UNSUBSCRIBE, the retained messages they match, the subscriptions of an ended session), wait in
   one queue of the node. Each loop turn runs its steps in turn, round robin, until `LANE_BUDGET` seconds have
   gone in all; what is left waits for the next turn. So however many clients flood the node at once, a turn
-  spends about a millisecond on their backlog, and the packets of the other clients are read and answered in
+  spends about half a millisecond on their backlog (and up to `TURN_BUDGET` on each one's newly read packets), and the packets of the other clients are read and answered in
   every turn.
 * `SlicePace`: a bulk job's slices are sized so that each takes about `LANE_BUDGET`, learnt from the time per
   item of the slices before (vmqpy.broker.subscribe_slices, vmqpy.broker.sweeper).
@@ -35,7 +35,7 @@ __all__ = ["LANE_BUDGET", "TURN_BUDGET", "TURN_YIELDED", "YIELDED_READ_LIMIT", "
 
 log = structlog.get_logger("vmqpy.turn_budget")
 
-TURN_BUDGET = 0.002  # seconds of one client's packets (or one slice of a bulk job) before the rest waits
+TURN_BUDGET = 0.002  # seconds of one client's packets in a turn before the rest waits in the lane
 LANE_BUDGET = 0.0005  # seconds of the bulk lane's steps, in all, in one loop turn
 YIELDED_READ_LIMIT = 64 * 1024  # bytes a client waiting in the lane may have read and not dispatched
 TURN_YIELDED = "connection_turn_yielded"  # the counter of turns a connection gave up for the next one
