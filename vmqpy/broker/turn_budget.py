@@ -13,8 +13,8 @@ milliseconds per packet). Three parts keep a turn short and the light clients fi
   SUBSCRIBE or UNSUBSCRIBE, the retained messages they match, the subscriptions of an ended session), wait in
   one queue of the node. Each loop turn runs its steps in turn, round robin, until `LANE_BUDGET` seconds have
   gone in all; what is left waits for the next turn. So however many clients flood the node at once, a turn
-  spends about half a millisecond on their backlog (and up to `TURN_BUDGET` on each one's newly read packets), and the packets of the other clients are read and answered in
-  every turn.
+  spends about half a millisecond on their backlog (and up to `TURN_BUDGET` on each one's newly read packets),
+  and the packets of the other clients are read and answered in every turn.
 * `SlicePace`: a bulk job's slices are sized so that each takes about `LANE_BUDGET`, learnt from the time per
   item of the slices before (vmqpy.broker.subscribe_slices, vmqpy.broker.sweeper).
 
