@@ -852,3 +852,47 @@ def cli_pub(port: int, topic: str, message: str, version: int, extra: list[str] 
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, f"{cmd} -> {res.returncode}: {res.stdout} {res.stderr}"
     return res
+
+
+class RoundTrips:
+    """A well-behaved client doing PINGREQ and QoS 1 PUBLISH (to its own subscription) round trips on the node at
+    `port`, one after the other, in a thread: the end time of each (`between` counts them in a window)."""
+
+    def __init__(self, port: int) -> None:
+        self.client = RawClient(port, version=5)
+        self.client.connect("well-behaved")
+        self.client.subscribe(("rt/echo", 1))
+        self.done: list[float] = []
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            for n in range(1_000_000):
+                if self._stop.is_set():
+                    return
+                if n % 2:
+                    self.client.send(enc_pingreq())
+                    self.client.expect(PINGRESP, 120)
+                else:
+                    self.client.publish("rt/echo", b"x", qos=1, timeout=120)  # waits for its PUBACK
+                    message = self.client.expect(PUBLISH, 120)
+                    self.client.ack(message)
+                self.done.append(time.monotonic())
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    def __enter__(self) -> RoundTrips:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(130)
+        self.client.close()
+        assert not self._thread.is_alive(), "the well-behaved client's round trip never ended"
+        assert self.error is None, f"the well-behaved client failed: {self.error!r}"
+
+    def between(self, start: float, end: float) -> int:
+        return sum(1 for t in list(self.done) if start < t < end)

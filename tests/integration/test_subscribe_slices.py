@@ -10,7 +10,6 @@ answered none of them until the SUBACK). The SUBACK carries every filter's code 
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,13 +18,12 @@ from pathlib import Path
 import pytest
 
 from tests.integration.clients import (
-    PINGRESP,
     PUBLISH,
     SUBACK,
     UNSUBACK,
     RawClient,
+    RoundTrips,
     enc_disconnect,
-    enc_pingreq,
     enc_subscribe,
     enc_unsubscribe,
 )
@@ -51,57 +49,13 @@ def start_node(workdir: Path, started: list[Broker], **extra: str) -> Broker:
     return broker.start()
 
 
-class RoundTrips:
-    """A well-behaved client doing PINGREQ and QoS 1 PUBLISH (to its own subscription) round trips, one after the
-    other, in a thread: the end time of each."""
-
-    def __init__(self, node: Broker) -> None:
-        self.client = RawClient(node.port, version=5)
-        self.client.connect("well-behaved")
-        self.client.subscribe(("rt/echo", 1))
-        self.done: list[float] = []
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            for n in range(1_000_000):
-                if self._stop.is_set():
-                    return
-                if n % 2:
-                    self.client.send(enc_pingreq())
-                    self.client.expect(PINGRESP, 120)
-                else:
-                    self.client.publish("rt/echo", b"x", qos=1, timeout=120)  # waits for its PUBACK
-                    message = self.client.expect(PUBLISH, 120)
-                    self.client.ack(message)
-                self.done.append(time.monotonic())
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
-
-    def __enter__(self) -> RoundTrips:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(130)
-        self.client.close()
-        assert not self._thread.is_alive(), "the well-behaved client's round trip never ended"
-        assert self.error is None, f"the well-behaved client failed: {self.error!r}"
-
-    def between(self, start: float, end: float) -> int:
-        return sum(1 for t in list(self.done) if start < t < end)
-
-
 def test_a_subscribe_of_65535_filters_lets_other_clients_go_on(tmp_path: Path, started: list[Broker]) -> None:
     node = start_node(tmp_path, started)
     big = RawClient(node.port, version=5)
     big.connect("big")
     filters = [("a/#/b" if i in INVALID_AT else f"f/{i}", 0) for i in range(FILTERS)]
     packet = enc_subscribe(1, filters, version=5)
-    with RoundTrips(node) as trips:
+    with RoundTrips(node.port) as trips:
         deadline = time.monotonic() + 30
         while len(trips.done) < 3 and time.monotonic() < deadline:  # it runs before the SUBSCRIBE is sent
             time.sleep(0.01)
@@ -182,7 +136,7 @@ def test_undoing_many_subscriptions_lets_other_clients_go_on(tmp_path: Path, sta
     big.connect("big")
     big.send(enc_subscribe(1, [(f"g/{i}", 0) for i in range(REMOVED)], version=5))
     assert big.expect(SUBACK, 120).reason_codes == [0] * REMOVED
-    with RoundTrips(node) as trips:
+    with RoundTrips(node.port) as trips:
         deadline = time.monotonic() + 30
         while len(trips.done) < 3 and time.monotonic() < deadline:  # it runs before the removal starts
             time.sleep(0.01)

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clients import PINGRESP, RawClient, enc_pingreq, enc_publish
+from tests.integration.clients import PINGRESP, RawClient, RoundTrips, enc_pingreq, enc_publish
 from tests.integration.conftest import Broker, broker_kind, free_port, public_metrics
-from tests.integration.test_subscribe_slices import RoundTrips
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's turn budget")]
 
@@ -50,7 +49,7 @@ def test_a_flood_in_one_write_lets_other_clients_go_on(node: Broker, http_port: 
     flooder = RawClient(node.port, version=5)
     flooder.connect("flooder")
     flood = enc_publish("nobody/listens", b"x", version=5) * FLOOD + enc_pingreq()
-    with RoundTrips(node) as trips:
+    with RoundTrips(node.port) as trips:
         deadline = time.monotonic() + 30
         while len(trips.done) < 3 and time.monotonic() < deadline:  # it runs before the flood starts
             time.sleep(0.01)

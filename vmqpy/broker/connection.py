@@ -236,7 +236,7 @@ class MQTTConnection(asyncio.Protocol):
 
     def _hold_reading(self) -> None:
         """Stop reading a client waiting in the lane once it holds YIELDED_READ_LIMIT bytes not dispatched."""
-        if not self._yield_paused and self.decoder.buffered_bytes() > YIELDED_READ_LIMIT:
+        if not self._yield_paused and self.decoder.buffered() > YIELDED_READ_LIMIT:
             self._yield_paused = True
             self._blocked_on += 1
             pacing.set_reading(self)

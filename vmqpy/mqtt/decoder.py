@@ -109,12 +109,9 @@ class Decoder:
             raise LocalProtocolError(f"max_packet_size must be in 2..{MAX_PACKET_SIZE}")
         self._max = size
 
-    def buffered(self) -> bool:
-        """Whether bytes received are not decoded yet (the rest of a packet, or more packets)."""
-        return self._pos < len(self._buf) or bool(self._chunks)
-
-    def buffered_bytes(self) -> int:
-        """How many bytes received are not decoded yet."""
+    def buffered(self) -> int:
+        """How many bytes received are not decoded yet (the rest of a packet, or more packets), as the cluster
+        links' frame decoder says it."""
         return len(self._buf) - self._pos + self._pending
 
     def receive_data(self, data: bytes) -> None:

@@ -5,8 +5,6 @@ scheduler, or for a slice's worth, everything goes at once. The loop is a list o
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,20 +12,7 @@ from hypothesis import strategies as st
 from vmqpy.broker.sweeper import AT_ONCE, SLICE, SubscriptionSweeper
 from vmqpy.broker.turn_budget import SlicePace
 
-
-class Loop:
-    def __init__(self) -> None:
-        self.ready: list[Callable[[], None]] = []
-
-    def call_soon(self, callback: Callable[[], None]) -> None:
-        self.ready.append(callback)
-
-    def turn(self) -> bool:
-        """Run what was scheduled before this turn; whether anything ran."""
-        ready, self.ready = self.ready, []
-        for callback in ready:
-            callback()
-        return bool(ready)
+from .turns import Loop
 
 
 def sweeper(removed: list[tuple[str, str]], scheduled: bool = True) -> tuple[SubscriptionSweeper, Loop]:

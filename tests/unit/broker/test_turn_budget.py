@@ -10,6 +10,8 @@ import pytest
 
 from vmqpy.broker.turn_budget import LANE_BUDGET, BulkLane, SlicePace
 
+from .turns import Loop
+
 
 class Clock:
     def __init__(self) -> None:
@@ -59,27 +61,11 @@ def test_an_empty_slice_teaches_nothing_and_bad_bounds_are_refused() -> None:
             SlicePace(most, budget=budget, first=first)
 
 
-class Turns:
-    """A loop that runs what is scheduled one turn at a time."""
-
-    def __init__(self) -> None:
-        self.ready: list[Callable[[], None]] = []
-
-    def call_soon(self, callback: Callable[[], None]) -> None:
-        self.ready.append(callback)
-
-    def turn(self) -> int:
-        ready, self.ready = self.ready, []
-        for callback in ready:
-            callback()
-        return len(ready)
-
-
 def test_the_lane_runs_its_steps_round_robin_within_its_budget_a_turn() -> None:
     """Each step costs 0.3 s of a fake clock and the lane's budget is 1 s: at most 4 steps a turn (the step that
     passes the budget ends its turn), in the order they came; a step that adds itself again goes to the back."""
     clock = Clock()
-    turns = Turns()
+    turns = Loop()
     lane = BulkLane(budget=1.0, clock=clock)
     lane.schedule = turns.call_soon
     ran: list[str] = []
@@ -110,7 +96,7 @@ def test_the_lane_runs_its_steps_round_robin_within_its_budget_a_turn() -> None:
 
 def test_a_lane_over_budget_leaves_the_rest_for_the_next_turn_and_survives_a_failing_step() -> None:
     clock = Clock()
-    turns = Turns()
+    turns = Loop()
     lane = BulkLane(budget=1.0, clock=clock)
     lane.schedule = turns.call_soon
     ran: list[int] = []
@@ -134,7 +120,7 @@ def test_a_lane_over_budget_leaves_the_rest_for_the_next_turn_and_survives_a_fai
 
 
 def test_without_a_schedule_each_step_takes_the_fallback() -> None:
-    turns = Turns()
+    turns = Loop()
     lane = BulkLane()
     ran: list[int] = []
     lane.add(lambda: ran.append(1), turns.call_soon)
