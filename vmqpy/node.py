@@ -129,6 +129,9 @@ class Node:
             await stack.enter_async_context(self._systree(broker, facade))
             await stack.enter_async_context(self._access_reload(broker))
             await stack.enter_async_context(self._admin_api(facade))
+            # once the listeners are closed (their sessions ended), the subscriptions still waiting to be swept go
+            # before the cluster and the metadata store close (vmqpy.broker.sweeper)
+            stack.callback(broker.sweeper.drain)
             await stack.enter_async_context(self._listeners(broker, storage))
             if self.cluster is not None and self.config.persistent_session_placement == "assigned":
                 self._assign_servers(broker, metadata)

@@ -206,6 +206,7 @@ class MQTTConnection(asyncio.Protocol):
         """Dispatch every complete packet received (until a CONNECT starts registering)."""
         decoder = self.decoder
         until = perf_counter() + TURN_BUDGET
+        queued = len(self._out)
         try:
             while (not self.closing and not self._registering and not self._rate_held and not self._refusing
                    and not self._subscribing and not self._yielded):
@@ -225,6 +226,8 @@ class MQTTConnection(asyncio.Protocol):
         except Exception:
             self.log.exception("internal error on connection")
             self.protocol_error(rc.UNSPECIFIED_ERROR)
+        if len(self._out) > queued:  # its answers leave now, not after the turn's later callbacks (the bulk lane)
+            self._flush()
 
     def _yield_turn(self) -> None:
         """This client's packets took the turn's budget (vmqpy.broker.turn_budget): the rest of what it sent is
@@ -312,7 +315,8 @@ class MQTTConnection(asyncio.Protocol):
     # ------------------------------------------------------------------------------------------ writing, closing
 
     def _write_bytes(self, data: bytes) -> None:
-        """Queue bytes; everything queued in one pass of the event loop leaves in one write."""
+        """Queue bytes; everything queued in one pass of the event loop leaves in one write (the answers to a
+        client's own packets leave as soon as they are dispatched: `_process`)."""
         self._out.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True

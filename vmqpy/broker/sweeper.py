@@ -13,6 +13,7 @@ While a client id has subscriptions waiting here:
   session never receives what the old one subscribed to;
 * a session of that client id made here otherwise (handed over by another node, adopted offline, or a clean start
   replacing a live session in the same registration) first has them removed at once (`flush`), as before;
+* a node that stops removes what is still waiting before its metadata store closes (`drain`);
 * a subscription is only removed when no session here holds that filter again and its record still names this
   node (`Broker`'s remover decides): another node's newer record of the key is not touched.
 
@@ -93,6 +94,13 @@ class SubscriptionSweeper:
         while filters:
             self._remove(client_id, filters.pop())
         self._cleared(client_id)
+
+    def drain(self) -> None:
+        """Remove every waiting subscription now, oldest first: the node is stopping (its listeners are closed),
+        and a slice left for a later turn would find the metadata store closed; its peers would keep routing the
+        filters to it until it came back."""
+        while self._order:
+            self.flush(self._order[0])
 
     def step(self) -> None:
         """One slice (a loop callback)."""

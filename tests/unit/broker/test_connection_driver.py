@@ -20,7 +20,17 @@ from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.config import Config
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
-from vmqpy.mqtt.packets import Connack, Connect, Packet, Publish, Suback, SubOptions, Subscribe, Subscription
+from vmqpy.mqtt.packets import (
+    Connack,
+    Connect,
+    Packet,
+    Puback,
+    Publish,
+    Suback,
+    SubOptions,
+    Subscribe,
+    Subscription,
+)
 from vmqpy.storage import Storage
 
 
@@ -136,6 +146,22 @@ async def test_a_client_whose_packets_take_the_turns_budget_waits_for_the_next_t
     assert broker.metrics["connection_turn_yielded"] >= 59
     flood.connection_lost(None)
     other.connection_lost(None)
+
+
+async def test_a_clients_answers_leave_when_its_packets_are_dispatched(storage: Storage) -> None:
+    """The PUBACK of a client's PUBLISH is written in the callback that read it, not in a later callback of the
+    loop turn, where it would wait behind the bulk lane's share (vmqpy.broker.turn_budget)."""
+    conn, transport, _broker = connection(storage, Config(nodename="b"))
+    await turns_until(lambda: conn.session is not None)
+    before = len(await received(transport, 5))  # the CONNACK
+    conn.data_received(encode(Publish("t", b"x", qos=1, packet_id=7), 5))
+    decoder = Decoder(server=False, protocol_level=5)
+    decoder.receive_data(bytes(transport.written))  # no loop turn since: what the callback wrote
+    packets = []
+    while (packet := decoder.next_packet()) is not NEED_DATA:
+        packets.append(packet)
+    assert packets[before:] == [Puback(7)]
+    conn.connection_lost(None)
 
 
 @pytest.mark.parametrize(("level", "refusal"), [(5, 0x97), (4, 0x80)])

@@ -79,6 +79,22 @@ def test_flush_removes_one_client_id_at_once_and_the_rest_keeps_its_pace() -> No
     assert removed[SLICE * 2:] == [("a", f"a/{i}") for i in range(SLICE * 2)]
 
 
+def test_drain_removes_everything_waiting_oldest_first_and_runs_the_waiters() -> None:
+    removed: list[tuple[str, str]] = []
+    sweep, loop = sweeper(removed)
+    sweep.add("a", [f"a/{i}" for i in range(SLICE * 2)])
+    sweep.add("b", [f"b/{i}" for i in range(SLICE + 1)])
+    loop.turn()  # a first slice of a's
+    cleared: list[str] = []
+    sweep.when_clear("b", lambda: cleared.append("b"))
+    sweep.drain()
+    assert removed == [("a", f"a/{i}") for i in range(SLICE * 2)] + [("b", f"b/{i}") for i in range(SLICE + 1)]
+    assert cleared == ["b"] and len(sweep) == 0 and not sweep.pending("a")
+    while loop.turn():  # the slice already scheduled finds nothing
+        pass
+    assert len(removed) == SLICE * 3 + 1
+
+
 def test_a_second_session_of_the_same_client_id_queues_behind_the_first() -> None:
     removed: list[tuple[str, str]] = []
     sweep, loop = sweeper(removed)
