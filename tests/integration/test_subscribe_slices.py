@@ -191,13 +191,13 @@ def test_a_sliced_unsubscribe_answers_every_filter_in_order_and_stops_their_mess
 
 
 def test_a_connect_waits_for_the_old_sessions_subscriptions_to_go(tmp_path: Path, started: list[Broker]) -> None:
-    """A clean session holding 65,535 subscriptions ends and its client id connects again at once: the new
+    """A clean session holding 20,000 subscriptions ends and its client id connects again at once: the new
     session's CONNACK comes once the old subscriptions are gone, and a message on one of the old filters published
     right after reaches nobody, while the new session's own subscription is served."""
     node = start_node(tmp_path, started)
     big = RawClient(node.port, version=5)
     big.connect("again")
-    big.send(enc_subscribe(1, [(f"old/{i}", 1) for i in range(FILTERS)], version=5))
+    big.send(enc_subscribe(1, [(f"old/{i}", 1) for i in range(20_000)], version=5))
     assert big.expect(SUBACK, 120).reason_codes == [1] * 20_000
     big.send(enc_disconnect(5))
     big.close()
@@ -214,6 +214,46 @@ def test_a_connect_waits_for_the_old_sessions_subscriptions_to_go(tmp_path: Path
     again.assert_silent(1.0)
     publisher.close()
     again.close()
+
+
+def test_a_clean_start_replacing_a_session_of_many_subscriptions_lets_other_clients_go_on(
+        tmp_path: Path, started: list[Broker]) -> None:
+    """A persistent session holding 40,000 subscriptions, offline, is replaced by a clean start of its client id:
+    the CONNACK comes without waiting for them (no session present; their records are still there when it comes:
+    before, all went in the turn of that CONNECT), the well-behaved client's round trips go on while the node
+    removes them a slice a turn, and meanwhile the new session gets nothing published on the old filters."""
+    http_port = free_port()
+    node = start_node(tmp_path, started, **{"listener.http.default": f"127.0.0.1:{http_port}"})
+    url = f"http://127.0.0.1:{http_port}"
+    key = (node.data_dir / "api.key").read_text().strip()
+    big = RawClient(node.port, version=5)
+    big.connect("kept", clean=False, props={"session_expiry_interval": 3600})
+    big.send(enc_subscribe(1, [(f"k/{i}", 1) for i in range(REMOVED)], version=5))
+    assert big.expect(SUBACK, 120).reason_codes == [1] * REMOVED
+    big.send(enc_disconnect(5))
+    big.close()
+    with RoundTrips(node.port) as trips:
+        deadline = time.monotonic() + 30
+        while len(trips.done) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(trips.done) >= 3
+        sent = time.monotonic()
+        again = RawClient(node.port, version=5)
+        connack = again.connect("kept", timeout=60)  # clean start
+        assert not connack.session_present
+        waiting = records_of(url, key, "kept")  # before: all removed in the turn of the CONNECT, none left now
+        assert waiting, f"{waiting} subscription records left once the CONNACK came"
+        publisher = RawClient(node.port, version=5)
+        publisher.connect("kept-publisher")
+        publisher.publish("k/0", b"old", qos=1)  # an old filter, while (most of) them still wait
+        again.assert_silent(0.5)
+        wait_until(lambda: records_of(url, key, "kept") == 0, 120, interval=0.5, what="the old records removed")
+        removed = time.monotonic()
+        answered = trips.between(sent, removed)
+    publisher.close()
+    again.close()
+    assert answered >= WHILE_REMOVING, \
+        f"only {answered} round trips answered while the node replaced a session of {REMOVED} subscriptions"
 
 
 def test_a_node_stopping_while_it_sweeps_removes_every_subscription_first(

@@ -116,6 +116,7 @@ class Broker:
         self.stalls = StallBound(config.queue_max_stall)
         # the subscriptions of ended sessions, removed a slice a loop turn once the node sets its `schedule`
         self.sweeper = SubscriptionSweeper(self._sweep_subscription)
+        self.router.sweeping = self.sweeper.waiting  # their routes deliver only to a session holding them
         # deferred work (a client's packets beyond a turn's budget, slices of bulk jobs), 0.5 ms a loop turn
         # in all once the node sets its `schedule` (vmqpy.broker.turn_budget)
         self.lane = BulkLane()
@@ -168,10 +169,12 @@ class Broker:
         log.info("storage loaded", sessions=len(self.sessions), retained=len(self.retained),
                  subscriptions_revoked=revoked)
 
-    def new_session(self, client_id: str, level: int, expiry: float | None) -> Session:
+    def new_session(self, client_id: str, level: int, expiry: float | None, sweep_first: bool = True) -> Session:
         """A session with this node's limits, journaled when it is persistent (not yet in `sessions`). What an
-        ended session of `client_id` subscribed to and the sweeper has not removed yet goes first."""
-        self.sweeper.flush(client_id)
+        ended session of `client_id` subscribed to and the sweeper has not removed yet goes first, unless not
+        `sweep_first` (a clean start replacing a session: the router keeps those routes from the new one)."""
+        if sweep_first:
+            self.sweeper.flush(client_id)
         session = Session(
             client_id,
             protocol_level=level,
@@ -217,13 +220,15 @@ class Broker:
         pending = self.wills.take(client_id)
         if pending is not None and clean_start:
             self.publish_will(pending.message, now)  # the old session ends now, so its delayed will is due
+        replaced = False
         if existing is not None and clean_start:
+            # its subscriptions go a slice a turn (vmqpy.broker.sweeper): the new session does not wait for them
             self.discard(existing)
-            existing = None
+            existing, replaced = None, True
         adopted = image is not None and image.present and not clean_start
         session_present = existing is not None or adopted
         if existing is None:
-            session = self.new_session(client_id, level, expiry)
+            session = self.new_session(client_id, level, expiry, sweep_first=not replaced)
             self.sessions[client_id] = session
             session.user = username
         else:

@@ -119,6 +119,9 @@ class Router:
         self.upgrade_qos = False  # `upgrade_outgoing_qos`: deliver at the subscription's QoS (`outgoing_qos`)
         # the ACL's deny lines judging each delivery (vmqpy.broker.read_guard); None: no ACL to ask
         self.read_guard: ReadGuard | None = None
+        # the client ids whose ended sessions' subscriptions the sweeper has not all removed yet (the broker sets
+        # the sweeper's own mapping: vmqpy.broker.sweeper): their routes are checked against the session (`_stale`)
+        self.sweeping: Mapping[str, object] = {}
 
     @property
     def shared_policy(self) -> str:
@@ -196,7 +199,8 @@ class Router:
         if not matches or (len(matches) == 1 and matches[0][2].group is None):  # the common cases: none or one
             if matches:  # one plain subscriber here
                 _filter, only, entry = matches[0]
-                if not (entry.options.no_local and only == message.publisher):
+                if not (entry.options.no_local and only == message.publisher) and not (
+                        self.sweeping and self._stale(str(only), entry)):
                     ids = [] if entry.subscription_id is None else [entry.subscription_id]
                     opts = entry.options
                     if guard is None or not guard.withholds(str(only), message.topic):
@@ -206,7 +210,10 @@ class Router:
             return result
         targets: dict[str, _Target] = {}
         groups: dict[Group, dict[str, SubEntry]] = {}
+        sweeping = self.sweeping
         for _filter, key, entry in matches:
+            if sweeping and self._stale(_client_of(key, entry), entry):
+                continue
             if entry.group is not None:
                 groups.setdefault((entry.group, entry.match_filter), {})[key[1]] = entry  # type: ignore[index]
                 continue
@@ -255,6 +262,16 @@ class Router:
                 result.remote.setdefault(pick.node, []).append(group)
         return chosen_here
 
+    def _stale(self, client_id: str, entry: SubEntry) -> bool:
+        """Whether `entry` is a subscription of an ended session of `client_id` that the sweeper has not removed
+        yet: true when the client id has some waiting and its session here (a clean start made it while they
+        wait) does not hold this very entry. Such a route delivers nothing: a new session never receives what
+        the session it replaced subscribed to."""
+        if client_id not in self.sweeping:
+            return False
+        session = self._sessions.get(client_id)
+        return session is None or session.subscriptions.get(entry.topic_filter) is not entry
+
     def _ready(self, client_ids: list[str]) -> list[str]:
         """The ones whose session is online and keeps up (shared-subscription members served first)."""
         return [c for c in client_ids if (s := self._sessions.get(c)) is not None and s.online and not s.congested]
@@ -286,6 +303,11 @@ _DROPPED, _DUPLICATE = Delivery.DROPPED, Delivery.DUPLICATE
 
 def _trie_key(client_id: str, entry: SubEntry) -> Hashable:
     return client_id if entry.group is None else (entry.group, client_id)
+
+
+def _client_of(key: Hashable, entry: SubEntry) -> str:
+    """The client id of a route's trie key (`_trie_key`)."""
+    return str(key) if entry.group is None else str(key[1])  # type: ignore[index]
 
 
 def _add_target(targets: dict[str, _Target], client_id: str, entry: SubEntry) -> None:

@@ -11,8 +11,11 @@ budget of the node's bulk lane, which runs it (vmqpy.broker.turn_budget: 0.5 ms,
 While a client id has subscriptions waiting here:
 * a CONNECT of that client id waits until they are gone (`when_clear`; vmqpy.broker.connect_flow), so a new
   session never receives what the old one subscribed to;
-* a session of that client id made here otherwise (handed over by another node, adopted offline, or a clean start
-  replacing a live session in the same registration) first has them removed at once (`flush`), as before;
+* a clean start that replaces a session of that client id does not wait: the new session is made at once, and
+  the router delivers nothing through the old session's routes while they wait (vmqpy.broker.router, `_stale`:
+  a route of a client id with subscriptions waiting delivers only when its session holds that very entry);
+* a session of that client id made here otherwise (handed over by another node, adopted offline) first has them
+  removed at once (`flush`), as before;
 * a node that stops removes what is still waiting before its metadata store closes (`drain`);
 * a subscription is only removed when no session here holds that filter again and its record still names this
   node (`Broker`'s remover decides): another node's newer record of the key is not touched.
@@ -23,7 +26,7 @@ Without a scheduler (`schedule` None: a broker outside an event loop, the unit t
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from vmqpy.broker.turn_budget import SlicePace
 
@@ -68,6 +71,11 @@ class SubscriptionSweeper:
         else:
             waiting[:0] = reversed(filters)
         self._arm()
+
+    @property
+    def waiting(self) -> Mapping[str, object]:
+        """The client ids with subscriptions waiting (a live view: the router checks their routes)."""
+        return self._pending
 
     def pending(self, client_id: str) -> bool:
         """Whether subscriptions of `client_id` are waiting."""
