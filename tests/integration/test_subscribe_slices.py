@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,12 +196,7 @@ def test_a_connect_waits_for_the_old_sessions_subscriptions_to_go(tmp_path: Path
     session's CONNACK comes once the old subscriptions are gone, and a message on one of the old filters published
     right after reaches nobody, while the new session's own subscription is served."""
     node = start_node(tmp_path, started)
-    big = RawClient(node.port, version=5)
-    big.connect("again")
-    big.send(enc_subscribe(1, [(f"old/{i}", 1) for i in range(20_000)], version=5))
-    assert big.expect(SUBACK, 120).reason_codes == [1] * 20_000
-    big.send(enc_disconnect(5))
-    big.close()
+    subscribed_and_gone(node.port, "again", "old", 20_000, qos=1)
     again = RawClient(node.port, version=5)
     again.connect("again", timeout=60)  # clean start: a new session, waiting for the old one's subscriptions
     again.subscribe(("new/x", 1))
@@ -226,12 +222,7 @@ def test_a_clean_start_replacing_a_session_of_many_subscriptions_lets_other_clie
     node = start_node(tmp_path, started, **{"listener.http.default": f"127.0.0.1:{http_port}"})
     url = f"http://127.0.0.1:{http_port}"
     key = (node.data_dir / "api.key").read_text().strip()
-    big = RawClient(node.port, version=5)
-    big.connect("kept", clean=False, props={"session_expiry_interval": 3600})
-    big.send(enc_subscribe(1, [(f"k/{i}", 1) for i in range(REMOVED)], version=5))
-    assert big.expect(SUBACK, 120).reason_codes == [1] * REMOVED
-    big.send(enc_disconnect(5))
-    big.close()
+    subscribed_and_gone(node.port, "kept", "k", REMOVED, qos=1, clean=False, props={"session_expiry_interval": 3600})
     with RoundTrips(node.port) as trips:
         deadline = time.monotonic() + 30
         while len(trips.done) < 3 and time.monotonic() < deadline:
@@ -263,18 +254,23 @@ def test_a_node_stopping_while_it_sweeps_removes_every_subscription_first(
     closes (`drain`), so that its database holds none of them, and it logs no failed step. (Seen once without
     `drain`, in a run of test_hostile_clients.py: "bulk lane step failed ... storage is closed" at the stop.)"""
     node = start_node(tmp_path, started)
-    big = RawClient(node.port, version=5)
-    big.connect("big")
-    big.send(enc_subscribe(1, [(f"g/{i}", 0) for i in range(20_000)], version=5))
-    assert big.expect(SUBACK, 120).reason_codes == [0] * 20_000
-    big.send(enc_disconnect(5))
-    big.close()
+    subscribed_and_gone(node.port, "big", "g", 20_000)
     assert node.stop() == 0
     log = node.log.read_text(errors="replace")
     assert "bulk lane step failed" not in log and "storage is closed" not in log, log[-3000:]
     assert subscription_rows(node.data_dir, "big") == 0
     node.start()  # and the store it left opens as usual
     assert_serving(node)
+
+
+def subscribed_and_gone(port: int, client_id: str, prefix: str, count: int, qos: int = 0, **connect: Any) -> None:
+    """`client_id` subscribes to `count` filters `prefix/N` in one SUBSCRIBE, then leaves with a DISCONNECT."""
+    client = RawClient(port, version=5)
+    client.connect(client_id, **connect)
+    client.send(enc_subscribe(1, [(f"{prefix}/{i}", qos) for i in range(count)], version=5))
+    assert client.expect(SUBACK, 120).reason_codes == [qos] * count
+    client.send(enc_disconnect(5))
+    client.close()
 
 
 def subscription_rows(data_dir: Path, client_id: str) -> int:
