@@ -545,8 +545,9 @@ class Broker:
 
     # Sessions moving between nodes: vmqpy.broker.migration.
 
-    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float) -> SessionImage:
-        return self._migration.hand_over(client_id, clean_start, new_owner, now)
+    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float,
+                  user: str | None = UNKNOWN_USER) -> SessionImage:
+        return self._migration.hand_over(client_id, clean_start, new_owner, now, user)
 
     def move_session(self, client_id: str, target: str) -> bool:
         return self._migration.move_session(client_id, target)

@@ -87,17 +87,21 @@ def foreign_user(conn: MQTTConnection, accepted: Accepted) -> bool:
     refuse` the CONNECT is refused as not authorized (False; a live connection of the owner stays); else it goes
     on with a clean start, so that the old session (and a live connection of it) ends and nothing of it reaches
     this client (True)."""
-    metrics = conn.broker.metrics
     if conn.broker.config.session_foreign_user == "refuse":
-        metrics["session_foreign_user_refused"] += 1
-        refuse(conn, rc.NOT_AUTHORIZED, "the client id's session belongs to another user")
+        refuse_foreign(conn)
         return False
     if not accepted.clean_start:
         accepted.clean_start = True
-        metrics["session_foreign_user_cleaned"] += 1
+        conn.broker.metrics["session_foreign_user_cleaned"] += 1
         conn.log.info("the client id's session belongs to another user: it ends, this client starts clean",
                       user=accepted.username)
     return True
+
+
+def refuse_foreign(conn: MQTTConnection) -> None:
+    """Refuse a CONNECT as not authorized: its client id's session is another user's."""
+    conn.broker.metrics["session_foreign_user_refused"] += 1
+    refuse(conn, rc.NOT_AUTHORIZED, "the client id's session belongs to another user")
 
 
 def _hold(conn: MQTTConnection) -> None:
@@ -135,7 +139,7 @@ def redirected(conn: MQTTConnection, accepted: Accepted, placement: Placement) -
 
 async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepted) -> None:
     try:
-        ticket = await registrar.register(accepted.client_id, accepted.clean_start)
+        ticket = await registrar.register(accepted.client_id, accepted.clean_start, accepted.username)
     except RegistrationRefused as exc:
         conn._registering = False
         if not conn.closing:
@@ -146,6 +150,14 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
         conn.log.exception("registration failed")
         if not conn.closing:
             refuse(conn, rc.UNSPECIFIED_ERROR, "registration failed")
+        return
+    if ticket.foreign:
+        # The previous owner node holds the session for another user and refused (session.foreign_user =
+        # refuse): this node had not yet learnt who owns it (its replica had no owner record).
+        registrar.connected(ticket, None)
+        conn._registering = False
+        if not conn.closing:
+            refuse_foreign(conn)
         return
     try:
         complete_connect(conn, accepted, ticket)

@@ -64,6 +64,9 @@ class SessionImage:
     # the names of the messages the sending node recovered from an old owner's copies (vmqpy.replicas.lineage)
     lineage: list[Entry] = field(default_factory=list)
     source: str | None = None  # the node that sent this image (set by the receiver; not in the frame)
+    # the session is another user's and stays where it is (session.foreign_user = refuse; not in the image's
+    # fields: the mig_begin frame says it)
+    foreign: bool = False
 
     @classmethod
     def of(cls, session: Session) -> SessionImage:
@@ -106,6 +109,7 @@ class Ticket:
     image: SessionImage | None = None
     stash: list[Outgoing] = field(default_factory=list)  # handed-over messages that came before the CONNACK
     source: str | None = None  # the node that handed the session over
+    foreign: bool = False  # it refused: the session is another user's (session.foreign_user = refuse there)
     asked_at: float | None = None  # monotonic time the handover was asked of `source` (handover_duration)
 
 

@@ -20,7 +20,7 @@ import structlog
 from vmqpy.broker import records
 from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import MOVED_ROUTE_TTL
-from vmqpy.broker.owners import UNKNOWN_USER
+from vmqpy.broker.owners import UNKNOWN_USER, is_foreign
 from vmqpy.broker.session import FORWARD_MEMORY, Outgoing, Session
 from vmqpy.replicas.lineage import Entry, Lineage, fingerprint, names_record
 
@@ -90,7 +90,12 @@ class SessionMigration:
         if session is None or session.moving_to is not None:
             return
         broker.disconnect_for_move(session, time.time(), clean=False, reason="client id connected on another node")
-        if session.persistent:
+        user = records.session_user(new)
+        if user != UNKNOWN_USER and is_foreign(session.user, user):
+            # another user's connect there (vmqpy.broker.owners): it started clean, and nothing of this goes to it
+            broker.metrics["session_foreign_user_cleaned"] += 1
+            broker.discard(session, keep_owner=True)
+        elif session.persistent:
             self.move_session(client_id, records.session_owner(new))
         else:
             broker.discard(session, keep_owner=True)
@@ -113,14 +118,25 @@ class SessionMigration:
         nodes = self._broker.nodes
         return set(nodes()) if nodes is not None else set()
 
-    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float) -> SessionImage:
-        """A newer CONNECT of `client_id` registers on `new_owner`: stop the connection here (5.0: DISCONNECT
-        0x8E) and give the session up. A persistent one (when the new connect resumes it) stays here, marked
-        as moving, until its messages are handed over and its subscriptions route to the new owner."""
+    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float,
+                  user: str | None = UNKNOWN_USER) -> SessionImage:
+        """A newer CONNECT of `client_id` by `user` registers on `new_owner`: stop the connection here (5.0:
+        DISCONNECT 0x8E) and give the session up. A persistent one (when the new connect resumes it) stays here,
+        marked as moving, until its messages are handed over and its subscriptions route to the new owner.
+        A session of another user (vmqpy.broker.owners; the new owner's replica had no owner record yet to tell
+        it) is never handed over: under `session.foreign_user = refuse` it stays as it is and the image says
+        `foreign` (the new owner refuses the CONNECT); else it ends here as for a clean start."""
         broker = self._broker
         session = broker.sessions.get(client_id)
         if session is None or session.moving_to is not None:
             return SessionImage.absent(client_id)
+        if user != UNKNOWN_USER and is_foreign(session.user, user):
+            if broker.config.session_foreign_user == "refuse":
+                return SessionImage(client_id, False, foreign=True)
+            broker.metrics["session_foreign_user_cleaned"] += 1
+            log.info("the client id's session belongs to another user: it ends, the other user starts clean",
+                     client_id=client_id, node=new_owner)
+            clean_start = True
         broker.disconnect_for_move(session, now, clean=clean_start, reason="client id registers on another node")
         if clean_start or not session.persistent:
             broker.discard(session, keep_owner=True)

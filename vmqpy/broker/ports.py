@@ -79,8 +79,9 @@ class Registrar(Protocol):
     """How a CONNECT is registered in the cluster (vmqpy.cluster.registration): through the client id's
     leader, with the session handed over by its previous owner node."""
 
-    async def register(self, client_id: str, clean_start: bool) -> Ticket:
-        """Hold the client id's registration lock; raises RegistrationRefused."""
+    async def register(self, client_id: str, clean_start: bool, user: str | None = ...) -> Ticket:
+        """Hold the client id's registration lock for a CONNECT of `user`; raises RegistrationRefused. The
+        ticket says `foreign` when the previous owner node refused: the session is another user's."""
         ...
 
     def connected(self, ticket: Ticket, owner: str | None) -> None:

@@ -37,9 +37,11 @@ class BrokerPort(Protocol):
         is out of reach; None when it has no persistent session."""
         ...
 
-    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float) -> SessionImage:
-        """A newer CONNECT of `client_id` registers on `new_owner`: give the session up (a persistent one that
-        the connect resumes stays here, moving, until its messages are handed over)."""
+    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float,
+                  user: str | None = ...) -> SessionImage:
+        """A newer CONNECT of `client_id` by `user` registers on `new_owner`: give the session up (a persistent
+        one that the connect resumes stays here, moving, until its messages are handed over). Another user's
+        session is not handed over (the image says `foreign`, or the session ends)."""
         ...
 
     def move_session(self, client_id: str, target: str) -> bool:

@@ -34,6 +34,7 @@ import structlog
 from vmqpy.broker import records
 from vmqpy.broker.client_metrics import HANDOVER_DURATION
 from vmqpy.broker.handover import RegistrationRefused, SessionImage, Ticket, pack_messages, unpack_messages
+from vmqpy.broker.owners import UNKNOWN_USER, pack_user, unpack_user
 from vmqpy.broker.session import Outgoing
 from vmqpy.cluster.handover_batches import handover_batches
 from vmqpy.cluster.leader import leader_for, ranking
@@ -155,8 +156,10 @@ class RegistrationService:
 
     # ------------------------------------------------------------------------------------------ the new owner
 
-    async def register(self, client_id: str, clean_start: bool) -> Ticket:
-        """Hold `client_id`'s lock and have its previous owner hand the session over (see the module doc)."""
+    async def register(self, client_id: str, clean_start: bool, user: str | None = UNKNOWN_USER) -> Ticket:
+        """Hold `client_id`'s lock and have its previous owner hand the session over (see the module doc). The
+        old owner is told `user`, the connecting user: it never hands another user's session over (the
+        ticket comes back `foreign` when it refused; vmqpy.broker.owners)."""
         self.counters["registrations"] += 1
         request = next(self._ids)
         members = self.links.member_names()
@@ -184,13 +187,13 @@ class RegistrationService:
         ticket.source = owner
         ticket.asked_at = time.monotonic()
         self.links.send_control(owner, {"op": "handover", "client_id": client_id, "migration": request,
-                                        "clean": clean_start})
+                                        "clean": clean_start, "user": pack_user(user)})
         try:
             await asyncio.wait_for(asyncio.shield(ready), HANDOVER_TIMEOUT)
         except TimeoutError:
             self.counters["handover_timeouts"] += 1
             log.warning("previous owner did not hand the session over in time", client_id=client_id, owner=owner)
-        if ticket.image is None and not clean_start:  # it never answered (gone, or cut off meanwhile)
+        if ticket.image is None and not clean_start and not ticket.foreign:  # it never answered (gone, or cut off)
             ticket.image = self.broker.image_from_store(client_id)
             await self._recovered(ticket)
         return ticket
@@ -437,9 +440,13 @@ class RegistrationService:
 
     def _on_handover(self, peer: str, body: dict[str, Any]) -> None:
         client_id, migration = str(body["client_id"]), int(body["migration"])
-        image = self.broker.hand_over(client_id, bool(body["clean"]), peer, time.time())
-        self.links.send_control(peer, {"op": "mig_begin", "client_id": client_id, "migration": migration,
-                                       "image": image.pack(), "stamp": self.broker.owner_stamp(client_id)})
+        # a node of an earlier version names no user: UNKNOWN_USER, and the session is handed over as before
+        image = self.broker.hand_over(client_id, bool(body["clean"]), peer, time.time(), unpack_user(body.get("user")))
+        begin = {"op": "mig_begin", "client_id": client_id, "migration": migration, "image": image.pack(),
+                 "stamp": self.broker.owner_stamp(client_id)}
+        if image.foreign:
+            begin["foreign"] = True
+        self.links.send_control(peer, begin)
         if image.present:
             self._start_handover(client_id, peer, migration, solicited=True)
         else:
@@ -450,7 +457,10 @@ class RegistrationService:
         image = SessionImage.unpack(body["image"], source=peer)
         pending = self._tickets.get((peer, migration))
         if pending is not None:
-            pending[0].image = image
+            if body.get("foreign"):
+                pending[0].foreign = True
+            else:
+                pending[0].image = image
             self.broker.witness(body.get("stamp"))  # the old owner's record: the new one comes after
             return
         key = (peer, migration)

@@ -1,0 +1,162 @@
+"""Sessions belong to their user across nodes even before the owner record has arrived (docs/security.md,
+"Sessions belong to their user"). A node whose replica does not yet hold a client id's owner record cannot judge
+the connecting user itself; the old owner node, which holds the session, does: the handover request names the
+connecting user, and another user's session is never handed over. Likewise a newer owner record naming another
+user ends the session here instead of moving it there.
+
+One real RegistrationService over a real Broker and MetadataService per test; the test plays the other node
+with the frames it sends, as tests/unit/cluster/test_registration_stamps.py does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.broker.test_migration import TakenOverSink
+from tests.unit.cluster.test_registration_stamps import ScriptedLinks, client_led_by_a, settle
+from vmqpy.broker import records
+from vmqpy.broker.broker import Broker
+from vmqpy.broker.handover import SessionImage
+from vmqpy.broker.message import Message
+from vmqpy.broker.owners import UNKNOWN_USER, pack_user
+from vmqpy.broker.persistence import SessionStore
+from vmqpy.cluster.registration import RegistrationService
+from vmqpy.config import Config
+from vmqpy.metadata.service import MetadataService
+from vmqpy.mqtt.packets import SubOptions, Subscription
+from vmqpy.storage import Storage
+
+CLIENT_ID = "alice-phone"
+NOW = 1_795_600_000.0
+
+
+@contextmanager
+def node(tmp_path: Path, name: str, **config: Any) -> Iterator[tuple[Broker, RegistrationService, ScriptedLinks]]:
+    storage = Storage(tmp_path / f"{name}.db")
+    storage.open()
+    metadata = MetadataService(name, storage)
+    metadata.start()
+    broker = Broker(Config(nodename=f"{name}@127.0.0.1", **config), SessionStore(storage), metadata)
+    broker.nodes = lambda: ["a", "b"]
+    links = ScriptedLinks()
+    links.name = name
+    service = RegistrationService(links, broker, None, allow_without_leader=lambda: False,
+                                  majority_serves=lambda: False)
+    try:
+        yield broker, service, links
+    finally:
+        metadata.stop()
+        storage.close()
+
+
+def alices_session(broker: Broker, online: bool) -> TakenOverSink:
+    """alice's persistent session `alice-phone` on this node, subscribed to `secret/#`, with 3 messages queued
+    (offline, or online with a connection that reads nothing)."""
+    sink = TakenOverSink()
+    session, _present = broker.open_session(CLIENT_ID, 5, False, None, sink, NOW, username="alice")
+    broker.attach(session, sink, 10, 0, NOW)
+    broker.subscribe(session, [Subscription("secret/#", SubOptions(1))], None)
+    if online:
+        sink.writable = False
+    else:
+        broker.close_session(session, sink, NOW + 1, None, 0)
+    for i in range(3):
+        broker.publish(Message(f"secret/{i}", b"for alice only", 1), NOW + 2)
+    assert len(session.pending(0)) == 3
+    return sink
+
+
+def frames(links: ScriptedLinks, op: str) -> list[dict[str, Any]]:
+    return [body for to, body in links.sent if body["op"] == op and to == "b"]
+
+
+async def handover_from_b(service: RegistrationService, body: dict[str, Any]) -> None:
+    service.on_control("b", {"op": "handover", "client_id": CLIENT_ID, "migration": 7, "clean": False, **body})
+    for _ in range(20):  # the handover task sends its batches over a few loop turns
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("online", [False, True], ids=["offline", "online"])
+async def test_another_user_asking_for_the_session_gets_none_of_it_and_it_ends(tmp_path: Path,
+                                                                                online: bool) -> None:
+    """session.foreign_user = clean (the default): eve's connect on b starts clean and alice's session ends."""
+    with node(tmp_path, "a") as (broker, service, links):
+        sink = alices_session(broker, online)
+        await handover_from_b(service, {"user": pack_user("eve")})
+        [begin] = frames(links, "mig_begin")
+        assert not SessionImage.unpack(begin["image"]).present and "foreign" not in begin
+        assert frames(links, "mig_ready") and not frames(links, "mig_batch")
+        assert CLIENT_ID not in broker.sessions  # ended: its queue is never delivered to anyone
+        assert sink.taken_over == online
+        assert broker.metrics["session_foreign_user_cleaned"] == 1
+
+
+@pytest.mark.parametrize("online", [False, True], ids=["offline", "online"])
+async def test_another_user_asking_for_the_session_is_refused_and_it_stays(tmp_path: Path, online: bool) -> None:
+    """session.foreign_user = refuse: the session stays as it was (a live connection of alice is not kicked)."""
+    with node(tmp_path, "a", session_foreign_user="refuse") as (broker, service, links):
+        sink = alices_session(broker, online)
+        await handover_from_b(service, {"user": pack_user("eve")})
+        [begin] = frames(links, "mig_begin")
+        assert begin["foreign"] is True and not SessionImage.unpack(begin["image"]).present
+        assert frames(links, "mig_ready") and not frames(links, "mig_batch")
+        session = broker.sessions[CLIENT_ID]
+        assert session.moving_to is None and len(session.pending(0)) == 3 and session.online == online
+        assert not sink.taken_over
+
+
+@pytest.mark.parametrize("body", [{"user": pack_user("alice")}, {}, {"user": pack_user(UNKNOWN_USER)}],
+                         ids=["its-user", "earlier-version", "unknown"])
+async def test_the_sessions_own_user_or_a_node_that_names_none_gets_it_handed_over(
+        tmp_path: Path, body: dict[str, Any]) -> None:
+    with node(tmp_path, "a", session_foreign_user="refuse") as (broker, service, links):
+        alices_session(broker, online=False)
+        await handover_from_b(service, body)
+        [begin] = frames(links, "mig_begin")
+        image = SessionImage.unpack(begin["image"])
+        assert image.present and [e.topic_filter for e in image.subscriptions] == ["secret/#"]
+        assert "foreign" not in begin
+        batches = frames(links, "mig_batch")
+        assert sum(len(b["messages"]) for b in batches) == 3
+
+
+async def test_the_new_owner_learns_the_old_owner_refused(tmp_path: Path) -> None:
+    """b registers eve's CONNECT without an owner record in its replica; the old owner a refuses (the session is
+    alice's): the ticket says so and holds no image (none is rebuilt from b's store either)."""
+    client_id = client_led_by_a()
+    with node(tmp_path, "b") as (_broker, service, links):
+        registering = asyncio.get_running_loop().create_task(service.register(client_id, False, "eve"))
+        await settle()
+        lock = links.take("reg_lock")
+        service.on_control("a", {"op": "reg_grant", "client_id": client_id, "request": lock["request"],
+                                 "owner": "a", "stamp": None})
+        await settle()
+        handover = links.take("handover")
+        assert handover["user"] == pack_user("eve")
+        service.on_control("a", {"op": "mig_begin", "client_id": client_id, "migration": handover["migration"],
+                                 "image": SessionImage.absent(client_id).pack(), "stamp": None, "foreign": True})
+        service.on_control("a", {"op": "mig_ready", "client_id": client_id, "migration": handover["migration"]})
+        ticket = await asyncio.wait_for(registering, 5)
+        assert ticket.foreign and ticket.image is None
+        service.connected(ticket, None)
+
+
+@pytest.mark.parametrize(("user", "moved"), [("eve", False), ("alice", True)])
+async def test_a_newer_owner_record_of_another_user_ends_the_session_instead_of_moving_it(
+        tmp_path: Path, user: str, moved: bool) -> None:
+    """b wrote an owner record for a connect of `user` (its replica had none of alice's yet): a moves alice's
+    session there only when it is the same user; else it ends here, and nothing of it reaches b."""
+    with node(tmp_path, "a") as (broker, _service, _links):
+        moving: list[tuple[str, str]] = []
+        broker.on_moving = lambda client_id, target: moving.append((client_id, target))
+        alices_session(broker, online=False)
+        broker.metadata.put(records.SESSION, records.session_key(CLIENT_ID),
+                            records.session_value(broker.metadata.hlc_now(), "b", False, None, user=user))
+        assert moving == ([(CLIENT_ID, "b")] if moved else [])
+        assert (CLIENT_ID in broker.sessions) == moved
