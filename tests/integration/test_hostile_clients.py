@@ -254,13 +254,14 @@ def percentile_ms(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1000
 
 
-def window_medians_ms(durations: list[float], started: list[float], since: float,
-                      width: float = 1.0) -> list[tuple[float, float, int]]:
-    """The round trips' median in each `width`-second window after `since`: (window start, median ms, count)."""
+def window_percentiles_ms(durations: list[float], started: list[float], since: float, fraction: float = 0.5,
+                          width: float = 1.0) -> list[tuple[float, float, int]]:
+    """The round trips' `fraction` percentile in each `width`-second window after `since`: (window start, ms,
+    count)."""
     windows: dict[int, list[float]] = {}
     for took, at in zip(durations, started, strict=True):
         windows.setdefault(int((at - since) // width), []).append(took)
-    return [(index * width, percentile_ms(trips, 0.5), len(trips)) for index, trips in sorted(windows.items())]
+    return [(index * width, percentile_ms(trips, fraction), len(trips)) for index, trips in sorted(windows.items())]
 
 
 # ------------------------------------------------------------------------------------------- the node's gauges
@@ -745,12 +746,14 @@ def test_all_attackers_at_once_leave_a_well_behaved_client_served(
     for attacker in attackers:
         began, ended = (t - attack_start for t in attacker.span)
         print(f"  {attacker.name} (+{began:.1f} to +{ended:.1f} s): {attacker.outcome or 'FAILED'}")
-    medians = window_medians_ms(during, result["started"], attack_start)
+    medians = window_percentiles_ms(during, result["started"], attack_start)
+    tails = window_percentiles_ms(during, result["started"], attack_start, 0.99)
     p50_before = percentile_ms(before, 0.5)
     worst = max(medians, key=lambda window: window[1], default=(0.0, 0.0, 0))
     print(f"  median round trip per second of the attack (ms): {[round(m, 2) for _s, m, _n in medians]}; the worst "
           f"+{worst[0]:.0f} s, {worst[1]:.2f} ms over {worst[2]} trips ({worst[1] / p50_before:.2f}x the median "
           f"before)")
+    print(f"  p99 per second of the attack (ms): {[round(m, 2) for _s, m, _n in tails]}")
     slowest = sorted(zip(during, result["started"], strict=True), reverse=True)[:5]
     print("  slowest round trips during: " + ", ".join(f"{took * 1000:.1f} ms at +{at - attack_start:.2f} s"
                                                          for took, at in slowest))

@@ -117,7 +117,7 @@ class Broker:
         # the subscriptions of ended sessions, removed a slice a loop turn once the node sets its `schedule`
         self.sweeper = SubscriptionSweeper(self._sweep_subscription)
         self.router.sweeping = self.sweeper.waiting  # their routes deliver only to a session holding them
-        # deferred work (a client's packets beyond a turn's budget, slices of bulk jobs), 0.5 ms a loop turn
+        # deferred work (a client's packets beyond a turn's budget, slices of bulk jobs), 0.2 ms a loop turn
         # in all once the node sets its `schedule` (vmqpy.broker.turn_budget)
         self.lane = BulkLane()
         # every counter exists from the start

@@ -245,12 +245,21 @@ class MQTTConnection(asyncio.Protocol):
             pacing.set_reading(self)
 
     def _next_turn(self) -> None:
-        """The lane's step of a client that yielded: a budget's worth of what it sent (then back in the lane)."""
+        """The lane's step of a client that yielded: a budget's worth of what it sent (then back in the lane).
+        A step that dispatched the last of it keeps the client in the lane for one more turn, so that what it
+        sends meanwhile waits for that turn instead of being dispatched when read, in the same loop turn: one
+        client's packets get one `TURN_BUDGET` a loop turn, not one in the lane and another when read. A step
+        that finds nothing new lets the client go back to being dispatched when read."""
         if not self._yielded:
             return
         self._yielded = False
+        waiting = self.decoder.buffered()
         if not self.closing:
             self._process()
+        if not self._yielded and not self.closing and self.decoder.buffered() != waiting:
+            self._yielded = True
+            self.broker.lane.add(self._next_turn, self.loop.call_soon)
+            return
         if not self._yielded and self._yield_paused:  # all dispatched (or it is gone): read again
             self._yield_paused = False
             self._blocked_on -= 1

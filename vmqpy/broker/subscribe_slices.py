@@ -6,7 +6,7 @@ Each filter costs the node a metadata write and a routing change (about 0.05 to 
 node. A SUBSCRIBE of more than `SLICED_ABOVE` filters is judged and added a slice a loop turn, in order, by the
 connection machine and the broker as any SUBSCRIBE is (the quota of `max_subscriptions_per_client` sees the
 filters of the slices before); each slice is sized to take about the budget of the node's bulk lane, which
-runs it (vmqpy.broker.turn_budget: 0.5 ms, at most `SLICE` filters); meanwhile nothing more is read from that
+runs it (vmqpy.broker.turn_budget: 0.2 ms, at most `SLICE` filters); meanwhile nothing more is read from that
 client. One SUBACK with every filter's reason code, in the packet's order, leaves after the last slice; the
 retained messages follow it, a slice of filters a turn too.
 

@@ -6,7 +6,7 @@ operator ends it) was seconds of work in one loop turn, every other client and c
 `Broker.discard` hands the subscriptions of a session holding more than `AT_ONCE` of them to the sweeper instead,
 and the session is gone at once (nothing is delivered to it any more: the router finds no session of that client
 id). The sweeper removes a slice of them a loop turn, oldest first, each slice sized to take about the turn's
-budget of the node's bulk lane, which runs it (vmqpy.broker.turn_budget: 0.5 ms, at most `SLICE`).
+budget of the node's bulk lane, which runs it (vmqpy.broker.turn_budget: 0.2 ms, at most `SLICE`).
 
 While a client id has subscriptions waiting here:
 * a CONNECT of that client id waits until they are gone (`when_clear`; vmqpy.broker.connect_flow), so a new

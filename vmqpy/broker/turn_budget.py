@@ -12,15 +12,20 @@ milliseconds per packet). Three parts keep a turn short and the light clients fi
 * `BulkLane`: the work deferred that way, and the slices of bulk work one packet brings (the filters of a large
   SUBSCRIBE or UNSUBSCRIBE, the retained messages they match, the subscriptions of an ended session), wait in
   one queue of the node. Each loop turn runs its steps in turn, round robin, until `LANE_BUDGET` seconds have
-  gone in all; what is left waits for the next turn. So however many clients flood the node at once, a turn
-  spends about half a millisecond on their backlog (and up to `TURN_BUDGET` on each one's newly read packets),
-  and the packets of the other clients are read and answered in every turn.
+  gone in all (a step started runs to its end: a slice is sized to the budget, a yielded client's step takes up
+  to `TURN_BUDGET`); what is left waits for the next turn. So however many clients flood the node at once, a
+  turn spends about a fifth of a millisecond on bulk slices, or one yielded client's `TURN_BUDGET`, and the
+  packets of the other clients are read and answered in every turn. A yielded client gets one `TURN_BUDGET` a
+  turn in all: what it sends while the lane dispatches its backlog waits for the lane's next turn
+  (vmqpy.broker.connection `_next_turn`).
 * `SlicePace`: a bulk job's slices are sized so that each takes about `LANE_BUDGET`, learnt from the time per
   item of the slices before (vmqpy.broker.subscribe_slices, vmqpy.broker.sweeper).
 
 Before: a fixed count of 256 filters a slice made turns of 14 to 30 ms on a loaded two-core machine, and one
 read of 2,000 retained rewrites held the loop 0.2 to 0.3 s; the well-behaved client of
-tests/integration/test_hostile_clients.py waited up to 60 ms and 0.3 s for its round trips.
+tests/integration/test_hostile_clients.py waited up to 60 ms and 0.3 s for its round trips. With 0.5 ms of
+lane a turn (before the fifth session) that client's median round trip, per second of the whole attack, reached
+4-5 times its median before the attack; with 0.2 ms, 2.0-2.3 times (docs/security.md, "Fifth session").
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ __all__ = ["LANE_BUDGET", "TURN_BUDGET", "TURN_YIELDED", "YIELDED_READ_LIMIT", "
 log = structlog.get_logger("vmqpy.turn_budget")
 
 TURN_BUDGET = 0.002  # seconds of one client's packets in a turn before the rest waits in the lane
-LANE_BUDGET = 0.0005  # seconds of the bulk lane's steps, in all, in one loop turn
+LANE_BUDGET = 0.0002  # seconds of the bulk lane's steps, in all, in one loop turn
 YIELDED_READ_LIMIT = 64 * 1024  # bytes a client waiting in the lane may have read and not dispatched
 TURN_YIELDED = "connection_turn_yielded"  # the counter of turns a connection gave up for the next one
 

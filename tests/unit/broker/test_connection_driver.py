@@ -148,6 +148,33 @@ async def test_a_client_whose_packets_take_the_turns_budget_waits_for_the_next_t
     other.connection_lost(None)
 
 
+async def test_a_client_gets_one_turns_budget_a_loop_turn_in_the_lane_or_when_read(
+        storage: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lane step that dispatches the last of what a yielded client sent keeps it in the lane one more turn: what
+    it sends later in the same loop turn waits for the lane's next turn instead of being dispatched when read (a
+    budget in the lane, then another when read: twice the budget a turn, seen as 2 ms + 2 ms turns in the
+    hostile-client module). A lane turn that finds nothing new lets it be dispatched when read again."""
+    monkeypatch.setattr(connection_module, "TURN_BUDGET", 0.0)  # one packet, then the turn's budget is gone
+    conn, _transport, broker = connection(storage, Config(nodename="b"))
+    await turns_until(lambda: conn.session is not None and not conn._yielded)
+    armed: list[object] = []
+    broker.lane.schedule = armed.append  # the test runs the lane's turns
+    received = broker.metrics["publish_received"]
+    conn.data_received(encode(Publish("t", b"0"), 5) + encode(Publish("t", b"1"), 5))
+    assert broker.metrics["publish_received"] == received + 1 and conn._yielded
+    broker.lane.run()  # a loop turn: the lane dispatches the rest
+    assert broker.metrics["publish_received"] == received + 2
+    conn.data_received(encode(Publish("t", b"2"), 5))  # read later in that same turn
+    assert broker.metrics["publish_received"] == received + 2  # on the code before: dispatched at once
+    broker.lane.run()
+    assert broker.metrics["publish_received"] == received + 3
+    broker.lane.run()  # nothing new: back to being dispatched when read
+    assert not conn._yielded and not len(broker.lane)
+    conn.data_received(encode(Publish("t", b"3"), 5))
+    assert broker.metrics["publish_received"] == received + 4
+    conn.connection_lost(None)
+
+
 async def test_a_clients_answers_leave_when_its_packets_are_dispatched(storage: Storage) -> None:
     """The PUBACK of a client's PUBLISH is written in the callback that read it, not in a later callback of the
     loop turn, where it would wait behind the bulk lane's share (vmqpy.broker.turn_budget)."""
