@@ -131,12 +131,13 @@ class SessionMigration:
         if session is None or session.moving_to is not None:
             return SessionImage.absent(client_id)
         if user != UNKNOWN_USER and is_foreign(session.user, user):
-            if broker.config.session_foreign_user == "refuse":
+            if broker.config.session_foreign_user == "refuse":  # even for a clean start: the owner's stays
                 return SessionImage(client_id, False, foreign=True)
-            broker.metrics["session_foreign_user_cleaned"] += 1
-            log.info("the client id's session belongs to another user: it ends, the other user starts clean",
-                     client_id=client_id, node=new_owner)
-            clean_start = True
+            if not clean_start:  # (a clean start: the connecting node knew, and counted it)
+                broker.metrics["session_foreign_user_cleaned"] += 1
+                log.info("the client id's session belongs to another user: it ends, the other user starts clean",
+                         client_id=client_id, node=new_owner)
+                clean_start = True
         broker.disconnect_for_move(session, now, clean=clean_start, reason="client id registers on another node")
         if clean_start or not session.persistent:
             broker.discard(session, keep_owner=True)

@@ -76,8 +76,8 @@ def frames(links: ScriptedLinks, op: str) -> list[dict[str, Any]]:
     return [body for to, body in links.sent if body["op"] == op and to == "b"]
 
 
-async def handover_from_b(service: RegistrationService, body: dict[str, Any]) -> None:
-    service.on_control("b", {"op": "handover", "client_id": CLIENT_ID, "migration": 7, "clean": False, **body})
+async def handover_from_b(service: RegistrationService, body: dict[str, Any], clean: bool = False) -> None:
+    service.on_control("b", {"op": "handover", "client_id": CLIENT_ID, "migration": 7, "clean": clean, **body})
     for _ in range(20):  # the handover task sends its batches over a few loop turns
         await asyncio.sleep(0)
 
@@ -97,12 +97,27 @@ async def test_another_user_asking_for_the_session_gets_none_of_it_and_it_ends(t
         assert broker.metrics["session_foreign_user_cleaned"] == 1
 
 
+async def test_a_clean_start_of_another_user_ends_the_session_counted_once(tmp_path: Path) -> None:
+    """The connecting node knew the owner and turned eve's CONNECT into a clean start (counting it there): the old
+    owner ends alice's session as for any clean start, without counting it again."""
+    with node(tmp_path, "a") as (broker, service, links):
+        alices_session(broker, online=False)
+        await handover_from_b(service, {"user": pack_user("eve")}, clean=True)
+        [begin] = frames(links, "mig_begin")
+        assert not SessionImage.unpack(begin["image"]).present and not frames(links, "mig_batch")
+        assert CLIENT_ID not in broker.sessions
+        assert broker.metrics["session_foreign_user_cleaned"] == 0
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["resume", "clean-start"])
 @pytest.mark.parametrize("online", [False, True], ids=["offline", "online"])
-async def test_another_user_asking_for_the_session_is_refused_and_it_stays(tmp_path: Path, online: bool) -> None:
-    """session.foreign_user = refuse: the session stays as it was (a live connection of alice is not kicked)."""
+async def test_another_user_asking_for_the_session_is_refused_and_it_stays(tmp_path: Path, online: bool,
+                                                                           clean: bool) -> None:
+    """session.foreign_user = refuse: the session stays as it was (a live connection of alice is not kicked), even
+    when eve's CONNECT asked for a clean start."""
     with node(tmp_path, "a", session_foreign_user="refuse") as (broker, service, links):
         sink = alices_session(broker, online)
-        await handover_from_b(service, {"user": pack_user("eve")})
+        await handover_from_b(service, {"user": pack_user("eve")}, clean)
         [begin] = frames(links, "mig_begin")
         assert begin["foreign"] is True and not SessionImage.unpack(begin["image"]).present
         assert frames(links, "mig_ready") and not frames(links, "mig_batch")
