@@ -5,35 +5,17 @@ old owner (node a), as tests/unit/cluster/test_registration_stamps.py does."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
-from tests.unit.cluster.test_registration_stamps import ScriptedLinks, client_led_by_a, settle
+from tests.unit.cluster.registration_script import ScriptedLinks, client_led_by_a, registered
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.handover import SessionImage, Ticket
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.config import Config
 from vmqpy.metadata.service import MetadataService
 from vmqpy.storage import Storage
-
-
-async def taken_over(service: RegistrationService, links: ScriptedLinks, client_id: str, owner: str | None) -> Ticket:
-    """Register `client_id` on b while the leader a names `owner` as its owner; a hands over an empty session."""
-    registering = asyncio.get_running_loop().create_task(service.register(client_id, clean_start=False))
-    await settle()
-    lock = links.take("reg_lock")
-    service.on_control("a", {"op": "reg_grant", "client_id": client_id, "request": lock["request"],
-                             "owner": owner, "stamp": None})
-    await settle()
-    if owner == "a":
-        handover = links.take("handover")
-        service.on_control("a", {"op": "mig_begin", "client_id": client_id, "migration": handover["migration"],
-                                 "image": SessionImage.absent(client_id).pack(), "stamp": None})
-        service.on_control("a", {"op": "mig_ready", "client_id": client_id, "migration": handover["migration"]})
-    return await asyncio.wait_for(registering, 5)
 
 
 def observations(service: RegistrationService) -> int:
@@ -57,7 +39,7 @@ async def test_a_handover_is_observed_once_the_session_is_live_here(
     service = RegistrationService(links, broker, None, allow_without_leader=lambda: False,
                                   majority_serves=lambda: False)
     try:
-        ticket = await taken_over(service, links, client_led_by_a(), owner)
+        ticket, _handover = await registered(service, links, client_led_by_a(), clean_start=False, owner=owner)
         assert observations(service) == 0
         service.connected(ticket, connected_on)
         assert observations(service) == observed

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.unit.broker.test_migration import TakenOverSink
-from tests.unit.cluster.test_registration_stamps import ScriptedLinks, client_led_by_a, settle
+from tests.unit.cluster.registration_script import ScriptedLinks, client_led_by_a, registered
 from vmqpy.broker import records
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.handover import SessionImage
@@ -146,18 +146,9 @@ async def test_the_new_owner_learns_the_old_owner_refused(tmp_path: Path) -> Non
     alice's): the ticket says so and holds no image (none is rebuilt from b's store either)."""
     client_id = client_led_by_a()
     with node(tmp_path, "b") as (_broker, service, links):
-        registering = asyncio.get_running_loop().create_task(service.register(client_id, False, "eve"))
-        await settle()
-        lock = links.take("reg_lock")
-        service.on_control("a", {"op": "reg_grant", "client_id": client_id, "request": lock["request"],
-                                 "owner": "a", "stamp": None})
-        await settle()
-        handover = links.take("handover")
-        assert handover["user"] == pack_user("eve")
-        service.on_control("a", {"op": "mig_begin", "client_id": client_id, "migration": handover["migration"],
-                                 "image": SessionImage.absent(client_id).pack(), "stamp": None, "foreign": True})
-        service.on_control("a", {"op": "mig_ready", "client_id": client_id, "migration": handover["migration"]})
-        ticket = await asyncio.wait_for(registering, 5)
+        ticket, handover = await registered(service, links, client_id, clean_start=False, user="eve",
+                                            begin={"foreign": True})
+        assert handover is not None and handover["user"] == pack_user("eve")
         assert ticket.foreign and ticket.image is None
         service.connected(ticket, None)
 

@@ -9,16 +9,14 @@ replaced record's stamp (the leader's grant, the old owner's mig_begin), b's nex
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.unit.cluster.registration_script import ScriptedLinks, client_led_by_a, registered
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.persistence import SessionStore
-from vmqpy.cluster.leader import leader_for
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.config import Config
 from vmqpy.metadata.hlc import Stamp
@@ -27,42 +25,6 @@ from vmqpy.storage import Storage
 
 WALL = 1_795_600_000.0  # seconds; stands still
 WALL_MS = int(WALL * 1000)
-
-
-class ScriptedLinks:
-    """Node b's view of a two-node cluster {a, b}; frames b sends are kept for the test to answer."""
-
-    name = "b"
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-
-    def member_names(self) -> list[str]:
-        return ["a", "b"]
-
-    def is_reachable(self, node: str) -> bool:
-        return True
-
-    def send_control(self, node: str, body: dict[str, Any]) -> bool:
-        self.sent.append((node, body))
-        return True
-
-    def take(self, op: str) -> dict[str, Any]:
-        for i, (node, body) in enumerate(self.sent):
-            if body["op"] == op:
-                assert node == "a"
-                del self.sent[i]
-                return body
-        raise AssertionError(f"b sent no {op}: {self.sent}")
-
-
-def client_led_by_a() -> str:
-    return next(c for c in (f"client-{i}" for i in range(100)) if leader_for(c, ["a", "b"]) == "a")
-
-
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
 
 
 @pytest.mark.parametrize(("grant_stamp", "begin_stamp"), [
@@ -84,17 +46,8 @@ async def test_the_new_owner_record_is_stamped_after_the_one_it_replaces(
     client_id = client_led_by_a()
     try:
         metadata.hlc_now()  # b has issued stamps in this millisecond already
-        registering = asyncio.get_running_loop().create_task(service.register(client_id, clean_start=True))
-        await settle()
-        lock = links.take("reg_lock")
-        service.on_control("a", {"op": "reg_grant", "client_id": client_id, "request": lock["request"],
-                                 "owner": "a", "stamp": grant_stamp})
-        await settle()
-        handover = links.take("handover")
-        service.on_control("a", {"op": "mig_begin", "client_id": client_id, "migration": handover["migration"],
-                                 "image": SessionImage.absent(client_id).pack(), "stamp": begin_stamp})
-        service.on_control("a", {"op": "mig_ready", "client_id": client_id, "migration": handover["migration"]})
-        ticket = await asyncio.wait_for(registering, 5)
+        ticket, _handover = await registered(service, links, client_id, clean_start=True, grant_stamp=grant_stamp,
+                                             begin={"stamp": begin_stamp})
         assert ticket.source == "a"
         replaced = max(Stamp.from_list(s) for s in (grant_stamp, begin_stamp) if s is not None)
         assert metadata.hlc_now() > replaced
