@@ -5,7 +5,7 @@ connecting user, and another user's session is never handed over. Likewise a new
 user ends the session here instead of moving it there.
 
 One real RegistrationService over a real Broker and MetadataService per test; the test plays the other node
-with the frames it sends, as tests/unit/cluster/test_registration_stamps.py does.
+with the frames it sends (tests/unit/cluster/registration_script.py).
 """
 
 from __future__ import annotations
