@@ -1,7 +1,7 @@
 """The handover duration histogram (vmqpy.broker.client_metrics.HANDOVER_DURATION) of a registration: observed
 once when a session taken over from another node is live here, never for a registration without a handover or a
 connect that failed. One real RegistrationService (node b) over a real Broker; the test plays the leader and the
-old owner (node a), as tests/unit/cluster/test_registration_stamps.py does."""
+old owner (node a) with tests/unit/cluster/registration_script.py."""
 
 from __future__ import annotations
 
