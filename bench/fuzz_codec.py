@@ -34,6 +34,7 @@ from types import FrameType
 
 from bench.fuzz_cases import SEEDS, Case, Seed, case_rng, make_case
 from vmqpy.mqtt.codec import Decoder, NeedData, encode
+from vmqpy.mqtt.decoder import LongSubscribe
 from vmqpy.mqtt.errors import LocalProtocolError, RemoteProtocolError
 from vmqpy.mqtt.packets import Packet
 
@@ -63,6 +64,7 @@ def drain(decoder: Decoder, chunks: tuple[bytes, ...]) -> list[Packet]:
             packet = decoder.next_packet()
             if isinstance(packet, NeedData):
                 break
+            assert not isinstance(packet, LongSubscribe)  # long_subscribe is off: decoded whole
             packets.append(packet)
         else:
             raise AssertionError("the decoder returned more packets than its input can hold")

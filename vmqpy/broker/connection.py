@@ -54,6 +54,7 @@ from vmqpy.broker.turn_budget import TURN_BUDGET, TURN_YIELDED, YIELDED_READ_LIM
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
+from vmqpy.mqtt.decoder import LongSubscribe
 from vmqpy.mqtt.errors import RemoteProtocolError, UnsupportedProtocolVersion
 from vmqpy.mqtt.packets import (
     Connack,
@@ -103,6 +104,7 @@ class MQTTConnection(asyncio.Protocol):
         # Until its CONNECT is accepted a client may send no more than a CONNECT needs (mqtt.connect_max_size: a
         # WebSocket's frames are not bounded by a prelude); then the largest packet (`connect_completed`).
         self.decoder = Decoder(server=True, max_packet_size=connect_max_size(config))
+        self.decoder.long_subscribe = subscribe_slices.LONG_SUBSCRIBE  # decoded a slice a turn (subscribe_slices)
         self.transport: asyncio.Transport | None = None
         self.session: Session | None = None
         self.client_id = ""
@@ -202,12 +204,15 @@ class MQTTConnection(asyncio.Protocol):
             return
         self._process()
 
-    def _process(self) -> None:
-        """Dispatch every complete packet received (until a CONNECT starts registering)."""
+    def _process(self, first: Packet | None = None) -> None:
+        """Dispatch `first` (a packet decoded in slices: subscribe_slices.decode), then every complete packet
+        received (until a CONNECT starts registering)."""
         decoder = self.decoder
         until = perf_counter() + TURN_BUDGET
         queued = len(self._out)
         try:
+            if first is not None:
+                self._dispatch(first)
             while (not self.closing and not self._registering and not self._rate_held and not self._refusing
                    and not self._subscribing and not self._yielded):
                 packet = decoder.next_packet()
@@ -395,10 +400,10 @@ class MQTTConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------------------------------ decisions
 
-    def _dispatch(self, packet: Packet) -> None:
+    def _dispatch(self, packet: Packet | LongSubscribe) -> None:
         now = time.time()
         machine = self.machine
-        if self.traces:
+        if self.traces and type(packet) is not LongSubscribe:  # traced once decoded (subscribe_slices.decode)
             self._trace(RECEIVED, packet, now)
         if self._rate is not None and type(packet) is Publish:
             pacing.spend_rate(self, self._rate)
@@ -431,6 +436,9 @@ class MQTTConnection(asyncio.Protocol):
                 self.broker.metrics["mqtt_connect_received"] += 1
                 self._connect_at = self.loop.time()
                 self._asked_client_id = packet.client_id
+            if isinstance(packet, LongSubscribe):
+                subscribe_slices.decode(self, packet)
+                return
             if type(packet) is Subscribe and machine.connected_now and subscribe_slices.sliced(packet):
                 subscribe_slices.start(self, packet)  # vmqpy.broker.subscribe_slices
                 return

@@ -10,6 +10,12 @@ runs it (vmqpy.broker.turn_budget: 0.2 ms, at most `SLICE` filters); meanwhile n
 client. One SUBACK with every filter's reason code, in the packet's order, leaves after the last slice; the
 retained messages follow it, a slice of filters a turn too.
 
+Decoding the filters costs too (about 2.4 us each in the interpreter; a 1 MiB SUBSCRIBE holds up to 262,141
+one-character filters, 0.5-0.75 s): a SUBSCRIBE of more than `LONG_SUBSCRIBE` bytes of filters comes from the
+decoder undecoded (vmqpy.mqtt.decoder.LongSubscribe) and its filters are decoded a slice a turn in the lane first
+(`decode`), nothing of it applied until all of it is decoded, so that a malformed filter anywhere ends the
+connection with nothing of the packet taking effect, as a whole decode does.
+
 An UNSUBSCRIBE of more than `SLICED_ABOVE` filters is undone the same way (`unsubscribe_sliced`,
 `start_unsubscribe`): the connection machine allows it once (the netsplit policy), the broker removes a slice of
 filters a loop turn, in order, nothing more is read from that client meanwhile, and one UNSUBACK with every
@@ -29,18 +35,24 @@ from typing import TYPE_CHECKING
 from vmqpy.broker import pacing
 from vmqpy.broker.decisions import Reply, SubscribeTo, suback_codes
 from vmqpy.broker.session import SubEntry
+from vmqpy.broker.trace import RECEIVED
 from vmqpy.broker.turn_budget import SlicePace
 from vmqpy.mqtt import reason_codes as rc
+from vmqpy.mqtt.decoder import LongSubscribe
 from vmqpy.mqtt.errors import RemoteProtocolError
 from vmqpy.mqtt.packets import Suback, Subscribe, Unsuback, Unsubscribe
 
 if TYPE_CHECKING:
     from vmqpy.broker.connection import MQTTConnection
 
-__all__ = ["SLICE", "SLICED_ABOVE", "sliced", "start", "start_unsubscribe", "unsubscribe_sliced"]
+__all__ = ["LONG_SUBSCRIBE", "SLICE", "SLICED_ABOVE", "decode", "sliced", "start", "start_unsubscribe",
+           "unsubscribe_sliced"]
 
 SLICE = 256  # filters judged and added per loop turn at the most; fewer when they take longer than the turn's budget
 SLICED_ABOVE = 16  # a packet of more filters is handled in slices (vmqpy.broker.turn_budget.SlicePace)
+LONG_SUBSCRIBE = 2048  # bytes of filters above which a SUBSCRIBE is decoded in slices too (about 500 filters at most)
+DECODE_SLICE = 4096  # filters decoded per loop turn at the most (about 2.4 us each: fewer, sized to the budget)
+DECODE_FIRST = 64  # filters of the first slice, before the time per filter is known
 
 
 @dataclass(slots=True)
@@ -59,10 +71,41 @@ def sliced(packet: Subscribe) -> bool:
 
 def start(conn: MQTTConnection, packet: Subscribe) -> None:
     """Handle `packet` (of a connected client) in slices; nothing more is read from `conn` until its SUBACK."""
-    conn._subscribing = True
-    conn._blocked_on += 1  # reading paused, as for a congested subscriber (pacing.set_reading)
-    pacing.set_reading(conn)
+    _hold(conn)
     _step(conn, _Progress(packet))
+
+
+def decode(conn: MQTTConnection, long: LongSubscribe) -> None:
+    """A SUBSCRIBE too long to decode in one turn (vmqpy.mqtt.decoder.LongSubscribe, above `LONG_SUBSCRIBE` bytes of
+    filters): its filters are decoded a slice a turn in the bulk lane, nothing more read from `conn` meanwhile, and
+    only then is it handled as any SUBSCRIBE (a malformed filter anywhere ends the connection before any filter of
+    the packet takes effect)."""
+    _hold(conn)
+    _decode_step(conn, long, SlicePace(DECODE_SLICE, first=DECODE_FIRST))
+
+
+def _decode_step(conn: MQTTConnection, long: LongSubscribe, pace: SlicePace) -> None:
+    if conn.closing:
+        _release(conn)
+        return
+    try:
+        pace.done(long.decode(pace.start()))
+        if not long.done:
+            conn.broker.lane.add(partial(_decode_step, conn, long, pace), conn.loop.call_soon)
+            return
+        packet = long.packet()
+    except RemoteProtocolError as exc:
+        _release(conn)
+        conn.log.warning("protocol error", reason=str(exc), reason_code=hex(exc.reason_code))
+        conn.protocol_error(exc.reason_code)
+        return
+    if conn.machine.connected_now and sliced(packet):
+        if conn.traces:
+            conn._trace(RECEIVED, packet, time.time())
+        _step(conn, _Progress(packet))  # reading stays held until its SUBACK
+        return
+    _release(conn)
+    conn._process(packet)  # as any SUBSCRIBE (traced there), then what the client sent meanwhile
 
 
 def _step(conn: MQTTConnection, progress: _Progress) -> None:
@@ -126,9 +169,7 @@ def unsubscribe_sliced(packet: Unsubscribe) -> bool:
 def start_unsubscribe(conn: MQTTConnection, packet: Unsubscribe) -> None:
     """Undo `packet` (allowed by the connection machine) in slices; nothing more is read from `conn` until its
     UNSUBACK."""
-    conn._subscribing = True
-    conn._blocked_on += 1
-    pacing.set_reading(conn)
+    _hold(conn)
     _unsubscribe_step(conn, packet, 0, [], SlicePace(SLICE))
 
 
@@ -167,6 +208,12 @@ def _deliver_retained(conn: MQTTConnection, added: list[tuple[SubEntry, bool]], 
     pace.done(len(added[begin:end]))
     if end < len(added):
         conn.broker.lane.add(partial(_deliver_retained, conn, added, end, pace), conn.loop.call_soon)
+
+
+def _hold(conn: MQTTConnection) -> None:
+    conn._subscribing = True
+    conn._blocked_on += 1  # reading paused, as for a congested subscriber (pacing.set_reading)
+    pacing.set_reading(conn)
 
 
 def _release(conn: MQTTConnection) -> None:

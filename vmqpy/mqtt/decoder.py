@@ -46,7 +46,7 @@ from vmqpy.mqtt.packets import (
 from vmqpy.mqtt.properties import WILL, read_properties
 from vmqpy.mqtt.wire import MAX_PACKET_SIZE, NEED_DATA, NeedData, read_bin, read_str, read_u16, read_vbi
 
-__all__ = ["Decoder"]
+__all__ = ["Decoder", "LongSubscribe", "read_filters"]
 
 _PUBLISH = int(PacketType.PUBLISH)
 _PUBACK_FIRST = int(PacketType.PUBACK) << 4  # the first byte of every PUBACK (its flags are 0)
@@ -63,16 +63,80 @@ _SUBOPTS: Final = tuple(
 _SUBACK_311: Final = frozenset({0, 1, 2, 0x80})  # the 3.1.1 SUBACK return codes
 
 
+def read_filters(b: bytes, i: int, v5: bool, most: int, subs: list[Subscription]) -> int:
+    """Decode at most `most` topic filters with their subscription options, from b[i:] to the end of a SUBSCRIBE's
+    body, into `subs`; the index after the last one decoded (len(b): all of them)."""
+    n = len(b)
+    while i < n and most > 0:
+        most -= 1
+        topic_filter, i = read_str(b, i, n, "topic filter")
+        if i >= n:
+            raise MalformedPacket("SUBSCRIBE topic filter without subscription options")
+        o = b[i]
+        i += 1
+        if v5:
+            if o & 0xC0:
+                raise MalformedPacket("SUBSCRIBE options reserved bits set")
+            if o & 3 == 3:
+                raise ProtocolViolation("SUBSCRIBE with maximum QoS 3")
+            if o & 0x30 == 0x30:
+                raise ProtocolViolation("SUBSCRIBE with Retain Handling 3")
+            if o & 0x04 and topic_filter.startswith("$share/"):
+                raise ProtocolViolation("No Local set on a shared subscription")
+        elif o & 0xFC or o == 3:
+            raise MalformedPacket(f"3.1.1 SUBSCRIBE requested QoS byte {o:#04x}")
+        subs.append(Subscription(topic_filter, _SUBOPTS[o]))
+    return i
+
+
+class LongSubscribe:
+    """A SUBSCRIBE whose filters take more than a decoder's `long_subscribe` bytes, as `next_packet` returns it:
+    its fixed header, packet identifier and properties decoded, its filters not yet. `decode` reads them a slice
+    at a time (a 1 MiB SUBSCRIBE holds up to 262,141 one-character filters: 0.5-0.75 s to decode in one piece, at
+    about 2.4 us a filter), so that the caller can spread them over several turns of its loop
+    (vmqpy.broker.subscribe_slices); once `done`, `packet()` is the Subscribe decoded whole. The errors are those
+    of a whole decode, raised by the `decode` call that reaches the bad filter."""
+
+    __slots__ = ("_body", "_position", "_v5", "packet_id", "properties", "subscriptions")
+
+    def __init__(self, packet_id: int, properties: Properties, body: bytes, position: int, v5: bool) -> None:
+        self.packet_id = packet_id
+        self.properties = properties
+        self.subscriptions: list[Subscription] = []
+        self._body = body
+        self._position = position
+        self._v5 = v5
+
+    @property
+    def done(self) -> bool:
+        return self._position >= len(self._body)
+
+    def decode(self, most: int) -> int:
+        """Decode at most `most` more filters; how many were decoded."""
+        before = len(self.subscriptions)
+        self._position = read_filters(self._body, self._position, self._v5, most, self.subscriptions)
+        return len(self.subscriptions) - before
+
+    def packet(self) -> Subscribe:
+        """The whole SUBSCRIBE (after the last `decode`)."""
+        if not self.done:
+            raise LocalProtocolError("the SUBSCRIBE's filters are not all decoded yet")
+        if not self.subscriptions:
+            raise ProtocolViolation("SUBSCRIBE without topic filters")
+        return Subscribe(self.packet_id, self.subscriptions, self.properties)
+
+
 class Decoder:
     """Incremental decoder of one direction of one connection.
 
     `server=True` decodes what a client sends (the first packet must be CONNECT, which sets `protocol_level`);
     `server=False` decodes what a server sends and needs `protocol_level`. A server-side decoder created with
-    a `protocol_level` behaves as if the CONNECT had already been decoded.
+    a `protocol_level` behaves as if the CONNECT had already been decoded. `long_subscribe` (bytes; 0: never):
+    a SUBSCRIBE whose filters take more is returned as a `LongSubscribe`, its filters decoded by the caller.
     """
 
     __slots__ = ("_buf", "_chunks", "_connected", "_error", "_first", "_hlen", "_max", "_pending", "_pos", "_rl",
-                 "_server", "protocol_level")
+                 "_server", "long_subscribe", "protocol_level")
 
     def __init__(self, *, server: bool = True, protocol_level: int | None = None,
                  max_packet_size: int = MAX_PACKET_SIZE) -> None:
@@ -97,6 +161,7 @@ class Decoder:
         self._hlen = 0  # its fixed header length
         self._rl = 0  # its remaining length
         self._error: RemoteProtocolError | None = None
+        self.long_subscribe = 0
 
     @property
     def max_packet_size(self) -> int:
@@ -132,7 +197,7 @@ class Decoder:
         self._chunks = []
         self._pending = 0
 
-    def next_packet(self) -> Packet | NeedData:
+    def next_packet(self) -> Packet | LongSubscribe | NeedData:
         """The next complete packet, or NEED_DATA. Raises a RemoteProtocolError subclass on bad input."""
         if self._error is not None:
             raise self._error
@@ -406,31 +471,15 @@ class Decoder:
             return packet_id, props, i
         return packet_id, Properties(), 2
 
-    def _subscribe(self, flags: int, b: bytes) -> Subscribe:
+    def _subscribe(self, flags: int, b: bytes) -> Subscribe | LongSubscribe:
         packet_id, props, i = self._id_and_props(PacketType.SUBSCRIBE, b)
         if len(props.subscription_identifiers) > 1:
             raise ProtocolViolation("SUBSCRIBE with more than one Subscription Identifier")
         v5 = self.protocol_level == 5
-        n = len(b)
+        if self.long_subscribe and len(b) - i > self.long_subscribe:
+            return LongSubscribe(packet_id, props, b, i, v5)
         subs: list[Subscription] = []
-        while i < n:
-            topic_filter, i = read_str(b, i, n, "topic filter")
-            if i >= n:
-                raise MalformedPacket("SUBSCRIBE topic filter without subscription options")
-            o = b[i]
-            i += 1
-            if v5:
-                if o & 0xC0:
-                    raise MalformedPacket("SUBSCRIBE options reserved bits set")
-                if o & 3 == 3:
-                    raise ProtocolViolation("SUBSCRIBE with maximum QoS 3")
-                if o & 0x30 == 0x30:
-                    raise ProtocolViolation("SUBSCRIBE with Retain Handling 3")
-                if o & 0x04 and topic_filter.startswith("$share/"):
-                    raise ProtocolViolation("No Local set on a shared subscription")
-            elif o & 0xFC or o == 3:
-                raise MalformedPacket(f"3.1.1 SUBSCRIBE requested QoS byte {o:#04x}")
-            subs.append(Subscription(topic_filter, _SUBOPTS[o]))
+        read_filters(b, i, v5, len(b), subs)
         if not subs:
             raise ProtocolViolation("SUBSCRIBE without topic filters")
         return Subscribe(packet_id, subs, props)
@@ -499,7 +548,7 @@ class Decoder:
         raise MalformedPacket("reserved packet type")
 
 
-_DISPATCH: Final[tuple[Callable[[Decoder, int, bytes], Packet], ...]] = (
+_DISPATCH: Final[tuple[Callable[[Decoder, int, bytes], Packet | LongSubscribe], ...]] = (
     Decoder._reserved,
     Decoder._connect,
     Decoder._connack,

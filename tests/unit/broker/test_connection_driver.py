@@ -13,6 +13,7 @@ import pytest
 
 from tests.unit.broker.test_migration import MemoryMetadata
 from vmqpy.broker import connection as connection_module
+from vmqpy.broker import records
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
@@ -23,6 +24,7 @@ from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.packets import (
     Connack,
     Connect,
+    Disconnect,
     Packet,
     Puback,
     Publish,
@@ -173,6 +175,47 @@ async def test_a_client_gets_one_turns_budget_a_loop_turn_in_the_lane_or_when_re
     conn.data_received(encode(Publish("t", b"3"), 5))
     assert broker.metrics["publish_received"] == received + 4
     conn.connection_lost(None)
+
+
+async def test_a_long_subscribe_is_decoded_a_slice_a_turn_before_any_filter_takes_effect(storage: Storage) -> None:
+    """A SUBSCRIBE of more than LONG_SUBSCRIBE bytes of filters (here 20,000 filters, 140 KB) is decoded a slice a
+    turn of the bulk lane, nothing of it applied meanwhile; then it is handled in slices as any SUBSCRIBE, with
+    one SUBACK of every code in order. On the code before, the read that brought it decoded all of it and added
+    the first slice of subscriptions at once (a 1 MiB SUBSCRIBE of one-character filters: 0.5-0.75 s of decoding
+    in that one callback)."""
+    conn, transport, broker = connection(storage, Config(nodename="b"))
+    await turns_until(lambda: conn.session is not None)
+    armed: list[object] = []
+    broker.lane.schedule = armed.append  # the test runs the lane's turns
+    count = 20_000
+    conn.data_received(encode(Subscribe(1, [Subscription(f"long/{i}") for i in range(count)]), 5))
+    assert conn.session is not None and not conn.session.subscriptions and transport.paused
+    turns = 0
+    while len(broker.lane) and turns < 100_000:
+        broker.lane.run()
+        turns += 1
+        if not conn.session.subscriptions:
+            decoding = turns
+    assert decoding >= 2  # the decode alone took several turns
+    packets = await received(transport, 5)
+    assert packets[-1] == Suback(1, [0] * count)
+    assert len(conn.session.subscriptions) == count and not transport.paused
+    conn.connection_lost(None)
+
+
+@pytest.mark.parametrize("level", [4, 5])
+async def test_a_malformed_filter_at_the_end_of_a_long_subscribe_ends_the_connection_with_nothing_applied(
+        storage: Storage, level: int) -> None:
+    conn, transport, broker = connection(storage, Config(nodename="b"), level)
+    await turns_until(lambda: conn.session is not None)
+    data = bytearray(encode(Subscribe(1, [Subscription(f"long/{i}") for i in range(2_000)]), level))
+    data[-1] = 0xC0  # the last filter's options byte: reserved bits (3.1.1: a QoS byte above 2)
+    conn.data_received(bytes(data))
+    await turns_until(lambda: transport.closed)
+    assert conn.session is None or not conn.session.subscriptions
+    assert not list(broker.metadata.fold(records.SUBSCRIPTION))
+    if level == 5:
+        assert (await received(transport, 5))[-1] == Disconnect(0x81)
 
 
 async def test_a_clients_answers_leave_when_its_packets_are_dispatched(storage: Storage) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, NeedData
+from vmqpy.mqtt.decoder import LongSubscribe
 from vmqpy.mqtt.packets import Packet
 
 
@@ -15,7 +16,7 @@ def decode_all(decoder: Decoder, data: bytes, buffered: int = 0) -> list[Packet]
         packet = decoder.next_packet()
         if packet is NEED_DATA:
             return out
-        assert not isinstance(packet, NeedData)
+        assert not isinstance(packet, NeedData | LongSubscribe)  # long_subscribe is off: decoded whole
         out.append(packet)
     raise AssertionError("decoder did not return NEED_DATA after consuming all input")
 

@@ -16,6 +16,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties as PahoProperties
 
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, NeedData, encode
+from vmqpy.mqtt.decoder import LongSubscribe
 from vmqpy.mqtt.packets import (
     Connack,
     Connect,
@@ -48,7 +49,7 @@ def _fake_broker(listener: socket.socket, received: list[Packet], errors: list[B
                     return
                 decoder.receive_data(data)
                 while (packet := decoder.next_packet()) is not NEED_DATA:
-                    assert not isinstance(packet, NeedData)
+                    assert not isinstance(packet, NeedData | LongSubscribe)
                     received.append(packet)
                     out: list[Packet] = []
                     if isinstance(packet, Connect):

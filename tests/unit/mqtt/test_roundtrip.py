@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.mqtt import strategies as mst
 from tests.unit.mqtt.helpers import client, decode_all, decode_one, server
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
-from vmqpy.mqtt.packets import Connect, Packet, Pingreq, Publish
+from vmqpy.mqtt.decoder import LongSubscribe
+from vmqpy.mqtt.errors import MalformedPacket
+from vmqpy.mqtt.packets import Connect, Packet, Pingreq, Publish, Subscribe, Subscription
 
 FEW = settings(max_examples=60, deadline=None)
 MANY = settings(max_examples=150, deadline=None)
@@ -138,3 +141,39 @@ def test_empty_receive_is_noop() -> None:
     assert decoder.next_packet() is NEED_DATA
     decoder.receive_data(b"\x00")
     assert decode_all(decoder, b"") == [Pingreq()]
+
+
+@MANY
+@given(st.data(), mst.levels, st.integers(min_value=1, max_value=5))
+def test_a_long_subscribe_decoded_in_slices_is_the_subscribe_decoded_whole(data: st.DataObject, level: int,
+                                                                           most: int) -> None:
+    """A decoder with `long_subscribe` returns a SUBSCRIBE whose filters take more bytes as a LongSubscribe;
+    decoding its filters `most` at a time ends with the packet a whole decode gives (vmqpy.broker.subscribe_slices
+    decodes a slice a loop turn)."""
+    packet = data.draw(mst.subscribes(level))
+    whole = decode_one(server(level), encode(packet, level))
+    decoder = server(level)
+    decoder.long_subscribe = 1
+    decoder.receive_data(encode(packet, level))
+    long = decoder.next_packet()
+    assert isinstance(long, LongSubscribe)
+    slices = 0
+    while not long.done:
+        assert long.decode(most) <= most
+        slices += 1
+    assert slices == -(-len(packet.subscriptions) // most)
+    assert long.packet() == whole == packet
+
+
+def test_a_malformed_filter_of_a_long_subscribe_is_found_by_the_slice_that_reaches_it() -> None:
+    good = encode(Subscribe(1, [Subscription(f"f/{i}") for i in range(100)]), 5)
+    bad = bytearray(good)
+    bad[-1] = 0xC0  # the last filter's options: reserved bits set
+    decoder = server(5)
+    decoder.long_subscribe = 16
+    decoder.receive_data(bytes(bad))
+    long = decoder.next_packet()
+    assert isinstance(long, LongSubscribe)
+    assert long.decode(60) == 60 and not long.done
+    with pytest.raises(MalformedPacket):
+        long.decode(60)
