@@ -99,6 +99,11 @@ def _decode_step(conn: MQTTConnection, long: LongSubscribe, pace: SlicePace) -> 
         conn.log.warning("protocol error", reason=str(exc), reason_code=hex(exc.reason_code))
         conn.protocol_error(exc.reason_code)
         return
+    except Exception:  # a defect here must not leave the client held for ever
+        _release(conn)
+        conn.log.exception("internal error on connection")
+        conn.protocol_error(rc.UNSPECIFIED_ERROR)
+        return
     if conn.machine.connected_now and sliced(packet):
         if conn.traces:
             conn._trace(RECEIVED, packet, time.time())
