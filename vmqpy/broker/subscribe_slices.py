@@ -94,15 +94,8 @@ def _decode_step(conn: MQTTConnection, long: LongSubscribe, pace: SlicePace) -> 
             conn.broker.lane.add(partial(_decode_step, conn, long, pace), conn.loop.call_soon)
             return
         packet = long.packet()
-    except RemoteProtocolError as exc:
-        _release(conn)
-        conn.log.warning("protocol error", reason=str(exc), reason_code=hex(exc.reason_code))
-        conn.protocol_error(exc.reason_code)
-        return
-    except Exception:  # a defect here must not leave the client held for ever
-        _release(conn)
-        conn.log.exception("internal error on connection")
-        conn.protocol_error(rc.UNSPECIFIED_ERROR)
+    except Exception as exc:  # a defect here must not leave the client held for ever either
+        _failed(conn, exc)
         return
     if conn.machine.connected_now and sliced(packet):
         if conn.traces:
@@ -117,12 +110,18 @@ def _step(conn: MQTTConnection, progress: _Progress) -> None:
     """One slice (a loop callback: a protocol error ends the connection here, as `MQTTConnection._process` does)."""
     try:
         _slice(conn, progress)
-    except RemoteProtocolError as exc:
-        _release(conn)
+    except Exception as exc:
+        _failed(conn, exc)
+
+
+def _failed(conn: MQTTConnection, exc: Exception) -> None:
+    """A slice's error ends the connection, as one in `MQTTConnection._process` does: a protocol error with its
+    reason code, anything else as an internal error (called in the `except` block, which the log line shows)."""
+    _release(conn)
+    if isinstance(exc, RemoteProtocolError):
         conn.log.warning("protocol error", reason=str(exc), reason_code=hex(exc.reason_code))
         conn.protocol_error(exc.reason_code)
-    except Exception:
-        _release(conn)
+    else:
         conn.log.exception("internal error on connection")
         conn.protocol_error(rc.UNSPECIFIED_ERROR)
 
@@ -188,10 +187,8 @@ def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, cod
     end = begin + pace.start()
     try:
         codes += conn.broker.unsubscribe(session, packet.topic_filters[begin:end])
-    except Exception:
-        _release(conn)
-        conn.log.exception("internal error on connection")
-        conn.protocol_error(rc.UNSPECIFIED_ERROR)
+    except Exception as exc:
+        _failed(conn, exc)
         return
     pace.done(len(packet.topic_filters[begin:end]))
     if end < len(packet.topic_filters):
