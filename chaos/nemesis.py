@@ -186,10 +186,18 @@ class Nemesis:
             self.balancer.wait_status(node.short, up=True, deadline_s=REJOIN_DEADLINE_S)
 
     def _leave(self, node: Node, commander: Node) -> None:
+        """`cluster leave -k`. A leave that cannot finish in its 8 s (a netsplit holds a handover up) is given
+        up, and the node stays a member that serves (docs/cluster.md, "A leave that cannot finish"): that is
+        recorded, and the run goes on; any other failure is the harness's."""
         answer = commander.admin_cli("cluster", "leave", f"node={node.name}", "-k", "-i", "1", "-t", "8",
                                      timeout=60)
+        said = (answer.stderr or answer.stdout).strip()
+        if answer.returncode != 0 and "gave the leave up" in said:
+            self.recorder.record("info", "nemesis", "nemesis", {"step": f"leave of {node.name} given up",
+                                                                "leave": said[-300:]}, "")
+            return
         if answer.returncode != 0:
-            raise HarnessError(f"leave failed: {(answer.stderr or answer.stdout).strip()[-300:]}")
+            raise HarnessError(f"leave failed: {said[-300:]}")
         self.left.add(node.name)
 
     def _join(self, node: Node, discovery: Node) -> None:

@@ -228,7 +228,7 @@ def _drive(experiment: Experiment, opts: Options, duration: float, cluster: Clus
         progress.set_phase("haproxy")
         balancer = nemesis.balancer.start()
         endpoints = [Endpoint("haproxy", balancer.host, balancer.port)]
-    ctx = Context(recorder, endpoints, opts.seed)
+    ctx = Context(recorder, endpoints, opts.seed, locate=lambda client_id: locate_session(cluster, client_id))
     workloads = [WORKLOADS[name]() for name in run_workloads(experiment, opts.via)]
     progress.set_phase("setup")
     for w in workloads:
@@ -267,6 +267,24 @@ def _drive(experiment: Experiment, opts: Options, duration: float, cluster: Clus
     for w in workloads:
         errors.extend(w.errors)
     errors.extend(nemesis.errors)
+
+
+def locate_session(cluster: Cluster, client_id: str) -> str | None:
+    """The node where the cluster says `client_id`'s session lives (`vmq-admin session show`, which answers for
+    the whole cluster, asked of each node in turn until one answers; the first node it lists); None when none
+    holds it or none answers."""
+    for node in cluster.nodes:
+        if node.proc is None:
+            continue
+        answer = node.admin_cli("session", "show", f"--client_id={client_id}", "--node", "--json", timeout=20)
+        if answer.returncode != 0:
+            continue
+        try:
+            rows = [r for r in json.loads(answer.stdout) if isinstance(r, dict) and r.get("node")]
+        except ValueError:
+            continue
+        return str(rows[0]["node"]) if rows else None
+    return None
 
 
 _ROTATED = re.compile(r"replication\.log\.(\d+)(\.gz)?")

@@ -151,10 +151,11 @@ class NodeFacade:
         if cluster is None:
             raise CommandError("this node has no cluster listener (set listener.vmq.clustering)", 409)
         try:
+            given_up = None if self._departure is None else await self._departure.before_join()
             answer: str = await cluster.join(discovery_node)
         except CommandRefused as exc:
             raise CommandError(str(exc), exc.status) from None
-        return answer
+        return answer if given_up is None else f"{given_up}\n{answer}"
 
     async def cluster_leave(self, node: str, kill_sessions: bool, interval: float, timeout: float) -> str:
         cluster = self._cluster
@@ -179,6 +180,9 @@ class NodeFacade:
             return True, "single node"
         if cluster.removed:
             return False, LEFT_REASON
+        leaving = None if self._departure is None else self._departure.leaving()
+        if leaving is not None:
+            return False, leaving
         policy = self._policy
         if not policy.ready:
             return False, policy.reason()

@@ -217,7 +217,8 @@ class Node:
             majority_serves=lambda: self.policy.settings.readiness == "majority" and self.policy.ready)
         cluster.control_handlers.append(registration.on_control)
         cluster.reachability_handlers.append(registration.on_reachability)
-        departure = self.departure = Departure(cluster, registration, broker, self._stop_serving)
+        departure = self.departure = Departure(cluster, registration, broker, self._stop_serving,
+                                                self._reopen_listeners)
         if replication is not None:
             replication.attach(cluster, broker, registration, departure)
         cluster.control_handlers.append(departure.on_control)
@@ -265,6 +266,8 @@ class Node:
         assert cluster is not None
         LeftState(cluster.incarnation, cluster.removed_by or cluster.name, time.time()).save(self.config.data_dir)
         self.policy.left = True
+        if self.departure is not None:
+            self.departure.removed()
         for conn in list(self.connections):
             conn.close()
         self._reopen_listeners()  # closed by a `leave -k`: clients are told why they are refused

@@ -30,6 +30,8 @@ class Context:
     seed: int
     stop: threading.Event = field(default_factory=threading.Event)
     pace_s: float = 0.15  # pause between two operations of one worker
+    # where the cluster says a client id's session lives (the node's name; None: nowhere, or it cannot say)
+    locate: Callable[[str], str | None] = field(default=lambda _client_id: None)
 
     def rng(self, worker: str) -> random.Random:
         return random.Random(f"{self.seed}/{worker}")

@@ -82,12 +82,19 @@ class Queues(Workload):
             conn[0].disconnect()
 
     def finish(self, ctx: Context) -> None:
-        """Every subscriber reconnects to its node and drains what is queued for it."""
-        for client_id, endpoint in sorted(self.homes.items()):
+        """Every subscriber reconnects and drains what is queued for it: to the node where the cluster says its
+        session lives (a leave or a takeover may have moved it), else to its own node; when that node takes no
+        connection, to the others in turn."""
+        for client_id, home in sorted(self.homes.items()):
             process = "drainer"
-            ctx.recorder.record("invoke", process, "drain", {"client": client_id}, endpoint.name)
+            where = ctx.locate(client_id)
+            first = next((e for e in ctx.endpoints if e.name == where), home)
+            order = [first, *(e for e in ctx.endpoints if e != first)]
+            ctx.recorder.record("invoke", process, "drain", {"client": client_id, "located": where}, first.name)
             msgs: list[str] | None = None
-            for _ in range(10):
+            endpoint = first
+            for attempt in range(10):
+                endpoint = order[attempt // 3 % len(order)]  # three tries a node
                 client = Client(client_id, endpoint.host, endpoint.port, clean=False, session_expiry=EXPIRY_S)
                 if client.connect().outcome == "ok":
                     received = client.collect(quiet=2.0, limit=30.0)

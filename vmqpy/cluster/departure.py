@@ -4,8 +4,14 @@ The node that runs the command asks N to drain (or drains itself when it is N). 
 connections, disconnects its clients (5.0: DISCONNECT 0x9C Use another server, with a Server Reference naming
 another member), and hands every persistent session with its queue over to the member that owns the client
 id next (the first other member in the client id's rendezvous ranking), through the same acknowledged
-handover as a takeover. The commanding node asks N for its progress every `-i` seconds and prints it, until
-nothing is left or `-t` runs out; only then is N removed from the membership.
+handover as a takeover. Once nothing is left on it, N removes itself from the membership. The commanding node
+asks N for its progress every `-i` seconds and prints it until N left.
+
+A leave that cannot finish within `-t` (a netsplit that holds the handovers up, a target that does not answer)
+is given up on N, by N's own deadline or the commanding node's `leave_abort`: N opens its listeners again and
+serves as a full member; the sessions already handed over stay with their new owners, and the command answers
+503. A `cluster join` run on N while it drains gives the leave up the same way. The states and their
+transitions are vmqpy.cluster.leaving.
 
 A node that is already dead cannot hand anything over. Its persistent sessions are recreated from the
 replicated store on the member that owns each client id next, with their subscriptions: the owner record is
@@ -26,70 +32,98 @@ import structlog
 
 from vmqpy.cluster.errors import CommandRefused
 from vmqpy.cluster.leader import ranking
+from vmqpy.cluster.leaving import Action, LeaveInput, LeaveState, step
 from vmqpy.cluster.ports import BrokerPort
 from vmqpy.cluster.registration import RegistrationService
-from vmqpy.cluster.service import ClusterService
+from vmqpy.cluster.service import HANDOFF_TIMEOUT, ClusterService
 
 log = structlog.get_logger("vmqpy.departure")
 
 DISCONNECT_GRACE = 2.0
+SETTLE_POLL = 0.1  # how often a draining node looks whether every session was handed over
+DEFAULT_TIMEOUT = 60.0  # a leave_drain that names no -t (a commanding node of an earlier version)
+REMOVAL_GRACE = HANDOFF_TIMEOUT + 5.0  # the commanding node waits this much longer than -t for the removal
 
 
 class Departure:
     def __init__(self, cluster: ClusterService, registration: RegistrationService, broker: BrokerPort,
-                 stop_serving: Callable[[str | None], None]) -> None:
+                 stop_serving: Callable[[str | None], None], serve_again: Callable[[], None]) -> None:
         """`stop_serving(reference)`: close the MQTT listeners and disconnect every client, telling 5.0
-        clients to use the server named `reference`."""
+        clients to use the server named `reference`; `serve_again()`: open the listeners again."""
         self.cluster = cluster
         self.name = cluster.name
         self.registration = registration
         self.broker = broker
         self.stop_serving = stop_serving
-        self.draining = False
+        self.serve_again = serve_again
+        self.state = LeaveState.SERVING
         self.moving_total = 0
         self.settled = False  # every persistent session was given a new owner
-        self._drain_task: asyncio.Task[None] | None = None
+        self.outcome = ""  # why the last leave was given up (the command's answer)
+        self.notes: list[str] = []  # what the removal warned of (the command's answer)
+        self._by = self.name  # the node that runs the command
+        self._task: asyncio.Task[None] | None = None
         self._queries = itertools.count(1)
         self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._settled_reports: dict[str, dict[str, Any]] = {}  # what a leaving node reported as it settled
         # queue replicas: how many messages of a node's sessions they hold (node.py sets it)
         self.recoverable: Callable[[str], Awaitable[int]] | None = None
 
     # ------------------------------------------------------------------------------------------ the command
 
     async def leave(self, node: str, interval: float, timeout: float) -> str:
-        """Drain `node` (see the module doc) and remove it from the membership; the progress lines."""
+        """Drain `node` (see the module doc) until it removed itself from the membership; the progress lines."""
         name = self.cluster.check_leave(node)
         if name != self.name and not self.cluster.is_reachable(name):
             return await self._leave_dead(name)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        lines: list[str] = []
+        self._settled_reports.pop(name, None)
         if name == self.name:
-            await self.drain()
+            self.begin(timeout, self.name)
         else:
-            self.cluster.send_control(name, {"op": "leave_drain"})
+            self.cluster.send_control(name, {"op": "leave_drain", "timeout": timeout})
+        lines: list[str] = []
         last: dict[str, Any] | None = None
-        done = False
         while True:
             progress = await self._progress(name, min(5.0, max(0.5, interval)))
             elapsed = loop.time() - started
             if progress is not None:
                 last = progress
-                done = bool(progress["settled"]) and progress["sessions"] == 0
-                lines.append(f"{elapsed:5.1f}s: {progress['sessions']} sessions with {progress['messages']} "
-                             f"messages still on {name}")
+                lines.append(self._progress_line(name, elapsed, progress))
+                state = progress.get("state")
+                if state is None and progress["settled"] and progress["sessions"] == 0:
+                    lines += await self.cluster.remove_member(name)  # a node of an earlier version: we remove it
+                    break
+                if state == LeaveState.LEFT.value:
+                    lines += [str(n) for n in progress.get("notes") or ()]
+                    break
+                if state == LeaveState.SERVING.value:
+                    raise CommandRefused("\n".join([*lines, f"{name} gave the leave up: {progress.get('outcome')}; it "
+                                                     "stays a member and serves; run the command again to go on"]),
+                                         503)
+            elif name != self.name and name not in self.cluster.members:
+                last = self._settled_reports.pop(name, last)
+                break  # it removed itself, and the removal reached this node
             else:
                 lines.append(f"{elapsed:5.1f}s: {name} did not answer")
-            if done or elapsed >= timeout:
-                break
-            await asyncio.sleep(max(0.0, min(interval, timeout - elapsed)))
-        if not done:
-            raise CommandRefused("\n".join([*lines, f"{name} still holds sessions after {timeout:g}s: it stays a "
-                                          "member; run the command again to go on"]), 503)
-        lines += await self.cluster.remove_member(name)
+            if elapsed >= timeout + REMOVAL_GRACE:
+                self.cluster.send_control(name, {"op": "leave_abort"})
+                raise CommandRefused("\n".join([*lines, f"{name} did not finish leaving in {elapsed:.0f}s: it was "
+                                                 "told to give the leave up and serve again; `vmq-admin cluster show` "
+                                                 "says whether it is still a member"]), 503)
+            await asyncio.sleep(max(0.0, interval))
         moved = last["moving_total"] if last else 0
         lines.append(f"Done: {name} handed {moved} persistent sessions over and leaves the cluster")
         return "\n".join(lines)
+
+    @staticmethod
+    def _progress_line(name: str, elapsed: float, progress: dict[str, Any]) -> str:
+        if progress.get("state") == LeaveState.REMOVING.value:
+            return f"{elapsed:5.1f}s: nothing is left on {name}: it removes itself from the membership"
+        if progress.get("state") == LeaveState.LEFT.value:
+            return f"{elapsed:5.1f}s: {name} left the membership"
+        return f"{elapsed:5.1f}s: {progress['sessions']} sessions with {progress['messages']} messages still on {name}"
 
     async def _leave_dead(self, name: str) -> str:
         remaining = [m for m in self.cluster.member_names() if m != name]
@@ -123,19 +157,92 @@ class Departure:
         finally:
             self._answers.pop(query, None)
 
+    def leaving(self) -> str | None:
+        """Why this node takes no client while it leaves (its /health), or None."""
+        if self.state is LeaveState.DRAINING:
+            return "leaving the cluster (cluster leave -k): handing its sessions over"
+        if self.state is LeaveState.REMOVING:
+            return "leaving the cluster (cluster leave -k): removing itself from the membership"
+        return None
+
+    def removed(self) -> None:
+        """This node is no longer a member (node.py: `_on_removed`)."""
+        self._apply(LeaveInput.REMOVED)
+
     def reset(self) -> None:
-        """This node joins again after it left: a later `leave -k` drains it again."""
-        self.draining = False
+        """This node joins again as a new incarnation after it left: a later `leave -k` drains it again."""
+        self._apply(LeaveInput.REJOINED)
         self.settled = False
         self.moving_total = 0
-        self._drain_task = None
+        self.notes = []
+        self._task = None
+
+    async def before_join(self) -> str | None:
+        """`cluster join` run on this node: a leave that drains it is given up (the join ends with a node that
+        serves); a removal under way is waited for (the join then makes a new incarnation). A line for the
+        join's answer, or None."""
+        if self.state is LeaveState.DRAINING:
+            self._give_up(LeaveInput.ABORTED, "a cluster join was run on it")
+            return f"the leave of {self.name} under way was given up: it serves again"
+        task = self._task
+        if self.state is LeaveState.REMOVING and task is not None:
+            await asyncio.wait_for(asyncio.shield(task), REMOVAL_GRACE)
+        return None
 
     # ------------------------------------------------------------------------------------------ the leaving node
 
-    async def drain(self) -> None:
-        if self.draining:
+    def begin(self, timeout: float, by: str) -> None:
+        """Leave (leave_drain, or the command run here): drain, then remove this node once nothing is left;
+        give the leave up if the drain has not settled after `timeout` seconds."""
+        if self._apply(LeaveInput.ASKED) is Action.DRAIN:
+            self._by = by
+            self.outcome = ""
+            self.notes = []
+            self._task = asyncio.get_running_loop().create_task(self._leave(timeout))
+
+    async def _leave(self, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        await self.drain()
+        while self.state is LeaveState.DRAINING:
+            if self.settled and self.progress()["sessions"] == 0:
+                self._apply(LeaveInput.SETTLED)
+                break
+            if loop.time() >= deadline:
+                left = self.progress()
+                self._give_up(LeaveInput.DEADLINE, f"{left['sessions']} sessions with {left['messages']} messages "
+                              f"were still on it after {timeout:g}s")
+                return
+            await asyncio.sleep(SETTLE_POLL)
+        if self.state is not LeaveState.REMOVING:
             return
-        self.draining = True
+        try:
+            self.cluster.check_leave(self.name)
+        except CommandRefused as exc:
+            self._give_up(LeaveInput.REMOVAL_REFUSED, str(exc))
+            return
+        if self._by != self.name:  # before the removal, on the same link: the command's final count
+            self.cluster.send_control(self._by, {"op": "leave_progress", "query": 0, **self.progress()})
+        self.notes = await self.cluster.remove_member(self.name, witness=self._by)
+
+    def _apply(self, given: LeaveInput) -> Action:
+        action, state = step(self.state, given)
+        if state is not self.state:
+            log.info("leave", transition=f"{self.state.value} -> {state.value}", input=given.value)
+        self.state = state
+        return action
+
+    def _give_up(self, given: LeaveInput, why: str) -> None:
+        if self._apply(given) is not Action.SERVE_AGAIN:
+            return
+        self.outcome = why
+        self.settled = False
+        log.warning("the leave was given up: serving again as a member", reason=why,
+                    sessions_handed_over=self.moving_total)
+        self.serve_again()
+
+    async def drain(self) -> None:
+        """Close the listeners, move the clients away and start handing every persistent session over."""
         others = [m for m in self.cluster.member_names() if m != self.name]
         if not others:
             self.settled = True
@@ -146,6 +253,8 @@ class Departure:
         deadline = loop.time() + DISCONNECT_GRACE
         while any(s.online for s in self.broker.local_sessions()) and loop.time() < deadline:
             await asyncio.sleep(0.05)
+        if self.state is not LeaveState.DRAINING:
+            return  # given up meanwhile: the sessions not moved yet stay here
         self.moving_total = 0
         for session in self.broker.local_sessions():
             if session.moving_to is not None or not session.persistent:
@@ -157,22 +266,28 @@ class Departure:
         self.settled = True
 
     def progress(self) -> dict[str, Any]:
-        moving = [s for s in self.broker.local_sessions() if s.moving_to is not None or (
-            self.draining and s.persistent)]
-        return {"draining": self.draining, "settled": self.settled, "sessions": len(moving),
-                "messages": sum(len(s.queue) + len(s.inflight) for s in moving),
-                "moving_total": self.moving_total}
+        draining = self.state is LeaveState.DRAINING
+        moving = [s for s in self.broker.local_sessions() if s.moving_to is not None or (draining and s.persistent)]
+        return {"state": self.state.value, "draining": draining, "settled": self.settled, "sessions": len(moving),
+                "messages": sum(len(s.queue) + len(s.inflight) for s in moving), "moving_total": self.moving_total,
+                "outcome": self.outcome, "notes": self.notes}
 
     def on_control(self, peer: str, body: dict[str, Any]) -> None:
-        """A leave_drain, leave_status or leave_progress frame (node.py hands the cluster's CONTROL frames here)."""
+        """A leave_drain, leave_abort, leave_status or leave_progress frame (node.py hands the cluster's CONTROL
+        frames here)."""
         op = body.get("op")
         if op == "leave_drain":
-            if self._drain_task is None:
-                self._drain_task = asyncio.get_running_loop().create_task(self.drain())
+            timeout = body.get("timeout")
+            self.begin(float(timeout) if isinstance(timeout, (int, float)) else DEFAULT_TIMEOUT, peer)
+        elif op == "leave_abort":
+            self._give_up(LeaveInput.ABORTED, f"{peer} gave the command up")
         elif op == "leave_status":
             self.cluster.send_control(peer, {"op": "leave_progress", "query": body.get("query"),
                                              **self.progress()})
         elif op == "leave_progress":
+            if not body.get("query"):
+                self._settled_reports[peer] = body
+                return
             future = self._answers.get(int(body.get("query") or 0))
             if future is not None and not future.done():
                 future.set_result(body)

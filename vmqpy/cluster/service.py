@@ -276,14 +276,16 @@ class ClusterService:
             raise CommandRefused(f"{name} cannot leave now: no other member is reachable to keep the removal", 503)
         return name
 
-    async def remove_member(self, name: str) -> list[str]:
+    async def remove_member(self, name: str, witness: str | None = None) -> list[str]:
         """Delete `name`'s membership record and write its departed record (membership.py), so that it is
         refused with REMOVED wherever it dials; the lines to print.
 
         A live member first hands its writes over: we wait (at most HANDOFF_TIMEOUT) for one of its reports
         newer than the command and until we hold every dot it reported, so the records it wrote before it
         left stay in the cluster (it empties its store when it joins again). When `name` is this node, the
-        removal must reach another member before we stop linking: we wait until one holds all our dots."""
+        removal must reach another member before we stop linking: we wait until one holds all our dots (the
+        member `witness`, when it is one: the node that runs the command, which must learn of the removal
+        from us in a netsplit)."""
         member = self.members[name]
         rid = member.replica_id
         lines: list[str] = []
@@ -299,12 +301,14 @@ class ClusterService:
         log.warning("member removed", member=name, incarnation=member.incarnation)
         if name == self.name:
             others = [m.replica_id for n, m in self.members.items() if n != name]
+            if witness in self.members and witness != name and witness in self.network.reachable():
+                others = [self.members[witness].replica_id]
             self.metadata.exchange_now()
             if not await _poll(lambda: self.removed or any(self.metadata.covered_by(o) for o in others),
                                HANDOFF_TIMEOUT):
                 lines.append("warning: no other member confirmed the removal yet; it spreads when one links")
             self._leaving_self = False
-            self._learn_removed(self.name)
+            self._learn_removed(witness or self.name)
         return lines
 
     # ------------------------------------------------------------------------------------------ the broker's Forwarder
