@@ -203,6 +203,7 @@ class Node:
             barrier=local_barrier if replication is None else replication.barrier,
             left=left is not None, reincarnate=self._reincarnate,
             deliver_replica=None if replication is None else replication.deliver, local_barrier=local_barrier,
+            joining=self._on_joining,
         )
         cluster.forwarding.deliver_batch = broker.deliver_forwards  # a FORWARD frame's publishes in one call
         if left is not None:
@@ -271,6 +272,13 @@ class Node:
         for conn in list(self.connections):
             conn.close()
         self._reopen_listeners()  # closed by a `leave -k`: clients are told why they are refused
+
+    def _on_joining(self, joining: bool) -> None:
+        """A `cluster join` runs (docs/cluster.md, "Joining"): no client is served until the cluster's records
+        are here."""
+        self.policy.joining = joining
+        log.info("joining a cluster: taking no client until its records are here" if joining else
+                 "joining done: serving as the netsplit policy says", serving=self.policy.ready)
 
     def _assign_servers(self, broker: Broker, metadata: MetadataService) -> None:
         """`persistent_session_placement = assigned` (vmqpy.cluster.placement): tell the cluster where clients

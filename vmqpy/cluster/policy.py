@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 OPERATIONS = ("register", "publish", "subscribe", "unsubscribe")
 LEFT_REASON = "this node left its cluster: `vmq-admin cluster join discovery-node=...` to rejoin"
+JOINING_REASON = "joining a cluster: the cluster's subscriptions and sessions have not all arrived yet"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,18 @@ class Policy:
         self.ready = True  # asked on every publish: kept up to date when the view or the settings change
         self.refused: Counter[str] = Counter()
         self._left = False
+        self._joining = False
+
+    @property
+    def joining(self) -> bool:
+        """A `cluster join` runs and this node's store does not hold the cluster's records yet: like a node that
+        left, it refuses every operation (a publish acknowledged now would miss subscribers it does not know)."""
+        return self._joining
+
+    @joining.setter
+    def joining(self, joining: bool) -> None:
+        self._joining = joining
+        self._refresh()
 
     @property
     def left(self) -> bool:
@@ -83,7 +96,7 @@ class Policy:
 
     def _refresh(self) -> None:
         view = self._view
-        if self._left:
+        if self._left or self._joining:
             self.ready = False
         elif view is None:
             self.ready = True
@@ -93,6 +106,8 @@ class Policy:
     def reason(self) -> str:
         if self._left:
             return LEFT_REASON
+        if self._joining:
+            return JOINING_REASON
         view = self.view
         if view is None or self.ready:
             return "ready"
@@ -102,7 +117,7 @@ class Policy:
 
     def may(self, operation: str) -> bool:
         """True when `operation` is served now; a refusal is counted."""
-        if self.ready or (self.settings.allows(operation) and not self._left):
+        if self.ready or (self.settings.allows(operation) and not self._left and not self._joining):
             return True
         self.refused[operation] += 1
         return False

@@ -34,6 +34,7 @@ from vmqpy.metadata.service import MetadataService
 log = structlog.get_logger("vmqpy.cluster")
 
 JOIN_TIMEOUT = 5.0
+CATCH_UP_TIMEOUT = 30.0  # a join: how long the node waits (taking no client) for the discovery node's records
 JOINING_TTL = 30.0  # a node admitted to join whose membership record has not arrived is forgotten after this
 HANDOFF_TIMEOUT = 10.0  # a live member that leaves: how long the remaining node waits to hold all its writes
 
@@ -61,13 +62,15 @@ class ClusterService:
         reincarnate: Callable[[], Awaitable[int]] | None = None,
         deliver_replica: Callable[[Any, float, str, int], bool] | None = None,
         local_barrier: Callable[[], Any] | None = None,
+        joining: Callable[[bool], None] | None = None,
     ) -> None:
         """`left`: this node was removed from its cluster before (node.py read `DATA_DIR/left`); it starts
         alone and refuses every link until `join`. `on_removed()`: this node just learned it was removed
         (`removed_by` says from whom). `reincarnate()`: empty the store and make a new incarnation (returned),
         for a join after a removal. `deliver_replica`: applies queue replica operations (vmqpy.replicas), which
         travel on `replication`, a second forwarding driver (REPLICA frames, `rep_ack`), acknowledged after
-        `local_barrier` (the storage's own barrier; `barrier` may also wait for the replicas)."""
+        `local_barrier` (the storage's own barrier; `barrier` may also wait for the replicas). `joining(on)`:
+        a join runs and this node does not hold the cluster's records yet (on), or it does now or gave up (off)."""
         self.name = name
         self.incarnation = incarnation
         self.address = address
@@ -92,6 +95,8 @@ class ClusterService:
         self._announcing_since = 0.0
         self._leaving_self = False  # `cluster leave` of this node: the removal is on its way to the others
         self._reincarnate = reincarnate
+        self._set_joining = joining or (lambda _on: None)
+        self._restarted = False  # a new incarnation after a leave that has not joined a cluster yet
         self._task: asyncio.Task[None] | None = None
         self.removed = left
         self.removed_by: str | None = None
@@ -204,6 +209,21 @@ class ClusterService:
             raise CommandRefused(f"{name} is this node: a node cannot join itself")
         if name in self.members and len(self.members) > 1 and not self.removed:
             return f"already in a cluster with {name}"
+        self._set_joining(True)
+        fresh = not self.removed and not self._restarted
+        try:
+            joined = await self._join(name, host, port)
+        except BaseException:
+            # A node that left and failed to join again stays out of service (joining) until a join succeeds:
+            # alone, with an empty store, it would acknowledge publishes for subscribers it does not know.
+            if fresh:
+                self._set_joining(False)
+            raise
+        self._restarted = False
+        self._set_joining(False)
+        return joined
+
+    async def _join(self, name: str, host: str, port: int | None) -> str:
         if self.removed:
             await self._start_again()
         self._announcing = True
@@ -231,7 +251,17 @@ class ClusterService:
             raise CommandRefused(f"discovery node {name} did not answer the join request", 503) from None
         finally:
             self._joins.pop(name, None)
-        self.metadata.exchange_now(ms.replica_id(name, incarnation))
+        rid = ms.replica_id(name, incarnation)
+        seen = self.metadata.reports_from(rid)
+        self.metadata.exchange_now(rid)
+        # Take no client before the records of the cluster are here (policy.joining): a publish acknowledged
+        # now would miss every subscriber this node does not know of yet.
+        if not await _poll(lambda: self.metadata.reports_from(rid) > seen and self.metadata.holds_all_of(rid),
+                           CATCH_UP_TIMEOUT, give_up=lambda: name not in self.network.reachable()):
+            log.warning("joined, but the cluster's records did not all arrive in time: serving anyway",
+                        discovery=name, waited=CATCH_UP_TIMEOUT)
+            return (f"Done: {self.name} joins the cluster of {name}\nwarning: the records of {name} did not all "
+                    f"arrive within {CATCH_UP_TIMEOUT:g}s; they follow as the nodes exchange")
         log.info("joined", discovery=name)
         return f"Done: {self.name} joins the cluster of {name}"
 
@@ -239,6 +269,7 @@ class ClusterService:
         """This node left its cluster and joins again: a new incarnation with an empty store (node.py)."""
         if self._reincarnate is None:
             raise CommandRefused("this node left its cluster and cannot start again as a new incarnation", 409)
+        self._restarted = True
         incarnation = await self._reincarnate()
         self.incarnation = incarnation
         self.incarnations.clear()  # shared with the replica links (node.py)

@@ -1,10 +1,15 @@
-"""A `cluster leave -k` that cannot finish (issue 34): it ends with a member that serves, and loses nothing.
+"""Membership churn on real nodes (issue 34): a `cluster leave -k` that cannot finish ends with a member that
+serves, and a node that joins takes no client before the cluster's records are here; nothing acknowledged is lost.
 
 The scenario of the `membership-churn` experiment, made deterministic: three real nodes, a persistent session
 with acknowledged messages queued on n3 whose client id ranks n2 next (the node its session moves to when n3
 leaves), n2 cut off from n1 and n3 with iptables (so that handover cannot finish), and `leave n3 -k` run on n1.
 The leave is given up on n3 (by its own deadline, or by a `cluster join` run on it): n3 opens its listeners
 again, says so, and after the heal its client finds every acknowledged message.
+
+The join: a node that left joins again as a new incarnation with an empty store. Until the discovery node's
+records are here it knows no subscriber, so it must not acknowledge a publish; the join is held open by pausing
+the discovery node (SIGSTOP), so the window lasts the whole JOIN_TIMEOUT instead of a few milliseconds.
 """
 
 from __future__ import annotations
@@ -143,3 +148,47 @@ def test_a_join_run_while_the_node_drains_gives_the_leave_up(cluster: list[Clust
         heal()
         wait_until(lambda: cluster_ready(cluster), 15, interval=0.2, what="ready after the heal")
     assert drain(n3, client_id, acked) == acked
+
+
+def test_a_node_that_joins_again_acknowledges_no_publish_before_it_knows_the_subscribers(
+        cluster: list[ClusterNode]) -> None:
+    n1, n2, n3 = cluster
+    client_id = unique("waiting-")
+    sub = RawClient(n1.mqtt_port, n1.host, 5)
+    sub.connect(client_id, clean=False, props=PERSISTENT)
+    sub.subscribe((f"{client_id}/t", 1))
+    sub.disconnect()
+    left = n1.admin("cluster", "leave", f"node={n3.name}")
+    assert left.returncode == 0, left.stderr
+    wait_until(lambda: health(n3)[0] == 503 and "left" in health(n3)[1], 15, interval=0.2, what="n3 out")
+    answers: list[int] = []
+    n1.pause()
+    n2.pause()
+    try:
+        def join() -> None:
+            answers.append(n3.admin("cluster", "join", f"discovery-node={n1.discovery}").returncode)
+
+        command = threading.Thread(target=join, daemon=True)
+        command.start()
+        wait_until(lambda: "left" not in health(n3)[1], 10, interval=0.05, what="n3 a new incarnation")
+        acked: list[str] = []
+        pub = RawClient(n3.mqtt_port, n3.host, 5)
+        connack = pub.connect(unique("pub-"), expect_rc=None)
+        if connack.reason_code == 0:
+            ack = pub.publish(f"{client_id}/t", "during the join", qos=1)
+            if ack is not None and (ack.reason_code or 0) < 0x80:
+                acked.append("during the join")
+        pub.close()
+        command.join(30)
+    finally:
+        n1.resume()
+        n2.resume()
+    assert answers and answers[0] != 0, "the join cannot finish while its discovery node is paused"
+    assert acked == [], "n3 acknowledged a publish while it knew no subscriber"
+    assert connack.reason_code == 0x88, connack
+    # It stays out of service until a join succeeds, and then serves.
+    assert "joining" in health(n3)[1]
+    joined = n3.admin("cluster", "join", f"discovery-node={n1.discovery}")
+    assert joined.returncode == 0, joined.stderr
+    wait_until(lambda: cluster_ready(cluster), 15, interval=0.2, what="ready after the join")
+    assert drain(n1, client_id, []) == []
