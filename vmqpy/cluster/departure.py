@@ -81,8 +81,8 @@ class Departure:
         self._settled_reports.pop(name, None)
         if name == self.name:
             self.begin(timeout, self.name)
-        else:
-            self.cluster.send_control(name, {"op": "leave_drain", "timeout": timeout})
+        elif not self.cluster.send_control(name, {"op": "leave_drain", "timeout": timeout}):
+            raise CommandRefused(f"{name} could not be asked to leave: its link is down; it stays a member", 503)
         lines: list[str] = []
         last: dict[str, Any] | None = None
         while True:
