@@ -198,6 +198,10 @@ class Departure:
             self._by = by
             self.outcome = ""
             self.notes = []
+            others = [m for m in self.cluster.member_names() if m != self.name]
+            if others:  # no client is taken from now on
+                log.warning("leaving the cluster: disconnecting clients and handing sessions over")
+                self.stop_serving(others[0])
             self._task = asyncio.get_running_loop().create_task(self._leave(timeout))
 
     async def _leave(self, timeout: float) -> None:
@@ -242,13 +246,12 @@ class Departure:
         self.serve_again()
 
     async def drain(self) -> None:
-        """Close the listeners, move the clients away and start handing every persistent session over."""
+        """Once the listeners are closed (`begin`): wait for the clients to go, then start handing every
+        persistent session over."""
         others = [m for m in self.cluster.member_names() if m != self.name]
         if not others:
             self.settled = True
             return
-        log.warning("leaving the cluster: disconnecting clients and handing sessions over")
-        self.stop_serving(others[0])
         loop = asyncio.get_running_loop()
         deadline = loop.time() + DISCONNECT_GRACE
         while any(s.online for s in self.broker.local_sessions()) and loop.time() < deadline:
