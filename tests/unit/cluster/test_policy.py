@@ -44,3 +44,14 @@ def test_ready_cluster_serves_everything() -> None:
     policy = Policy()
     policy.view = READY
     assert all(policy.may(op) for op in OPERATIONS) and not policy.refused
+
+
+@pytest.mark.parametrize("view", [None, READY])
+def test_a_joining_node_refuses_everything_whatever_the_settings_until_the_join_is_over(view: object) -> None:
+    policy = Policy(NetsplitSettings(True, True, True, True))
+    policy.view = view  # type: ignore[assignment]
+    policy.joining = True
+    assert not policy.ready and not any(policy.may(op) for op in OPERATIONS)
+    assert policy.reason().startswith("joining a cluster")
+    policy.joining = False
+    assert policy.ready and all(policy.may(op) for op in OPERATIONS)
