@@ -159,3 +159,25 @@ async def test_the_commander_reports_a_leave_given_up_with_its_reason() -> None:
         await commander.departure.leave(ME, 0.05, 1.0)
     assert refused.value.status == 503
     assert f"{ME} gave the leave up: 1 sessions with 4 messages were still on it after 1s" in str(refused.value)
+
+
+async def test_a_join_while_the_node_removes_itself_waits_for_the_removal() -> None:
+    node = leaving_node()
+    release = asyncio.Event()
+    removals = node.cluster.removals
+
+    async def slow_removal(name: str, witness: str | None = None) -> list[str]:
+        removals.append((name, witness))
+        await release.wait()
+        node.departure.removed()  # node.py's _on_removed, at the end of the removal
+        return []
+
+    node.cluster.remove_member = slow_removal  # type: ignore[method-assign]
+    node.departure.on_control(COMMANDER, {"op": "leave_drain", "timeout": 5.0})
+    await until(lambda: removals)
+    join = asyncio.ensure_future(node.departure.before_join())
+    await asyncio.sleep(0.1)
+    assert not join.done(), "a join must not run while the node removes itself"
+    release.set()
+    assert await asyncio.wait_for(join, 5) is None
+    assert node.departure.progress()["state"] == "left"  # the join then makes a new incarnation (cluster.join)
