@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -70,6 +72,14 @@ class ClusterNode(Node):
         assert answer.returncode == 0, answer.stderr
         rows: list[dict[str, Any]] = json.loads(answer.stdout)
         return rows
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """`GET /health` on this node: the status and the JSON body (503 answers included)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=5) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
 
     def client(self, version: int = 5, client_id: str = "", **kw: Any) -> PahoClient:
         c = PahoClient(self.mqtt_port, version, client_id, host=self.host, **kw)

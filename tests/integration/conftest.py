@@ -315,9 +315,19 @@ def kind() -> str:
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[list[Any]]:
     """Two cluster nodes (127.0.0.11-12) started side by side and joined; stopped after the test."""
+    yield from _cluster_of(tmp_path, 2)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[list[Any]]:
+    """Three cluster nodes (127.0.0.11-13) in the default (stop-serving) mode, joined; stopped after the test."""
+    yield from _cluster_of(tmp_path, 3)
+
+
+def _cluster_of(tmp_path: Path, count: int) -> Iterator[list[Any]]:
     from tests.integration.cluster import start_cluster  # imported late: cluster.py imports this module
 
-    nodes = start_cluster(tmp_path, count=2)
+    nodes = start_cluster(tmp_path, count=count)
     try:
         yield nodes
     finally:

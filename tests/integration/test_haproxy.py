@@ -24,8 +24,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -81,14 +79,6 @@ def moves(nodes: list[ClusterNode]) -> int:
         total += int(values.get("registration.handovers_requested", 0))
         total += int(values.get("broker.session_taken_over_remote", 0))
     return total
-
-
-def health(node: ClusterNode) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(f"{node.url}/health", timeout=5) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 # -- fixtures -----------------------------------------------------------------------------------------------------
@@ -148,7 +138,7 @@ def test_a_drain_that_times_out_names_what_is_left_and_a_second_drain_finishes(t
         first = node.admin("node", "drain", "--rate=1", "--timeout=500ms")
         assert first.returncode != 0
         assert "timed out after 0.5s: disconnected 1 clients; 2 connections left" in first.stderr, first.stderr
-        status, body = health(node)
+        status, body = node.health()
         assert status == 503 and body["reason"].startswith("draining"), (status, body)
         second = node.admin("node", "drain", "--rate=100")
         assert second.returncode == 0, second.stderr
@@ -380,7 +370,7 @@ def drain_and_restart(node: ClusterNode, nodes: list[ClusterNode], haproxy: HAPr
     said = re.match(rf"{re.escape(node.name)} drained: disconnected (\d+) clients; 0 connections left",
                     answer.stdout.strip())
     assert said is not None and int(said.group(1)) >= held, (held, answer.stdout)
-    status, body = health(node)
+    status, body = node.health()
     assert status == 503 and body["reason"].startswith("draining"), (status, body)
     assert not port_open(node.host, node.mqtt_port), "a drained node still accepts MQTT connections"
     wait_until(lambda: haproxy.server_status()[node.short] != "UP", 10, interval=0.2, what="HAProxy takes it out")

@@ -13,11 +13,8 @@ import os
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -44,14 +41,6 @@ def pair(tmp_path: Path) -> Iterator[list[ClusterNode]]:
             node.stop()
 
 
-def health(node: ClusterNode) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(f"{node.url}/health", timeout=5) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
-
-
 def names(node: ClusterNode) -> set[str]:
     return {r["Node"] for r in node.show()}
 
@@ -74,7 +63,7 @@ def is_out(left: ClusterNode, rest: list[ClusterNode]) -> bool:
     """`left` knows it left (only itself in its view, /health 503) and no remaining node counts it."""
     if names(left) != {left.name}:
         return False
-    status, _body = health(left)
+    status, _body = left.health()
     return status == 503 and all(left.name not in names(n) for n in rest)
 
 
@@ -109,7 +98,7 @@ def test_a_node_that_leaves_learns_it_stays_out_and_rejoins_as_a_new_incarnation
     answer = c1.admin("cluster", "leave", f"node={c2.name}")
     assert answer.returncode == 0, answer.stdout + answer.stderr
     assert_out_and_stays_out(c2, [c1])
-    status, body = health(c2)
+    status, body = c2.health()
     assert status == 503 and "left its cluster" in json.dumps(body)
 
     # A restart keeps it out: it remembers the removal (DATA_DIR/left).

@@ -14,18 +14,13 @@ the discovery node (SIGSTOP), so the window lasts the whole JOIN_TIMEOUT instead
 
 from __future__ import annotations
 
-import json
 import shutil
 import threading
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.integration.clients import RawClient, unique
-from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, partition_chain, port_open, start_cluster
+from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, partition_chain, port_open
 from tests.integration.conftest import wait_until
 from vmqpy.cluster.leader import ranking
 
@@ -39,22 +34,10 @@ PERSISTENT = {"session_expiry_interval": 3600}
 MESSAGES = 20
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    nodes = start_cluster(tmp_path)
-    try:
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
-
-
 def health(node: ClusterNode) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://{node.host}:{node.http_port}/health", timeout=5) as answer:
-            return answer.status, json.loads(answer.read()).get("reason", "")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read()).get("reason", "")
+    """The status of `node`'s /health and the reason it gives."""
+    status, body = node.health()
+    return status, str(body.get("reason", ""))
 
 
 def queue_on(n3: ClusterNode, publisher_node: ClusterNode, target: ClusterNode) -> tuple[str, list[str]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,16 +27,6 @@ pytestmark = [
     pytest.mark.vmqpy_only("vmqpy clustering"),
     pytest.mark.skipif(shutil.which("iptables") is None, reason="iptables is installed by make test"),
 ]
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    nodes = start_cluster(tmp_path)
-    try:
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
 
 
 def ready(node: ClusterNode) -> bool:

@@ -47,13 +47,8 @@ def majority(tmp_path: Path) -> Iterator[list[ClusterNode]]:
 
 
 @pytest.fixture
-def default_mode(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    nodes = start_cluster(tmp_path)
-    try:
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
+def default_mode(cluster: list[ClusterNode]) -> list[ClusterNode]:
+    return cluster
 
 
 def metrics(node: ClusterNode) -> dict[str, Any]:

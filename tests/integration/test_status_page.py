@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.cluster import ClusterNode, cut, heal, partition_chain, start_cluster
+from tests.integration.cluster import ClusterNode, cut, heal, partition_chain
 from tests.integration.conftest import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
@@ -32,16 +32,6 @@ pytestmark = [
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    nodes = start_cluster(tmp_path)
-    try:
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
 
 
 @pytest.fixture
