@@ -186,7 +186,11 @@ class Departure:
             return f"the leave of {self.name} under way was given up: it serves again"
         task = self._task
         if self.state is LeaveState.REMOVING and task is not None:
-            await asyncio.wait_for(asyncio.shield(task), REMOVAL_GRACE)
+            try:
+                await asyncio.wait_for(asyncio.shield(task), REMOVAL_GRACE)
+            except TimeoutError:
+                raise CommandRefused(f"{self.name} is still removing itself from its cluster after "
+                                     f"{REMOVAL_GRACE:g}s; run the join again once it has left", 503) from None
         return None
 
     # ------------------------------------------------------------------------------------------ the leaving node
@@ -227,7 +231,11 @@ class Departure:
             return
         if self._by != self.name:  # before the removal, on the same link: the command's final count
             self.cluster.send_control(self._by, {"op": "leave_progress", "query": 0, **self.progress()})
-        self.notes = await self.cluster.remove_member(self.name, witness=self._by)
+        try:
+            self.notes = await self.cluster.remove_member(self.name, witness=self._by)
+        except Exception as exc:  # every path of a leave ends serving or left, never in between
+            log.exception("the removal of this node failed")
+            self._give_up(LeaveInput.REMOVAL_REFUSED, f"its removal failed: {exc!r}")
 
     def _apply(self, given: LeaveInput) -> Action:
         action, state = step(self.state, given)

@@ -181,3 +181,16 @@ async def test_a_join_while_the_node_removes_itself_waits_for_the_removal() -> N
     release.set()
     assert await asyncio.wait_for(join, 5) is None
     assert node.departure.progress()["state"] == "left"  # the join then makes a new incarnation (cluster.join)
+
+
+async def test_a_removal_that_fails_is_given_up_and_the_node_serves() -> None:
+    node = leaving_node()
+
+    async def broken_removal(name: str, witness: str | None = None) -> list[str]:
+        raise OSError("storage is closed")
+
+    node.cluster.remove_member = broken_removal  # type: ignore[method-assign]
+    node.departure.on_control(COMMANDER, {"op": "leave_drain", "timeout": 5.0})
+    await until(lambda: node.departure.state is LeaveState.SERVING)
+    assert node.listening == [True, False, True]
+    assert "its removal failed: OSError('storage is closed')" in node.departure.outcome
