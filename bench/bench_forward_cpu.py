@@ -50,13 +50,19 @@ class MemoryMetadata:
     def get(self, prefix: str, key: Any) -> Any | None:
         return self.data.get((prefix, key))
 
-    def put(self, prefix: str, key: Any, value: Any) -> None:
+    def put(self, prefix: str, key: Any, value: Any, confirm: Any = None) -> None:
         old = self.data.get((prefix, key))
         self.data[(prefix, key)] = value
         for handler in self.handlers[prefix]:
             handler(key, old, value)
 
-    def delete(self, prefix: str, key: Any) -> None:
+    def confirmation(self) -> None:
+        """Nobody to confirm writes: nothing is waited for (a SUBACK leaves at once)."""
+
+    def seal(self, confirm: Any) -> None:
+        return None
+
+    def delete(self, prefix: str, key: Any, confirm: Any = None) -> None:
         old = self.data.pop((prefix, key), None)
         for handler in self.handlers[prefix]:
             handler(key, old, None)

@@ -83,6 +83,8 @@ class Config:
     shared_subscription_policy: str = "prefer_local"
     persistent_session_placement: str = "anywhere"  # or "assigned" (vmqpy.cluster.placement)
     detect_timeout: float = 1.0
+    subscription_acknowledge: str = "cluster"  # subscription.acknowledge: cluster or local (docs/cluster.md)
+    subscription_acknowledge_timeout: float = 5.0  # subscription.acknowledge_timeout
     cluster_handshake_timeout: float = 10.0  # cluster.handshake_timeout
     cluster_max_pending_links: int = 64  # cluster.max_pending_links (vmqpy.cluster.pending_links)
     cluster_max_pending_links_per_address: int = 8  # cluster.max_pending_links_per_address
@@ -283,6 +285,8 @@ def build(settings: Sequence[_Setting]) -> Config:
         shared_subscription_policy=get("shared_subscription_policy"),
         persistent_session_placement=get("persistent_session_placement"),
         detect_timeout=get("cluster.detect_timeout"),
+        subscription_acknowledge=get("subscription.acknowledge"),
+        subscription_acknowledge_timeout=get("subscription.acknowledge_timeout"),
         cluster_handshake_timeout=get("cluster.handshake_timeout"),
         cluster_max_pending_links=get("cluster.max_pending_links"),
         cluster_max_pending_links_per_address=get("cluster.max_pending_links_per_address"),
@@ -428,6 +432,8 @@ _FIELD_OF = {
     "listener.https.keyfile": "https_keyfile",
     "listener.vmq.clustering": "cluster_listener", "cluster.detect_timeout": "detect_timeout",
     "cluster.readiness": "readiness",
+    "subscription.acknowledge": "subscription_acknowledge",
+    "subscription.acknowledge_timeout": "subscription_acknowledge_timeout",
     "queue.replicas": "queue_replicas", "queue.write_quorum": "queue_write_quorum",
     "queue.failover_timeout": "queue_failover_timeout", "queue.rebalance_rate": "queue_rebalance_rate",
     "queue.max_stall": "queue_max_stall", "queue.overflow": "queue_overflow",

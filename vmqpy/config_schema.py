@@ -241,6 +241,15 @@ SCHEMA: Mapping[str, Key] = {
         "which member of a $share group gets a message: prefer_local, local_only or random (docs/cluster.md)",
     ),
     "cluster.detect_timeout": Key(parse_duration, 1.0, "a peer without a heartbeat for this long is unreachable"),
+    "subscription.acknowledge": Key(
+        parse_choice("cluster", "local"), "cluster",
+        "cluster: a SUBACK/UNSUBACK leaves once every reachable member routes by it (or after "
+        "subscription.acknowledge_timeout); local: once this node does (vmqpy extension; docs/cluster.md)",
+    ),
+    "subscription.acknowledge_timeout": Key(
+        parse_duration, 5.0,
+        "the longest a SUBACK/UNSUBACK waits for the other members to apply its routes; then it leaves anyway",
+    ),
     "queue.replicas": Key(
         parse_int(1, 9), 2,
         "nodes holding each persistent session's queue, its owner included; 1: only the owner (docs/replication.md)",

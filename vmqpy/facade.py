@@ -47,6 +47,8 @@ RUNTIME_SETTINGS = (
     "trade_consistency",
     "cluster.readiness",
     "shared_subscription_policy",
+    "subscription.acknowledge",
+    "subscription.acknowledge_timeout",
 )
 
 

@@ -322,6 +322,10 @@ class Node:
             resolvers=RESOLVERS,
             sync_interval=self.config.metadata_sync_interval,
             reply_bytes=min(8 << 20, self.config.incoming_clustering_buffer_size // 2),
+            # every node answers the pushes of subscriptions (whatever its own subscription.acknowledge), so that
+            # a SUBACK can wait for the routes to be applied across the cluster (docs/cluster.md)
+            acknowledged=(records.SUBSCRIPTION,),
+            ack_timeout=self.config.subscription_acknowledge_timeout,
         )
         metadata.start()
         try:
@@ -375,6 +379,10 @@ class Node:
         self.policy.settings = NetsplitSettings.of(self.config)
         if self.broker is not None:
             self.broker.router.shared_policy = self.config.shared_subscription_policy
+            self.broker.acknowledge_by_cluster = (self.config.subscription_acknowledge == "cluster"
+                                                  and self.config.cluster_listener is not None)
+        if self.metadata is not None:
+            self.metadata.ack_timeout = self.config.subscription_acknowledge_timeout
         log.info("setting changed", key=key, value=value)
 
     @contextlib.asynccontextmanager

@@ -1,7 +1,9 @@
 """Acknowledgements of one connection that wait for durability and leave in the order the packets came.
 
 A PUBACK/PUBREC/SUBACK/UNSUBACK may have to wait for the storage barrier (the disk writes it confirms are
-committed) and, for a QoS 1/2 publish forwarded to other nodes, for their acknowledgements (`RemoteAck`).
+committed) and, for a QoS 1/2 publish forwarded to other nodes, for their acknowledgements (`RemoteAck`); a
+SUBACK/UNSUBACK, in the `cluster` mode of `subscription.acknowledge`, for the other members to apply its routes (a
+`Confirmation` of the store). Both are a `RemoteWait` (vmqpy.broker.ports).
 `AckQueue` holds each acknowledgement until everything it waits for is done and everything queued before it
 has left; an acknowledgement that waits for nothing, with nothing before it, leaves at once. When a wait
 fails (storage failed, a node the publish went to left), nothing more is acknowledged: `on_failure` is called
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from vmqpy.broker.empty_deque import EMPTY
-from vmqpy.broker.remote_ack import RemoteAck
+from vmqpy.broker.ports import RemoteWait
 from vmqpy.storage import Storage
 
 
@@ -29,15 +31,15 @@ class AckQueue:
         self._storage = storage
         self._on_failure = on_failure
         # what waits, in order; the shared empty deque (vmqpy.broker.empty_deque) until something has to wait
-        self._pending: deque[tuple[Future[None] | None, RemoteAck | None, Callable[[], None]]] = EMPTY
+        self._pending: deque[tuple[Future[None] | None, RemoteWait | None, Callable[[], None]]] = EMPTY
         self.active = True  # False once the connection closes: what is still queued is not written
 
-    def free(self, durable: bool, remote: RemoteAck | None = None) -> bool:
+    def free(self, durable: bool, remote: RemoteWait | None = None) -> bool:
         """Whether an acknowledgement that waits for `durable` and `remote` may be written at once, without
         `after`: it waits for nothing (no storage barrier, no other node) and nothing is queued before it."""
         return not self._pending and remote is None and (not durable or self._storage is None)
 
-    def after(self, durable: bool, action: Callable[[], None], remote: RemoteAck | None = None) -> None:
+    def after(self, durable: bool, action: Callable[[], None], remote: RemoteWait | None = None) -> None:
         """Run `action` (write an acknowledgement) once the disk writes queued so far are committed (`durable`)
         and, with `remote`, the other nodes the publish went to have it; in order."""
         future: Future[None] | None = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import structlog
@@ -36,7 +37,7 @@ from vmqpy.broker.message import Message
 from vmqpy.broker.migration import SessionMigration
 from vmqpy.broker.owners import UNKNOWN_USER, is_foreign
 from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Placement, Registrar, ServePolicy
+from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Placement, Registrar, RemoteWait, ServePolicy
 from vmqpy.broker.read_guard import ReadGuard
 from vmqpy.broker.retain_quota import RetainQuota
 from vmqpy.broker.retained import RetainedStore
@@ -81,6 +82,9 @@ class Broker:
         self.sessions: dict[str, Session] = {}
         self.router = Router(self.sessions, rng)
         self.router.upgrade_qos = config.upgrade_outgoing_qos
+        # subscription.acknowledge = cluster on a node with cluster links (`route_confirmation`; `vmq-admin set`)
+        self.acknowledge_by_cluster = (config.subscription_acknowledge == "cluster"
+                                       and config.cluster_listener is not None)
         self.retained: RetainedStore[Message] = RetainedStore(Message.unpack)  # restart: records kept packed
         # the node's own `$SYS` tree (vmqpy.broker.systree): retained here only, never replicated
         self.system_retained: RetainedStore[Message] = RetainedStore()
@@ -194,7 +198,7 @@ class Broker:
     def open_session(
         self, client_id: str, level: int, clean_start: bool, expiry: float | None, owner: Sink, now: float,
         image: SessionImage | None = None, username: str | None = None, will: Message | None = None,
-        will_delay: float = 0.0,
+        will_delay: float = 0.0, confirm: Any = None,
     ) -> tuple[Session, bool]:
         """Register a CONNECT: take over a live connection of the same id, resume or replace the session.
         `image` is the session handed over by its previous owner node (or rebuilt from the store when that
@@ -202,7 +206,8 @@ class Broker:
         user; the subscriptions of a resumed session are judged again for it (`enforce_acl`). `will`: the
         connection's, kept in the session record while it is connected (vmqpy.broker.stored_will). A session of
         another user (vmqpy.broker.owners; the connection refused it already under `session.foreign_user =
-        refuse`) is not resumed: it ends, and `username` gets a clean one."""
+        refuse`) is not resumed: it ends, and `username` gets a clean one. `confirm` (`route_confirmation`): the
+        routes of an adopted image join what it waits for (the CONNACK waits for them: vmqpy.broker.connect_flow)."""
         existing = self.sessions.get(client_id)
         if existing is not None and not clean_start and is_foreign(existing.user, username):
             clean_start = True
@@ -257,7 +262,7 @@ class Broker:
             self.metadata.put(records.SESSION, key, value)
         if adopted:
             assert image is not None
-            self._migration.adopt_image(session, image)
+            self._migration.adopt_image(session, image, confirm)
         self.enforcer.connected(session, username)
         self.metrics["client_connected"] += 1
         return session, session_present
@@ -455,10 +460,35 @@ class Broker:
         would (vmqpy.broker.forwards). True when a persistent session took any of them."""
         return self._forwards.deliver_batch(batch, now, peer)
 
+    def route_confirmation(self) -> Any:
+        """What the routes of one SUBSCRIBE/UNSUBSCRIBE wait for before its acknowledgement leaves
+        (`subscription.acknowledge = cluster`: every reachable member applied them; docs/cluster.md), to pass to
+        `subscribe`/`unsubscribe` and then `routes_applied`; None: the acknowledgement does not wait (`local`, or
+        a node without cluster links)."""
+        if not self.acknowledge_by_cluster:
+            return None
+        return self.metadata.confirmation()
+
+    def routes_applied(self, confirm: Any) -> RemoteWait | None:
+        """The wait for the members to apply the routes written with `confirm` (bounded by
+        `subscription.acknowledge_timeout`); None when there is nothing to wait for."""
+        if confirm is None:
+            return None
+        wait = self.metadata.seal(confirm)
+        if wait is not None:
+            self.metrics["subscription_acks_waited"] += 1
+            wait.add_done_callback(partial(self._routes_settled, confirm))
+        return wait
+
+    def _routes_settled(self, confirm: Any) -> None:
+        if confirm.late:
+            self.metrics["subscription_acks_late"] += 1
+
     def subscribe(
-        self, session: Session, subscriptions: list[Subscription], subscription_id: int | None
+        self, session: Session, subscriptions: list[Subscription], subscription_id: int | None, confirm: Any = None
     ) -> tuple[list[int], list[tuple[SubEntry, bool]]]:
-        """Add subscriptions; the reason codes for SUBACK and the (entry, is_new) whose retained are due."""
+        """Add subscriptions; the reason codes for SUBACK and the (entry, is_new) whose retained are due. With
+        `confirm` (`route_confirmation`), the writes join what it waits for."""
         codes: list[int] = []
         added: list[tuple[SubEntry, bool]] = []
         failure = rc.V311_SUBACK_FAILURE if session.protocol_level < 5 else rc.TOPIC_FILTER_INVALID
@@ -477,7 +507,7 @@ class Broker:
             is_new = sub.topic_filter not in session.subscriptions
             value = records.subscription_value(self.metadata.hlc_now(), self.node, entry)
             key = records.subscription_key(session.client_id, sub.topic_filter)
-            self.metadata.put(records.SUBSCRIPTION, key, value)
+            self.metadata.put(records.SUBSCRIPTION, key, value, confirm)
             codes.append(sub.options.qos)
             added.append((entry, is_new))
         return codes, added
@@ -513,13 +543,15 @@ class Broker:
             return
         self.metadata.delete(records.SUBSCRIPTION, key)
 
-    def unsubscribe(self, session: Session, topic_filters: list[str]) -> list[int]:
+    def unsubscribe(self, session: Session, topic_filters: list[str], confirm: Any = None) -> list[int]:
+        """Remove subscriptions; the reason codes for UNSUBACK. With `confirm`, as `subscribe`."""
         codes = []
         for topic_filter in topic_filters:
             if topic_filter not in session.subscriptions:
                 codes.append(rc.NO_SUBSCRIPTION_EXISTED)
                 continue
-            self.metadata.delete(records.SUBSCRIPTION, records.subscription_key(session.client_id, topic_filter))
+            self.metadata.delete(records.SUBSCRIPTION, records.subscription_key(session.client_id, topic_filter),
+                                 confirm)
             session.subscriptions.pop(topic_filter, None)
             codes.append(rc.SUCCESS)
         return codes
@@ -567,8 +599,8 @@ class Broker:
     def abandon_handover(self, client_id: str) -> None:
         self._migration.abandon_handover(client_id)
 
-    def adopt_offline(self, image: SessionImage, now: float) -> Session:
-        return self._migration.adopt_offline(image, now)
+    def adopt_offline(self, image: SessionImage, now: float, confirm: Any = None) -> Session:
+        return self._migration.adopt_offline(image, now, confirm)
 
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None,
                        source: str | None = None) -> bool:

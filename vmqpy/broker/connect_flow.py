@@ -27,11 +27,12 @@ from vmqpy.mqtt.packets import Connack, Disconnect, Properties
 if TYPE_CHECKING:
     from vmqpy.broker.connection import MQTTConnection
     from vmqpy.broker.message import Message
-    from vmqpy.broker.ports import Placement, Registrar
+    from vmqpy.broker.ports import Placement, Registrar, RemoteWait
+    from vmqpy.broker.session import Session
 
 __all__ = [
-    "authenticate", "bound_logger", "complete_connect", "disconnected", "foreign_user", "move_away", "redirected",
-    "refuse", "refuse_login", "register",
+    "authenticate", "bound_logger", "complete_connect", "disconnected", "finish_connect", "foreign_user", "move_away",
+    "open_connect", "redirected", "refuse", "refuse_login", "register",
     "send_refusal", "start_registration", "take_over",
 ]
 
@@ -160,7 +161,21 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
             refuse_foreign(conn)
         return
     try:
-        complete_connect(conn, accepted, ticket)
+        # A session handed over with its subscriptions (a takeover): its CONNACK says "session present", so it
+        # leaves once the reachable members route to this node (subscription.acknowledge = cluster, bounded by
+        # subscription.acknowledge_timeout; docs/cluster.md, "A SUBACK the cluster honours").
+        confirm = conn.broker.route_confirmation() if ticket.image is not None else None
+        now = time.time()
+        session, present = open_connect(conn, accepted, ticket, now, confirm)
+        routes = conn.broker.routes_applied(confirm)
+        if routes is not None and session is not None:
+            await _done(conn.loop, routes)
+            now = time.time()
+            if conn.closing:  # gone while the routes spread: its session stays, offline
+                _went_away(conn, session, now)
+                session = None
+        if session is not None:
+            finish_connect(conn, accepted, session, present, now)
     except Exception:
         conn.log.exception("internal error completing a connect")
         registrar.connected(ticket, None)
@@ -177,16 +192,46 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
 
 def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | None) -> None:
     now = time.time()
+    session, present = open_connect(conn, accepted, ticket, now)
+    if session is not None:
+        finish_connect(conn, accepted, session, present, now)
+
+
+def open_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | None, now: float, confirm: Any = None
+                 ) -> tuple[Session | None, bool]:
+    """Open the session of an accepted CONNECT (and tell the registrar); None when the client went away meanwhile
+    (its session stays, offline). `confirm`: what the routes of an adopted image join (Broker.open_session)."""
     session, present = conn.broker.open_session(accepted.client_id, accepted.level, accepted.clean_start,
                                                 accepted.expiry, conn, now,
                                                 None if ticket is None else ticket.image, accepted.username,
-                                                will=conn.will, will_delay=conn.will_delay)
+                                                will=conn.will, will_delay=conn.will_delay, confirm=confirm)
     if ticket is not None and conn.broker.registrar is not None:
         conn.broker.registrar.connected(ticket, conn.broker.node)
     if conn.closing:  # the client went away while it was registering: its session stays, offline
-        conn.broker.attach(session, conn, 65535, 0, now)
-        conn.broker.close_session(session, conn, now, conn.will, conn.will_delay)
-        return
+        _went_away(conn, session, now)
+        return None, present
+    return session, present
+
+
+def _went_away(conn: MQTTConnection, session: Session, now: float) -> None:
+    conn.broker.attach(session, conn, 65535, 0, now)
+    conn.broker.close_session(session, conn, now, conn.will, conn.will_delay)
+
+
+async def _done(loop: asyncio.AbstractEventLoop, wait: RemoteWait) -> None:
+    """Until `wait` is done (a route confirmation: it never fails, and ends at its deadline at the latest)."""
+    future: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    wait.add_done_callback(wake)
+    await future
+
+
+def finish_connect(conn: MQTTConnection, accepted: Accepted, session: Session, present: bool, now: float) -> None:
+    """The CONNACK of an opened session, and the connection attached to it."""
     conn.session = session
     conn.machine.connected(session)
     conn.connect_completed()  # the largest packet is max_message_size from now on, no longer a CONNECT's

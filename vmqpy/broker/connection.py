@@ -498,9 +498,11 @@ class MQTTConnection(asyncio.Protocol):
             if subscribe_slices.unsubscribe_sliced(decision.packet):
                 subscribe_slices.start_unsubscribe(self, decision.packet)  # vmqpy.broker.subscribe_slices
             else:
-                codes = self.broker.unsubscribe(session, decision.packet.topic_filters)
+                confirm = self.broker.route_confirmation()
+                codes = self.broker.unsubscribe(session, decision.packet.topic_filters, confirm)
                 reply = Unsuback(decision.packet.packet_id, codes)
-                self.acks.after(session.persistent, lambda: self.write_packet(reply))
+                self.acks.after(session.persistent, lambda: self.write_packet(reply),
+                                self.broker.routes_applied(confirm))
         elif kind is Unanswered:
             assert isinstance(decision, Unanswered)
             self._note(decision.why, decision.warn, None)
@@ -530,7 +532,8 @@ class MQTTConnection(asyncio.Protocol):
         self.write_packet(packet)
 
     def _subscribe(self, packet: Subscribe, refused: dict[int, int]) -> None:
-        """Add the subscriptions but the `refused` ones (over max_subscriptions_per_client); SUBACK once durable."""
+        """Add the subscriptions but the `refused` ones (over max_subscriptions_per_client); SUBACK once durable
+        and, with `subscription.acknowledge = cluster`, once the reachable members route by them."""
         session = self.session
         assert session is not None
         self.broker.metrics["mqtt_subscribe_received"] += 1
@@ -538,7 +541,8 @@ class MQTTConnection(asyncio.Protocol):
         subscriptions = packet.subscriptions
         if refused:
             subscriptions = [sub for index, sub in enumerate(subscriptions) if index not in refused]
-        codes, added = self.broker.subscribe(session, subscriptions, ids[0] if ids else None)
+        confirm = self.broker.route_confirmation()
+        codes, added = self.broker.subscribe(session, subscriptions, ids[0] if ids else None, confirm)
         if refused:
             codes = suback_codes(len(packet.subscriptions), refused, codes)
         reply = Suback(packet.packet_id, codes)
@@ -547,4 +551,4 @@ class MQTTConnection(asyncio.Protocol):
             self.write_packet(reply)
             self.broker.deliver_retained(session, added, time.time())
 
-        self.acks.after(session.persistent, answer)
+        self.acks.after(session.persistent, answer, self.broker.routes_applied(confirm))

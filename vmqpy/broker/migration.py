@@ -197,10 +197,11 @@ class SessionMigration:
         session = self._broker.sessions.get(client_id)
         return session if session is not None and session.moving_to is not None else None
 
-    def adopt_image(self, session: Session, image: SessionImage) -> None:
+    def adopt_image(self, session: Session, image: SessionImage, confirm: Any = None) -> None:
         """Make the subscriptions of a handed-over session route here, and keep its incoming QoS 2 state. For a
         while the session gets each forwarded message once, though the node it left passes some on here that
-        their publisher's node sends here too (`Session.watch_forwards`)."""
+        their publisher's node sends here too (`Session.watch_forwards`). With `confirm`
+        (`Broker.route_confirmation`), the route writes join what it waits for."""
         broker = self._broker
         if image.lineage:
             self.inherit_lineage(session.client_id, image.lineage, image.source or "")
@@ -212,11 +213,12 @@ class SessionMigration:
             own = session.subscriptions.get(entry.topic_filter, entry)
             value = records.subscription_value(broker.metadata.hlc_now(), broker.node, own)
             broker.metadata.put(records.SUBSCRIPTION, records.subscription_key(session.client_id, entry.topic_filter),
-                                value)
+                                value, confirm)
 
-    def adopt_offline(self, image: SessionImage, now: float) -> Session:
+    def adopt_offline(self, image: SessionImage, now: float, confirm: Any = None) -> Session:
         """A session handed over without a connect (its node leaves, or a duplicate resolved after a heal):
-        merged into the local one, or kept here offline, and this node becomes its owner."""
+        merged into the local one, or kept here offline, and this node becomes its owner. `confirm`: as for
+        `adopt_image`."""
         broker = self._broker
         session = broker.sessions.get(image.client_id)
         if session is None or session.moving_to is not None:
@@ -240,7 +242,7 @@ class SessionMigration:
             log.info("older image of a recovered session ignored (divergent copies)", client_id=image.client_id,
                      by=image.source)
             return session
-        self.adopt_image(session, image)
+        self.adopt_image(session, image, confirm)
         return session
 
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None,

@@ -1,6 +1,7 @@
 """The interfaces the broker is given by the node (vmqpy.node), implemented by the store and the cluster.
 
-`MetadataPort` reaches the replicated metadata store, `Forwarder` the other nodes, `Registrar` registers a
+`MetadataPort` reaches the replicated metadata store (with `RemoteWait`, a wait until the other nodes applied some
+writes or acknowledged a forward), `Forwarder` the other nodes, `Registrar` registers a
 CONNECT through the client id's leader, and `ServePolicy` says whether the node serves an operation now
 (`AlwaysServe` when nothing limits it). `Placement` says where a CONNECT belongs when persistent sessions have
 an assigned server (vmqpy.cluster.placement), answering a `Redirect` or None (serve it here).
@@ -16,14 +17,33 @@ from vmqpy.broker.handover import Ticket
 from vmqpy.broker.records import Key
 
 
+class RemoteWait(Protocol):
+    """Something other nodes complete: a forward's acknowledgements (vmqpy.broker.remote_ack.RemoteAck), the
+    members applying some writes (vmqpy.metadata.confirmations.Confirmation). Done once, failed or not."""
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+    def done(self) -> bool: ...
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None: ...
+
+
 class MetadataPort(Protocol):
     """The part of the metadata store the broker uses."""
 
     def get(self, prefix: str, key: Key) -> Any | None: ...
 
-    def put(self, prefix: str, key: Key, value: Any) -> None: ...
+    def put(self, prefix: str, key: Key, value: Any, confirm: Any = None) -> None:
+        """With `confirm` (from `confirmation`), the write joins what that confirmation waits for."""
 
-    def delete(self, prefix: str, key: Key) -> None: ...
+    def delete(self, prefix: str, key: Key, confirm: Any = None) -> None: ...
+
+    def confirmation(self) -> Any:
+        """A new wait for the other members to apply the writes made with it (an object of the store's)."""
+
+    def seal(self, confirm: Any) -> RemoteWait | None:
+        """No more writes join `confirm`; None when nothing is left to wait for, else the wait (bounded)."""
 
     def fold(self, prefix: str) -> Iterator[tuple[Key, Any]]: ...
 

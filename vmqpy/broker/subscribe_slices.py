@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vmqpy.broker import pacing
 from vmqpy.broker.decisions import Reply, SubscribeTo, suback_codes
@@ -62,6 +62,7 @@ class _Progress:
     codes: list[int] = field(default_factory=list)
     added: list[tuple[SubEntry, bool]] = field(default_factory=list)
     pace: SlicePace = field(default_factory=lambda: SlicePace(SLICE))
+    confirm: Any = None  # Broker.route_confirmation: what the SUBACK waits for besides the disk
 
 
 def sliced(packet: Subscribe) -> bool:
@@ -72,7 +73,7 @@ def sliced(packet: Subscribe) -> bool:
 def start(conn: MQTTConnection, packet: Subscribe) -> None:
     """Handle `packet` (of a connected client) in slices; nothing more is read from `conn` until its SUBACK."""
     _hold(conn)
-    _step(conn, _Progress(packet))
+    _step(conn, _Progress(packet, confirm=conn.broker.route_confirmation()))
 
 
 def decode(conn: MQTTConnection, long: LongSubscribe) -> None:
@@ -100,7 +101,7 @@ def _decode_step(conn: MQTTConnection, long: LongSubscribe, pace: SlicePace) -> 
     if conn.machine.connected_now and sliced(packet):
         if conn.traces:
             conn._trace(RECEIVED, packet, time.time())
-        _step(conn, _Progress(packet))  # reading stays held until its SUBACK
+        _step(conn, _Progress(packet, confirm=conn.broker.route_confirmation()))  # reading held until its SUBACK
         return
     _release(conn)
     conn._process(packet)  # as any SUBSCRIBE (traced there), then what the client sent meanwhile
@@ -143,7 +144,7 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
         elif type(decision) is SubscribeTo:
             refused = decision.refused
             wanted = [sub for index, sub in enumerate(chunk.subscriptions) if index not in refused]
-            codes, added = conn.broker.subscribe(session, wanted, ids[0] if ids else None)
+            codes, added = conn.broker.subscribe(session, wanted, ids[0] if ids else None, progress.confirm)
             progress.codes += suback_codes(len(chunk.subscriptions), refused, codes)
             progress.added += added
         else:  # not expected of a SUBSCRIBE: carried out as usual
@@ -160,7 +161,7 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
         conn.write_packet(reply)
         _deliver_retained(conn, added, 0, SlicePace(SLICE))
 
-    conn.acks.after(session.persistent, answer)
+    conn.acks.after(session.persistent, answer, conn.broker.routes_applied(progress.confirm))
     _release(conn)
     conn._process()  # what the client sent meanwhile
 
@@ -174,11 +175,11 @@ def start_unsubscribe(conn: MQTTConnection, packet: Unsubscribe) -> None:
     """Undo `packet` (allowed by the connection machine) in slices; nothing more is read from `conn` until its
     UNSUBACK."""
     _hold(conn)
-    _unsubscribe_step(conn, packet, 0, [], SlicePace(SLICE))
+    _unsubscribe_step(conn, packet, 0, [], SlicePace(SLICE), conn.broker.route_confirmation())
 
 
 def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, codes: list[int],
-                      pace: SlicePace) -> None:
+                      pace: SlicePace, confirm: Any) -> None:
     """One slice (a loop callback: an error ends the connection here, as `MQTTConnection._process` does)."""
     session = conn.session
     if conn.closing or session is None:
@@ -186,16 +187,17 @@ def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, cod
         return
     end = begin + pace.start()
     try:
-        codes += conn.broker.unsubscribe(session, packet.topic_filters[begin:end])
+        codes += conn.broker.unsubscribe(session, packet.topic_filters[begin:end], confirm)
     except Exception as exc:
         _failed(conn, exc)
         return
     pace.done(len(packet.topic_filters[begin:end]))
     if end < len(packet.topic_filters):
-        conn.broker.lane.add(partial(_unsubscribe_step, conn, packet, end, codes, pace), conn.loop.call_soon)
+        conn.broker.lane.add(partial(_unsubscribe_step, conn, packet, end, codes, pace, confirm),
+                             conn.loop.call_soon)
         return
     reply = Unsuback(packet.packet_id, codes)
-    conn.acks.after(session.persistent, lambda: conn.write_packet(reply))
+    conn.acks.after(session.persistent, lambda: conn.write_packet(reply), conn.broker.routes_applied(confirm))
     _release(conn)
     conn._process()  # what the client sent meanwhile
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from vmqpy.broker.handover import SessionImage
+from vmqpy.broker.ports import RemoteWait as RemoteWait  # re-exported: what the cluster waits for
 from vmqpy.broker.session import Outgoing, Session
 
 
@@ -68,8 +69,17 @@ class BrokerPort(Protocol):
         """The new owner cannot be reached for too long: the session stays here."""
         ...
 
-    def adopt_offline(self, image: SessionImage, now: float) -> Session:
-        """A session handed over without a connect: kept here offline, and this node becomes its owner."""
+    def adopt_offline(self, image: SessionImage, now: float, confirm: Any = None) -> Session:
+        """A session handed over without a connect: kept here offline, and this node becomes its owner. With
+        `confirm` (`route_confirmation`), its route writes join what that waits for."""
+        ...
+
+    def route_confirmation(self) -> Any:
+        """What route writes wait for before they are claimed (subscription.acknowledge = cluster); None: nothing."""
+        ...
+
+    def routes_applied(self, confirm: Any) -> RemoteWait | None:
+        """The wait for the members to apply the routes written with `confirm` (bounded); None: nothing left."""
         ...
 
     def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None,

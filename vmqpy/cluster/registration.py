@@ -38,7 +38,7 @@ from vmqpy.broker.owners import UNKNOWN_USER, pack_user, unpack_user
 from vmqpy.broker.session import Outgoing
 from vmqpy.cluster.handover_batches import handover_batches
 from vmqpy.cluster.leader import leader_for, ranking
-from vmqpy.cluster.ports import BrokerPort
+from vmqpy.cluster.ports import BrokerPort, RemoteWait
 from vmqpy.cluster.registry import Busy, Grant, Registry
 from vmqpy.storage import Storage
 
@@ -79,10 +79,12 @@ class _Outgoing:
 
 @dataclass(slots=True)
 class _Incoming:
-    """A session handed over to this node: the highest sequence number of the old owner taken so far."""
+    """A session handed over to this node: the highest sequence number of the old owner taken so far, and the wait
+    for the other members to route to this node (its hand-over is acknowledged only then: docs/cluster.md)."""
 
     client_id: str
     upto: int = 0
+    routes: RemoteWait | None = None
 
 
 class _LeaderLost(Exception):
@@ -297,6 +299,14 @@ class RegistrationService:
         self._ack_when_durable(source, migration, client_id, incoming.upto)
 
     def _ack_when_durable(self, source: str, migration: int, client_id: str, upto: int) -> None:
+        """Acknowledge the messages up to `upto` once they are on disk here and the other members route the
+        session's subscriptions here: the old owner lets the session go at the last acknowledgement (a node that
+        leaves is then removed), so nothing may still route there that does not pass it on."""
+        incoming = self._incoming.get((source, migration))
+        routes = None if incoming is None else incoming.routes
+        if routes is not None and not routes.done():
+            routes.add_done_callback(lambda: self._ack_when_durable(source, migration, client_id, upto))
+            return
         body = {"op": "mig_ack", "client_id": client_id, "migration": migration, "upto": upto}
         if self.storage is None:
             self.links.send_control(source, body)
@@ -465,8 +475,9 @@ class RegistrationService:
             return
         key = (peer, migration)
         if key not in self._incoming:
-            self._incoming[key] = _Incoming(image.client_id)
-            self.broker.adopt_offline(image, time.time())
+            confirm = self.broker.route_confirmation()
+            self.broker.adopt_offline(image, time.time(), confirm)
+            self._incoming[key] = _Incoming(image.client_id, routes=self.broker.routes_applied(confirm))
             log.info("session handed over to this node", client_id=image.client_id, by=peer)
 
     def _on_mig_batch(self, peer: str, body: dict[str, Any]) -> None:

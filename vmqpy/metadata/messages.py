@@ -11,6 +11,7 @@ Version 1 messages::
     2 SyncRequest  [1, 2, xid, limit, clock, watermark | nil]           exchange: "here is my node clock"
     3 SyncReply    [1, 3, xid, done, missing, base, objects, gaps, watermark | nil]
     4 SyncReject   [1, 4, xid, reason]
+    5 PushAck      [1, 5, [counter, ...]]                           "I applied these writes of yours"
 
 Version 2 (the exchange messages carry the sender's membership view: ``view`` is
 :func:`view_digest` of its members, 8 bytes; see docs/replication.md section 4)::
@@ -26,6 +27,10 @@ Version 1 exchange messages still decode (``view`` None: the sender's view is un
     base       [node, counter, ...]       (the responder's node-clock base, a version vector)
     objects    [[prefix, key, container, [node, counter, ...]], ...]   (stripped container, extra dots)
     gaps       [node, [start, stop, start, stop, ...], ...]     (counter runs, stop exclusive)
+
+A ``PushAck`` answers the pushes of the prefixes a replica is told to acknowledge (``acknowledged``): the
+counters are the sender's own dots (the pushes' writer is the ack's receiver), applied and in the receiver's change
+callbacks before the ack leaves (docs/cluster.md, "A SUBACK the cluster honours").
 
 A ``Push`` is the container a local write produced: at most one version (the write's dot and value;
 none for a delete) and the writer's whole causal context for the key (which covers the dot).  A ``SyncReply``
@@ -88,6 +93,7 @@ __all__ = [
     "VIEW_DIGEST_SIZE",
     "Key",
     "Push",
+    "PushAck",
     "StoreMessage",
     "SyncObject",
     "SyncReject",
@@ -114,6 +120,7 @@ T_PUSH = 1
 T_SYNC_REQUEST = 2
 T_SYNC_REPLY = 3
 T_SYNC_REJECT = 4
+T_PUSH_ACK = 5
 
 
 def view_digest(members: Iterable[str]) -> bytes:
@@ -197,7 +204,15 @@ class SyncReject:
     size: int = field(default=0, compare=False, repr=False)
 
 
-StoreMessage: TypeAlias = Push | SyncRequest | SyncReply | SyncReject
+@dataclass(frozen=True, slots=True)
+class PushAck:
+    """The receiver applied the pushes of the sender's writes ``counters`` (dots of the ack's receiver)."""
+
+    counters: tuple[int, ...]
+    size: int = field(default=0, compare=False, repr=False)
+
+
+StoreMessage: TypeAlias = Push | SyncRequest | SyncReply | SyncReject | PushAck
 
 
 # -- encoding -------------------------------------------------------------------------------------
@@ -240,6 +255,8 @@ def _payload(message: StoreMessage) -> list[Any]:
         ]
     if isinstance(message, SyncReject):
         return [VERSION, T_SYNC_REJECT, message.xid, message.reason]
+    if isinstance(message, PushAck):
+        return [VERSION, T_PUSH_ACK, list(message.counters)]
     raise TypeError(f"not a metadata message: {type(message).__name__}")
 
 
@@ -338,12 +355,18 @@ def _dec_sync_reject(f: list[Any], size: int) -> SyncReject:
     return SyncReject(as_int(xid, "xid"), as_str(reason, "reason"), size)
 
 
+def _dec_push_ack(f: list[Any], size: int) -> PushAck:
+    (counters,) = array(f, "PushAck", length=1)
+    return PushAck(tuple(as_int(c, "counter", 1) for c in array(counters, "PushAck counters")), size)
+
+
 _READERS: dict[int, dict[int, Callable[[list[Any], int], StoreMessage]]] = {
     1: {
         T_PUSH: _dec_push,
         T_SYNC_REQUEST: _dec_sync_request,
         T_SYNC_REPLY: _dec_sync_reply,
         T_SYNC_REJECT: _dec_sync_reject,
+        T_PUSH_ACK: _dec_push_ack,
     },
     SYNC_VERSION: {
         T_SYNC_REQUEST: _dec_sync_request_2,

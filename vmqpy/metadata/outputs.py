@@ -1,7 +1,8 @@
 """What a :class:`~vmqpy.metadata.replica.Replica` hands back to its driver: each call returns a list of these.
 
 :class:`Send` (a message to one peer), :class:`Changed` (a key's resolved value changed), :class:`Persist` (a
-storage write; the driver applies them in the order given) and :class:`Logged` (a replication-log event).
+storage write; the driver applies them in the order given), :class:`Logged` (a replication-log event) and
+:class:`Acked` (a peer applied writes of this node: it answers the pushes of the acknowledged prefixes).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ if TYPE_CHECKING:  # annotations only: messages imports the row codecs, which bu
     from vmqpy.metadata.fields import Key
     from vmqpy.metadata.messages import StoreMessage
 
-__all__ = ["Changed", "Logged", "Output", "Persist", "Send"]
+__all__ = ["Acked", "Changed", "Logged", "Output", "Persist", "Send"]
 
 
 @dataclass(slots=True)
@@ -51,4 +52,12 @@ class Logged:
     fields: dict[str, Any]
 
 
-Output: TypeAlias = Send | Changed | Persist | Logged
+@dataclass(slots=True)
+class Acked:
+    """``peer`` applied this node's writes ``counters`` (their pushes: ``messages.PushAck``)."""
+
+    peer: str
+    counters: tuple[int, ...]
+
+
+Output: TypeAlias = Send | Changed | Persist | Logged | Acked

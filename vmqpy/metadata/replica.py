@@ -28,6 +28,7 @@ from vmqpy.metadata.exchange import Exchange, plan_reply
 from vmqpy.metadata.messages import (
     Key,
     Push,
+    PushAck,
     StoreMessage,
     SyncObject,
     SyncReject,
@@ -36,7 +37,7 @@ from vmqpy.metadata.messages import (
     check_key,
 )
 from vmqpy.metadata.objects import EMPTY
-from vmqpy.metadata.outputs import Changed, Logged, Output, Persist, Send
+from vmqpy.metadata.outputs import Acked, Changed, Logged, Output, Persist, Send
 from vmqpy.metadata.replica_clock import clock_of_base
 from vmqpy.metadata.replica_writes import ReplicaWrites
 from vmqpy.metadata.rows import (
@@ -61,6 +62,7 @@ __all__ = [
     "T_DOTS",
     "T_META",
     "T_OBJ",
+    "Acked",
     "Changed",
     "InvalidValueError",
     "Key",
@@ -146,6 +148,9 @@ class Replica(ReplicaWrites):
             ex = self._scheduler.running.get(sender)
             if ex is not None and ex.matches(sender, message.xid):
                 self._teardown(ex, f"rejected:{message.reason}", now, out)
+        elif isinstance(message, PushAck):
+            if sender in self._membership.members and sender != self.node_id:
+                out.append(Acked(sender, message.counters))
         else:  # pragma: no cover - the type says it cannot happen
             raise TypeError(f"not a metadata message: {type(message).__name__}")
         self._maybe_start(now, out)
@@ -166,6 +171,11 @@ class Replica(ReplicaWrites):
             self._stats["implausible_refused"] += 1
             return
         self._apply(push.prefix, key, push.container(), (push.dot,), "broadcast", out)
+        if push.prefix in self._acknowledged:
+            # applied (or held already): the change callbacks saw it before this leaves (the driver batches
+            # the acknowledgements of one turn per peer)
+            out.append(Send(sender, PushAck((push.dot[1],))))
+            self._stats["pushes_acknowledged"] += 1
 
     # -- anti-entropy: responder ------------------------------------------------------------------------
     def _serve(self, sender: str, request: SyncRequest, out: list[Output]) -> None:

@@ -3,6 +3,11 @@
 It only moves things: local calls and received frames go into the sans-I/O `Replica`; its outputs come out
 as storage writes (`Persist`), frames to peers (`Send`), change callbacks (`Changed`) and log lines
 (`Logged`). The replica's next deadline arms a single `call_at`.
+
+Confirmed writes (docs/cluster.md, "A SUBACK the cluster honours"): the pushes of the `acknowledged` prefixes are
+answered by each member once applied; the answers of one loop turn leave as one `PushAck` per peer. A write made
+with a `Confirmation` (`confirmation`, `put(..., confirm=)`, `seal`) is done once every reachable member it was
+pushed to answered, or the member became unreachable, or `ack_timeout` passed (counted in `late_confirmations`).
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import structlog
 
 from vmqpy.bulk_load import bulk_load
 from vmqpy.metadata import messages
+from vmqpy.metadata.confirmations import Confirmation, Confirmations
 from vmqpy.metadata.errors import DecodeError
-from vmqpy.metadata.replica import Changed, Key, Logged, Output, Persist, Replica, Send
+from vmqpy.metadata.replica import Acked, Changed, Key, Logged, Output, Persist, Replica, Send
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import Resolver
 from vmqpy.storage import Storage
@@ -56,6 +62,8 @@ class MetadataService:
         monotonic: Callable[[], float] = time.monotonic,
         seed: int | None = None,
         reply_bytes: int = 8 << 20,
+        acknowledged: Iterable[str] = (),
+        ack_timeout: float = 5.0,
     ) -> None:
         self.node_id = node_id
         self.storage = storage
@@ -76,6 +84,11 @@ class MetadataService:
         self._outbox: deque[tuple[Future[None] | None, list[tuple[str, bytes]]]] = deque()
         self._log_flush_due = False
         self._frozen = False  # the node left its cluster: see freeze()
+        self._acknowledged = tuple(acknowledged)  # prefixes whose pushes the members answer (PushAck)
+        self.ack_timeout = ack_timeout
+        self._confirms = Confirmations()
+        self._confirm_timer: asyncio.TimerHandle | None = None
+        self._acks: dict[str, list[int]] = {}  # the PushAcks of this turn, per peer
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -94,7 +107,7 @@ class MetadataService:
     def _build(self, rows: Mapping[str, list[tuple[bytes, bytes]]]) -> Replica:
         return Replica.restore(
             self.node_id, rows, resolvers=self._resolvers, rng=self._rng, sync_interval=self._sync_interval,
-            reply_bytes=self._reply_bytes,
+            reply_bytes=self._reply_bytes, acknowledged=self._acknowledged,
         )
 
     async def reincarnate(self, node_id: str) -> None:
@@ -105,6 +118,8 @@ class MetadataService:
         old = self._replica
         self._disarm()
         self._outbox.clear()  # messages of the old identity: its links are gone
+        self._confirms.keep_peers(())  # nor are the members that were to answer its writes
+        self._acks.clear()
         for table in Replica.TABLES:
             self.storage.delete_prefix(table, b"")
         await self.storage.sync()
@@ -119,6 +134,9 @@ class MetadataService:
 
     def stop(self) -> None:
         self._disarm()
+        if self._confirm_timer is not None:
+            self._confirm_timer.cancel()
+            self._confirm_timer = None
         if self.replication_log is not None:
             self.replication_log.flush()
 
@@ -148,17 +166,85 @@ class MetadataService:
         self._frozen = True
         self._disarm()
 
-    def put(self, prefix: str, key: Key, value: Any) -> None:
+    def put(self, prefix: str, key: Key, value: Any, confirm: Confirmation | None = None) -> None:
+        """Write `value`; with `confirm`, it also waits for the reachable members to apply this write."""
         if self._frozen:
             return
         # A local write makes nothing due sooner than what the armed timer waits for (at worst garbage
         # collection waits for that timer), so the deadline is only recomputed when no timer is armed.
-        self._apply(self._replica.put(prefix, key, value, self._monotonic(), self._wall()), arm=self._timer is None)
+        outputs = self._replica.put(prefix, key, value, self._monotonic(), self._wall())
+        if confirm is not None:
+            self._expect(confirm, outputs)
+        self._apply(outputs, arm=self._timer is None)
 
-    def delete(self, prefix: str, key: Key) -> None:
+    def delete(self, prefix: str, key: Key, confirm: Confirmation | None = None) -> None:
+        """Delete the key; with `confirm`, as `put`."""
         if self._frozen:
             return
-        self._apply(self._replica.delete(prefix, key, self._monotonic(), self._wall()), arm=self._timer is None)
+        outputs = self._replica.delete(prefix, key, self._monotonic(), self._wall())
+        if confirm is not None:
+            self._expect(confirm, outputs)
+        self._apply(outputs, arm=self._timer is None)
+
+    # ------------------------------------------------------------------------------------------ confirmed writes
+
+    def confirmation(self) -> Confirmation:
+        """A new confirmation, waiting `ack_timeout` from now at the most: pass it to the writes of one operation,
+        then `seal` it."""
+        confirm = self._confirms.open(self._monotonic() + self.ack_timeout)
+        if self._confirm_timer is None and self._loop is not None:
+            self._confirm_timer = self._loop.call_later(self.ack_timeout, self._on_confirm_timer)
+        return confirm
+
+    def seal(self, confirm: Confirmation) -> Confirmation | None:
+        """No more writes for `confirm`. None when nothing is left to wait for (no member was reachable, every
+        one answered already, or its time is up); else `confirm`, done when the last member answered."""
+        return None if self._confirms.seal(confirm) else confirm
+
+    @property
+    def late_confirmations(self) -> int:
+        """Confirmations that gave up at `ack_timeout` with members still to answer."""
+        return self._confirms.late
+
+    def _expect(self, confirm: Confirmation, outputs: list[Output]) -> None:
+        acknowledged = self._acknowledged
+        for output in outputs:
+            if type(output) is Send and type(output.message) is messages.Push \
+                    and output.message.prefix in acknowledged:
+                self._confirms.expect(confirm, output.peer, output.message.dot[1])
+
+    def _on_confirm_timer(self) -> None:
+        self._confirm_timer = None
+        for late in self._confirms.expire(self._monotonic()):
+            log.debug("writes not confirmed by every member in time", waited=self.ack_timeout,
+                      members_left=len(late.pairs))
+        deadline = self._confirms.next_deadline()
+        if deadline is not None and self._loop is not None:
+            self._confirm_timer = self._loop.call_later(max(0.0, deadline - self._monotonic()),
+                                                        self._on_confirm_timer)
+
+    def _keep_confirming(self) -> None:
+        """Only reachable members hold a confirmation back."""
+        if len(self._confirms):
+            self._confirms.keep_peers(self._replica.usable_peers())
+
+    def _queue_ack(self, peer: str, counters: tuple[int, ...]) -> None:
+        """Answer `peer`'s pushes once this turn's frames are handled: one PushAck per peer and turn."""
+        pending = self._acks.get(peer)
+        if pending is None:
+            if not self._acks and self._loop is not None:
+                self._loop.call_soon(self._send_acks)
+            self._acks[peer] = list(counters)
+        else:
+            pending.extend(counters)
+
+    def _send_acks(self) -> None:
+        acks, self._acks = self._acks, {}
+        transport = self.transport
+        if transport is None:
+            return
+        for peer, counters in acks.items():
+            transport.send(peer, messages.encode(messages.PushAck(tuple(counters))))
 
     def hlc_now(self) -> Any:
         return self._replica.hlc_now(self._wall())
@@ -172,9 +258,11 @@ class MetadataService:
 
     def set_peers(self, peers: Iterable[str]) -> None:
         self._apply(self._replica.set_peers(peers))
+        self._keep_confirming()
 
     def set_reachable(self, peers: Iterable[str]) -> None:
         self._replica.set_reachable(peers)
+        self._keep_confirming()
         self._arm()
 
     def exchange_now(self, peer: str | None = None) -> None:
@@ -226,8 +314,12 @@ class MetadataService:
             elif isinstance(output, Changed):
                 self._notify(output.prefix, output.key, output.old, output.new)
             elif isinstance(output, Send):
-                if self.transport is not None:
+                if type(output.message) is messages.PushAck:
+                    self._queue_ack(output.peer, output.message.counters)  # need not wait for the disk
+                elif self.transport is not None:
                     sends.append((output.peer, messages.encode(output.message)))
+            elif isinstance(output, Acked):
+                self._confirms.acked(output.peer, output.counters)
             elif isinstance(output, Logged):
                 if self.replication_log is not None:
                     self.replication_log.write(output.event, output.fields.pop("hlc", None), output.fields)

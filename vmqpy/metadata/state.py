@@ -49,7 +49,7 @@ COUNTERS = (
     "puts", "deletes", "writebacks", "pushes_sent", "pushes_received", "objects_applied", "exchanges_started",
     "exchanges_completed", "exchanges_failed", "requests_served", "requests_rejected", "objects_served",
     "objects_received", "objects_repaired", "gap_dots", "gc_runs", "gc_dots_pruned", "gc_keys_deleted",
-    "stale_replies", "views_differ", "implausible_refused", "pushes_refused",
+    "stale_replies", "views_differ", "implausible_refused", "pushes_refused", "pushes_acknowledged",
 )
 
 
@@ -70,6 +70,7 @@ class ReplicaState:
         writeback: bool = True,
         writeback_delay: float | None = None,
         max_exchanges: int = 2,
+        acknowledged: Iterable[str] = (),
     ) -> None:
         if not isinstance(node_id, str) or not node_id:
             raise InvalidKeyError(f"node_id must be a non-empty str, got {node_id!r}")
@@ -99,6 +100,9 @@ class ReplicaState:
         self._next_gc: float | None = None
         self._pruning = False  # GC left dots it may forget (a slice per call, Replica.PRUNE_SLICE): due at once
         self._stats: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        # the prefixes whose pushes are answered with a PushAck once applied (the broker's subscriptions:
+        # docs/cluster.md, "A SUBACK the cluster honours")
+        self._acknowledged = frozenset(acknowledged)
 
     @classmethod
     def restore(cls, node_id: str, rows: Mapping[str, list[tuple[bytes, bytes]]], **kwargs: Any) -> Self:
@@ -143,6 +147,10 @@ class ReplicaState:
     def peers(self) -> list[str]:
         """Current cluster members other than this node, sorted."""
         return list(self._membership.peers)
+
+    def usable_peers(self) -> list[str]:
+        """The members other than this node that it can reach now (its pushes go to them), sorted."""
+        return self._membership.usable()
 
     # -- reads ------------------------------------------------------------------------------------------
     def _resolve(self, prefix: str, obj: StoredObject | None) -> Any:

@@ -57,7 +57,7 @@ class CountingMetadata(MemoryMetadata):
         self.gets += 1
         return super().get(prefix, key)
 
-    def put(self, prefix: str, key: records.Key, value: Any) -> None:
+    def put(self, prefix: str, key: records.Key, value: Any, confirm: Any = None) -> None:
         self.puts += 1
         super().put(prefix, key, value)
 

@@ -15,7 +15,7 @@ from dvv.watermark import Watermark
 from vmqpy.metadata import messages
 from vmqpy.metadata.errors import DecodeError
 from vmqpy.metadata.hlc import Stamp
-from vmqpy.metadata.messages import Push, SyncObject, SyncReject, SyncReply, SyncRequest, decode, encode
+from vmqpy.metadata.messages import Push, PushAck, SyncObject, SyncReject, SyncReply, SyncRequest, decode, encode
 
 WM = Watermark.new(["a", "b"]).update_cell("a", "b", 3)
 CLOCK = NodeClock({"a": (5, 0b101), "b": (2, 0), "c": (0, 1 << 70)})
@@ -37,6 +37,8 @@ SAMPLES: list[messages.StoreMessage] = [
         WM,
     ),
     SyncReject(5, "not_a_member"),
+    PushAck((1, 7, 2**40)),
+    PushAck(()),
 ]
 
 
@@ -116,6 +118,10 @@ def test_well_formed_msgpack_of_any_shape_raises_decode_error_only(obj: object) 
         [1, 3, 1, True, 0, ["a", 1, "a", 2], [], [], None],  # duplicate node in base
         [1, 3, 1, True, 0, [], [["p", ["k"], [["a", 1, 0, "a", 1, 0], []], []]], [], None],  # duplicate dot
         [1, 4, -1, "x"],
+        [1, 5, [0]],  # counter 0
+        [1, 5, [1, "2"]],  # a counter that is not an int
+        [1, 5, 3],  # counters not an array
+        [1, 5, [1], [2]],  # a field too many
     ],
 )
 def test_bad_payloads(payload: list[object]) -> None:

@@ -9,8 +9,19 @@ import pytest
 
 from tests.sim.model import model_errors, ops_of, writeback_errors
 from vmqpy.metadata.errors import InvalidKeyError
-from vmqpy.metadata.messages import Push
-from vmqpy.metadata.replica import T_DOTS, T_META, T_OBJ, Changed, InvalidValueError, Logged, Persist, Replica, Send
+from vmqpy.metadata.messages import Push, PushAck
+from vmqpy.metadata.replica import (
+    T_DOTS,
+    T_META,
+    T_OBJ,
+    Acked,
+    Changed,
+    InvalidValueError,
+    Logged,
+    Persist,
+    Replica,
+    Send,
+)
 
 from .helpers import cluster, settle, stamped
 
@@ -80,6 +91,31 @@ def test_a_receiver_applies_once_and_ignores_duplicates() -> None:
     assert [o.new for o in first if isinstance(o, Changed)] == ["v"]
     assert [o.fields["via"] for o in first if isinstance(o, Logged)] == ["broadcast"]
     assert b.receive("a", send.message, 0.2) == [], "a duplicate changes nothing and outputs nothing"
+
+
+def test_pushes_of_acknowledged_prefixes_are_answered_once_applied() -> None:
+    """b answers a's pushes of the acknowledged prefix (a duplicate too: b holds it), after the change they
+    make; pushes of other prefixes are not answered; a answers only a member's PushAck."""
+    a, b = solo(), Replica("b", rng=random.Random(1), acknowledged=[P])
+    for r, other in ((a, "b"), (b, "a")):
+        r.set_peers([other])
+        r.set_reachable([other])
+    (send,) = [o for o in a.put(P, ("k",), "v", 0.0) if isinstance(o, Send)]
+    out = b.receive("a", send.message, 0.1)
+    changed = next(i for i, o in enumerate(out) if isinstance(o, Changed))
+    (ack_at,) = [i for i, o in enumerate(out) if isinstance(o, Send) and isinstance(o.message, PushAck)]
+    assert changed < ack_at
+    ack = out[ack_at]
+    assert isinstance(ack, Send) and ack.peer == "a" and ack.message == PushAck((1,))
+    again = b.receive("a", send.message, 0.2)
+    assert [o for o in again if isinstance(o, Send) and isinstance(o.message, PushAck)] == [Send("a", PushAck((1,)))]
+    assert not [o for o in again if isinstance(o, Changed)], "a duplicate: held already, answered again"
+    (unacknowledged,) = [o for o in a.put("other", ("k",), "v", 0.3) if isinstance(o, Send)]
+    answered = b.receive("a", unacknowledged.message, 0.4)
+    assert not [o for o in answered if isinstance(o, Send) and isinstance(o.message, PushAck)]
+    assert b.stats()["pushes_acknowledged"] == 2
+    assert [o for o in a.receive("b", PushAck((1,)), 0.5) if isinstance(o, Acked)] == [Acked("b", (1,))]
+    assert not [o for o in a.receive("x", PushAck((1,)), 0.5) if isinstance(o, Acked)], "not a member"
 
 
 def test_writeback_rule_owner_of_the_smallest_sibling_dot() -> None:

@@ -429,7 +429,7 @@ class RecoveringBroker:
     def hlc_now(self) -> int:
         return 0
 
-    def put(self, prefix: Any, key: Any, value: Any) -> None:
+    def put(self, prefix: Any, key: Any, value: Any, confirm: Any = None) -> None:
         pass
 
     def get(self, prefix: Any, key: Any) -> Any:
