@@ -31,6 +31,7 @@ from tests.integration.cluster import ClusterNode, cut, heal, partition_chain, s
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
 
 ROUNDS = 1000
+MOVES = 30  # with `local`, 37 of 60 shared-subscription moves lost the first publish (2026-11-29)
 SUBACK = 9
 UNSUBACK = 11
 
@@ -243,23 +244,27 @@ def test_request_response_across_nodes_with_an_immediate_responder(three: list[C
     assert unanswered == [], f"{len(unanswered)} of 200 requests got no answer: {unanswered[:20]}"
 
 
-def test_a_session_that_moves_is_routed_to_from_the_moment_of_its_connack(three: list[ClusterNode]) -> None:
+@pytest.mark.parametrize("shared", [False, True], ids=["plain", "shared"])
+def test_a_session_that_moves_is_routed_to_from_the_moment_of_its_connack(three: list[ClusterNode],
+                                                                          shared: bool) -> None:
     """A persistent session subscribed on one node reconnects on another (a takeover: CONNACK with session
     present); a publish on the third node the moment the CONNACK is read reaches it, every time, whichever node it
-    moved from and to (docs/cluster.md: the previous node passes on what is still routed to it)."""
+    moved from and to. A plain subscription would also be reached through the node it left (which passes on what
+    is still routed there); a shared one is not passed on, so only a CONNACK that waited for the routes keeps it
+    (docs/cluster.md, "A SUBACK the cluster honours")."""
     client_id = unique("mover-")
     props = {"session_expiry_interval": 600}
     home = three[0]
     first = RawClient(home.mqtt_port, home.host, 5)
     first.connect(client_id, clean=False, props=props)
     topic = unique("moving/")
-    first.subscribe((topic, 0))
+    first.subscribe((f"$share/{unique('g')}/{topic}" if shared else topic, 0))
     first.close()
     publishers = {node.name: RawClient(node.mqtt_port, node.host, 5) for node in three}
     for pub in publishers.values():
         pub.connect(unique("mover-pub-"))
     lost = []
-    for i in range(60):
+    for i in range(MOVES):
         target = three[(i + 1) % 3]
         other = three[(i + 2) % 3]
         client = RawClient(target.mqtt_port, target.host, 5)
@@ -273,4 +278,4 @@ def test_a_session_that_moves_is_routed_to_from_the_moment_of_its_connack(three:
             lost.append((i, target.name, other.name))
         client.disconnect()
         client.close()
-    assert lost == [], f"{len(lost)} of 60 publishes right after a moved session's CONNACK were lost: {lost[:10]}"
+    assert lost == [], f"{len(lost)} of {MOVES} publishes right after a moved session's CONNACK were lost: {lost[:10]}"
