@@ -231,7 +231,8 @@ SPECS: Final[tuple[Spec, ...]] = (
        "cluster.forwards_unacknowledged"),
     _s("vmqpy_forwarded", "counter", "messages forwarded to other nodes", "broker.forwarded"),
     _s("vmqpy_subscription_acks_waited", "counter",
-       "SUBACK/UNSUBACK that waited for other members to apply their routes (subscription.acknowledge = cluster)",
+       "SUBACK/UNSUBACK, takeover CONNACKs and hand-over acknowledgements that waited for other members to apply "
+       "their routes (subscription.acknowledge = cluster)",
        "broker.subscription_acks_waited"),
     _s("vmqpy_subscription_acks_late", "counter",
        "of those, the ones sent after subscription.acknowledge_timeout with a member still to answer",

@@ -31,6 +31,7 @@ from tests.integration.cluster import ClusterNode, cut, heal, partition_chain, s
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
 
 ROUNDS = 1000
+LONG_SUBSCRIBE = 2000  # filters in one SUBSCRIBE: more than one slice
 MOVES = 30  # with `local`, 37 of 60 shared-subscription moves lost the first publish (2026-11-29)
 SUBACK = 9
 UNSUBACK = 11
@@ -164,6 +165,15 @@ def test_a_publish_right_after_the_suback_reaches_the_subscriber_from_every_node
     assert not load.errors, load.errors
     assert load.published > 0 and load.churned > 0, "the background load did not run"
     assert lost == [], f"{len(lost)} of {ROUNDS} messages published right after the SUBACK were lost: {lost[:20]}"
+    # A long SUBSCRIBE is handled a slice a loop turn (vmqpy.broker.subscribe_slices): its one SUBACK waits for
+    # the routes of every slice.
+    base = unique("long-")
+    filters = [f"{base}/{i}" for i in range(LONG_SUBSCRIBE)]
+    sub.subscribe(*filters)
+    for k, i in enumerate((0, LONG_SUBSCRIBE // 2, LONG_SUBSCRIBE - 1)):
+        pubs[k % 2].publish(filters[i], f"long-{i}")
+    got = sub.recv_publishes(3, timeout=5)
+    assert sorted(p.topic for p in got) == sorted(filters[i] for i in (0, LONG_SUBSCRIBE // 2, LONG_SUBSCRIBE - 1))
 
 
 @pytest.mark.skipif(shutil.which("iptables") is None, reason="iptables is installed by make test")
