@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from vmqpy.broker.session import Session
 
 __all__ = [
-    "authenticate", "bound_logger", "complete_connect", "disconnected", "finish_connect", "foreign_user", "move_away",
-    "open_connect", "redirected", "refuse", "refuse_login", "register",
+    "authenticate", "bound_logger", "close_connect", "complete_connect", "disconnected", "finish_connect",
+    "foreign_user", "move_away", "open_connect", "redirected", "refuse", "refuse_login", "register",
     "send_refusal", "start_registration", "take_over",
 ]
 
@@ -164,18 +164,16 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
         # A session handed over with its subscriptions (a takeover): its CONNACK says "session present", so it
         # leaves once the reachable members route to this node (subscription.acknowledge = cluster, bounded by
         # subscription.acknowledge_timeout; docs/cluster.md, "A SUBACK the cluster honours").
+        # The client id's registration stays locked meanwhile (the leader's lease, 10 s, outlasts the wait), so
+        # that no other CONNECT of it takes the session before this one is attached.
         confirm = conn.broker.route_confirmation() if ticket.image is not None else None
         now = time.time()
         session, present = open_connect(conn, accepted, ticket, now, confirm)
         routes = conn.broker.routes_applied(confirm)
-        if routes is not None and session is not None:
+        if routes is not None and not conn.closing:
             await _done(conn.loop, routes)
             now = time.time()
-            if conn.closing:  # gone while the routes spread: its session stays, offline
-                _went_away(conn, session, now)
-                session = None
-        if session is not None:
-            finish_connect(conn, accepted, session, present, now)
+        close_connect(conn, accepted, ticket, session, present, now)
     except Exception:
         conn.log.exception("internal error completing a connect")
         registrar.connected(ticket, None)
@@ -193,29 +191,29 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
 def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | None) -> None:
     now = time.time()
     session, present = open_connect(conn, accepted, ticket, now)
-    if session is not None:
-        finish_connect(conn, accepted, session, present, now)
+    close_connect(conn, accepted, ticket, session, present, now)
 
 
 def open_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | None, now: float, confirm: Any = None
-                 ) -> tuple[Session | None, bool]:
-    """Open the session of an accepted CONNECT (and tell the registrar); None when the client went away meanwhile
-    (its session stays, offline). `confirm`: what the routes of an adopted image join (Broker.open_session)."""
-    session, present = conn.broker.open_session(accepted.client_id, accepted.level, accepted.clean_start,
-                                                accepted.expiry, conn, now,
-                                                None if ticket is None else ticket.image, accepted.username,
-                                                will=conn.will, will_delay=conn.will_delay, confirm=confirm)
+                 ) -> tuple[Session, bool]:
+    """Open the session of an accepted CONNECT. `confirm`: what the routes of an adopted image join
+    (Broker.open_session)."""
+    return conn.broker.open_session(accepted.client_id, accepted.level, accepted.clean_start, accepted.expiry, conn,
+                                    now, None if ticket is None else ticket.image, accepted.username,
+                                    will=conn.will, will_delay=conn.will_delay, confirm=confirm)
+
+
+def close_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | None, session: Session, present: bool,
+                  now: float) -> None:
+    """Tell the registrar the CONNECT is done (its lock is released), then CONNACK and attach; or, when the client
+    went away meanwhile, leave its session offline."""
     if ticket is not None and conn.broker.registrar is not None:
         conn.broker.registrar.connected(ticket, conn.broker.node)
     if conn.closing:  # the client went away while it was registering: its session stays, offline
-        _went_away(conn, session, now)
-        return None, present
-    return session, present
-
-
-def _went_away(conn: MQTTConnection, session: Session, now: float) -> None:
-    conn.broker.attach(session, conn, 65535, 0, now)
-    conn.broker.close_session(session, conn, now, conn.will, conn.will_delay)
+        conn.broker.attach(session, conn, 65535, 0, now)
+        conn.broker.close_session(session, conn, now, conn.will, conn.will_delay)
+        return
+    finish_connect(conn, accepted, session, present, now)
 
 
 async def _done(loop: asyncio.AbstractEventLoop, wait: RemoteWait) -> None:

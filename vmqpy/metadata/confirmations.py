@@ -23,7 +23,7 @@ __all__ = ["Confirmation", "Confirmations"]
 class Confirmation:
     """The pushes of one operation, until each was applied by its peer, its peer is gone, or the deadline."""
 
-    __slots__ = ("_callbacks", "deadline", "late", "pairs", "sealed")
+    __slots__ = ("_callbacks", "deadline", "late", "pairs", "sealed", "unanswered")
 
     error: None = None  # a confirmation never fails (vmqpy.broker.ack_order reads it)
 
@@ -31,6 +31,7 @@ class Confirmation:
         self.pairs: set[tuple[str, int]] = set()  # (peer, counter) not acknowledged yet
         self.sealed = False  # no more pushes will be added (`Confirmations.seal`)
         self.late = False  # the deadline passed with pairs left: nothing more is waited for
+        self.unanswered: frozenset[str] = frozenset()  # once late: the peers that had not answered
         self.deadline = deadline
         self._callbacks: list[Callable[[], None]] = []
 
@@ -117,6 +118,7 @@ class Confirmations:
                 continue
             for pair in confirmation.pairs:
                 self._waiting.pop(pair, None)
+            confirmation.unanswered = frozenset(peer for peer, _counter in confirmation.pairs)
             confirmation.pairs.clear()
             confirmation.late = True  # members were still to answer, or writes still to come (not sealed)
             self.late += 1

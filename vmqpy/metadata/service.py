@@ -217,7 +217,7 @@ class MetadataService:
         self._confirm_timer = None
         for late in self._confirms.expire(self._monotonic()):
             log.debug("writes not confirmed by every member in time", waited=self.ack_timeout,
-                      members_left=len(late.pairs))
+                      unanswered=sorted(late.unanswered))
         deadline = self._confirms.next_deadline()
         if deadline is not None and self._loop is not None:
             self._confirm_timer = self._loop.call_later(max(0.0, deadline - self._monotonic()),

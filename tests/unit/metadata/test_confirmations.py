@@ -73,7 +73,7 @@ def test_the_deadline_gives_up_and_counts_it_late() -> None:
     assert confirms.next_deadline() == 5.0
     assert confirms.expire(4.9) == []
     assert confirms.expire(5.0) == [first]
-    assert first.done() and first.late and first_calls == ["done"]
+    assert first.done() and first.late and first_calls == ["done"] and first.unanswered == {"b"}
     assert not second.done() and confirms.next_deadline() == 6.0
     confirms.acked("b", [2])
     assert second.done() and not second.late and second_calls == ["done"]
