@@ -62,7 +62,7 @@ async def test_the_handover_is_acknowledged_once_the_members_route_here(tmp_path
     metadata.start()
     metadata.set_peers(["a", "c"])
     metadata.set_reachable(["a", "c"])
-    config = Config(nodename="b@127.0.0.1", cluster_listener="127.0.0.1:0", subscription_acknowledge=mode)
+    config = Config(nodename="b@127.0.0.1", cluster_listener=("127.0.0.1", 0), subscription_acknowledge=mode)
     broker = Broker(config, SessionStore(storage), metadata)
     links = ScriptedLinks()
     service = RegistrationService(links, broker, None, allow_without_leader=lambda: False,
