@@ -20,7 +20,7 @@ from typing import Any, Self
 
 from chaos import processes
 from chaos.errors import HarnessError
-from chaos.ports import port_open
+from chaos.ports import listening, port_open
 
 REPO = Path(__file__).resolve().parents[1]
 START_DEADLINE_S = 30.0
@@ -117,8 +117,9 @@ class Node:
             raise HarnessError(f"cannot {what} {self.name}: it belongs to a cluster this harness did not start")
 
     def start(self, deadline_s: float = START_DEADLINE_S) -> Self:
-        """Write the configuration, start the process and wait until its admin API listens and its API key is
-        written. A node that exits or does not get there within `deadline_s` is stopped: HarnessError."""
+        """Write the configuration, start the process and wait until its admin API listens, its API key is
+        written and its MQTT listener listens. A node that exits or does not get there within `deadline_s` is
+        stopped: HarnessError."""
         self._own("start")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self.config_text())
@@ -132,7 +133,10 @@ class Node:
             if self.proc.poll() is not None:
                 self.stop()
                 raise HarnessError(f"{self.name} exited at start:\n{self.log_tail()}")
-            if port_open(self.host, self.http_port) and (self.data_dir / "api.key").exists():
+            # The admin API opens before the MQTT listener (vmqpy/node.py): a test that connects a client at once
+            # was refused when the node had not opened it yet (a fresh clone's make test, test_metrics).
+            if (port_open(self.host, self.http_port) and (self.data_dir / "api.key").exists()
+                    and listening(self.host, self.mqtt_port)):
                 return self
             time.sleep(0.1)
         self.stop()

@@ -64,6 +64,35 @@ def common_port(hosts: list[str]) -> int:
     raise HarnessError("no port free on every node address")
 
 
+LISTEN = "0A"  # the TCP state column of /proc/net/tcp for a listening socket
+
+
+def listening_in(table: str, host: str, port: int) -> bool:
+    """Whether the text of /proc/net/tcp (`table`) has a socket listening on IPv4 `host`:`port` (or on every
+    address, 0.0.0.0)."""
+    wanted = {f"{_hex_address(host)}:{port:04X}", f"00000000:{port:04X}"}
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 3 and fields[3] == LISTEN and fields[1] in wanted:
+            return True
+    return False
+
+
+def _hex_address(host: str) -> str:
+    """An IPv4 address as /proc/net/tcp writes it: the four bytes in the host's (little-endian) order, in hex."""
+    return ipaddress.IPv4Address(host).packed[::-1].hex().upper()
+
+
+def listening(host: str, port: int) -> bool:
+    """Whether a socket listens on host:port, found without connecting to it (a connection would be a client the
+    node sees come and go); where /proc/net/tcp cannot be read, by connecting (`port_open`)."""
+    try:
+        with open("/proc/net/tcp") as table:
+            return listening_in(table.read(), host, port)
+    except OSError:
+        return port_open(host, port)
+
+
 def port_open(host: str, port: int) -> bool:
     """Whether something accepts TCP connections on host:port."""
     try:

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
-from chaos.ports import common_port, free_port, host_of, loopback, port_free_on_all, port_open
+from chaos.ports import (
+    common_port,
+    free_port,
+    host_of,
+    listening,
+    listening_in,
+    loopback,
+    port_free_on_all,
+    port_open,
+)
 
 HOSTS = ["127.0.0.71", "127.0.0.72", "127.0.0.73"]
 
@@ -33,3 +44,26 @@ def test_a_common_port_is_free_everywhere_and_never_handed_out_again() -> None:
     assert port_free_on_all(port, HOSTS)
     assert all(port not in {free_port(host) for _ in range(20)} for host in HOSTS)
     assert not port_open(HOSTS[1], port)
+
+
+def test_a_listening_socket_is_found_in_proc_net_tcp_without_connecting() -> None:
+    table = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0B00007F:DCB3 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n"
+        "   1: 0B00007F:1F90 0C00007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 2 1\n"
+        "   2: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 3 1\n"
+    )
+    assert listening_in(table, "127.0.0.11", 0xDCB3)
+    assert not listening_in(table, "127.0.0.12", 0xDCB3), "another address"
+    assert not listening_in(table, "127.0.0.11", 0x1F90), "an established connection, not a listener"
+    assert listening_in(table, "127.0.0.13", 80), "bound to every address"
+    assert not listening_in(table, "127.0.0.11", 81)
+
+
+def test_listening_sees_a_real_listener_and_not_a_closed_port() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        assert not listening("127.0.0.1", port)
+        server.listen()
+        assert listening("127.0.0.1", port)
