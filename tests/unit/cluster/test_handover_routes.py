@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.unit.cluster.registration_script import ScriptedLinks, settle
-from tests.unit.metadata.test_service import wait_for
+from tests.unit.metadata.services import wait_for
 from vmqpy.broker import records
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.handover import SessionImage

@@ -180,7 +180,7 @@ async def test_a_node_survives_hostile_frames_and_keeps_replicating(tmp_path: Pa
     stays small and keeps replicating the next real write."""
     import asyncio
 
-    from tests.unit.metadata.test_service import LoopbackNetwork, start, stop
+    from tests.unit.metadata.services import LoopbackNetwork, start, stop
 
     network = LoopbackNetwork()
     a = start(tmp_path, "a", network, ["b"])

@@ -17,7 +17,7 @@ from vmqpy.metadata.replica import Logged, Output, Replica, Send
 
 from .helpers import cluster, settle
 from .test_exchange import pair
-from .test_service import LoopbackNetwork, start, stop, wait_for
+from .services import LoopbackNetwork, start, stop, wait_for
 
 SLICE_OBJECTS = Replica.APPLY_SLICE // 2  # objects of one version and no extra dot in one slice
 

@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tests.unit.metadata.test_service import LoopbackNetwork, wait_for
+from tests.unit.metadata.services import LoopbackNetwork, wait_for
 from vmqpy.metadata import messages
 from vmqpy.metadata.service import MetadataService
 from vmqpy.storage import Storage
