@@ -16,8 +16,8 @@ from vmqpy.metadata.messages import SyncReply, SyncRequest
 from vmqpy.metadata.replica import Logged, Output, Replica, Send
 
 from .helpers import cluster, settle
-from .test_exchange import pair
 from .services import LoopbackNetwork, start, stop, wait_for
+from .test_exchange import pair
 
 SLICE_OBJECTS = Replica.APPLY_SLICE // 2  # objects of one version and no extra dot in one slice
 
