@@ -9,7 +9,8 @@ Parameters are written as VerneMQ writes them:
 * `name=value` words, for every parameter;
 * `--name`, `--name=value`, `--name value` and, where declared, `-x`, `-x=value`, `-x value`; a boolean option
   written alone means true, a column (`session show --client_id`) written alone means "show this column";
-* bare words (`show KEY ...`) and free `KEY=VALUE` pairs (`set KEY=VALUE ...`) for the settings commands.
+* bare words (`show KEY ...`, none: every setting) and free `KEY=VALUE` pairs (`set KEY=VALUE ...`, at least
+  one) for the settings commands.
 
 The HTTP API turns the query string into the same list of words (`?node=vmq2@127.0.0.1&--kill-sessions`), so both
 sides parse with `parse_args`; a bad parameter is a `CommandError` naming it.
@@ -95,7 +96,7 @@ def parse_args(cmd: Command, words: Sequence[str]) -> Args:
             if param.required:
                 raise CommandError(f"missing parameter '{param.name}' for '{cmd.name}'{_options_hint(cmd)}")
             values[param.name] = param.default
-    if cmd.free and not (names or pairs):
+    if cmd.free == "pairs" and not pairs:  # `show` without names lists every setting
         raise CommandError(f"'{cmd.name}' needs at least one {cmd.free_metavar}{_options_hint(cmd)}")
     return Args(values, raw, names, pairs)
 

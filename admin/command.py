@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from admin.params import Args, Param
 from admin.results import Lines, Result, Table, Text
+from admin.scopes import Scope, method_scope
 
 if TYPE_CHECKING:
     from admin.facade import AdminNode
@@ -56,6 +57,12 @@ class Command:
     @property
     def name(self) -> str:
         return " ".join(self.path)
+
+    @property
+    def scope(self) -> Scope:
+        """The API key scope the command needs: `read` when it only reads (GET), `admin` when it changes
+        something (POST); the one rule of `admin.scopes.method_scope`."""
+        return method_scope(self.method)
 
     def param(self, name: str) -> Param | None:
         """The parameter called `name`; VerneMQ's spelling with underscores (`client_id`, `kill_sessions`) names

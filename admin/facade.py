@@ -20,8 +20,34 @@ from typing import Any, Protocol, runtime_checkable
 Row = dict[str, Any]
 
 
+class ApiKeyRecords(Protocol):
+    """The cluster's API keys in the replicated metadata store (`admin.keys`): one record per key, under the key's
+    SHA-256 (hex). A put or delete reaches every member; a node that cannot write to the cluster's store now (it
+    left its cluster) -> CommandError 409."""
+
+    def node_name(self) -> str:
+        """This node's name, NAME@HOST."""
+        ...
+
+    def api_key_get(self, digest: str) -> Row | None:
+        """The record stored under `digest`, or None."""
+        ...
+
+    def api_key_fold(self) -> list[tuple[str, Row]]:
+        """(digest, record) of every stored key."""
+        ...
+
+    def api_key_put(self, digest: str, record: Row) -> None:
+        """Store `record` under `digest` for the whole cluster."""
+        ...
+
+    def api_key_delete(self, digest: str) -> None:
+        """Delete the record under `digest` on every member."""
+        ...
+
+
 @runtime_checkable
-class AdminNode(Protocol):
+class AdminNode(ApiKeyRecords, Protocol):
     def node_name(self) -> str:
         """This node's name, NAME@HOST."""
         ...
@@ -59,10 +85,16 @@ class AdminNode(Protocol):
         ...
 
     async def session_show(
-        self, filters: dict[str, str], per_subscription: bool, limit: int
+        self, filters: list[tuple[str, str, str]], per_subscription: bool, limit: int, per_message: bool = False
     ) -> tuple[list[Row], str | None]:
         """The sessions of every member, as full rows of `admin.session_table` (filtered with its `select`, at
-        most `limit` per node), and a note naming the members that did not answer (None when all did)."""
+        most `limit` per node; a row per subscription / queued message when asked), and a note naming the members
+        that did not answer (None when all did)."""
+        ...
+
+    async def session_unsubscribe(self, client_id: str, topic_filter: str) -> str:
+        """Remove the subscription `topic_filter` of `client_id`'s session wherever it is, as the client's own
+        UNSUBSCRIBE would; "Done" and a line per node. No such session or subscription -> CommandError 404."""
         ...
 
     async def session_disconnect(self, client_id: str, cleanup: bool) -> str:
@@ -90,9 +122,12 @@ class AdminNode(Protocol):
         ...
 
     async def status(self) -> tuple[list[Row], str | None]:
-        """One row per member that answered (node, ready, reason, version, connections, sessions online and
-        offline, subscriptions, retained, queued, publishes received and dropped, the members it counts), and a
-        note naming the members that did not answer (None when all did). Served as /status.json."""
+        """One row per member that answered (node, ready, reason, state, serves, version, connections, sessions
+        online and offline, subscriptions, retained, queued, publishes received and dropped, the members it
+        counts), and a note naming the members that did not answer (None when all did). `state` is the member's
+        as its /health sees it (ready, not ready, joining, draining, leaving, left), `serves` the client
+        operations (register, publish, subscribe, unsubscribe) it serves now, `version` its vmqpy version.
+        Served as /status.json (admin.status_page.document)."""
         ...
 
     def acl_reload(self) -> str:
@@ -101,10 +136,15 @@ class AdminNode(Protocol):
         ...
 
     def overview(self) -> Row:
-        """This node's own view for the status page: node (its name), time (unix seconds), members (rows as
-        `cluster_show`), groups (the groups of members it sees reach each other, one group when not split),
-        policy (readiness, the allow_* flags, trade_consistency, serving, reason) and events (the recent
-        cluster events, oldest first: at, kind, detail)."""
+        """This node's own view for the status page: node (its name), time (unix seconds), version, state, reason
+        and serves (as in its `status` row, but current), members (rows as `cluster_show`), groups (the groups of
+        members it sees reach each other, one group when not split), policy (readiness, the allow_* flags,
+        trade_consistency, serving, reason, the members it does not reach) and events (the recent cluster
+        events, oldest first: at, kind, detail)."""
+        ...
+
+    def retain_delete_expired(self) -> int:
+        """Delete, cluster-wide, the retained messages whose message expiry interval passed; how many."""
         ...
 
     def retain_delete(self, topic: str) -> str:
@@ -137,6 +177,17 @@ class AdminNode(Protocol):
 
     def get_setting(self, key: str) -> str:
         """The current value of a run-time setting, as text; unknown key -> CommandError(..., 404)."""
+        ...
+
+    def setting_rows(self) -> list[Row]:
+        """Every setting: Setting (its key), Value (as `get_setting`), Run time (when a change takes effect, or
+        "no: " and why it cannot change while the node runs)."""
+        ...
+
+    async def set_settings_on(self, pairs: list[tuple[str, str]], node: str | None) -> str:
+        """`set KEY=VALUE ... --all` (node None: every member) or `--node=NAME`: a line `NODE: KEY = VALUE` per
+        member and key. Every pair is checked first (404, 409 with why, 400); a member that did not change ->
+        CommandError 503 naming it; no member NAME -> 404."""
         ...
 
     def set_setting(self, key: str, value: str) -> str:

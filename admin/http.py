@@ -21,8 +21,10 @@ Commands that only read answer GET (and HEAD), commands that change something an
 
 Every path under /api/ needs an API key (`admin.keys`): `Authorization: Bearer KEY` or the `x-api-key` header;
 the user name of an `Authorization: Basic` header is taken too (VerneMQ's way: `curl http://KEY@host:8888/...`;
-the password is ignored). Without a valid key the answer is 401, with no `WWW-Authenticate` challenge: a browser
-never asks for the key in its own dialog, so it never keeps it and never sends it again by itself.
+the password is ignored). Without a valid key (none, unknown, expired) the answer is 401, with no `WWW-Authenticate`
+challenge: a browser never asks for the key in its own dialog, so it never keeps it and never sends it again by
+itself. A key whose scope is below what the request needs (`admin.scopes`: `metrics` for /metrics, `status` for
+/status.json, `read` for a command marked GET in the table, `admin` for one marked POST) gets 403 naming the scope.
 
 A request that may change something (any method but GET, HEAD and OPTIONS) sent by a web page of another origin is
 refused with 403 before its key is looked at: `Sec-Fetch-Site` other than `same-origin` or `none`, or an `Origin`
@@ -77,6 +79,7 @@ from admin.errors import CommandError
 from admin.facade import AdminNode
 from admin.keys import KeyStore
 from admin.results import STREAM_CONTENT_TYPE, Lines
+from admin.scopes import PATH_SCOPES, allows, needed_scope
 from admin.young_garbage import YoungGarbage
 
 API_PREFIX = "/api/v1"
@@ -85,13 +88,15 @@ HTTP_ALIASES: dict[str, tuple[str, ...]] = {
     "sessions": ("session", "show"), "cluster": ("cluster", "show"), "listeners": ("listener", "show"),
 }
 #: paths outside /api/ that need the key too (they list clients and counts)
-KEYED_PATHS = frozenset({"/status.json", "/metrics"})
+KEYED_PATHS = frozenset(PATH_SCOPES)
 #: keyed paths that a setting opens to anyone (`metrics.public = on`, `status.public = on`)
 PUBLIC_WHEN: dict[str, str] = {"/metrics": "metrics.public", "/status.json": "status.public"}
 PROMETHEUS = web.AppKey("prometheus_registry", CollectorRegistry)
 MEMBER_ROWS = web.AppKey("status_member_rows", status_page.MemberRows)
 CONTEXT = web.AppKey("admin_context", Context)
 _COMMAND_NAME = web.RequestKey("admin_command", str)
+#: URL path of each command (and alias) -> the command, for the scope its key needs (admin.scopes)
+COMMAND_AT = web.AppKey("command_at", dict[str, Command])
 #: bytes of request body allowed (and ignored: no route reads a body); more gets 413 before it is read
 MAX_IGNORED_BODY = 1024
 REFUSED = YoungGarbage()  # refused requests: their young garbage collected now and then (admin.young_garbage)
@@ -120,6 +125,12 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 
 
 # -- middlewares -------------------------------------------------------------------------------------------------
+#: Requests that only read (a GET command only reads: `_command_handler`). Answered without error they are logged at
+#: debug: a Prometheus scrape, a status page polling once a second and HAProxy's health checks would otherwise be
+#: most of an idle node's log (docs/operations.md, "Admin API requests in the log").
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 @web.middleware
 async def _errors_and_log(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Outermost: every failure becomes a JSON error body; one log event per request."""
@@ -152,10 +163,11 @@ async def _errors_and_log(request: web.Request, handler: Handler) -> web.StreamR
     }
     if response.status >= 400:
         REFUSED.refused()
-    if request.path.startswith("/health"):
+    if request.path.startswith("/health") or (request.method in _READS and response.status < 400):
+        # scrapes, status polls, show commands; health checks even when they answer 503 (a state, not a refusal)
         log.debug("admin_request", **fields)
     else:
-        log.info("admin_request", **fields)
+        log.info("admin_request", **fields)  # what changes something, and every refusal: the audit trail
     return response
 
 
@@ -265,17 +277,33 @@ async def _refuse_foreign_pages(request: web.Request, handler: Handler) -> web.S
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The key for /api/ and KEYED_PATHS; 401 without one, never with a `WWW-Authenticate` challenge."""
+    """The key for /api/ and KEYED_PATHS: 401 without a valid one (never with a `WWW-Authenticate` challenge), 403
+    when its scope is below the one the request needs (admin.scopes.needed_scope, from the command table)."""
     opened_by = PUBLIC_WHEN.get(request.path)
     if opened_by is not None and _setting_on(request.app[CONTEXT].facade, opened_by):
         return await handler(request)
     if request.path == "/api" or request.path.startswith("/api/") or request.path in KEYED_PATHS:
-        key = _presented_key(request)
-        if not key:
-            return _error(401, "missing API key: send it as 'Authorization: Bearer KEY' or in the x-api-key header")
-        if not request.app[CONTEXT].keys.verify(key):
-            return _error(401, "invalid API key")
+        command = request.app[COMMAND_AT].get(request.path)
+        if command is not None:
+            request[_COMMAND_NAME] = command.name  # for the access log line of a refusal too
+        needed = needed_scope(request.path, request.method, command.method if command else None)
+        try:
+            granted = request.app[CONTEXT].keys.authenticate(_presented_key(request) or "")
+        except CommandError as exc:
+            return _error(exc.status, exc.message)
+        if not allows(granted, needed):
+            what = f"'{command.name}'" if command else f"{request.method} {request.path}"
+            return _error(403, f"this API key's scope is '{granted.label}'; {what} needs scope '{needed.label}' "
+                               f"(vmq-admin api-key create scope={needed.label})")
     return await handler(request)
+
+
+def _metric_namespace(facade: AdminNode) -> str:
+    """The node's `prometheus_namespace` (admin.prometheus); "" when the node has no such setting."""
+    try:
+        return facade.get_setting("prometheus_namespace")
+    except CommandError:
+        return ""
 
 
 def _setting_on(facade: AdminNode, key: str) -> bool:
@@ -362,17 +390,7 @@ async def _status_page(request: web.Request) -> web.StreamResponse:
 async def _status_json(request: web.Request) -> web.StreamResponse:
     facade = request.app[CONTEXT].facade
     rows, note = await request.app[MEMBER_ROWS].get()
-    overview = facade.overview()
-    # A row kept from an earlier answer must not show a member this node no longer reaches as if it were live.
-    unreachable = {str(m["Node"]) for m in overview.get("members", []) if m.get("Reachable") is False}
-    if unreachable & {str(r.get("node")) for r in rows}:
-        rows = [r for r in rows if str(r.get("node")) not in unreachable]
-        gone = "not reachable from this node: " + ", ".join(sorted(unreachable))
-        note = f"{note}; {gone}" if note else gone
-    doc: dict[str, Any] = {**overview, "nodes": rows}
-    if note:
-        doc["note"] = note
-    return _json(200, doc)
+    return _json(200, status_page.document(facade.overview(), rows, note))
 
 
 async def _health(request: web.Request) -> web.StreamResponse:
@@ -389,7 +407,10 @@ def build_app(facade: AdminNode, keys: KeyStore) -> web.Application:
     """The aiohttp application: one route per command path and alias, /health, JSON errors, API-key auth."""
     app = web.Application(middlewares=[_errors_and_log, _body_limit, _refuse_foreign_pages, _auth])
     app[CONTEXT] = Context(facade, keys)
-    app[PROMETHEUS] = prometheus.registry(facade.node_name, facade.metrics)
+    app[COMMAND_AT] = {command_url_path(cmd, path): cmd for cmd in COMMANDS for path in (cmd.path, *cmd.aliases)}
+    app[COMMAND_AT].update({f"{API_PREFIX}/{alias}": BY_PATH[path] for alias, path in HTTP_ALIASES.items()})
+    app[PROMETHEUS] = prometheus.registry(facade.node_name, facade.metrics,
+                                          functools.partial(_metric_namespace, facade))
     app[MEMBER_ROWS] = status_page.MemberRows(facade.status)
     route = functools.partial(app.router.add_route, expect_handler=_expect_continue)
     for cmd in COMMANDS:

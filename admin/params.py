@@ -127,6 +127,33 @@ TOPIC_FILTER = ParamType("FILTER", _parse_topic_filter)
 #: a column of a table, as VerneMQ's `session show` takes it: `--client_id` alone shows the column,
 #: `--client_id=X` (or `client_id=X`) also keeps only the rows whose value is X
 COLUMN = ParamType("VALUE", _parse_text, column=True)
+@dataclass(frozen=True, slots=True)
+class ColumnFilter:
+    """A row filter on one column, as VerneMQ's listing commands write it: `--client_id=X` keeps the rows whose
+    value is X (`op` "="), `--client_id=~RE` those whose value the regular expression RE matches anywhere
+    (`op` "=~", Python's `re.search`, as VerneMQ's `re:run`)."""
+
+    op: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"~{self.value}" if self.op == "=~" else self.value
+
+
+def _parse_column_filter(text: str) -> ColumnFilter:
+    if text.startswith("~"):
+        pattern = text[1:]
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression after '=~': {exc}") from None
+        return ColumnFilter("=~", pattern)
+    return ColumnFilter("=", _parse_text(text))
+
+
+#: a column that filters as VerneMQ's `session show` does: `--client_id=X` (equal) or `--client_id=~RE` (a
+#: regular expression that matches the value somewhere); `--client_id` alone shows the column
+FILTERABLE = ParamType("VALUE|~REGEX", _parse_column_filter, column=True)
 #: a column holding topics: `--topic` alone shows it, `--topic=FILTER` keeps the topics an MQTT filter matches
 FILTER_COLUMN = ParamType("FILTER", _parse_topic_filter, column=True)
 #: what a COLUMN parameter holds when it was written alone: show the column, keep every row

@@ -4,15 +4,24 @@
 `families(raw)` is the one place that names the metrics: it turns the node's live counters (`AdminNode.metrics()`,
 dotted keys such as `broker.publish_received`, the same numbers the $SYS tree publishes) into metric families
 with VerneMQ's names where VerneMQ has the metric (`mqtt_connect_received`, `queue_message_drop`, ...) and
-`vmqpy_...` names for ours. Pure: a mapping in, a list of `Family` out; a key the node does not report (a
-counter that never moved, a node without a cluster listener) gives a family with no sample, which is not
-exported.
+`vmqpy_...` names for ours. Pure: a mapping in, a list of `Family` out. Every counter of the table is there from
+the node's start: a key the node has not reported yet (a counter that never moved) is a 0, and a labelled
+family has every label value it can take at 0 (the CONNACK return codes, the netsplit policy's operations), so
+`increase()` and `rate()` see the first event; every histogram has its buckets at 0. A gauge the node does not
+report (no cluster, a file not created yet) is left out, not faked.
+
+Names as scraped (`sample_name`): a counter under VerneMQ's name is exposed as VerneMQ does, without a suffix
+(`mqtt_publish_received{node="..."} 3`), typed `untyped` in the text format (the format's counter type asks for
+the `_total` suffix, and promtool checks it; PromQL's `rate()`/`increase()` treat both alike); our `vmqpy_`
+counters follow the OpenMetrics rule, `NAME_total`. `prometheus_namespace` (VerneMQ 2.x) prefixes every name of
+the table: `vernemq_mqtt_publish_received`.
 
 `NodeCollector` is a prometheus-client Collector over a live node: every scrape reads `metrics()` again and
 labels every sample with `node`. `registry(...)` gives each HTTP app its own `CollectorRegistry` (never the
-global default one, so two nodes in one process do not mix). prometheus-client writes a counter `NAME` as the
-sample `NAME_total` (the OpenMetrics rule); `exposed_names(...)` lists the sample names a scrape can show, for
-the Grafana dashboard's test.
+global default one, so two nodes in one process do not mix) holding it and prometheus-client's process, platform
+and garbage-collector collectors (`process_resident_memory_bytes`, `process_open_fds`, `python_info`,
+`python_gc_collections_total`, ...). `exposed_names(...)` lists the sample names a scrape can show, for the
+Grafana dashboard's test.
 """
 
 from __future__ import annotations
@@ -23,12 +32,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import GC_COLLECTOR, CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from vmqpy.broker.client_metrics import CONNACK_LABELS
+from vmqpy.cluster.policy import OPERATIONS
+
 __all__ = [
     "HISTOGRAMS",
+    "RUNTIME_NAMES",
     "SPECS",
     "Family",
     "HistogramSpec",
@@ -38,7 +51,9 @@ __all__ = [
     "families",
     "histogram_family",
     "registry",
+    "sample_name",
     "vernemq_lines",
+    "vernemq_named",
 ]
 
 Kind = Literal["counter", "gauge", "histogram"]
@@ -220,10 +235,12 @@ SPECS: Final[tuple[Spec, ...]] = (
     _s("vmqpy_registrations", "counter", "registrations made without a reachable leader",
        "registration.registrations_without_leader", labels=(("leader", "none"),)),
     _s("vmqpy_registrations_refused", "counter", "registrations refused", "registration.registrations_refused"),
-    _s("vmqpy_takeovers", "counter", "sessions taken over on this node (same client id connected again)",
-       "broker.session_takeover", labels=(("side", "local"),)),
-    _s("vmqpy_takeovers", "counter", "sessions of this node taken over by another node",
-       "broker.session_taken_over_remote", labels=(("side", "remote"),)),
+    _s("vmqpy_takeovers", "counter", "takeovers: a CONNECT with the client id of a session whose client is "
+       "connected to this node; side=local: the CONNECT came here, side=remote: to another node (a handover "
+       "when a node leaves is not one)", "broker.session_takeover", labels=(("side", "local"),)),
+    _s("vmqpy_takeovers", "counter", "takeovers: a CONNECT with the client id of a session whose client is "
+       "connected to this node; side=local: the CONNECT came here, side=remote: to another node (a handover "
+       "when a node leaves is not one)", "broker.session_taken_over_remote", labels=(("side", "remote"),)),
     _s("vmqpy_handover_duplicates_ignored", "counter", "handed-over messages already held (duplicates resolved)",
        "registration.handover_duplicates_ignored"),
     _s("vmqpy_handovers_in_progress", "gauge", "session handovers in progress", "registration.handovers_in_progress"),
@@ -271,12 +288,13 @@ SPECS: Final[tuple[Spec, ...]] = (
        "metadata.replication_log.max_size and was rotated", "replication_log.rotations"),
 )
 
-#: the families whose samples come from a key pattern: (name, help, pattern, label) -> one sample per match
+#: the families whose samples come from a key pattern: (name, help, pattern, label, the label's values) -> one
+#: sample per value (0 until its key appears) and one per other match
 PATTERNS: Final = (
     ("mqtt_connack_sent", "CONNACK packets sent, by return code", re.compile(r"broker\.mqtt_connack_(\w+)_sent"),
-     "return_code"),
+     "return_code", tuple(sorted({*CONNACK_LABELS.values(), "other"}))),
     ("vmqpy_netsplit_refused", "operations refused by the netsplit policy, by operation",
-     re.compile(r"netsplit\.refused_(\w+)"), "operation"),
+     re.compile(r"netsplit\.refused_(\w+)"), "operation", tuple(sorted(OPERATIONS))),
 )
 #: return codes under another spelling in older counters
 _RETURN_CODE_ALIASES: Final = {"bad_credentials": "bad_username_or_password"}
@@ -322,7 +340,8 @@ def _num(value: float) -> float:
 
 
 def families(raw: Raw) -> list[Family]:
-    """The published metric families of a node's counters `raw`; families without a sample are left out."""
+    """The published metric families of a node's counters `raw`: every counter and histogram (0 for a key not
+    reported yet), the gauges the node reports."""
     out: dict[str, Family] = {}
 
     def family(name: str, kind: Kind, help: str) -> Family:
@@ -332,48 +351,45 @@ def families(raw: Raw) -> list[Family]:
 
     for spec in SPECS:
         present = [raw[key] for key in spec.sources if key in raw]
-        if present:
+        if present or spec.kind == "counter":
             family(spec.name, spec.kind, spec.help).samples.append((spec.labels, _num(sum(present))))
     inactive = [raw[key] for key in ("broker.sessions", "broker.sessions_online") if key in raw]
     if len(inactive) == 2:
         family("inactive_sessions", "gauge", "sessions on this node without a connected client (offline)").samples \
             .append(((), _num(inactive[0] - inactive[1])))
-    for name, help, pattern, label in PATTERNS:
+    for name, help, pattern, label, declared in PATTERNS:
+        values = dict.fromkeys(declared, 0.0)
         for key in sorted(raw):
             match = pattern.fullmatch(key)
             if match is not None:
                 value = _RETURN_CODE_ALIASES.get(match.group(1), match.group(1))
-                family(name, "counter", help).samples.append((((label, value),), _num(raw[key])))
+                values[value] = values.get(value, 0.0) + _num(raw[key])
+        family(name, "counter", help).samples.extend(
+            (((label, value),), count) for value, count in sorted(values.items()))
     for histogram_spec in HISTOGRAMS:
-        histogram = histogram_family(histogram_spec, raw)
-        if histogram is not None:
-            out[histogram.name] = histogram
-    return [f for f in out.values() if f.samples or f.kind == "histogram"]
+        out[histogram_spec.name] = histogram_family(histogram_spec, raw)
+    return list(out.values())
 
 
-def histogram_family(spec: HistogramSpec, raw: Raw) -> Family | None:
+def histogram_family(spec: HistogramSpec, raw: Raw) -> Family:
     """The histogram `spec` of the node's counters `raw`: cumulative buckets in seconds (every bound of the spec,
-    then +Inf = the count, the total of every bucket key); None when the node never observed one (no bucket key).
-    A bucket key of a bound the spec does not know (a node of another version) adds to the next larger bound, or
-    only to +Inf."""
+    then +Inf = the count, the total of every bucket key); all 0 when the node never observed one. A bucket key
+    of a bound the spec does not know (a node of another version) adds to the next larger bound, or only to
+    +Inf."""
     source = spec.source
     counts = [0.0] * len(spec.bounds_us)
     prefix = source + "_le_"
-    total, seen = 0.0, False
+    total = 0.0
     for key, value in raw.items():
         if key.startswith(prefix):
             bound = key[len(prefix):]
             if bound.isdigit():
-                seen = True
                 total += _num(value)
                 index = bisect_left(spec.bounds_us, int(bound))
                 if index < len(counts):
                     counts[index] += _num(value)
             elif bound == "inf":
-                seen = True
                 total += _num(value)
-    if not seen:
-        return None
     buckets, running = [], 0.0
     for us, count in zip(spec.bounds_us, counts, strict=True):
         running += count
@@ -383,53 +399,91 @@ def histogram_family(spec: HistogramSpec, raw: Raw) -> Family | None:
                   sum=_num(raw.get(source + "_sum_us", 0)) / 1_000_000)
 
 
-def _metric(fam: Family, node: str) -> Metric:
+def vernemq_named(name: str) -> bool:
+    """Whether the family `name` of the table carries VerneMQ's name (ours start with `vmqpy_`)."""
+    return not name.startswith("vmqpy_")
+
+
+def _prefixed(name: str, namespace: str) -> str:
+    return f"{namespace}_{name}" if namespace else name
+
+
+def sample_name(fam: Family, namespace: str = "") -> str:
+    """The name of `fam`'s samples in a scrape: VerneMQ's counters without a suffix, ours with `_total`, a
+    histogram's base name (its samples add `_bucket`, `_count`, `_sum`); prefixed by `namespace` and `_`."""
+    suffix = "_total" if fam.kind == "counter" and not vernemq_named(fam.name) else ""
+    return _prefixed(fam.name, namespace) + suffix
+
+
+def _metric(fam: Family, node: str, namespace: str) -> Metric:
+    name = _prefixed(fam.name, namespace)
     if fam.kind == "histogram":
-        histogram = HistogramMetricFamily(fam.name, fam.help, labels=["node"])
+        histogram = HistogramMetricFamily(name, fam.help, labels=["node"])
         histogram.add_metric([node], fam.buckets, fam.sum)
         return histogram
-    label_names = ["node", *(name for name, _ in fam.samples[0][0])]
+    label_names = ["node", *(label for label, _ in fam.samples[0][0])]
+    if fam.kind == "counter" and vernemq_named(fam.name):
+        # VerneMQ's exposition: the sample carries the family's name, no `_total`; see the module's docstring
+        untyped = Metric(name, fam.help, "unknown")
+        for labels, value in fam.samples:
+            untyped.add_sample(name, dict(zip(label_names, [node, *(v for _, v in labels)], strict=True)), value)
+        return untyped
     metric: CounterMetricFamily | GaugeMetricFamily
     if fam.kind == "counter":
-        metric = CounterMetricFamily(fam.name, fam.help, labels=label_names)
+        metric = CounterMetricFamily(name, fam.help, labels=label_names)
     else:
-        metric = GaugeMetricFamily(fam.name, fam.help, labels=label_names)
+        metric = GaugeMetricFamily(name, fam.help, labels=label_names)
     for labels, value in fam.samples:
         metric.add_metric([node, *(v for _, v in labels)], value)
     return metric
 
 
 class NodeCollector(Collector):
-    """Reads the node's counters at every scrape (`metrics()`), labelled with `node()`."""
+    """Reads the node's counters at every scrape (`metrics()`), labelled with `node()`, names prefixed with
+    `namespace()` (the node's `prometheus_namespace`)."""
 
-    def __init__(self, node: Callable[[], str], metrics: Callable[[], Raw]) -> None:
+    def __init__(self, node: Callable[[], str], metrics: Callable[[], Raw],
+                 namespace: Callable[[], str] = lambda: "") -> None:
         self._node = node
         self._metrics = metrics
+        self._namespace = namespace
 
     def collect(self) -> Iterator[Metric]:
-        node = self._node()
+        node, namespace = self._node(), self._namespace()
         for fam in families(self._metrics()):
-            yield _metric(fam, node)
+            yield _metric(fam, node, namespace)
 
 
-def registry(node: Callable[[], str], metrics: Callable[[], Raw]) -> CollectorRegistry:
-    """A registry of its own (not prometheus-client's global one) holding one `NodeCollector`."""
+#: the families prometheus-client's own collectors add (process: Linux /proc; python_gc_*: `gc.get_stats`)
+RUNTIME_NAMES: Final = frozenset({
+    "process_virtual_memory_bytes", "process_resident_memory_bytes", "process_start_time_seconds",
+    "process_cpu_seconds_total", "process_open_fds", "process_max_fds", "python_info",
+    "python_gc_objects_collected_total", "python_gc_objects_uncollectable_total", "python_gc_collections_total"})
+
+
+def registry(node: Callable[[], str], metrics: Callable[[], Raw],
+             namespace: Callable[[], str] = lambda: "") -> CollectorRegistry:
+    """A registry of its own (not prometheus-client's global one) holding one `NodeCollector` and the process,
+    platform and garbage-collector collectors (their names are the client library's, never prefixed)."""
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(NodeCollector(node, metrics))
+    reg.register(NodeCollector(node, metrics, namespace))
+    ProcessCollector(registry=reg)
+    PlatformCollector(registry=reg)
+    if GC_COLLECTOR is not None:  # None where the interpreter has no gc.get_stats
+        GCCollector(registry=reg)
     return reg
 
 
-def exposed_names(raw: Raw) -> set[str]:
-    """The sample names a scrape of a node with counters `raw` shows (counters with `_total`, histograms with
-    `_bucket`, `_count`, `_sum`)."""
+def exposed_names(raw: Raw, namespace: str = "") -> set[str]:
+    """The sample names of the node's own families a scrape of a node with counters `raw` shows (VerneMQ's
+    counters as named, ours with `_total`, histograms with `_bucket`, `_count`, `_sum`); `RUNTIME_NAMES` apart."""
     names: set[str] = set()
     for fam in families(raw):
-        if fam.kind == "counter":
-            names.add(fam.name + "_total")
-        elif fam.kind == "histogram":
-            names.update({fam.name + "_bucket", fam.name + "_count", fam.name + "_sum"})
+        name = sample_name(fam, namespace)
+        if fam.kind == "histogram":
+            names.update({name + "_bucket", name + "_count", name + "_sum"})
         else:
-            names.add(fam.name)
+            names.add(name)
     return names
 
 

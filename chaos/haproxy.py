@@ -24,9 +24,6 @@ from chaos.ports import free_port, port_open
 HAPROXY = Path("/usr/sbin/haproxy")
 SHIPPED = REPO / "deploy" / "haproxy" / "haproxy.cfg"
 BACKEND = "mqtt"
-#: Connections HAProxy accepts at most: what an unprivileged process's file descriptor limit allows (each
-#: connection takes two descriptors).
-MAXCONN = 4096
 
 
 @dataclass(frozen=True)
@@ -40,10 +37,11 @@ class Server:
 
 
 def render(shipped: str, frontend: tuple[str, int], servers: Sequence[Server], stats_socket: Path,
-           proxy_protocol: bool, maxconn: int = MAXCONN, sticky: bool = True) -> str:
+           proxy_protocol: bool, maxconn: int | None = None, sticky: bool = True) -> str:
     """The shipped configuration for these servers: the frontend on `frontend`, one server line per node (its MQTT
     address, its admin port for the health check), the runtime API at `stats_socket`, in the foreground as this
-    user, logging to stderr, at most `maxconn` connections, without `send-proxy-v2` unless `proxy_protocol`, and
+    user, logging to stderr, the shipped `maxconn` (it fits the documented descriptor limit: tests/integration/
+    test_deploy.py) unless `maxconn` is given, without `send-proxy-v2` unless `proxy_protocol`, and
     without the stick table and its rules unless `sticky` (bench/bench_balancer.py measures the difference).
     ValueError when the shipped text has no server or bind line, or no servers are given."""
     if not servers:
@@ -59,7 +57,7 @@ def render(shipped: str, frontend: tuple[str, int], servers: Sequence[Server], s
             continue
         if line.startswith("    log /dev/log"):
             line = "    log stderr format raw local0"
-        elif first == "maxconn":
+        elif first == "maxconn" and maxconn is not None:
             line = f"    maxconn {maxconn}"
         elif first == "stats" and words[1:2] == ["socket"]:
             line = f"    stats socket {stats_socket} mode 600 level admin"
@@ -84,7 +82,7 @@ class Balancer:
     """The real HAProxy in the foreground on `host`:`port` (a free port when not given), in `workdir`."""
 
     def __init__(self, workdir: Path, servers: Sequence[Server], proxy_protocol: bool = True,
-                 host: str = "127.0.0.1", port: int | None = None, maxconn: int = MAXCONN,
+                 host: str = "127.0.0.1", port: int | None = None, maxconn: int | None = None,
                  sticky: bool = True) -> None:
         self.host = host
         self.port = port if port is not None else free_port(host)

@@ -3,8 +3,8 @@
 # mosquitto (the reference broker of the benchmarks and of the test suite's cross-checks), its command-line
 # clients, iptables (partitions in the cluster tests and the chaos experiments), a Java runtime (PySpark),
 # libfaketime (the chaos clock-skew nemesis) and nss_wrapper (the chaos fault proxy, which gives each node its own
-# name resolution), HAProxy (the load-balancer tests) and Chromium with its driver (the status page's browser
-# test).
+# name resolution), HAProxy (the load-balancer tests), Chromium with its driver (the status page's browser
+# test) and Prometheus with promtool (a real scrape of a cluster checks the Grafana dashboard's queries).
 set -euo pipefail
 need=()
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
@@ -16,6 +16,7 @@ ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1 || need+=(libnss-wrapper)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)  # the load-balancer tests
 command -v chromium >/dev/null 2>&1 || need+=(chromium)  # the status page's browser test
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)  # Selenium drives the system Chromium
+command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)  # the scrape test
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -2,7 +2,9 @@
 # The main job (`make demo`): a three-node vmqpy cluster on 127.0.0.11-13, joined with vmq-admin; a publish on
 # one node reaching subscribers on the others (MQTT 3.1.1 and 5.0, real mosquitto clients); a retained message
 # replicated to every node and surviving kill -9 of a node; a short netsplit experiment on that cluster (chaos,
-# iptables) with its verdict; the Spark convergence report of the experiment's logs (report.html).
+# iptables) with its verdict; the Spark convergence report of the experiment's logs (report.html). The cluster
+# is left running for the status page; `make demo-stop` (`scripts/demo.sh stop`) stops it by the PIDs it wrote in
+# demo-data/pids.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VMQPY=.venv/bin/vmqpy
@@ -12,6 +14,7 @@ MQTT_PORT=${DEMO_MQTT_PORT:-1883}
 HTTP_PORT=${DEMO_HTTP_PORT:-8888}
 CLUSTER_PORT=${DEMO_CLUSTER_PORT:-44053}
 NODES=(1 2 3)
+PIDFILE=$DIR/pids
 declare -A PIDS=()
 
 host() { echo "127.0.0.1$1"; }
@@ -27,6 +30,23 @@ stop_node() {
   PIDS[$i]=""
 }
 stop_all() { for i in "${NODES[@]}"; do stop_node "$i"; done; }
+
+# `scripts/demo.sh stop` (make demo-stop): the nodes a finished demo left running, by their PIDs, each only while
+# that PID is still a vmqpy node of this demo (a PID the system gave to another process since is left alone).
+if [ "${1:-}" = stop ]; then
+  if [ ! -f "$PIDFILE" ]; then echo "no demo cluster is running ($PIDFILE not found)"; exit 0; fi
+  while read -r i pid; do
+    if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "vmqpy start --config $DIR/n$i/vmqpy.conf"; then
+      PIDS[$i]=$pid
+      stop_node "$i"
+      echo "stopped n$i (pid $pid)"
+    else
+      echo "n$i (pid $pid) was no longer running"
+    fi
+  done < "$PIDFILE"
+  rm -f "$PIDFILE"
+  exit 0
+fi
 trap stop_all EXIT
 
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
@@ -45,7 +65,8 @@ distributed_cookie = vmqpy-demo
 # the demo's clients (mosquitto_pub/sub, the chaos workload) connect without a user name
 allow_anonymous = on
 CONF
-  "$VMQPY" start --config "$DIR/n$i/vmqpy.conf" 2>>"$DIR/n$i/node.log" &
+  # stdin and stdout away from the terminal too: the node outlives this script (`make demo | tee` must end)
+  "$VMQPY" start --config "$DIR/n$i/vmqpy.conf" </dev/null >>"$DIR/n$i/node.log" 2>&1 &
   PIDS[$i]=$!
   for _ in $(seq 1 150); do
     port_open "$h" "$HTTP_PORT" && return 0
@@ -60,7 +81,7 @@ admin() { local i=$1; shift; "$ADMIN" --url "http://$(host "$i"):$HTTP_PORT" --d
 
 for i in "${NODES[@]}"; do
   if port_open "$(host "$i")" "$MQTT_PORT" || port_open "$(host "$i")" "$HTTP_PORT"; then
-    echo "$(host "$i") already has something on port $MQTT_PORT or $HTTP_PORT; stop it or set DEMO_MQTT_PORT/DEMO_HTTP_PORT" >&2
+    echo "$(host "$i") already has something on port $MQTT_PORT or $HTTP_PORT; stop it (an earlier demo: make demo-stop) or set DEMO_MQTT_PORT/DEMO_HTTP_PORT" >&2
     exit 1
   fi
 done
@@ -133,11 +154,18 @@ fi
 echo "== Spark convergence report of the experiment's logs: python -m spark_analytics report"
 .venv/bin/python -m spark_analytics report --logs "$DIR/chaos" --history "$DIR/chaos/history.jsonl" \
   --out "$DIR/report" --master 'local[2]'
-stop_all
-echo "== done: every node stopped cleanly"
+# The cluster stays up for the status page: its PIDs go to $PIDFILE for `make demo-stop`.
+for i in "${NODES[@]}"; do
+  kill -0 "${PIDS[$i]}" 2>/dev/null || { echo "!! node $i is no longer running; see $DIR/n$i/node.log" >&2; exit 1; }
+  echo "$i ${PIDS[$i]}"
+done > "$PIDFILE"
+trap - EXIT
+echo "== done: the cluster keeps running"
 echo "   the report:      $DIR/report/report.html (open it in a browser; figures in $DIR/report/summary.json,"
 echo "                    Spark's own log in $DIR/report/spark.log)"
-echo "   the status page: http://$(host 1):$HTTP_PORT/status (on every node's admin listener while it runs)"
+echo "   the status page: http://$(host 1):$HTTP_PORT/status (any node's admin listener: $(host 2), $(host 3) too)"
+echo "                    API key to paste into it: $(cat "$DIR/n1/data/api.key")"
+echo "   stop the cluster: make demo-stop   (or: bash scripts/demo.sh stop; PIDs in $PIDFILE)"
 if [ "$CHAOS_RC" != 0 ]; then
   echo "!! the netsplit experiment found a safety violation: see $DIR/chaos/verdict.json" >&2
   exit "$CHAOS_RC"

@@ -3,7 +3,8 @@
 `key = value` lines, `#` comments, key names as in vernemq.conf where they apply. Every key is declared once in
 `SCHEMA` (vmqpy.config_schema; the listener keys in vmqpy.listener_keys) with its parser (vmqpy.config_values)
 and default; an unknown key or a bad value is refused with the file name and line
-number. The result is one frozen `Config`, validated before anything starts.
+number, every problem of the settings at once (`ConfigErrors`). The result is one frozen `Config`, validated
+before anything starts.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from vmqpy import vernemq_conf
 from vmqpy.config_schema import SCHEMA as SCHEMA
 from vmqpy.config_values import PUBLIC_COOKIES, parse_connection_limit
 from vmqpy.config_values import ConfigError as ConfigError
+from vmqpy.config_values import ConfigErrors as ConfigErrors
 from vmqpy.config_values import Key as Key
 from vmqpy.listener_keys import (
     LISTENER_ADDRESS,
@@ -65,6 +67,7 @@ class Config:
     receive_max_client: int = 65535
     topic_alias_max_client: int = 64
     topic_alias_max_broker: int = 64
+    topic_max_depth: int = 10  # most levels of a topic or filter a client may use; 0: no limit
     max_online_messages: int = 1000
     max_offline_messages: int = 1000
     max_queued_bytes: int = 8 * 1024 * 1024  # bytes (payload and topic) a session's queue holds; 0: no bound
@@ -89,6 +92,9 @@ class Config:
     cluster_max_pending_links: int = 64  # cluster.max_pending_links (vmqpy.cluster.pending_links)
     cluster_max_pending_links_per_address: int = 8  # cluster.max_pending_links_per_address
     allow_default_cookie: bool = False  # cluster.allow_default_cookie
+    cluster_discovery: tuple[str, ...] = ()  # cluster.discovery: NAME@HOST:PORT of peers to join at start-up
+    cluster_discovery_interval: float = 1.0  # cluster.discovery_interval
+    cluster_discovery_max_interval: float = 30.0  # cluster.discovery_max_interval
     queue_replicas: int = 2  # queue.replicas (vmqpy.replicas)
     queue_write_quorum: int | None = None  # queue.write_quorum; None: queue.replicas
     queue_failover_timeout: float = 30.0  # queue.failover_timeout
@@ -103,13 +109,16 @@ class Config:
     systree_enabled: bool = True
     metrics_public: bool = False  # metrics.public
     status_public: bool = False  # status.public
+    prometheus_namespace: str = ""  # prometheus_namespace: prefix of the broker's metric names ("" none)
     systree_interval: int = 20000  # milliseconds
     systree_allow_anonymous: bool = False  # anonymous clients may subscribe to $SYS topics
-    log_format: str = "console"
+    log_format: str = "console"  # log.console (json also when log.console.console.format = json on the console)
+    log_console_format: str = "text"  # log.console.console.format: VerneMQ 2.x's (json: log_format json)
     log_level: str = "info"
     log_file: Path = Path("./data/console.log")  # log.file, or log.console.file (default: DATA_DIR/console.log)
     log_file_max_size: int = 10 << 20  # log.file.max_size: rotate before this many bytes; 0 never
     log_file_count: int = 5  # log.file.count: rotated log files kept
+    log_connections: bool = True  # log.connections: the client connected / disconnected lines
     passwd_enabled: bool = True  # plugins.vmq_passwd
     acl_enabled: bool = True  # plugins.vmq_acl
     acl_file: Path | None = None  # acl_file, alias vmq_acl.acl_file
@@ -154,8 +163,9 @@ class _Setting:
     where: str
 
 
-def read_file(path: Path) -> list[_Setting]:
-    """Read `key = value` lines; a line that is neither blank, a comment nor an assignment is refused."""
+def read_file(path: Path, problems: list[str] | None = None) -> list[_Setting]:
+    """Read `key = value` lines; a line that is neither blank, a comment nor an assignment is refused: added to
+    `problems` when given (the other lines are read), else raised."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -163,6 +173,7 @@ def read_file(path: Path) -> list[_Setting]:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: the config file is not UTF-8") from None
     settings = []
+    malformed = []
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
@@ -170,8 +181,13 @@ def read_file(path: Path) -> list[_Setting]:
         stripped = _INLINE_COMMENT.sub("", stripped)
         key, sep, value = stripped.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"{path}:{number}: expected 'key = value', got {stripped!r}")
+            malformed.append(f"{path}:{number}: expected 'key = value', got {stripped!r}")
+            continue
         settings.append(_Setting(key.strip(), value.strip(), f"{path}:{number}"))
+    if malformed and problems is None:
+        raise ConfigErrors(malformed)
+    if problems is not None:
+        problems += malformed
     return settings
 
 
@@ -187,6 +203,7 @@ def read_env(environ: Mapping[str, str]) -> list[_Setting]:
 
 
 def read_flags(assignments: Sequence[str]) -> list[_Setting]:
+    """`--set KEY=VALUE` flags; one without `=` is refused."""
     settings = []
     for item in assignments:
         key, sep, value = item.partition("=")
@@ -196,8 +213,10 @@ def read_flags(assignments: Sequence[str]) -> list[_Setting]:
     return settings
 
 
-def build(settings: Sequence[_Setting]) -> Config:
-    """Parse and validate settings in order (later ones win) into a Config."""
+def build(settings: Sequence[_Setting], problems: Sequence[str] = ()) -> Config:
+    """Parse and validate settings in order (later ones win) into a Config. Every problem is found before any
+    is raised: ConfigErrors names them all (`problems`, those found while reading, first), each with where."""
+    found = list(problems)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     listeners: dict[tuple[str, str], tuple[str, int]] = {}
@@ -208,17 +227,23 @@ def build(settings: Sequence[_Setting]) -> Config:
         key = vernemq_conf.ALIASES.get(setting.key, setting.key)
         spec: Key | ListenerOption | None = SCHEMA.get(key)
         listener = None
-        if spec is None and _accept_foreign(setting, ignored):
+        try:
+            if spec is None and _accept_foreign(setting, ignored):
+                continue
+        except ConfigError as exc:
+            found.append(str(exc))
             continue
         if spec is None:
             listener = listener_key(key)
             if listener is None:
-                raise _unknown_key(setting)
+                found.append(str(_unknown_key(setting)))
+                continue
             spec = LISTENER_ADDRESS if listener[2] is None else LISTENER_OPTIONS[listener[2]]
         try:
-            parsed = spec.parse(setting.raw)
+            parsed = spec.parse(vernemq_conf.vernemq_spelling(setting.key, setting.raw))
         except ValueError as exc:
-            raise ConfigError(f"{setting.where}: bad value for {setting.key}: {exc}") from None
+            found.append(f"{setting.where}: bad value for {setting.key}: {exc}")
+            continue
         if listener is None:
             values[key] = parsed
         elif listener[1] is None:
@@ -234,12 +259,24 @@ def build(settings: Sequence[_Setting]) -> Config:
 
     if not listeners:
         listeners[("tcp", "default")] = ("127.0.0.1", 1883)
-    check_listener_options(listeners, options, sources)
-    check_tls_listeners(listeners, options, kind_options)
+    found += check_listener_options(listeners, options, sources)
+    found += check_tls_listeners(listeners, options, kind_options, sources)
     if values.get("listener.https.default") is not None:
         for key in ("listener.https.certfile", "listener.https.keyfile"):
             if values.get(key) is None:
-                raise ConfigError(f"{sources['listener.https.default']}: listener.https.default needs {key}")
+                found.append(f"{sources['listener.https.default']}: listener.https.default needs {key}")
+    if values.get("cluster.discovery") and values.get("listener.vmq.clustering") is None:
+        found.append(f"{sources['cluster.discovery']}: cluster.discovery needs listener.vmq.clustering (the node "
+                     "joins its peers through its cluster listener)")
+    log_file: Path | None = None
+    log_format = get("log.console")
+    try:
+        log_file = _log_file(values, sources)
+        log_format = _log_format(get("log.console"), get("log.console.console.format"), sources)
+    except ConfigError as exc:
+        found.append(str(exc))
+    if found:
+        raise ConfigErrors(sorted(found, key=_position))
 
     def of_kind(kind: str) -> tuple[tuple[str, str, int], ...]:
         return tuple((name, host, port) for (k, name), (host, port) in sorted(listeners.items()) if k == kind)
@@ -267,6 +304,7 @@ def build(settings: Sequence[_Setting]) -> Config:
         receive_max_client=get("receive_max_client"),
         topic_alias_max_client=get("topic_alias_max_client"),
         topic_alias_max_broker=get("topic_alias_max_broker"),
+        topic_max_depth=get("topic_max_depth"),
         max_online_messages=get("max_online_messages"),
         max_offline_messages=get("max_offline_messages"),
         max_queued_bytes=get("max_queued_bytes"),
@@ -291,6 +329,9 @@ def build(settings: Sequence[_Setting]) -> Config:
         cluster_max_pending_links=get("cluster.max_pending_links"),
         cluster_max_pending_links_per_address=get("cluster.max_pending_links_per_address"),
         allow_default_cookie=get("cluster.allow_default_cookie"),
+        cluster_discovery=get("cluster.discovery") or (),
+        cluster_discovery_interval=get("cluster.discovery_interval"),
+        cluster_discovery_max_interval=get("cluster.discovery_max_interval"),
         queue_replicas=get("queue.replicas"),
         queue_write_quorum=get("queue.write_quorum"),
         queue_failover_timeout=get("queue.failover_timeout"),
@@ -305,13 +346,16 @@ def build(settings: Sequence[_Setting]) -> Config:
         systree_enabled=get("systree_enabled"),
         metrics_public=get("metrics.public"),
         status_public=get("status.public"),
+        prometheus_namespace=get("prometheus_namespace"),
         systree_interval=get("systree_interval"),
         systree_allow_anonymous=get("systree_allow_anonymous"),
-        log_format=get("log.console"),
+        log_format=log_format,
+        log_console_format=get("log.console.console.format"),
         log_level=get("log.console.level"),
-        log_file=_log_file(values, sources) or get("platform_data_dir") / "console.log",
+        log_file=log_file or get("platform_data_dir") / "console.log",
         log_file_max_size=get("log.file.max_size"),
         log_file_count=get("log.file.count"),
+        log_connections=get("log.connections"),
         passwd_enabled=get("plugins.vmq_passwd"),
         acl_enabled=get("plugins.vmq_acl"),
         acl_file=get("acl_file"),
@@ -348,6 +392,29 @@ def build(settings: Sequence[_Setting]) -> Config:
     return config
 
 
+_WHERE = re.compile(r"^(.*?):(\d+): ")
+
+
+def _position(problem: str) -> tuple[int, str, int]:
+    """Where a problem was found, to report a file's problems in the order of its lines (the environment's and
+    the flags' after them, in the order found: the sort is stable)."""
+    match = _WHERE.match(problem)
+    return (0, match.group(1), int(match.group(2))) if match is not None else (1, "", 0)
+
+
+def _log_format(where: str, console_format: str, sources: Mapping[str, str]) -> str:
+    """log.console, with VerneMQ 2.x's `log.console.console.format = json` read as our `json` (JSON lines on
+    stderr). With log.console = both the one format of vmqpy's lines (text) would have to differ between
+    stderr and the file: refused."""
+    if console_format == "text" or where in ("json", "file", "off"):
+        return where
+    if where == "console":
+        return "json"
+    raise ConfigError(f"{sources['log.console.console.format']}: log.console.console.format = json with "
+                      f"log.console = both: vmqpy writes the same text lines to stderr and to the file; for JSON "
+                      f"lines on stderr set log.console = json")
+
+
 def _log_file(values: dict[str, Any], sources: dict[str, str]) -> Path | None:
     """`log.file`, or its older name `log.console.file`; both naming different files is refused."""
     new, old = values.get("log.file"), values.get("log.console.file")
@@ -363,7 +430,7 @@ def _accept_foreign(setting: _Setting, ignored: list[str]) -> bool:
     meaning here (added to `ignored`, with where it was set) or a key at the one value that is vmqpy's behaviour
     (any other value is refused). A near miss of a known key is not taken, however like an ignored one it is."""
     key = setting.key
-    if key in vernemq_conf.ONLY_VALUE:
+    if vernemq_conf.only_value_rule(key) is not None:
         refusal = vernemq_conf.only_value_refusal(key, setting.raw)
         if refusal is not None:
             raise ConfigError(f"{setting.where}: bad value for {key}: {refusal}")
@@ -376,11 +443,16 @@ def _accept_foreign(setting: _Setting, ignored: list[str]) -> bool:
 
 def _known_keys(key: str) -> list[str]:
     """Every key a misspelled `key` may have meant: SCHEMA's, the VerneMQ ones taken, and the listener keys."""
-    return [*SCHEMA, *vernemq_conf.ALIASES, *vernemq_conf.ONLY_VALUE, *listener_key_names(key)]
+    exact = [rule.pattern for rule in vernemq_conf.ONLY_VALUE if "*" not in rule.pattern]
+    return [*SCHEMA, *vernemq_conf.ALIASES, *exact, *listener_key_names(key)]
 
 
 def _unknown_key(setting: _Setting) -> ConfigError:
     """The refusal of an unknown key, naming the known key nearest to it."""
+    option = setting.key.rpartition(".")[2]
+    if setting.key.startswith("listener.") and option in vernemq_conf.LISTENER_OPTION_NAMES:
+        return ConfigError(f"{setting.where}: unknown key {setting.key!r}: VerneMQ's listener option {option} is "
+                           f"not supported by vmqpy (docs/configuration.md, 'Starting from a vernemq.conf')")
     near = vernemq_conf.suggestion(setting.key, _known_keys(setting.key))
     hint = f" (did you mean {near!r}?)" if near is not None else ""
     return ConfigError(f"{setting.where}: unknown key {setting.key!r}{hint}")
@@ -419,11 +491,12 @@ def acl_file_in_force(config: Config) -> Path | None:
 def load(path: Path | None, environ: Mapping[str, str] | None = None, flags: Sequence[str] = ()) -> Config:
     """The node's Config: the file (if any), then `VMQPY_*` environment variables, then `--set` flags."""
     settings: list[_Setting] = []
+    problems: list[str] = []
     if path is not None:
-        settings += read_file(path)
+        settings += read_file(path, problems)
     settings += read_env(os.environ if environ is None else environ)
     settings += read_flags(flags)
-    return build(settings)
+    return build(settings, problems)
 
 
 _FIELD_OF = {
@@ -442,8 +515,11 @@ _FIELD_OF = {
     "metadata.replication_log.count": "replication_log_count",
     "metadata.replication_log.values": "replication_log_values",
     "metrics.public": "metrics_public", "status.public": "status_public",
+    "prometheus_namespace": "prometheus_namespace",
     "log.console": "log_format", "log.console.level": "log_level", "log.console.file": "log_file",
+    "log.console.console.format": "log_console_format",
     "log.file": "log_file", "log.file.max_size": "log_file_max_size", "log.file.count": "log_file_count",
+    "log.connections": "log_connections",
     "plugins.vmq_passwd": "passwd_enabled", "plugins.vmq_acl": "acl_enabled",
     "vmq_acl.acl_reload_interval": "acl_reload_interval",
     "vmq_passwd.password_reload_interval": "password_reload_interval", "auth.failed_login_delay": "failed_login_delay",
@@ -461,6 +537,8 @@ _FIELD_OF = {
     "cluster.handshake_timeout": "cluster_handshake_timeout", "cluster.allow_default_cookie": "allow_default_cookie",
     "cluster.max_pending_links": "cluster_max_pending_links",
     "cluster.max_pending_links_per_address": "cluster_max_pending_links_per_address",
+    "cluster.discovery": "cluster_discovery", "cluster.discovery_interval": "cluster_discovery_interval",
+    "cluster.discovery_max_interval": "cluster_discovery_max_interval",
     "mqtt.connect_max_size": "connect_max_size", "mqtt.connect_budget": "connect_budget",
 }
 
@@ -494,6 +572,8 @@ def value_of(config: Config, key: str) -> Any:
     if key in SECRET_KEYS:
         return "********"
     value = getattr(config, field_of(key))
+    if key == "cluster.discovery":  # a list of peers, as the file writes it (not an address pair)
+        return ",".join(value)
     if isinstance(value, tuple) and len(value) == 2:
         return f"{value[0]}:{value[1]}"
     return value

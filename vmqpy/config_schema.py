@@ -6,9 +6,11 @@ of docs/configuration.md.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from vmqpy.cluster.discovery_plan import parse_peers
 from vmqpy.config_values import (
     Key,
     parse_address,
@@ -29,7 +31,17 @@ from vmqpy.config_values import (
     parse_text,
 )
 
-__all__ = ["SCHEMA"]
+__all__ = ["SCHEMA", "parse_prometheus_namespace"]
+
+
+def parse_prometheus_namespace(text: str) -> str:
+    """A prefix for the names GET /metrics gives (VerneMQ 2.x's `prometheus_namespace`): empty (no prefix) or a
+    Prometheus metric name start, letters, digits and underscores, not starting with a digit; `vernemq` gives
+    `vernemq_mqtt_publish_received`."""
+    name = text.strip()
+    if name and not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", name):
+        raise ValueError(f"{name!r} is not a Prometheus name prefix: letters, digits and _, not starting with a digit")
+    return name.rstrip("_")
 
 SCHEMA: Mapping[str, Key] = {
     "nodename": Key(parse_nodename, "vmqpy@127.0.0.1", "the node's name, NAME@HOST"),
@@ -57,6 +69,21 @@ SCHEMA: Mapping[str, Key] = {
     ),
     "cluster.max_pending_links_per_address": Key(
         parse_int(1), 8, "of those, sockets of one client address; more are closed at once",
+    ),
+    "cluster.discovery": Key(
+        parse_peers, None,
+        "peers to join at start-up, NAME@HOST[:PORT] separated by commas (as `cluster join discovery-node=` takes "
+        "them; the port of their cluster listener, 44053 when omitted); tried until this node is in a cluster with "
+        "the lowest-named of them; nothing after a `cluster leave` (docs/cluster.md, 'Joining at start-up')",
+    ),
+    "cluster.discovery_interval": Key(
+        parse_positive_duration, 1.0,
+        "cluster.discovery: the wait after a first failed round, doubling with every failed round",
+    ),
+    "cluster.discovery_max_interval": Key(
+        parse_positive_duration, 30.0,
+        "cluster.discovery: the longest wait between rounds, and how often a peer that keeps failing for the same "
+        "reason is logged again as a warning",
     ),
     "listener.http.default": Key(parse_address, None, "HTTP admin API address (no API when unset)"),
     "listener.https.default": Key(
@@ -126,6 +153,10 @@ SCHEMA: Mapping[str, Key] = {
     ),
     "topic_alias_max_broker": Key(
         parse_int(0, 65535), 64, "topic aliases the node uses towards a 5.0 client that allows them; 0: none"
+    ),
+    "topic_max_depth": Key(
+        parse_int(0, 65535), 10, "most levels of a PUBLISH topic or SUBSCRIBE filter (5.0: DISCONNECT 0x90, SUBACK "
+        "0x8F); 0: no limit",
     ),
     "max_online_messages": Key(parse_int(1), 1000, "queued messages of an online client beyond the window"),
     "max_offline_messages": Key(parse_int(0), 1000, "queued messages of an offline persistent session"),
@@ -290,6 +321,11 @@ SCHEMA: Mapping[str, Key] = {
     "systree_enabled": Key(parse_bool, True, "publish the node's metrics as retained messages under $SYS/NODENAME/"),
     "metrics.public": Key(parse_bool, False, "serve GET /metrics (Prometheus) on the admin listener without a key"),
     "status.public": Key(parse_bool, False, "serve the status page's data (/status.json) without an API key"),
+    "prometheus_namespace": Key(
+        parse_prometheus_namespace, "",
+        "prefix of every broker metric GET /metrics gives, joined with _ (vernemq: vernemq_mqtt_publish_received, "
+        "as VerneMQ 2.x's default); empty: no prefix, the names of VerneMQ 1.x (docs/operations.md)",
+    ),
     "systree_interval": Key(
         parse_milliseconds, 20000, "$SYS publication period, milliseconds as in VerneMQ (or 20s, 500ms); 0: none"
     ),
@@ -301,6 +337,9 @@ SCHEMA: Mapping[str, Key] = {
         "where log lines go: console (text on stderr), json (on stderr), file (log.file), both, off",
     ),
     "log.console.file": Key(parse_path, None, "the older name of log.file (give one of the two)"),
+    "log.console.console.format": Key(
+        parse_choice("text", "json"), "text", "VerneMQ 2.x's format of the lines on stderr: json is log.console = json",
+    ),
     "log.file": Key(
         parse_path, None, "the log file of log.console = file or both (default: DATA_DIR/console.log)"
     ),
@@ -310,5 +349,9 @@ SCHEMA: Mapping[str, Key] = {
     "log.file.count": Key(parse_int(1, 1000), 5, "rotated log files kept (FILE.1 the newest .. FILE.<count>)"),
     "log.console.level": Key(
         parse_choice("debug", "info", "warning", "error"), "info", "lowest level logged"
+    ),
+    "log.connections": Key(
+        parse_bool, True,
+        "one info line per client connect and disconnect (client connected / client disconnected); off: none",
     ),
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,14 @@ __all__ = [
 
 class ConfigError(Exception):
     """A configuration that cannot be used; the message names where (file:line, env var or flag)."""
+
+
+class ConfigErrors(ConfigError):
+    """Every problem of a configuration at once (`problems`, each naming where), one per line of the message."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = tuple(problems)
 
 
 def parse_bool(text: str) -> bool:

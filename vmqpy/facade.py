@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from admin import session_table
 from admin.errors import CommandError
-from vmqpy import __version__, admin_rows
+from vmqpy import __version__, admin_rows, runtime_settings
 from vmqpy import config as config_module
 from vmqpy.broker import operator_actions, records
 from vmqpy.broker.trace import Trace, TraceOptions
@@ -25,7 +25,6 @@ from vmqpy.mqtt.topics import validate_topic_filter, validate_topic_name
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
-    from vmqpy.broker.session import Session
     from vmqpy.cluster.departure import Departure
     from vmqpy.cluster.events import ClusterEvents
     from vmqpy.cluster.policy import Policy
@@ -38,18 +37,7 @@ if TYPE_CHECKING:
     from vmqpy.storage import Storage
 
 Row = dict[str, Any]
-RUNTIME_SETTINGS = (
-    "log.console.level",
-    "allow_register_during_netsplit",
-    "allow_publish_during_netsplit",
-    "allow_subscribe_during_netsplit",
-    "allow_unsubscribe_during_netsplit",
-    "trade_consistency",
-    "cluster.readiness",
-    "shared_subscription_policy",
-    "subscription.acknowledge",
-    "subscription.acknowledge_timeout",
-)
+RUNTIME_SETTINGS = tuple(runtime_settings.RUNTIME)  # `vmq-admin set` changes these (vmqpy.runtime_settings)
 
 
 TRACE_POLL = 0.1  # seconds between two hand-outs of a trace's lines
@@ -57,6 +45,26 @@ SESSIONS = "sessions"  # the admin questions every member answers (vmqpy.cluster
 DISCONNECT = "disconnect"
 REAUTHORIZE = "reauthorize"
 STATUS = "status"
+READY = "ready"
+#: a node's states as `node_state` names them (its /health answers 200 only when ready)
+NODE_STATES = (READY, "not ready", "joining", "draining", "leaving", "left")
+NO_NEW_CLIENTS = frozenset({"draining", "leaving", "left"})
+UNSUBSCRIBE = "unsubscribe"
+SET = "set"  # `vmq-admin set KEY=VALUE --all` / `--node=NAME`: the member changes its own setting
+READY = "ready"
+#: a node's states as `node_state` names them (its /health answers 200 only when ready)
+NODE_STATES = (READY, "not ready", "joining", "draining", "leaving", "left")
+NO_NEW_CLIENTS = frozenset({"draining", "leaving", "left"})
+
+
+API_KEYS = "api_key"  # the cluster's API keys (admin.keys): (sha256 hex,) -> [stamp, record]
+
+
+def _api_key_record(value: Any) -> Row | None:
+    """The record of a stored API key value ([stamp, record]), or None."""
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[1], dict):
+        return dict(value[1])
+    return None
 
 
 class Lifecycle(Protocol):
@@ -130,6 +138,7 @@ class NodeFacade:
         self._handlers: dict[str, Handler] = {
             SESSIONS: self._local_sessions, DISCONNECT: self._local_disconnect,
             REAUTHORIZE: self._local_reauthorize, STATUS: self._local_status,
+            UNSUBSCRIBE: self._local_unsubscribe, SET: self._local_set,
         }
         self._calls: AdminCalls | None = None
         if cluster is not None:
@@ -139,6 +148,26 @@ class NodeFacade:
     def node_name(self) -> str:
         return self._config().nodename
 
+    # ------------------------------------------------------------------------- admin.keys: the cluster's API keys
+    def api_key_get(self, digest: str) -> Row | None:
+        return _api_key_record(self._metadata.get(API_KEYS, (digest,)))
+
+    def api_key_fold(self) -> list[tuple[str, Row]]:
+        found = ((key[0], _api_key_record(value)) for key, value in self._metadata.fold(API_KEYS))
+        return [(str(digest), record) for digest, record in found if record is not None]
+
+    def api_key_put(self, digest: str, record: Row) -> None:
+        self._refuse_writes_when_left()
+        self._metadata.put(API_KEYS, (digest,), [records.stamp_list(self._metadata.hlc_now()), record])
+
+    def api_key_delete(self, digest: str) -> None:
+        self._refuse_writes_when_left()
+        self._metadata.delete(API_KEYS, (digest,))
+
+    def _refuse_writes_when_left(self) -> None:
+        if self._policy.left:  # the store is frozen (MetadataService.freeze): the write would be lost
+            raise CommandError(f"API keys cannot be changed now: {LEFT_REASON}", 409)
+
     # ---------------------------------------------------------------------------------------------- cluster
 
     def cluster_show(self) -> list[Row]:
@@ -146,6 +175,9 @@ class NodeFacade:
         if cluster is None:
             return [{"Node": self.node_name(), "Running": True, "Reachable": True, "Ready": True}]
         rows: list[Row] = cluster.show()
+        if cluster.removed:  # it left: not ready, as its /health says (it still reaches itself)
+            for row in rows:
+                row["Ready"] = row["Ready"] and row["Node"] != self.node_name()
         return rows
 
     async def cluster_join(self, discovery_node: str) -> str:
@@ -174,22 +206,39 @@ class NodeFacade:
         return answer
 
     def health(self) -> tuple[bool, str]:
+        state, reason = self.node_state()
+        return state == READY, reason
+
+    def node_state(self) -> tuple[str, str]:
+        """(state, reason): one of NODE_STATES and why, in a few words; /health answers 200 only when "ready".
+        The status page shows the state per member and builds its headline from it (admin/status_page.py)."""
         draining = self._lifecycle.drain_reason() if self._lifecycle is not None else None
         if draining is not None:
-            return False, draining
+            return "draining", draining
         cluster = self._cluster
         if cluster is None:
-            return True, "single node"
+            return READY, "single node"
         if cluster.removed:
-            return False, LEFT_REASON
+            return "left", LEFT_REASON
         leaving = None if self._departure is None else self._departure.leaving()
         if leaving is not None:
-            return False, leaving
+            return "leaving", leaving
         policy = self._policy
+        if policy.joining:
+            return "joining", policy.reason()
         if not policy.ready:
-            return False, policy.reason()
+            return "not ready", policy.reason()
         ready: tuple[bool, str] = cluster.health()
-        return True, ready[1]
+        return READY, ready[1]
+
+    def serves(self, state: str) -> list[str]:
+        """The client operations (OPERATIONS) this node serves now in `state`: all while ready, else those its
+        netsplit policy still allows (as `Policy.may`, without counting a refusal); no new client while it
+        drains, leaves or left."""
+        policy = self._policy
+        out = policy.left or policy.joining
+        served = [op for op in OPERATIONS if policy.ready or (not out and policy.settings.allows(op))]
+        return [op for op in served if op != "register"] if state in NO_NEW_CLIENTS else served
 
     # ---------------------------------------------------------------------------------------------- node
 
@@ -242,12 +291,40 @@ class NodeFacade:
     # ---------------------------------------------------------------------------------------------- broker
 
     async def session_show(
-        self, filters: dict[str, str], per_subscription: bool, limit: int
+        self, filters: list[session_table.Filter], per_subscription: bool, limit: int, per_message: bool = False
     ) -> tuple[list[Row], str | None]:
-        args = {"filters": filters, "per_subscription": per_subscription, "limit": limit}
+        args = {"filters": [list(f) for f in filters], "per_subscription": per_subscription, "limit": limit,
+                "per_message": per_message}
         answers = await self._ask_all(SESSIONS, args)
-        rows = [row for node_rows in answers.results.values() for row in node_rows]
+        # filtered again here: a member of an older version may not know every filter (it answers more rows)
+        rows = [row for node_rows in answers.results.values() for row in node_rows
+                if session_table.matches(row, filters)]
         return rows, answers.note()
+
+    async def session_unsubscribe(self, client_id: str, topic_filter: str) -> str:
+        if not validate_topic_filter(topic_filter):
+            raise CommandError(f"not a topic filter: {topic_filter!r}", 400)
+        if not self._policy.may("unsubscribe"):
+            raise CommandError(f"the node does not take unsubscribes now: {self._policy.reason()}", 503)
+        done, note = await self._ask_about(UNSUBSCRIBE, client_id, {"topic": topic_filter})
+        if not any(removed for _node, removed in done):
+            raise CommandError(f"{client_id!r} has no subscription {topic_filter!r}", 404)
+        lines = ["Done"] + [f"{client_id} on {node}: unsubscribed from {topic_filter}" for node, removed in done
+                            if removed]
+        return "\n".join(lines + ([f"note: {note}"] if note else []))
+
+    def _local_unsubscribe(self, args: dict[str, Any]) -> bool | None:
+        """Remove the subscription from this node's session of the client, as its own UNSUBSCRIBE would (the
+        replicated record and the route): True when it had it, False when not, None when the session is not
+        here."""
+        session = self._broker.sessions.get(str(args["client_id"]))
+        if session is None:
+            return None
+        topic_filter = str(args["topic"])
+        if topic_filter not in session.subscriptions:
+            return False
+        self._broker.unsubscribe(session, [topic_filter])
+        return True
 
     async def session_disconnect(self, client_id: str, cleanup: bool) -> str:
         done, note = await self._ask_about(DISCONNECT, client_id, {"cleanup": cleanup})
@@ -272,6 +349,11 @@ class NodeFacade:
             raise CommandError(text, 400)
         return text
 
+    def retain_delete_expired(self) -> int:
+        if not self._policy.may("publish"):
+            raise CommandError(f"the node does not take writes now: {self._policy.reason()}", 503)
+        return operator_actions.delete_expired_retained(self._broker, time.time())
+
     def retain_delete(self, topic: str) -> str:
         if not validate_topic_name(topic):
             raise CommandError(f"not a topic name: {topic!r} (wildcards delete nothing)", 400)
@@ -289,22 +371,14 @@ class NodeFacade:
 
     def _local_sessions(self, args: dict[str, Any]) -> list[Row]:
         """This node's sessions as full rows (admin.session_table), filtered, at most `limit`."""
-        filters = {str(k): str(v) for k, v in dict(args.get("filters") or {}).items()}
+        filters = session_table.filters_of(args.get("filters") or [])
+        per_message = bool(args.get("per_message"))
         by_sink = {id(conn): conn for conn in self._connections}
-        rows = (self._session_row(session, by_sink) for _, session in sorted(self._broker.sessions.items()))
-        return session_table.select(rows, filters, bool(args.get("per_subscription")), int(args.get("limit", 100)))
-
-    def _session_row(self, session: Session, by_sink: dict[int, ClientConnection]) -> Row:
-        conn = by_sink.get(id(session.sink)) if session.sink is not None else None
-        peer = conn.peer if conn is not None else None
-        return {
-            "client_id": session.client_id, "is_online": session.online, "node": self.node_name(),
-            "peer_host": peer[0] if peer else None, "peer_port": peer[1] if peer else None,
-            "user": conn.username if conn is not None else None, "protocol": session.protocol_level,
-            "mountpoint": "", "clean_session": not session.persistent, "waiting_acks": len(session.inflight),
-            "queued": len(session.queue), "dropped": session.dropped,
-            "subscriptions": [[f, entry.options.qos] for f, entry in sorted(session.subscriptions.items())],
-        }
+        rows = (admin_rows.session_row(session, by_sink.get(id(session.sink)) if session.sink is not None else None,
+                                       self.node_name(), per_message)
+                for _, session in sorted(self._broker.sessions.items()))
+        return session_table.select(rows, filters, bool(args.get("per_subscription")), int(args.get("limit", 100)),
+                                    per_message)
 
     async def status(self) -> tuple[list[Row], str | None]:
         answers = await self._ask_all(STATUS, {})
@@ -312,10 +386,11 @@ class NodeFacade:
 
     def _local_status(self, args: dict[str, Any]) -> Row:
         broker = self._broker
-        ready, reason = self.health()
+        state, reason = self.node_state()
         online = sum(1 for s in broker.sessions.values() if s.online)
         return {
-            "node": self.node_name(), "ready": ready, "reason": reason, "version": __version__,
+            "node": self.node_name(), "ready": state == READY, "reason": reason, "version": __version__,
+            "state": state, "serves": self.serves(state),
             "connections": len(self._connections), "sessions_online": online,
             "sessions_offline": len(broker.sessions) - online,
             "subscriptions": sum(len(s.subscriptions) for s in broker.sessions.values()),
@@ -356,9 +431,14 @@ class NodeFacade:
         settings = self._policy.settings
         view = self._policy.view
         name = self.node_name()
+        state, reason = self.node_state()
         return {
             "node": name,
             "time": time.time(),
+            "version": __version__,
+            "state": state,  # this node's, always current (its row in "nodes" may be from an earlier answer)
+            "reason": reason,
+            "serves": self.serves(state),
             "members": self.cluster_show(),
             "groups": [list(g) for g in view.groups] if view is not None else [[name]],
             "policy": {
@@ -370,6 +450,7 @@ class NodeFacade:
                 "trade_consistency": all(settings.allows(op) for op in OPERATIONS),
                 "serving": self._policy.ready,
                 "reason": self._policy.reason(),
+                "unreachable": sorted(set(view.members) - view.reachable) if view is not None else [],
             },
             "events": self._events.recent() if self._events is not None else [],
         }
@@ -493,14 +574,46 @@ class NodeFacade:
             return "on" if value else "off"
         return "" if value is None else str(value)
 
-    def set_setting(self, key: str, value: str) -> str:
+    def setting_rows(self) -> list[Row]:
+        return [{"Setting": key, "Value": self.get_setting(key),
+                 "Run time": runtime_settings.RUNTIME.get(key, "no: " + runtime_settings.why_not(key))}
+                for key in sorted(config_module.SCHEMA)]
+
+    def _parsed_setting(self, key: str, value: str) -> object:
+        """The value of `vmq-admin set KEY=VALUE`, checked: unknown key 404, not settable at run time 409 (with
+        why), bad value 400."""
         if key not in config_module.SCHEMA:
             raise CommandError(f"unknown setting {key!r}", 404)
         if key not in RUNTIME_SETTINGS:
-            raise CommandError(f"{key} cannot be changed while the node runs; set it in the config file", 409)
+            raise CommandError(f"{key} cannot be changed while the node runs: {runtime_settings.why_not(key)}; "
+                               "set it in the config file and restart the node", 409)
         try:
-            parsed = config_module.SCHEMA[key].parse(value)
+            return config_module.SCHEMA[key].parse(value)
         except ValueError as exc:
             raise CommandError(f"bad value for {key}: {exc}", 400) from None
-        self._apply_setting(key, parsed)
+
+    def set_setting(self, key: str, value: str) -> str:
+        self._apply_setting(key, self._parsed_setting(key, value))
         return self.get_setting(key)
+
+    async def set_settings_on(self, pairs: list[tuple[str, str]], node: str | None) -> str:
+        for key, value in pairs:  # checked here first: nothing changes anywhere when one pair is wrong
+            self._parsed_setting(key, value)
+        answers = await self._ask_all(SET, {"pairs": [list(p) for p in pairs], "node": node})
+        done = sorted((name, lines) for name, lines in answers.results.items() if lines is not None)
+        note = answers.note()
+        if node is not None and not done:
+            unsure = f" ({note})" if note else ""
+            raise CommandError(f"no member {node!r} answered{unsure}", 404)
+        lines = [f"{name}: {line}" for name, node_lines in done for line in node_lines]
+        if answers.failed or (node is None and answers.missing):
+            raise CommandError("\n".join([*lines, f"not changed on: {note}"]), 503)
+        return "\n".join(lines)
+
+    def _local_set(self, args: dict[str, Any]) -> list[str] | None:
+        """`set ... --all` / `--node=NAME` on this member: the lines `KEY = VALUE` now in force; None when the
+        question names another member."""
+        node = args.get("node")
+        if node is not None and node != self.node_name():
+            return None
+        return [f"{key} = {self.set_setting(str(key), str(value))}" for key, value in args["pairs"]]

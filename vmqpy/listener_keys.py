@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from vmqpy.config_values import (
-    ConfigError,
     Key,
     parse_address,
     parse_advertised_address,
@@ -24,6 +23,7 @@ from vmqpy.config_values import (
     parse_connection_limit,
     parse_path,
 )
+from vmqpy.vernemq_conf import LISTENER_OPTION_NAMES
 
 __all__ = [
     "LISTENER_ADDRESS",
@@ -105,6 +105,8 @@ def listener_key(key: str) -> tuple[str, str | None, str | None] | None:
     if match is None:
         return None
     kind, name, option = match.group(1), match.group(2), match.group(3)
+    if name in LISTENER_OPTION_NAMES or option in LISTENER_OPTION_NAMES:
+        return None  # a VerneMQ listener option vmqpy has not (vmqpy.vernemq_conf), never a listener's name
     if option is None and name in LISTENER_OPTIONS:
         spec = LISTENER_OPTIONS[name]
         return (kind, None, name) if spec.kind_wide and kind in spec.kinds else None
@@ -128,26 +130,33 @@ def listener_key_names(key: str) -> list[str]:
 def check_listener_options(
     listeners: Mapping[tuple[str, str], tuple[str, int]], options: Mapping[tuple[str, str], Mapping[str, Any]],
     sources: Mapping[str, str],
-) -> None:
-    """Every `listener.KIND.NAME.OPTION` belongs to a listener `listener.KIND.NAME` (or to the default one)."""
+) -> list[str]:
+    """The problems of the options set: each `listener.KIND.NAME.OPTION` belongs to a listener
+    `listener.KIND.NAME` (or to the default one)."""
+    problems = []
     for (kind, name), set_options in options.items():
         if (kind, name) not in listeners:
-            key = f"listener.{kind}.{name}.{next(iter(set_options))}"
-            raise ConfigError(f"{sources[key]}: {key} is set, but there is no listener.{kind}.{name}")
+            for option in set_options:
+                key = f"listener.{kind}.{name}.{option}"
+                problems.append(f"{sources[key]}: {key} is set, but there is no listener.{kind}.{name}")
+    return problems
 
 
 def check_tls_listeners(
     listeners: Mapping[tuple[str, str], tuple[str, int]], options: Mapping[tuple[str, str], Mapping[str, Any]],
-    kind_options: Mapping[str, Mapping[str, Any]],
-) -> None:
-    """A TLS listener (ssl, wss) has a certificate and its key: its own, or its kind's."""
+    kind_options: Mapping[str, Mapping[str, Any]], sources: Mapping[str, str],
+) -> list[str]:
+    """The problems of the TLS listeners (ssl, wss): each has a certificate and its key, its own or its kind's."""
+    problems = []
     for kind, name in sorted(listeners):
         if kind not in TLS_KINDS:
             continue
+        where = sources.get(f"listener.{kind}.{name}")
         for option in ("certfile", "keyfile"):
             if option not in options.get((kind, name), {}) and option not in kind_options.get(kind, {}):
-                raise ConfigError(f"listener.{kind}.{name} needs listener.{kind}.{option} "
-                                  f"(or listener.{kind}.{name}.{option})")
+                problems.append(f"{where + ': ' if where else ''}listener.{kind}.{name} needs listener.{kind}.{option} "
+                                f"(or listener.{kind}.{name}.{option})")
+    return problems
 
 
 def reference_rows() -> list[str]:

@@ -88,6 +88,24 @@ def level() -> str:
     return next((name for name, number in _LEVELS.items() if number == _Threshold.value), "critical")
 
 
+class _ConnectionLines:
+    """`log.connections`: whether each client connection writes its `client connected` and `client disconnected`
+    lines (info). Process-wide like the level, and changed at run time the same way (`vmq-admin set`)."""
+
+    on = True
+
+
+def set_connection_lines(on: bool) -> None:
+    """Log (True) or leave out (False) the per-connection `client connected` / `client disconnected` lines."""
+    _ConnectionLines.on = on
+
+
+def connection_lines() -> bool:
+    """Whether a connection's connect and disconnect lines are logged now: `log.connections` is on and info is
+    logged (checked before the line's fields and the connection's bound logger are made)."""
+    return _ConnectionLines.on and _Threshold.value <= logging.INFO
+
+
 class LineStream(Protocol):
     """Where LineWriter writes: stderr, or a log file."""
 

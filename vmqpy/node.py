@@ -14,10 +14,11 @@ from typing import Any
 
 import structlog
 
+from admin.errors import CommandError
 from admin.http import start_api
-from admin.keys import KeyStore, ensure_node_key
+from admin.keys import KeyStore, ensure_node_key, migrate_file_keys
 from vmqpy import config as config_module
-from vmqpy import logconfig
+from vmqpy import logconfig, sdnotify
 from vmqpy.broker import records, systree
 from vmqpy.broker.address_limit import AddressLimits
 from vmqpy.broker.auth import Authenticator, parse_password_file
@@ -31,7 +32,11 @@ from vmqpy.broker.systree import SysTreePublisher
 from vmqpy.broker.tls import ClusterContexts, ListenerContexts, cluster_contexts, https_context
 from vmqpy.broker.tls import settings_of as tls_settings_of
 from vmqpy.cluster.departure import Departure
+from vmqpy.cluster.discovery import Discovery
+from vmqpy.cluster.discovery_plan import Situation, peers_of
 from vmqpy.cluster.events import ClusterEvents
+from vmqpy.cluster.leaving import LeaveState
+from vmqpy.cluster.membership import DEPARTED as MEMBERSHIP_DEPARTED
 from vmqpy.cluster.membership import MEMBERSHIP as MEMBERSHIP_PREFIX
 from vmqpy.cluster.membership import (
     LeftState,
@@ -50,7 +55,7 @@ from vmqpy.cluster.view import View
 from vmqpy.config import Config
 from vmqpy.descriptors import OpenFilesLimit, mqtt_socket_budget, open_descriptors, per_address, raise_open_files_limit
 from vmqpy.drain import Outcome
-from vmqpy.facade import NodeFacade
+from vmqpy.facade import API_KEYS, NodeFacade
 from vmqpy.gc_watch import THRESHOLDS
 from vmqpy.hangup import Hangup, reload_on_hangup
 from vmqpy.metadata.replication_log import ReplicationLog
@@ -63,7 +68,7 @@ from vmqpy.storage import Storage
 log = structlog.get_logger("vmqpy.node")
 
 RESOLVERS = {records.SESSION: latest_stamp, records.SUBSCRIPTION: latest_stamp, records.RETAIN: latest_stamp,
-             records.NODE_LISTENERS: latest_stamp}
+             records.NODE_LISTENERS: latest_stamp, API_KEYS: latest_stamp}
 
 
 class Node:
@@ -80,7 +85,7 @@ class Node:
         self.departure: Departure | None = None
         self.replication: QueueReplication | None = None  # queue.replicas > 1 and cluster links (vmqpy.replicas)
         self.policy = Policy(NetsplitSettings.of(config))
-        self.events = ClusterEvents()  # recent joins, leaves, netsplits, takeovers (the status page)
+        self.events = ClusterEvents()  # recent joins, leaves, netsplits, session moves (the status page)
         self._reopening: asyncio.Task[None] | None = None
         self._placement: AssignedServers | None = None  # persistent_session_placement = assigned
         self.connections: set[MQTTConnection] = set()
@@ -97,6 +102,7 @@ class Node:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, self.hangup.signalled)  # kept until the listeners are open
         warn_ignored_keys(self.config)
+        logconfig.set_connection_lines(self.config.log_connections)
         self.open_files = raise_open_files_limit()  # systemd's soft 1,024 would refuse clients long before memory
         async with AsyncExitStack() as stack:
             stack.callback(loop.remove_signal_handler, signal.SIGHUP)
@@ -135,10 +141,17 @@ class Node:
             await stack.enter_async_context(self._listeners(broker, storage))
             if self.cluster is not None and self.config.persistent_session_placement == "assigned":
                 self._assign_servers(broker, metadata)
+            await stack.enter_async_context(self._discovery())  # cluster.discovery: once the node serves
             self.started_at = time.time()
-            log.info("node started", listeners=[f"{k}:{h}:{p}" if k != "tcp" else f"{h}:{p}"
-                                                for k, _n, h, p in config_module.mqtt_listeners(self.config)])
+            listening = [f"{k}:{h}:{p}" if k != "tcp" else f"{h}:{p}"
+                         for k, _n, h, p in config_module.mqtt_listeners(self.config)]
+            log.info("node started", listeners=listening)
+            # Started: listeners open, admin API answering (its /health may still say 503 in a netsplit or a join:
+            # readiness to serve is HAProxy's question; waiting for it here would let a unit time out and kill a
+            # node whose peers are down). `Type=notify` units count the start as done from here.
+            sdnotify.notify({"READY": "1", "STATUS": f"{self.config.nodename} started; MQTT on {', '.join(listening)}"})
             yield self
+            sdnotify.notify({"STOPPING": "1", "STATUS": f"{self.config.nodename} stopping"})
             log.info("node stopping")
 
     @contextlib.asynccontextmanager
@@ -243,6 +256,28 @@ class Node:
             broker.forwarder = None
             await cluster.stop()
 
+    @contextlib.asynccontextmanager
+    async def _discovery(self) -> AsyncIterator[None]:
+        """`cluster.discovery` (vmqpy.cluster.discovery): join a listed peer's cluster, retried, while the node
+        runs; nothing without a cluster listener or without peers."""
+        cluster = self.cluster
+        if cluster is None or not self.config.cluster_discovery:
+            yield
+            return
+
+        def situation() -> Situation:
+            members = frozenset(cluster.members)
+            departed = {str(key[0]) for key, _value in cluster.metadata.fold(MEMBERSHIP_DEPARTED)} - members
+            leaving = self.departure is not None and self.departure.state is not LeaveState.SERVING
+            return Situation(self.config.nodename, members | {self.config.nodename}, frozenset(departed),
+                             left=cluster.removed, busy=self.policy.joining or leaving)
+
+        discovery = Discovery(peers_of(self.config.cluster_discovery), situation, cluster.join,
+                              shortest=self.config.cluster_discovery_interval,
+                              longest=self.config.cluster_discovery_max_interval)
+        async with background(discovery.run()):
+            yield
+
     def _on_view(self, view: View) -> None:
         self.events.on_view(self.policy.view, view)
         self.policy.view = view
@@ -343,6 +378,16 @@ class Node:
             events=self.events,
         )
 
+    def _migrate_api_keys(self, facade: NodeFacade) -> None:
+        """The API keys an earlier version kept in DATA_DIR/api_keys, moved into the cluster's store (admin.keys)."""
+        try:
+            moved = migrate_file_keys(self.config.data_dir, facade)
+        except CommandError as exc:
+            log.warning("api_keys_not_migrated", reason=exc.message)
+            return
+        if moved:
+            log.info("api_keys_migrated", keys=moved, into="the cluster's metadata store")
+
     @contextlib.asynccontextmanager
     async def _admin_api(self, facade: NodeFacade) -> AsyncIterator[None]:
         """The HTTP admin API on `listener.http.default`, with the node's API key created at first start."""
@@ -352,14 +397,15 @@ class Node:
             yield
             return
         ensure_node_key(self.config.data_dir)
+        self._migrate_api_keys(facade)
         apis = []
         try:
             if address is not None:
-                apis.append(await start_api(facade, KeyStore(self.config.data_dir), address[0], address[1],
+                apis.append(await start_api(facade, KeyStore(self.config.data_dir, facade), address[0], address[1],
                                             max_connections=self.config.http_max_connections,
                                             request_timeout=self.config.http_request_timeout))
             if secure is not None:
-                apis.append(await start_api(facade, KeyStore(self.config.data_dir), secure[0], secure[1],
+                apis.append(await start_api(facade, KeyStore(self.config.data_dir, facade), secure[0], secure[1],
                                             ssl_context=https_context(self.config),
                                             max_connections=self.config.http_max_connections,
                                             request_timeout=self.config.http_request_timeout))
@@ -372,6 +418,8 @@ class Node:
         """A run-time change made through `vmq-admin set` (only keys in vmqpy.facade.RUNTIME_SETTINGS)."""
         if key == "log.console.level":
             logconfig.set_level(str(value))
+        if key == "log.connections":
+            logconfig.set_connection_lines(bool(value))
         changes: dict[str, Any] = {config_module.field_of(key): value}
         if key == "trade_consistency":
             changes.update({f"allow_{op}_during_netsplit": value for op in OPERATIONS})
@@ -381,9 +429,28 @@ class Node:
             self.broker.router.shared_policy = self.config.shared_subscription_policy
             self.broker.acknowledge_by_cluster = (self.config.subscription_acknowledge == "cluster"
                                                   and self.config.cluster_listener is not None)
+            self._apply_limits(self.broker)
         if self.metadata is not None:
             self.metadata.ack_timeout = self.config.subscription_acknowledge_timeout
         log.info("setting changed", key=key, value=value)
+
+    def _apply_limits(self, broker: Broker) -> None:
+        """The copies of the settings in force (vmqpy.runtime_settings says when each takes effect): the broker's
+        and the listeners' configuration (read for new sessions and connections), every session's queue limits,
+        the authenticator's allow_anonymous and the router's QoS upgrade."""
+        config = self.config
+        broker.config = config
+        listener_set = self.listeners.listener_set
+        if listener_set is not None:
+            listener_set.config = config
+            listener_set.auth.allow_anonymous = config.allow_anonymous
+        broker.access.authenticator.allow_anonymous = config.allow_anonymous
+        broker.router.upgrade_qos = config.upgrade_outgoing_qos
+        for session in broker.sessions.values():
+            session.max_online = config.max_online_messages
+            session.max_offline = config.max_offline_messages
+            session.max_bytes = config.max_queued_bytes
+            session.max_inflight = config.max_inflight_messages
 
     @contextlib.asynccontextmanager
     async def _access_reload(self, broker: Broker) -> AsyncIterator[None]:

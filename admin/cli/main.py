@@ -1,13 +1,19 @@
 """`vmq-admin`: runs one command of `admin.commands` through a node's HTTP administration API.
 
-    vmq-admin [--url URL] [--api-key KEY] [--data-dir DIR] [--cacert FILE] [--json] COMMAND [PARAMETERS]
+    vmq-admin [--config FILE] [--url URL] [--api-key KEY] [--data-dir DIR] [--cacert FILE] [--json] COMMAND [...]
 
 The command line is parsed here with the same table the node uses (an unknown command or a bad parameter is
 refused before anything is sent, exit 2), then sent as `GET|POST URL/api/v1/<path>?<parameters>`.
 
+On the node's host no option is needed: the node's configuration file (--config FILE, else VMQ_CONFIG, else
+/etc/vmqpy/vmqpy.conf or ./vmqpy.conf, `admin.node_conf`) names the API's address (`listener.http.default`, else
+`listener.https.default`) and the data directory (`platform_data_dir`) that holds the node's bootstrap key.
+
+The URL is --url, else VMQ_ADMIN_URL, else the configuration's listener, else http://127.0.0.1:8888.
 The key travels in the `x-api-key` header, never in the URL. It comes from --api-key, else the user name of the
 URL (VerneMQ's way of writing it: `--url http://KEY@127.0.0.1:8888`; taken out of the URL, so it is never printed),
-else VMQ_API_KEY, else DATA_DIR/api.key.
+else VMQ_API_KEY, else DATA_DIR/api.key with DATA_DIR from --data-dir, VMQ_DATA_DIR, the configuration's
+`platform_data_dir` or ./data, in this order.
 
 Exit codes: 0 done; 1 the node answered an error (the message is on stderr); 2 the command line is wrong;
 3 the node could not be reached or did not answer in time.
@@ -41,19 +47,22 @@ from admin.commands import (
     words_to_query,
 )
 from admin.errors import CommandError
+from admin.node_conf import DEFAULT_DATA_DIR, NodeConf, NodeConfError
+from admin.node_conf import find as find_node_conf
 from admin.results import STREAM_CONTENT_TYPE, Answer
 
 PROG = "vmq-admin"
 DEFAULT_URL = "http://127.0.0.1:8888"
-DEFAULT_DATA_DIR = Path("./data")  # the node's default platform_data_dir
 API_PREFIX = "/api/v1"
 EXIT_OK, EXIT_NODE_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 EXAMPLES: dict[tuple[str, ...], list[str]] = {k: v for g in GROUPS for k, v in g.EXAMPLES.items()}
 NOTES: dict[tuple[str, ...], str] = {k: v for g in GROUPS for k, v in g.NOTES.items()}
+#: longer help of a command, after its parameters (a group module's optional DETAILS: `set --help`'s keys)
+DETAILS: dict[tuple[str, ...], str] = {k: v for g in GROUPS for k, v in getattr(g, "DETAILS", {}).items()}
 
 # global options; none of them may collide with a command's option (checked by the tests)
-VALUE_OPTIONS = ("--url", "--api-key", "--data-dir", "--cacert")
+VALUE_OPTIONS = ("--config", "--url", "--api-key", "--data-dir", "--cacert")
 SWITCH_OPTIONS = ("--json", "--help", "-h")
 
 
@@ -113,15 +122,20 @@ def _aliases_of(cmd: Command) -> str:
 def general_help() -> str:
     width = max(len(c.name) for c in COMMANDS)
     lines = [
-        f"usage: {PROG} [--url URL] [--api-key KEY] [--data-dir DIR] [--cacert FILE] [--json] COMMAND [PARAMETERS]",
+        f"usage: {PROG} [--config FILE] [--url URL] [--api-key KEY] [--data-dir DIR] [--cacert FILE] [--json] "
+        "COMMAND [PARAMETERS]",
         "",
         "commands:",
         *(f"  {c.name.ljust(width)}  {c.method.ljust(4)}  {c.summary}{_aliases_of(c)}" for c in COMMANDS),
         "",
         "options:",
-        f"  --url URL        the node's HTTP API (env VMQ_ADMIN_URL, default {DEFAULT_URL})",
+        "  --config FILE    the node's configuration, for the URL and DIR below (env VMQ_CONFIG; default",
+        "                   /etc/vmqpy/vmqpy.conf, then ./vmqpy.conf): on the node's host no other option is needed",
+        f"  --url URL        the node's HTTP API (env VMQ_ADMIN_URL; default: the configuration's "
+        f"listener.http.default, else {DEFAULT_URL})",
         "  --api-key KEY    API key (or the URL's user name, or env VMQ_API_KEY); otherwise DIR/api.key is read",
-        "  --data-dir DIR   the node's data directory (env VMQ_DATA_DIR, default ./data)",
+        "  --data-dir DIR   the node's data directory (env VMQ_DATA_DIR; default: the configuration's "
+        "platform_data_dir, else ./data)",
         "  --cacert FILE    CA certificates (PEM) for an https:// URL (env VMQ_ADMIN_CACERT; default: the system's)",
         "  --json           print tables as a JSON list of rows (text as a JSON string)",
         "  -h, --help       this help; after a command: the command's parameters",
@@ -156,6 +170,9 @@ def command_help(cmd: Command) -> str:
             shown.append((cmd.free_metavar, "one or more settings"))
         width = max(len(n) for n, _ in shown)
         lines += [f"  {n.ljust(width)}  {h}" for n, h in shown]
+    details = DETAILS.get(cmd.path)
+    if details:
+        lines += ["", details]
     examples = EXAMPLES.get(cmd.path, [])
     if examples:
         lines += ["", "examples:", *(f"  {e}" for e in examples)]
@@ -176,6 +193,7 @@ def group_help(group: str) -> str | None:
 # -- argument handling -------------------------------------------------------------------------------------------
 @dataclass
 class Options:
+    config: str | None = None  # the node's configuration file (admin.node_conf)
     url: str | None = None
     api_key: str | None = None
     data_dir: str | None = None
@@ -220,8 +238,11 @@ def split_url_key(base: str) -> tuple[str, str | None]:
     return urllib.parse.urlunsplit(parts._replace(netloc=host)), key or None
 
 
-def find_api_key(opts: Options, env: Mapping[str, str], url_key: str | None = None) -> tuple[str | None, str]:
-    """(key, where it came from) -- or (None, why none was found). `url_key`: the user name of the URL."""
+def find_api_key(
+    opts: Options, env: Mapping[str, str], url_key: str | None = None, conf: NodeConf | None = None
+) -> tuple[str | None, str]:
+    """(key, where it came from) -- or (None, why none was found). `url_key`: the user name of the URL; `conf`:
+    the node's configuration file, when one was found."""
     if opts.api_key:
         return opts.api_key, "--api-key"
     if url_key:
@@ -232,6 +253,8 @@ def find_api_key(opts: Options, env: Mapping[str, str], url_key: str | None = No
         data_dir, source = Path(opts.data_dir), "--data-dir"
     elif env.get("VMQ_DATA_DIR"):
         data_dir, source = Path(env["VMQ_DATA_DIR"]), "VMQ_DATA_DIR"
+    elif conf is not None:
+        data_dir, source = conf.data_dir, f"platform_data_dir of {conf.path}"
     else:
         data_dir, source = DEFAULT_DATA_DIR, "the default data directory"
     path = data_dir / "api.key"
@@ -288,12 +311,21 @@ def run(argv: Sequence[str], env: Mapping[str, str], out: TextIO, err: TextIO) -
         print(command_help(cmd), file=out)
         return EXIT_OK
 
-    base, url_key = split_url_key((opts.url or env.get("VMQ_ADMIN_URL") or DEFAULT_URL).rstrip("/"))
+    try:
+        conf = find_node_conf(opts.config, env)
+    except NodeConfError as exc:
+        given_url = opts.url or env.get("VMQ_ADMIN_URL") or ""
+        given_key = opts.api_key or env.get("VMQ_API_KEY") or opts.data_dir or env.get("VMQ_DATA_DIR")
+        if opts.config or env.get("VMQ_CONFIG") or not (given_url and (given_key or "@" in given_url)):
+            return fail(EXIT_USAGE, str(exc))
+        conf = None  # an unreadable default file does not matter: the URL and the key were given
+    chosen_url = opts.url or env.get("VMQ_ADMIN_URL") or (conf.url if conf is not None else None) or DEFAULT_URL
+    base, url_key = split_url_key(chosen_url.rstrip("/"))
     if not base.startswith(("http://", "https://")):
         return fail(EXIT_USAGE, f"bad URL {base!r}: expected http://HOST:PORT")
     query = words_to_query(canonical_words(cmd, args))
     url = f"{base}{API_PREFIX}/{'/'.join(cmd.path)}" + (f"?{query}" if query else "")
-    key, key_source = find_api_key(opts, env, url_key)
+    key, key_source = find_api_key(opts, env, url_key, conf)
     headers = {"Accept": "application/json", "User-Agent": PROG}
     if key:
         headers["x-api-key"] = key
@@ -325,8 +357,9 @@ def run(argv: Sequence[str], env: Mapping[str, str], out: TextIO, err: TextIO) -
                 )
             return fail(
                 EXIT_NODE_ERROR,
-                "the API key is missing: pass --api-key KEY, set VMQ_API_KEY, or point --data-dir / VMQ_DATA_DIR at "
-                f"the node's data directory so that its api.key is used ({key_source}; the node answered 401)",
+                "the API key is missing: pass --api-key KEY, set VMQ_API_KEY, point --config at the node's "
+                "configuration or --data-dir / VMQ_DATA_DIR at its data directory so that its api.key is used "
+                f"({key_source}; the node answered 401)",
             )
         return fail(EXIT_NODE_ERROR, f"{message} (HTTP {exc.code})")
     except urllib.error.URLError as exc:

@@ -47,7 +47,7 @@ def test_session_show_and_disconnect_span_the_cluster(pair: list[ClusterNode]) -
     assert {(r["client_id"], r["node"], r["is_online"]) for r in listed} == {
         ("ops-a", n1.name, True), ("ops-b", n2.name, True),
     }  # fmt: skip
-    assert list(listed[0]) == ["client_id", "is_online", "node", "peer_host", "peer_port", "user"]
+    assert list(listed[0]) == ["client_id", "is_online", "mountpoint", "peer_host", "peer_port", "user", "node"]
     assert all(r["peer_host"] == "127.0.0.1" and isinstance(r["peer_port"], int) for r in listed), listed
     # VerneMQ's column flags: alone they choose columns, with a value they filter; --topic/--qos list subscriptions
     assert rows(n2, "session", "show", "--client_id=ops-a", "--node", "--topic", "--qos") == [

@@ -240,3 +240,73 @@ def test_config_error_does_not_listen(tmp_path):
     res = run_start(write_conf(tmp_path, lines))
     assert res.returncode == 2
     assert not port_open(port)
+
+
+BAD_LINES = [
+    "nodename = nohost",
+    "max_inflight_messages = lots",
+    "# a comment",
+    "max_inflight = 3",
+    "just words",
+    "listener.ssl.ciphers = ECDHE-RSA-AES256-GCM-SHA384",
+    "erlang.max_ports = 65536",
+]
+
+
+def run_check(conf: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "vmqpy", "config", "check", str(conf), *args], capture_output=True,
+                          text=True, timeout=30, cwd=str(REPO), env=env_for())
+
+
+def test_config_check_reports_every_problem_at_once(tmp_path):
+    conf = write_conf(tmp_path, [*base_lines(tmp_path / "data", free_port()), *BAD_LINES])
+    result = run_check(conf)
+    assert result.returncode == 2, result.stdout
+    errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
+    assert [line.split(": ")[1] for line in errors] == [f"{conf}:{n}" for n in (7, 8, 10, 11, 12)], errors
+    assert "did you mean 'max_inflight_messages'" in errors[2]
+    assert "VerneMQ's listener option ciphers is not supported" in errors[4]
+    assert result.stdout.splitlines()[-1] == f"{conf}: 5 errors, 0 keys ignored: the node would not start"
+
+
+def test_config_check_reports_every_file_the_configuration_names_that_cannot_be_used(tmp_path):
+    """Once the keys are right, the files they name are read as the start reads them: all problems at once."""
+    conf = write_conf(tmp_path, [*base_lines(tmp_path / "data", free_port()),
+                                 f"password_file = {tmp_path / 'absent.passwd'}",
+                                 f"acl_file = {tmp_path / 'absent.acl'}",
+                                 f"listener.vmq.clustering = 127.0.0.1:{free_port()}", "distributed_cookie = vmq"])
+    result = run_check(conf)
+    assert result.returncode == 2, result.stdout
+    errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
+    assert [line.split(": ")[1] for line in errors] == [f"{conf}:{n}" for n in (7, 8, 9)], errors
+    assert "absent.passwd: cannot read the password file" in errors[0]
+    assert "absent.acl: cannot read the ACL file" in errors[1]
+    assert "distributed_cookie is the public default" in errors[2]
+
+
+def test_config_check_of_a_good_file_names_the_ignored_keys_and_exits_0(tmp_path):
+    conf = write_conf(tmp_path, [*base_lines(tmp_path / "data", free_port()), "erlang.max_ports = 65536",
+                                 "topic_max_depth = 12"])
+    result = run_check(conf)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        f"ignored: erlang.max_ports ({conf}:7): Erlang VM tuning (schedulers, ports, distribution buffers): vmqpy "
+        "is a Python process",
+        f"{conf}: 0 errors, 1 key ignored: the node would start",
+    ]
+    assert not (tmp_path / "data").exists(), "a check starts nothing and writes nothing"
+
+
+def test_config_check_takes_the_overrides_start_takes(tmp_path):
+    conf = write_conf(tmp_path, base_lines(tmp_path / "data", free_port()))
+    assert run_check(conf, "--set", "max_inflight_messages=0").returncode == 2
+    assert run_check(conf, "--set", "max_inflight_messages=5").returncode == 0
+
+
+def test_start_reports_every_problem_of_the_file_at_once(tmp_path):
+    conf = write_conf(tmp_path, [*base_lines(tmp_path / "data", free_port()), *BAD_LINES])
+    result = run_start(conf)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert [line.split(": ")[2] for line in lines] == [f"{conf}:{n}" for n in (7, 8, 10, 11, 12)], lines
+    assert all(line.startswith("vmqpy: config error: ") for line in lines), lines

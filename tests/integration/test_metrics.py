@@ -6,6 +6,7 @@ tiny `log.file.max_size` rotates its log file, keeping `log.file.count` files of
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 import urllib.error
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from admin.prometheus import HISTOGRAMS, PATTERNS, RUNTIME_NAMES, SPECS, vernemq_named
 from tests.integration.clients import (
     DISCONNECT,
     PINGRESP,
@@ -45,14 +47,16 @@ def fetch(node: ClusterNode, path: str, key: str | None) -> tuple[int, str, str]
 
 
 def scrape(node: ClusterNode) -> Samples:
-    """Every sample of the node's /metrics (with its key): (sample name, labels but `node`) -> value."""
+    """Every sample of the node's /metrics (with its key): (sample name, labels but `node`) -> value. The
+    node's own samples carry its name; prometheus-client's process and runtime ones have no label."""
     status, content_type, text = fetch(node, "/metrics", node.api_key())
     assert status == 200, text
     assert content_type.startswith("text/plain")
     out: Samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            assert sample.labels.get("node") == node.name, sample
+            runtime = sample.name in RUNTIME_NAMES
+            assert runtime or sample.labels.get("node") == node.name, sample
             labels = frozenset((k, v) for k, v in sample.labels.items() if k != "node")
             out[(sample.name, labels)] = sample.value
     return out
@@ -97,6 +101,47 @@ def test_the_key_is_needed_unless_metrics_public_is_on(tmp_path: Path) -> None:
         opened.stop()
 
 
+def test_a_fresh_node_exports_every_counter_at_0_under_its_namespace(tmp_path: Path) -> None:
+    """Every counter and histogram of the table is there before its first event (so that `increase()` sees the
+    first incident), with every label value it can take; `prometheus_namespace = vernemq` prefixes the node's
+    names as VerneMQ 2.x does, not the process metrics; one PUBLISH then reads 1."""
+    node = ClusterNode(1, tmp_path, {"prometheus_namespace": "vernemq"}).start()
+    try:
+        fresh = scrape(node)
+        for spec in SPECS:
+            if spec.kind == "counter":
+                name = "vernemq_" + spec.name + ("" if vernemq_named(spec.name) else "_total")
+                assert (name, frozenset(spec.labels)) in fresh, (name, spec.labels)
+        for name, _help, _pattern, label, declared in PATTERNS:
+            suffix = "" if vernemq_named(name) else "_total"
+            for label_value in declared:
+                assert (f"vernemq_{name}{suffix}", frozenset({(label, label_value)})) in fresh, (name, label_value)
+        for histogram in HISTOGRAMS:
+            assert value(fresh, f"vernemq_{histogram.name}_count") == 0
+            assert (f"vernemq_{histogram.name}_bucket", frozenset({("le", "+Inf")})) in fresh
+        for name in ("mqtt_publish_received", "mqtt_publish_sent", "queue_message_drop", "queue_message_expired",
+                     "netsplit_detected", "mqtt_subscribe_received"):
+            assert (f"vernemq_{name}", frozenset()) in fresh and value(fresh, f"vernemq_{name}") == 0, name
+        for side in ("local", "remote"):
+            assert value(fresh, "vernemq_vmqpy_takeovers_total", side=side) == 0
+        assert not any(name.startswith("mqtt_") for name, _ in fresh)  # every name of the table is prefixed
+        assert value(fresh, "process_resident_memory_bytes") > 0 and value(fresh, "process_open_fds") > 0
+        assert value(fresh, "process_max_fds") >= value(fresh, "process_open_fds")
+        assert any(name == "python_info" for name, _ in fresh)
+        publisher = RawClient(node.mqtt_port, node.host, 5)
+        try:
+            publisher.connect(unique("fresh-pub-"))
+            publisher.publish(unique("metrics/fresh/"), b"first", qos=1)
+            publisher.disconnect()
+        finally:
+            publisher.close()
+        after = scrape_until(node, lambda now: value(now, "vernemq_mqtt_publish_received") >= 1, "the PUBLISH counted")
+        assert value(after, "vernemq_mqtt_publish_received") == 1
+        assert value(after, "vernemq_mqtt_connect_received") == 1
+    finally:
+        node.stop()
+
+
 def test_counters_follow_real_clients(pair: list[ClusterNode]) -> None:
     n1, _n2 = pair
     before = scrape(n1)
@@ -108,16 +153,16 @@ def test_counters_follow_real_clients(pair: list[ClusterNode]) -> None:
 
     def settled() -> Samples | None:
         after = scrape(n1)
-        return after if moved(before, after, "mqtt_puback_received_total") >= 1 else None
+        return after if moved(before, after, "mqtt_puback_received") >= 1 else None
 
     after = wait_until(settled, 10, what="the client's PUBACK counted")
-    assert moved(before, after, "mqtt_connect_received_total") == 1
-    assert moved(before, after, "mqtt_connack_sent_total", return_code="success") == 1
-    assert moved(before, after, "socket_open_total") == 1
-    assert moved(before, after, "mqtt_subscribe_received_total") == 1
-    assert moved(before, after, "mqtt_publish_received_total") == 1
-    assert moved(before, after, "mqtt_publish_sent_total") == 1
-    assert moved(before, after, "mqtt_puback_sent_total") == 1
+    assert moved(before, after, "mqtt_connect_received") == 1
+    assert moved(before, after, "mqtt_connack_sent", return_code="success") == 1
+    assert moved(before, after, "socket_open") == 1
+    assert moved(before, after, "mqtt_subscribe_received") == 1
+    assert moved(before, after, "mqtt_publish_received") == 1
+    assert moved(before, after, "mqtt_publish_sent") == 1
+    assert moved(before, after, "mqtt_puback_sent") == 1
     assert value(after, "active_sessions") == 1
     assert value(after, "router_subscriptions") == 1
     assert moved(before, after, "vmqpy_connect_latency_seconds_count") == 1
@@ -131,7 +176,7 @@ def test_counters_follow_real_clients(pair: list[ClusterNode]) -> None:
     lines = n1.admin("metrics", "show", "--format=vernemq")
     assert lines.returncode == 0, lines.stderr
     shown = dict(line.split(" = ") for line in lines.stdout.splitlines() if " = " in line)
-    assert int(shown["counter.mqtt_subscribe_received"]) == value(after, "mqtt_subscribe_received_total")
+    assert int(shown["counter.mqtt_subscribe_received"]) == value(after, "mqtt_subscribe_received")
     assert int(shown["gauge.active_sessions"]) == 1
     assert "counter.mqtt_connect_received" in shown
 
@@ -156,13 +201,39 @@ def test_a_takeover_is_counted(pair: list[ClusterNode]) -> None:
     wait_until(lambda: takeovers() >= 1, 10, what="a takeover counted on n1 or n2")
 
 
+def test_a_handover_when_a_node_leaves_is_not_a_takeover(pair: list[ClusterNode]) -> None:
+    """A takeover is a CONNECT with the client id of a session connected elsewhere (docs/operations.md,
+    "Takeovers"); a persistent session that a leaving node hands over (`cluster leave -k`) is a session move: no
+    takeover counted, and the status page's event says the session moved, not "takeover"."""
+    n1, n2 = pair
+    before = [scrape(n1), scrape(n2)]
+    client_id = unique("leaving-")
+    staying = RawClient(n2.mqtt_port, n2.host, 5)
+    try:
+        staying.connect(client_id, clean=False, props={"session_expiry_interval": 600})
+        staying.subscribe(unique("metrics/leaving/"), qos=1)
+        answer = n2.admin("cluster", "leave", f"node={n2.name}", "-k", "-i", "1", "-t", "30")  # n2 hands over
+        assert answer.returncode == 0, answer.stdout + answer.stderr
+        wait_until(lambda: value(scrape(n1), "inactive_sessions") >= 1, 20, what="the session handed over to n1")
+    finally:
+        staying.close()
+    for node, old in zip((n1, n2), before, strict=True):
+        now = scrape(node)
+        for side in ("local", "remote"):
+            assert moved(old, now, "vmqpy_takeovers_total", side=side) == 0, (node.name, side)
+    status, _, body = fetch(n1, "/status.json", n1.api_key())
+    assert status == 200, body
+    kinds = [event["kind"] for event in json.loads(body)["events"]]
+    assert "session_moved" in kinds and "takeover" not in kinds, kinds
+
+
 @pytest.mark.skipif(shutil.which("iptables") is None, reason="iptables is installed by make test")
 def test_a_connect_refused_during_a_netsplit_is_counted(pair: list[ClusterNode]) -> None:
     n1, n2 = pair
     before = scrape(n1)
     with partition_chain():
         cut(n1, n2)
-        wait_until(lambda: moved(before, scrape(n1), "netsplit_detected_total") >= 1, 10,
+        wait_until(lambda: moved(before, scrape(n1), "netsplit_detected") >= 1, 10,
                    what="n1 counts the netsplit")
         client = RawClient(n1.mqtt_port, n1.host, 5)
         refused_id = unique("refused-")
@@ -174,10 +245,10 @@ def test_a_connect_refused_during_a_netsplit_is_counted(pair: list[ClusterNode])
         refusal = [line for line in n1.log_tail(400).splitlines() if "refused connect" in line and refused_id in line]
         assert len(refusal) == 1 and "reason_code=0x88" in refusal[0] and f"node={n1.name}" in refusal[0]
         during = scrape(n1)
-        assert moved(before, during, "mqtt_connack_sent_total", return_code="server_unavailable") == 1
+        assert moved(before, during, "mqtt_connack_sent", return_code="server_unavailable") == 1
         assert moved(before, during, "vmqpy_netsplit_refused_total", operation="register") == 1
-        assert moved(before, during, "mqtt_connect_received_total") == 1
-    wait_until(lambda: moved(before, scrape(n1), "netsplit_resolved_total") >= 1, 15, what="n1 counts the heal")
+        assert moved(before, during, "mqtt_connect_received") == 1
+    wait_until(lambda: moved(before, scrape(n1), "netsplit_resolved") >= 1, 15, what="n1 counts the heal")
 
 
 def test_connects_and_disconnects_are_logged_at_info(pair: list[ClusterNode]) -> None:
@@ -223,7 +294,7 @@ def test_qos2_unsubscribe_ping_and_disconnect_are_counted(tmp_path: Path) -> Non
             [delivery] = subscriber.recv_publishes(1)  # answered with PUBREC
             assert delivery.payload == b"exactly once"
             subscriber.ack(subscriber.expect(PUBREL))  # and PUBCOMP
-            wait_until(lambda: moved(before, scrape(node), "mqtt_pubcomp_received_total") >= 1, 10,
+            wait_until(lambda: moved(before, scrape(node), "mqtt_pubcomp_received") >= 1, 10,
                        what="the subscriber's PUBCOMP counted")
             subscriber.send(enc_pingreq())
             subscriber.expect(PINGRESP)
@@ -234,7 +305,7 @@ def test_qos2_unsubscribe_ping_and_disconnect_are_counted(tmp_path: Path) -> Non
         finally:
             subscriber.close()
             publisher.close()
-        after = scrape_until(node, lambda now: moved(before, now, "mqtt_disconnect_received_total") >= 2,
+        after = scrape_until(node, lambda now: moved(before, now, "mqtt_disconnect_received") >= 2,
                              "both DISCONNECTs counted")
         for name, count in [("mqtt_pubrec_sent", 1), ("mqtt_pubrel_received", 1), ("mqtt_pubcomp_sent", 1),
                             ("mqtt_pubrec_received", 1), ("mqtt_pubrel_sent", 1), ("mqtt_pubcomp_received", 1),
@@ -242,8 +313,8 @@ def test_qos2_unsubscribe_ping_and_disconnect_are_counted(tmp_path: Path) -> Non
                             ("mqtt_pingreq_received", 1), ("mqtt_pingresp_sent", 1),
                             ("mqtt_disconnect_received", 2), ("queue_message_in", 1), ("queue_message_out", 1),
                             ("mqtt_publish_sent", 1)]:
-            assert moved(before, after, f"{name}_total") == count, name
-        assert moved(before, after, "queue_message_drop_total") == 0
+            assert moved(before, after, name) == count, name
+        assert moved(before, after, "queue_message_drop") == 0
         # the delivery was written to the subscriber: one publish-to-delivery observation, in a finite bucket
         assert moved(before, after, "vmqpy_publish_delivery_seconds_count") == 1
         assert value(after, "vmqpy_publish_delivery_seconds_bucket", le="5.0") == value(
@@ -277,8 +348,8 @@ def test_an_expired_message_and_a_full_offline_queue_are_counted(tmp_path: Path)
         finally:
             publisher.close()
         queued = scrape(node)
-        assert moved(before, queued, "queue_message_in_total") == 2
-        assert moved(before, queued, "queue_message_drop_total") == 1
+        assert moved(before, queued, "queue_message_in") == 2
+        assert moved(before, queued, "queue_message_drop") == 1
         time.sleep(1.5)  # not a synchronisation: the first message's expiry interval has to pass
         subscriber = RawClient(node.mqtt_port, node.host, 5)
         try:
@@ -290,13 +361,13 @@ def test_an_expired_message_and_a_full_offline_queue_are_counted(tmp_path: Path)
             subscriber.close()
         after = scrape_until(node, lambda now: value(now, "inactive_sessions") == 0 == value(now, "active_sessions"),
                              "the session gone")
-        assert moved(before, after, "queue_message_expired_total") == 1
-        assert moved(before, after, "queue_message_out_total") == 1
-        assert moved(before, after, "queue_message_drop_total") == 1  # still counted: the session is gone
+        assert moved(before, after, "queue_message_expired") == 1
+        assert moved(before, after, "queue_message_out") == 1
+        assert moved(before, after, "queue_message_drop") == 1  # still counted: the session is gone
         rows = node.admin("metrics", "show", "--format=vernemq")
         assert rows.returncode == 0, rows.stderr
-        assert f"counter.queue_message_drop = {int(value(after, 'queue_message_drop_total'))}" in rows.stdout
-        assert f"counter.queue_message_expired = {int(value(after, 'queue_message_expired_total'))}" in rows.stdout
+        assert f"counter.queue_message_drop = {int(value(after, 'queue_message_drop'))}" in rows.stdout
+        assert f"counter.queue_message_expired = {int(value(after, 'queue_message_expired'))}" in rows.stdout
     finally:
         node.stop()
 
@@ -321,7 +392,7 @@ def test_a_takeover_from_another_node_observes_the_handover_duration(pair: list[
         assert value(after, "vmqpy_handover_duration_seconds_sum") > 0
         # n1 told its 5.0 client why it went: DISCONNECT 0x8E (Session taken over)
         assert first.expect(DISCONNECT).reason_code == 0x8E
-        scrape_until(n1, lambda now: moved(before_n1, now, "mqtt_disconnect_sent_total") == 1,
+        scrape_until(n1, lambda now: moved(before_n1, now, "mqtt_disconnect_sent") == 1,
                      "n1 counts the DISCONNECT it sent")
         second.disconnect()
     finally:

@@ -1,15 +1,26 @@
 """A node started from a vernemq.conf as a VerneMQ operator has one (docs/configuration.md, "Starting from a
-vernemq.conf"): VerneMQ's keys start the node, the keys with no meaning here are named in one warning line,
-log.console = both writes the file too, and the limits it sets (listener.max_connections,
-max_subscriptions_per_client) hold for real clients; a misspelled key still stops the start with its line."""
+vernemq.conf"): the default files of VerneMQ 1.13 and 2.2 (tests/data, rebuilt from VerneMQ's schemas) start
+once their paths, addresses and cookie are adapted, naming the keys with no meaning here in one warning line on
+stderr; log.console = both writes the file too, and the limits it sets (listener.max_connections,
+max_subscriptions_per_client, topic_max_depth) hold for real clients; a misspelled key still stops the start
+with its line."""
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from tests.integration.clients import RawClient, unique
-from tests.integration.conftest import free_port, wait_until
-from tests.integration.test_config import Node, nodes, run_start, write_conf  # noqa: F401 (nodes: a fixture)
+from tests.integration.clients import DISCONNECT, RawClient, unique
+from tests.integration.conftest import REPO, free_port, port_open, wait_until
+from tests.integration.test_config import Node, env_for, nodes, run_start, write_conf  # noqa: F401 (nodes: a fixture)
+from vmqpy import config
+
+STOCK = {"1.13": REPO / "tests" / "data" / "vernemq-1.13.conf", "2": REPO / "tests" / "data" / "vernemq-2.conf"}
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("reading a VerneMQ configuration file")]
 
@@ -125,3 +136,134 @@ def test_a_bad_acl_line_stops_the_start_naming_file_and_line(tmp_path):
     result = run_start(write_conf(tmp_path, lines, "vernemq.conf"))
     assert result.returncode == 2, result.stderr
     assert f"{acl}:3:" in result.stderr and "raed" in result.stderr, result.stderr
+
+
+def adapted(stock: Path, tmp_path: Path, port: int) -> Path:
+    """The stock file as an operator adapts it before a first start: the MQTT, admin and cluster addresses, the
+    paths that are relative to VerneMQ's installation directory, the data directory and the cookie. Every other
+    line stays where it is (so the ignored keys keep their line numbers)."""
+    etc, log = tmp_path / "etc", tmp_path / "log"
+    etc.mkdir()
+    (etc / "vmq.acl").write_text("topic #\n")
+    subprocess.run([sys.executable, "-m", "vmqpy", "passwd", str(etc / "vmq.passwd"), "alice", "--password",
+                    "secret-pw"], check=True, cwd=str(REPO), env=env_for(), timeout=30)
+    values = {
+        "listener.tcp.name": f"127.0.0.1:{port}",  # 1.13's MQTT listener, named `name`
+        "listener.vmq.clustering": f"127.0.0.1:{free_port()}",
+        "listener.http.default": f"127.0.0.1:{free_port()}",
+        "vmq_passwd.password_file": str(etc / "vmq.passwd"),
+        "vmq_acl.acl_file": str(etc / "vmq.acl"),
+        "log.console.file": str(log / "console.log"),
+        "distributed_cookie": "a-long-random-secret-0123456789",
+    }
+    lines = []
+    for line in stock.read_text().splitlines():
+        key = line.partition(" = ")[0]
+        lines.append(f"{key} = {values[key]}" if key in values and not line.startswith("#") else line)
+    if not any(line.startswith("listener.tcp.name = ") for line in lines):
+        lines.append(f"listener.tcp.default = 127.0.0.1:{port}")  # 2.x writes no MQTT listener
+    lines.append(f"platform_data_dir = {tmp_path / 'data'}")
+    path = tmp_path / "vernemq.conf"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class StartedNode:
+    """`vmqpy start --config FILE` with stderr kept apart from stdout, stopped (SIGTERM) at the end."""
+
+    def __init__(self, conf: Path):
+        self.stderr_path = conf.with_suffix(".stderr")
+        self.stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "vmqpy", "start", "--config", str(conf)],
+                                     stdout=subprocess.DEVNULL, stderr=self.stderr, cwd=str(REPO), env=env_for(),
+                                     start_new_session=True)
+
+    def wait_listening(self, port: int) -> None:
+        wait_until(lambda: port_open(port) or self.proc.poll() is not None, 20, what=f"port {port}")
+        assert self.proc.poll() is None, f"node exited {self.proc.returncode}: {self.stderr_path.read_text()}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.stderr.close()
+
+
+@pytest.fixture
+def started():
+    running: list[StartedNode] = []
+    yield running
+    for node in running:
+        node.stop()
+
+
+@pytest.mark.parametrize("version", sorted(STOCK))
+def test_a_stock_vernemq_conf_starts(tmp_path, started, version):
+    port = free_port()
+    conf = adapted(STOCK[version], tmp_path, port)
+    node = StartedNode(conf)
+    started.append(node)
+    node.wait_listening(port)
+
+    client = RawClient(port, version=5)
+    client.connect(unique("stock-"), username="alice", password=b"secret-pw")
+    topic = unique("stock/")
+    client.subscribe(topic, qos=1)
+    client.publish(topic, b"served", qos=1)
+    assert client.recv_publishes(1)[0].payload == b"served"
+    anonymous = RawClient(port, version=5)
+    anonymous.connect(unique("anon-"), expect_rc=0x87)  # allow_anonymous = off, as the stock file says
+    client.close()
+    anonymous.close()
+
+    node.stop()
+    stderr = node.stderr_path.read_text().splitlines()
+    warnings = [line for line in stderr if "configuration keys ignored" in line]
+    assert len(warnings) == 1, stderr
+    expected = config.load(conf, environ={}).ignored
+    assert len(expected) > 30
+    for entry in expected:
+        assert entry in warnings[0], f"{entry} not named in {warnings[0]}"
+    named = re.findall(r"([\w.*$]+) \(" + re.escape(str(conf)) + r":(\d+)\)", warnings[0])
+    assert len(named) == len(expected), warnings[0]
+    for key in ("topic_max_depth", "prometheus_namespace", "log.console.rotation.size", "max_inflight_messages"):
+        assert f"{key} (" not in warnings[0], f"{key} is read, not ignored"
+    log_file = tmp_path / "log" / "console.log"
+    assert "node started" in log_file.read_text(), "log.console = file: the log is in log.console.file"
+
+
+def test_topic_max_depth_holds_for_real_clients(tmp_path, nodes):  # noqa: F811
+    port = free_port()
+    lines = [line for line in stock_lines(tmp_path, port) if not line.startswith("max_subscriptions_per_client")]
+    node = Node(write_conf(tmp_path, [*lines, "topic_max_depth = 3"], "vernemq.conf"))
+    nodes.append(node)
+    node.wait_listening(port)
+
+    subscriber = RawClient(port, version=5)
+    subscriber.connect(unique("depth-sub"))
+    ack = subscriber.subscribe("a/b/c", "a/b/c/d", "a/+/#", "$share/g/a/b/c", "$share/g/a/b/c/d", qos=1,
+                               check=False)
+    assert ack.reason_codes == [1, 0x8F, 1, 1, 0x8F], ack
+    v3 = RawClient(port, version=4)
+    v3.connect(unique("depth-v3"))
+    assert v3.subscribe("x/y/z/w", qos=1, check=False).reason_codes == [0x80]
+
+    publisher = RawClient(port, version=5)
+    publisher.connect(unique("depth-pub"))
+    publisher.publish("a/b/c", b"three levels", qos=1)
+    assert subscriber.recv_publishes(1)[0].payload == b"three levels"
+    publisher.publish("a/b/c/d", b"four levels")
+    got = publisher.wait_closed(5)
+    assert [(p.type, p.reason_code) for p in got] == [(DISCONNECT, 0x90)], got
+    v3.publish("a/b/c/d", b"four levels")
+    assert v3.wait_closed(5) == []
+    subscriber.assert_silent(0.3)
+
+    will = RawClient(port, version=5)
+    ack = will.connect(unique("depth-will"), will={"topic": "w/x/y/z", "payload": b"gone"}, expect_rc=None)
+    assert ack.reason_code == 0x90, ack
+    subscriber.close()

@@ -343,7 +343,8 @@ def test_configuration_doc_explains_every_vernemq_key() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     section = doc.partition("## Starting from a vernemq.conf")[2]
     assert section, "docs/configuration.md lacks the section 'Starting from a vernemq.conf'"
-    names = [*vernemq_conf.ALIASES, *vernemq_conf.ONLY_VALUE, *(rule.pattern for rule in vernemq_conf.IGNORED)]
+    names = [*vernemq_conf.ALIASES, *(rule.pattern for rule in vernemq_conf.ONLY_VALUE),
+             *(rule.pattern for rule in vernemq_conf.IGNORED)]
     missing = [name for name in names if f"`{name}`" not in section]
     assert not missing, f"the section 'Starting from a vernemq.conf' of docs/configuration.md lacks {missing}"
 

@@ -55,7 +55,7 @@ from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation
 from vmqpy.mqtt.packets import Subscription
-from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
+from vmqpy.mqtt.topics import parse_shared, too_deep, validate_topic_filter
 from vmqpy.replicas.lineage import Entry
 
 log = structlog.get_logger("vmqpy.broker")
@@ -156,6 +156,7 @@ class Broker:
                 continue
             session = self.new_session(stored.client_id, stored.protocol_level, stored.expiry_interval)
             session.disconnected_at = disconnected_at
+            session.created_at = now
             session.user = stored.user
             if stored.user != UNKNOWN_USER:  # the ACL judges it as its owner (`enforcer`), before its client is back
                 self.enforcer.usernames[stored.client_id] = stored.user
@@ -322,13 +323,17 @@ class Broker:
         """The delayed will of `client_id`, if one waits, is due now: publish it."""
         self.wills.release(client_id, now)
 
-    def disconnect_for_move(self, session: Session, now: float, clean: bool, reason: str) -> None:
-        """Disconnect a live connection of `session`, which goes to another node; its will as for a takeover."""
+    def disconnect_for_move(self, session: Session, now: float, clean: bool, reason: str,
+                            takeover: bool = True) -> None:
+        """Disconnect a live connection of `session`, which goes to another node; its will as for a takeover.
+        `takeover`: a CONNECT of its client id on another node is the cause (counted in `session_taken_over_remote`,
+        docs/operations.md "Takeovers"); False for a session an operator or a leave moves (a handover)."""
         if session.sink is not None:
             log.info(reason + ": disconnecting it here", client_id=session.client_id)
             will, delay = session.sink.take_over()
             session.detach(now)
-            self.metrics["session_taken_over_remote"] += 1
+            if takeover:
+                self.metrics["session_taken_over_remote"] += 1
             if will is not None and (clean or delay <= 0):
                 self.publish_will(will, now)
         if clean:
@@ -498,8 +503,8 @@ class Broker:
             except ValueError:
                 codes.append(failure)
                 continue
-            if not validate_topic_filter(match_filter):
-                codes.append(failure)
+            if not validate_topic_filter(match_filter) or too_deep(match_filter, self.config.topic_max_depth):
+                codes.append(failure)  # 5.0: 0x8F Topic Filter invalid, as for any filter we cannot take
                 continue
             if group is not None and sub.options.no_local:
                 raise ProtocolViolation("no-local set on a shared subscription")

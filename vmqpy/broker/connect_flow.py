@@ -243,9 +243,11 @@ def finish_connect(conn: MQTTConnection, accepted: Accepted, session: Session, p
     observe_connect_latency(metrics, conn.loop.time() - conn._connect_at)
     conn._connect_at = 0.0  # the shared constant again: a float of its own costs an idle connection 24 bytes
     conn._announced = True
-    if logconfig.enabled(logging.INFO):  # else the line's fields and the connection's bound logger are not made
+    # else the line's fields and the connection's bound logger are not made (log.connections = off, or above info)
+    if logconfig.connection_lines():
         conn.log.info("client connected", user=accepted.username, protocol=accepted.level,
                       clean_start=accepted.clean_start, session_present=present, node=conn.broker.node)
+    if logconfig.enabled(logging.DEBUG):
         conn.log.debug("connection granted", keep_alive=accepted.keep_alive, send_window=accepted.send_window,
                        max_packet_out=accepted.max_packet_out)
     conn._aliases_out = conn.machine.state.aliases_out
@@ -294,7 +296,7 @@ def disconnected(conn: MQTTConnection, exc: Exception | None) -> None:
     if session is not None:
         will = None if conn.normal_close else conn.will
         conn.broker.close_session(session, conn, time.time(), will, conn.will_delay)
-    if conn._announced and logconfig.enabled(logging.INFO):
+    if conn._announced and logconfig.connection_lines():
         conn.log.info("client disconnected", user=conn.username, protocol=conn.level, normal=conn.normal_close,
                       reason=None if exc is None else str(exc) or type(exc).__name__, node=conn.broker.node)
 

@@ -107,7 +107,8 @@ class SessionMigration:
         if session is None or session.moving_to is not None or target not in self.known_nodes():
             return False
         if session.sink is not None:
-            broker.disconnect_for_move(session, time.time(), clean=False, reason="session moves to another node")
+            broker.disconnect_for_move(session, time.time(), clean=False, reason="session moves to another node",
+                                       takeover=False)
         session.moving_to = target
         broker.metrics["session_migrations_started"] += 1
         if broker.on_moving is not None:

@@ -19,6 +19,7 @@ from vmqpy.broker.ports import ServePolicy
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.packets import Connect, Properties, Publish
+from vmqpy.mqtt.topics import too_deep
 
 SESSION_EXPIRY_NEVER = 0xFFFFFFFF
 
@@ -82,6 +83,9 @@ def negotiate(connect: Connect, config: Config, auth: CredentialCheck, policy: S
         return Refused(rc.CLIENT_IDENTIFIER_NOT_VALID, "client id too long")
     if connect.will is not None and ("+" in connect.will.topic or "#" in connect.will.topic):
         return Refused(rc.TOPIC_NAME_INVALID, "the will topic contains a wildcard")
+    if connect.will is not None and too_deep(connect.will.topic, config.topic_max_depth):
+        return Refused(rc.TOPIC_NAME_INVALID, f"the will topic is deeper than topic_max_depth = "
+                                              f"{config.topic_max_depth} levels")
     if props.authentication_method is not None:
         return Refused(rc.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported")
     refusal = auth.check(connect.username, connect.password)

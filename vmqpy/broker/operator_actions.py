@@ -1,6 +1,7 @@
 """What an operator does to one client or one retained message through `vmq-admin` (vmqpy.facade answers the
 commands; the broker, vmqpy.broker.broker, does the work): `session disconnect [--cleanup]` and
-`retain delete`. Both act on this node's state; the facade asks every member.
+`retain delete` and `retain delete-expired`. They act on this node's state; the facade asks every member (the
+retained messages are replicated: deleting them on one node deletes them everywhere).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from vmqpy.mqtt import reason_codes as rc
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
 
-__all__ = ["delete_retained", "disconnect"]
+__all__ = ["delete_expired_retained", "delete_retained", "disconnect"]
 
 
 def disconnect(broker: Broker, client_id: str, now: float, cleanup: bool) -> str | None:
@@ -45,3 +46,12 @@ def delete_retained(broker: Broker, topic: str) -> bool:
         return False
     broker.metadata.delete(records.RETAIN, records.retain_key(topic))
     return True
+
+
+def delete_expired_retained(broker: Broker, now: float) -> int:
+    """`vmq-admin retain delete-expired`: remove, cluster-wide, the retained messages whose message expiry
+    interval (MQTT 5.0) passed; they are already no longer delivered, this frees their place. How many."""
+    expired = [topic for topic, message in broker.retained.items() if message.expired(now)]
+    for topic in expired:
+        broker.metadata.delete(records.RETAIN, records.retain_key(topic))
+    return len(expired)

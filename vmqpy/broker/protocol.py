@@ -82,7 +82,7 @@ from vmqpy.mqtt.packets import (
     Unsuback,
     Unsubscribe,
 )
-from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
+from vmqpy.mqtt.topics import parse_shared, too_deep, validate_topic_filter
 
 NO_PACKET_ID = 0
 RETRY_RECHECK = 1.0  # seconds: the soonest a resend is looked at again (a connection that cannot take more)
@@ -264,6 +264,9 @@ class ConnectionMachine:
         if alias is not None:
             assert state.aliases_in is not None  # a 5.0 client's (only 5.0 has properties)
             packet.topic = inbound_topic(state.aliases_in, state.aliases_in_maximum, packet.topic, alias)
+        if too_deep(packet.topic, self.config.topic_max_depth):  # 5.0: DISCONNECT 0x90; 3.1.1: the socket closed
+            raise RemoteProtocolError(f"PUBLISH topic deeper than topic_max_depth = {self.config.topic_max_depth} "
+                                      "levels", rc.TOPIC_NAME_INVALID)
         qos = packet.qos
         packet_id = packet.packet_id or NO_PACKET_ID
         if qos == 2 and packet_id in session.awaiting_release:  # a resend: routed already, not again; answered

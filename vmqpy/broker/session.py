@@ -69,11 +69,11 @@ class Session:
     # A node holds one per client id: no attribute dictionary, and the queues of a client that never needed one
     # are the one shared empty deque (vmqpy.broker.empty_deque) until `_enqueue` or `attach` swaps in their own.
     __slots__ = (
-        "_acked_bytes", "_drain_waiters", "_held", "_next_packet_id", "_next_seq", "_queued_qos0", "awaiting_release",
-        "client_id", "disconnected_at", "dropped", "expiry_interval", "inflight", "journal", "max_bytes",
-        "max_inflight", "max_offline", "max_online", "max_packet_size", "metrics", "moving_to", "overflow_limit",
-        "owner_recorded", "protocol_level", "queue", "queued_bytes", "recent_forwards", "sent_at", "sink",
-        "stalled_since", "subscriptions", "user", "watch_until", "window",
+        "_acked_bytes", "_drain_waiters", "_held", "_next_packet_id", "_next_seq", "_queued_qos0", "attached_at",
+        "awaiting_release", "client_id", "created_at", "disconnected_at", "dropped", "expiry_interval", "inflight",
+        "journal", "max_bytes", "max_inflight", "max_offline", "max_online", "max_packet_size", "metrics", "moving_to",
+        "overflow_limit", "owner_recorded", "protocol_level", "queue", "queued_bytes", "recent_forwards", "sent_at",
+        "sink", "stalled_since", "subscriptions", "user", "watch_until", "window",
     )
 
     def __init__(
@@ -121,6 +121,8 @@ class Session:
         self.user: str | None = UNKNOWN_USER
         self._held: deque[int] = EMPTY  # in-flight packet ids to resend once the window has room (attach)
         self.disconnected_at: float | None = None
+        self.attached_at: float | None = None  # when its connection took it (`vmq-admin session show`)
+        self.created_at: float | None = None  # when this node made or restored it: its first attach, or the load
         self.dropped = 0
         # forward id -> when it was delivered, while the session watches for duplicate forwards (None: it does not)
         self.recent_forwards: dict[int, float] | None = None
@@ -485,6 +487,9 @@ class Session:
         the old one's): the rest wait, in order, for acknowledgements to make room (`pump`); one larger than the
         new connection's Maximum Packet Size is dropped and counted."""
         self.sink = sink
+        self.attached_at = now
+        if self.created_at is None:
+            self.created_at = now
         self.window = max(1, min(window, self.max_inflight))
         self.max_packet_size = max_packet_size
         self.disconnected_at = None

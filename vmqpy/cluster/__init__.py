@@ -4,5 +4,6 @@ Node links (docs/cluster-links.md): `framing` (frames, `FrameDecoder`), `handsha
 the cookie), `frame_auth` (the tag of every frame after the handshake) and `link` (`Link`: one connection with
 heartbeats and silence detection) are sans-I/O; `tcp` (`ClusterNetwork`) is their asyncio driver, `tls_accept`
 its TLS side; `errors` holds the `ClusterError` hierarchy.
-The cluster service on top of them (docs/cluster.md): `service`, `membership`, `view`, `replica_links`.
+The cluster service on top of them (docs/cluster.md): `service`, `membership`, `view`, `replica_links`;
+joining at start-up from `cluster.discovery`: `discovery_plan` (pure) and `discovery` (its task).
 """

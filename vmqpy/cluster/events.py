@@ -1,5 +1,6 @@
 """Recent cluster events of one node, for the status page: members joining and leaving, netsplits detected and
-resolved, sessions taken over by another node.
+resolved, sessions whose owner moved to another node (`session_moved`: a client that connected there, which may
+be a takeover, or a handover when a node leaves; "takeover" is the metric's word alone, docs/operations.md).
 
 A bounded ring (the newest `capacity` events, oldest dropped first), kept in memory only: a restarted node
 starts with an empty list. Each event is a plain dict `{"at": <unix seconds>, "kind": ..., "detail": ...}`
@@ -21,7 +22,7 @@ from vmqpy.cluster.view import View
 __all__ = ["CAPACITY", "KINDS", "ClusterEvents"]
 
 CAPACITY: Final = 50
-KINDS: Final = ("member_joined", "member_left", "netsplit_detected", "netsplit_resolved", "takeover")
+KINDS: Final = ("member_joined", "member_left", "netsplit_detected", "netsplit_resolved", "session_moved")
 
 Event = dict[str, Any]
 
@@ -54,13 +55,13 @@ class ClusterEvents:
             self.record("member_left", f"{name} left the cluster")
 
     def on_session(self, key: Any, old: Any, new: Any) -> None:
-        """A session owner record changed: when its owner moved from one node to another, a takeover."""
+        """A session owner record changed: when its owner moved from one node to another, a session move."""
         if old is None or new is None:
             return
         before, after = records.session_owner(old), records.session_owner(new)
         if before != after:
             client = str(key[1]) if isinstance(key, tuple | list) and len(key) > 1 else str(key)
-            self.record("takeover", f"client {client!r} moved from {before} to {after}")
+            self.record("session_moved", f"the session of client {client!r} moved from {before} to {after}")
 
     def on_view(self, old: View | None, new: View) -> None:
         """The cluster view changed: a netsplit is detected when the node stops being ready (the detail names

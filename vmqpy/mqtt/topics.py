@@ -30,6 +30,11 @@ def validate_topic_name(name: str) -> bool:
     return "+" not in name and "#" not in name and _fits(name)
 
 
+def too_deep(topic: str, max_depth: int) -> bool:
+    """Whether a topic name or filter has more than `max_depth` levels (`topic_max_depth`; 0: no limit)."""
+    return max_depth > 0 and topic.count("/") >= max_depth
+
+
 def validate_topic_filter(topic_filter: str) -> bool:
     """A syntactically valid topic filter: non-empty, "#" only as the whole last level, "+" only as whole
     levels, no U+0000, at most 65535 bytes of UTF-8. Shared-subscription syntax is `parse_shared`'s job."""

@@ -23,8 +23,8 @@ def node_key(data_dir: Path) -> str:
 
 
 @pytest.fixture
-def keys(data_dir: Path, node_key: str) -> KeyStore:
-    return KeyStore(data_dir)
+def keys(data_dir: Path, node_key: str, fake: FakeNode) -> KeyStore:
+    return KeyStore(data_dir, fake)
 
 
 @pytest.fixture

@@ -44,6 +44,7 @@ class FakeNode:
         self.unreachable: set[str] = set()
         self.join_delay = 0.0
         self.calls: list[tuple[Any, ...]] = []
+        self.api_keys: dict[str, Row] = {}  # digest -> record (admin.keys)
         self.acl_error: str | None = None  # what `acl_reload` refuses with (None: it succeeds)
 
     def last_call(self) -> tuple[Any, ...]:
@@ -51,6 +52,22 @@ class FakeNode:
 
     def node_name(self) -> str:
         return self.name
+
+    # the cluster's API keys: a dict stands for the replicated store (one store shared by FakeNodes = one cluster)
+    def api_key_get(self, digest: str) -> Row | None:
+        record = self.api_keys.get(digest)
+        return None if record is None else dict(record)
+
+    def api_key_fold(self) -> list[tuple[str, Row]]:
+        return [(d, dict(r)) for d, r in self.api_keys.items()]
+
+    def api_key_put(self, digest: str, record: Row) -> None:
+        self.calls.append(("api_key_put", digest))
+        self.api_keys[digest] = dict(record)
+
+    def api_key_delete(self, digest: str) -> None:
+        self.calls.append(("api_key_delete", digest))
+        self.api_keys.pop(digest, None)
 
     def cluster_show(self) -> list[Row]:
         return [dict(r) for r in self.members]
@@ -86,10 +103,20 @@ class FakeNode:
         return f"{self.name} is stopping"
 
     async def session_show(
-        self, filters: dict[str, str], per_subscription: bool, limit: int
+        self, filters: list[tuple[str, str, str]], per_subscription: bool, limit: int, per_message: bool = False
     ) -> tuple[list[Row], str | None]:
         self.calls.append(("session_show", filters, per_subscription, limit))
-        return session_table.select(self.sessions, filters, per_subscription, limit), self.session_note
+        rows = session_table.select(self.sessions, filters, per_subscription, limit, per_message)
+        return rows, self.session_note
+
+    async def session_unsubscribe(self, client_id: str, topic_filter: str) -> str:
+        self.calls.append(("session_unsubscribe", client_id, topic_filter))
+        for row in self.sessions:
+            subscriptions = row.get("subscriptions", [])
+            if row["client_id"] == client_id and any(s[0] == topic_filter for s in subscriptions):
+                row["subscriptions"] = [s for s in subscriptions if s[0] != topic_filter]
+                return f"Done\n{client_id} on {row['node']}: unsubscribed from {topic_filter}"
+        raise CommandError(f"{client_id!r} has no subscription {topic_filter!r}", 404)
 
     async def session_disconnect(self, client_id: str, cleanup: bool) -> str:
         self.calls.append(("session_disconnect", client_id, cleanup))
@@ -108,7 +135,10 @@ class FakeNode:
 
     def overview(self) -> Row:
         self.calls.append(("overview",))
-        return {"node": self.node_name(), "time": 0.0, "members": self.cluster_show(),
+        ready, reason = self.ready
+        return {"node": self.node_name(), "time": 0.0, "members": self.cluster_show(), "version": "0.0-fake",
+                "state": "ready" if ready else "not ready", "reason": reason,
+                "serves": ["register", "publish", "subscribe", "unsubscribe"] if ready else [],
                 "groups": [[r["Node"] for r in self.members]], "policy": {"readiness": "all", "serving": True},
                 "events": []}
 
@@ -117,6 +147,12 @@ class FakeNode:
         if self.acl_error is not None:
             raise CommandError(self.acl_error, 400)
         return "ACL /etc/vmq.acl reloaded (3 rules)"
+
+    def retain_delete_expired(self) -> int:
+        self.calls.append(("retain_delete_expired",))
+        expired = [r for r in self.retained if r.get("expired")]
+        self.retained = [r for r in self.retained if not r.get("expired")]
+        return len(expired)
 
     def retain_delete(self, topic: str) -> str:
         self.calls.append(("retain_delete", topic))
@@ -177,6 +213,15 @@ class FakeNode:
         if key not in self.settings:
             raise CommandError(f"unknown setting '{key}'", 404)
         return self.settings[key]
+
+    def setting_rows(self) -> list[Row]:
+        return [{"Setting": k, "Value": v, "Run time": "at once"} for k, v in sorted(self.settings.items())]
+
+    async def set_settings_on(self, pairs: list[tuple[str, str]], node: str | None) -> str:
+        self.calls.append(("set_settings_on", pairs, node))
+        if node is not None and node != self.name:
+            raise CommandError(f"no member {node!r} answered", 404)
+        return "\n".join(f"{self.name}: {key} = {self.set_setting(key, value)}" for key, value in pairs)
 
     def set_setting(self, key: str, value: str) -> str:
         self.calls.append(("set_setting", key, value))

@@ -17,6 +17,7 @@ import pytest
 
 from admin.http import ApiServer, start_api
 from admin.keys import KeyStore
+from admin.scopes import Scope
 from tests.unit.admin.fakes import FakeNode
 
 REPO = Path(__file__).resolve().parents[3]
@@ -85,7 +86,8 @@ def test_json_output_and_env_url_and_key(served: ApiServer, fake: FakeNode, node
     done = vmq_admin(workdir, "session", "show", "--json", env={"VMQ_ADMIN_URL": served.url, "VMQ_API_KEY": node_key})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [
-        {k: r[k] for k in ("client_id", "is_online", "node", "peer_host", "peer_port", "user")} for r in fake.sessions
+        {k: r.get(k) for k in ("client_id", "is_online", "mountpoint", "peer_host", "peer_port", "user", "node")}
+        for r in fake.sessions
     ]
 
 
@@ -187,3 +189,50 @@ def test_a_trace_prints_its_lines(served: ApiServer, fake: FakeNode, node_key: s
     assert done.stdout.splitlines() == ["line 0 of c9", "line 1 of c9", "line 2 of c9"]
     bad = vmq_admin(workdir, "trace", "client", "client-id=c9", "--stop-after=0", env=env)
     assert bad.returncode == 1 and "--stop-after must be more than 0" in bad.stderr
+
+
+# -- the real vmq-admin ------------------------------------------------------------------------------------------
+def node_conf(path: Path, api: ApiServer, data_dir: Path) -> Path:
+    path.write_text(f"nodename = vmq1@127.0.0.1\nlistener.http.default = 0.0.0.0:{api.port}\n"
+                    f"platform_data_dir = {data_dir}\n")
+    return path
+
+
+def test_vmq_admin_with_only_config(served: ApiServer, data_dir: Path, node_key: str, workdir: Path,
+                                    tmp_path: Path) -> None:
+    conf = node_conf(tmp_path / "vmqpy.conf", served, data_dir)
+    done = vmq_admin(workdir, "--config", str(conf), "cluster", "show")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert "vmq1@127.0.0.1" in done.stdout
+    done = vmq_admin(workdir, "api-key", "show", env={"VMQ_CONFIG": str(conf)})
+    assert done.returncode == 0 and "true" in done.stdout, done.stderr
+
+
+def test_vmq_admin_without_arguments_reads_the_default_path(served: ApiServer, data_dir: Path,
+                                                            node_key: str, workdir: Path) -> None:
+    node_conf(workdir / "vmqpy.conf", served, data_dir)
+    done = vmq_admin(workdir, "node", "status")
+    assert done.returncode == 0, done.stderr
+    assert "vmq1@127.0.0.1" in done.stdout
+
+
+def test_vmq_admin_explains_a_missing_config(workdir: Path) -> None:
+    done = vmq_admin(workdir, "--config", "absent.conf", "cluster", "show")
+    assert done.returncode == 2
+    assert "cannot read the node's configuration absent.conf (--config)" in done.stderr
+
+
+def test_vmq_admin_shows_a_scope_refusal(served: ApiServer, keys: KeyStore, workdir: Path) -> None:
+    metrics_key = keys.create(Scope.METRICS)
+    done = vmq_admin(workdir, "--url", served.url, "--api-key", metrics_key, "node", "stop")
+    assert done.returncode == 1
+    assert "'node stop' needs scope 'admin'" in done.stderr and "HTTP 403" in done.stderr
+
+
+def test_an_unreadable_default_config_matters_only_when_needed(served: ApiServer, node_key: str,
+                                                              workdir: Path) -> None:
+    (workdir / "vmqpy.conf").mkdir()  # there, but cannot be read as a file
+    done = vmq_admin(workdir, "cluster", "show")
+    assert done.returncode == 2 and "(the default path)" in done.stderr and "sudo -u vmqpy" in done.stderr
+    done = vmq_admin(workdir, "--url", served.url, "--api-key", node_key, "cluster", "show")
+    assert (done.returncode, done.stderr) == (0, "")

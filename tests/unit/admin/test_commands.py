@@ -25,8 +25,14 @@ from admin.commands import (
 )
 from admin.errors import CommandError
 from admin.keys import KeyStore
+from admin.params import ColumnFilter
 from admin.session_table import COLUMNS, DEFAULT_COLUMNS
 from tests.unit.admin.fakes import FakeNode
+
+
+def EQ(value: str) -> ColumnFilter:
+    return ColumnFilter("=", value)
+
 
 NO_COLUMNS: dict[str, Any] = {**{column.replace("_", "-"): None for column in COLUMNS}, "rowtimeout": 100}
 
@@ -66,14 +72,20 @@ NO_COLUMNS: dict[str, Any] = {**{column.replace("_", "-"): None for column in CO
             ("cluster", "leave"),
             {"node": "b@h", "kill-sessions": True, "interval": 5.0, "timeout": 30.0},
         ),
-        ("session show --client_id=x", ("session", "show"), {**NO_COLUMNS, "client-id": "x", "limit": 100}),
-        ("session show client_id=x", ("session", "show"), {**NO_COLUMNS, "client-id": "x", "limit": 100}),
+        ("session show --client_id=x", ("session", "show"), {**NO_COLUMNS, "client-id": EQ("x"), "limit": 100}),
+        ("session show client_id=x", ("session", "show"), {**NO_COLUMNS, "client-id": EQ("x"), "limit": 100}),
         ("session show", ("session", "show"), {**NO_COLUMNS, "limit": 100}),
-        ("session show client-id=a=b limit=5", ("session", "show"), {**NO_COLUMNS, "client-id": "a=b", "limit": 5}),
+        ("session show client-id=a=b limit=5", ("session", "show"),
+         {**NO_COLUMNS, "client-id": EQ("a=b"), "limit": 5}),
         (  # VerneMQ's column flags: alone, a column to show; with a value, also a filter
             "session show --client_id --is_online=false --peer_host",
             ("session", "show"),
-            {**NO_COLUMNS, "client-id": "", "is-online": "false", "peer-host": "", "limit": 100},
+            {**NO_COLUMNS, "client-id": "", "is-online": EQ("false"), "peer-host": "", "limit": 100},
+        ),
+        (  # VerneMQ's regular expression filter: `=~`
+            "session show --client_id=~^sensor-[0-9]+$ --user",
+            ("session", "show"),
+            {**NO_COLUMNS, "client-id": ColumnFilter("=~", "^sensor-[0-9]+$"), "user": "", "limit": 100},
         ),
         ("session disconnect client-id=x", ("session", "disconnect"), {"client-id": "x", "cleanup": False}),
         ("session disconnect --client_id=x -c", ("session", "disconnect"), {"client-id": "x", "cleanup": True}),
@@ -91,7 +103,9 @@ NO_COLUMNS: dict[str, Any] = {**{column.replace("_", "-"): None for column in CO
         ("node drain", ("node", "drain"), {"rate": 100, "timeout": 300.0}),
         ("node drain --rate=20 -t 90s", ("node", "drain"), {"rate": 20, "timeout": 90.0}),
         ("node stop", ("node", "stop"), {}),
-        ("api-key create", ("api-key", "create"), {}),
+        ("api-key create", ("api-key", "create"), {"scope": "admin", "expires": None}),
+        ("api-key create scope=metrics expires=2027-01-01T00:00:00", ("api-key", "create"),
+         {"scope": "metrics", "expires": "2027-01-01T00:00:00"}),
         ("api-key show", ("api-key", "show"), {}),
         ("api-key delete key=abcdef0123", ("api-key", "delete"), {"key": "abcdef0123"}),
     ],
@@ -137,7 +151,6 @@ def test_settings_words() -> None:
         ("session show client-id=", "bad value '' for 'client-id'"),
         ("retain show topic=a/#/b", "'#' must be a whole level and the last one"),
         ("retain show topic=a/b+", "'+' must be a whole level"),
-        ("show", "'show' needs at least one KEY"),
         ("show a=b", "unknown parameter 'a' for 'show'"),
         ("set", "'set' needs at least one KEY=VALUE"),
         ("set allow_anonymous", "unexpected word 'allow_anonymous' for 'set'"),
@@ -176,8 +189,9 @@ def test_table_shape() -> None:
     posts = {c.name for c in COMMANDS if c.method == "POST"}
     assert posts == {
         "cluster join", "cluster leave", "set", "log level", "api-key create", "api-key delete", "session disconnect",
-        "retain delete", "node drain", "node stop", "acl reload", "session reauthorize", "listener stop",
-        "listener start",
+        "session unsubscribe", "retain delete", "retain delete-expired", "node drain", "node stop", "acl reload",
+        "session reauthorize", "listener stop",
+        "listener start", "api-key add",
     }
     assert {c.method for c in COMMANDS} == {"GET", "POST"}
     assert BY_PATH[("cluster", "status")] is BY_PATH[("cluster", "show")]
@@ -249,7 +263,7 @@ async def test_handlers(ctx: Context, fake: FakeNode) -> None:
     assert await run(ctx, "cluster leave node=vmq2@127.0.0.1 -k -t 9") == Text("vmq2@127.0.0.1 left the cluster")
     assert fake.last_call() == ("cluster_leave", "vmq2@127.0.0.1", True, 5.0, 9.0)
     assert (await run(ctx, "session show client-id=sensor-2")).rows[0]["user"] == "bob"
-    assert fake.last_call() == ("session_show", {"client_id": "sensor-2"}, False, 100)
+    assert fake.last_call() == ("session_show", [("client_id", "=", "sensor-2")], False, 100)
     assert len((await run(ctx, "subscription show limit=1")).rows) == 1
     assert (await run(ctx, "retain show topic=sensors/+/temp")).rows == [{"topic": "sensors/a/temp", "payload": "21.5"}]
     assert (await run(ctx, "metrics show")).rows == [
@@ -270,11 +284,11 @@ async def test_handlers(ctx: Context, fake: FakeNode) -> None:
 
 async def test_session_show_columns_and_filters(ctx: Context, fake: FakeNode) -> None:
     default = (await run(ctx, "session show")).rows
-    assert list(default[0]) == ["client_id", "is_online", "node", "peer_host", "peer_port", "user"]
+    assert list(default[0]) == ["client_id", "is_online", "mountpoint", "peer_host", "peer_port", "user", "node"]
     assert [r["client_id"] for r in default] == ["sensor-1", "sensor-2"]
     asked = await run(ctx, "session show --client_id --is_online=off --user")
     assert asked.rows == [{"client_id": "sensor-2", "is_online": False, "user": "bob"}]
-    assert fake.last_call() == ("session_show", {"is_online": "false"}, False, 100)
+    assert fake.last_call() == ("session_show", [("is_online", "=", "false")], False, 100)
     per_subscription = await run(ctx, "session show --client_id --topic --qos")
     assert per_subscription.rows == [
         {"client_id": "sensor-1", "topic": "cmd/sensor-1/#", "qos": 1},

@@ -32,6 +32,9 @@ ENDPOINTS: list[tuple[str, str]] = [
     ("POST", "/api/v1/node/stop"),
     ("GET", "/api/v1/session/show"),
     ("POST", "/api/v1/session/disconnect?client-id=sensor-1"),
+    ("POST", "/api/v1/session/unsubscribe?client-id=sensor-1&topic=cmd/sensor-1/%23"),
+    ("POST", "/api/v1/retain/delete-expired"),
+    ("GET", "/api/v1/log/show/config"),
     ("POST", "/api/v1/session/reauthorize?client-id=sensor-1&username=alice"),
     ("GET", "/api/v1/listener/show"),
     ("POST", "/api/v1/listener/stop?address=127.0.0.1&port=1883&--kill_sessions"),
@@ -48,6 +51,7 @@ ENDPOINTS: list[tuple[str, str]] = [
     ("POST", "/api/v1/set?max_inflight_messages=7"),
     ("POST", "/api/v1/log/level?level=info"),
     ("POST", "/api/v1/api-key/create"),
+    ("POST", "/api/v1/api-key/add?key=a-key-of-my-own-choosing&scope=read"),
     ("GET", "/api/v1/api-key/show"),
     ("POST", "/api/v1/api-key/delete?key=0123456789"),
 ]
@@ -281,7 +285,9 @@ async def test_error_bodies(
 async def test_unexpected_exception_is_500_json(
     client: aiohttp.ClientSession, api: ApiServer, fake: FakeNode, node_key: str
 ) -> None:
-    async def broken(filters: dict[str, str], per_subscription: bool, limit: int) -> tuple[list[dict[str, Any]], None]:
+    async def broken(
+        filters: list[tuple[str, str, str]], per_subscription: bool, limit: int, per_message: bool = False
+    ) -> tuple[list[dict[str, Any]], None]:
         raise RuntimeError("session table is gone")
 
     fake.session_show = broken  # type: ignore[method-assign]
@@ -324,7 +330,7 @@ async def test_requests_are_logged_without_keys(
     requests = [e for e in logs if e["event"] == "admin_request"]
     assert [(e["method"], e["path"], e["command"], e["status"]) for e in requests] == [
         ("POST", "/api/v1/api-key/delete", "api-key delete", 409),
-        ("GET", "/api/v1/cluster/show", None, 401),
+        ("GET", "/api/v1/cluster/show", "cluster show", 401),  # the command it was for, also when refused
         ("POST", "/api/v1/api-key/create", "api-key create", 200),
     ]
     text = repr(logs)

@@ -20,7 +20,7 @@ from admin.keys import KeyStore, ensure_node_key
 from admin.status_page import MemberRows, render, template_text
 from tests.unit.admin.fakes import FakeNode
 from vmqpy.broker import records
-from vmqpy.cluster.events import CAPACITY, ClusterEvents
+from vmqpy.cluster.events import CAPACITY, KINDS, ClusterEvents
 from vmqpy.cluster.view import View
 
 # -- the template -------------------------------------------------------------------------------------------------
@@ -90,14 +90,15 @@ def session(owner: str) -> list[Any]:
     (None, session("n1"), []),
     (session("n1"), None, []),
     (session("n1"), session("n1"), []),
-    (session("n1"), session("n2"), ["takeover"]),
+    (session("n1"), session("n2"), ["session_moved"]),  # a takeover there or a handover: not only takeovers
 ])
 def test_session_events(old: Any, new: Any, kinds: list[str]) -> None:
     events = ClusterEvents(clock=lambda: 1.0)
     events.on_session(records.session_key("dev-1"), old, new)
     assert [e["kind"] for e in events.recent()] == kinds
     if kinds:
-        assert events.recent()[0]["detail"] == "client 'dev-1' moved from n1 to n2"
+        assert events.recent()[0]["detail"] == "the session of client 'dev-1' moved from n1 to n2"
+    assert "takeover" not in KINDS  # the word has one meaning, the metric's (docs/operations.md, "Takeovers")
 
 
 @pytest.mark.parametrize(("old", "new", "kinds"), [
@@ -123,7 +124,7 @@ def test_unknown_kind_and_bad_capacity_are_refused() -> None:
 def test_the_ring_keeps_the_newest_in_order(capacity: int, count: int) -> None:
     events = ClusterEvents(capacity=capacity)
     for i in range(count):
-        events.record("takeover", str(i), at=float(i))
+        events.record("session_moved", str(i), at=float(i))
     kept = events.recent()
     assert [e["detail"] for e in kept] == [str(i) for i in range(max(0, count - capacity), count)]
     kept.clear()  # a copy: the caller cannot empty the ring
@@ -173,7 +174,7 @@ def node_with(**settings: str) -> FakeNode:
 
 
 async def client_for(node: FakeNode, tmp_path: Path) -> TestClient[Any, Any]:
-    client: TestClient[Any, Any] = TestClient(TestServer(build_app(node, KeyStore(tmp_path))))
+    client: TestClient[Any, Any] = TestClient(TestServer(build_app(node, KeyStore(tmp_path, node))))
     await client.start_server()
     return client
 
@@ -223,3 +224,117 @@ async def test_status_json_joins_the_overview_and_the_rows(tmp_path: Path) -> No
 
 def test_status_page_module_exports() -> None:
     assert status_page.REFRESH_MS == 1000 and status_page.FRESH_WAIT_S < status_page.REFRESH_MS / 1000
+
+
+# -- the headline and /status.json ---------------------------------------------------------------------------------
+
+N1, N2, N3 = "n1@h1", "n2@h2", "n3@h3"
+ALL_OPS = ["register", "publish", "subscribe", "unsubscribe"]
+ALL_RULE = "see cluster.readiness (all: every member must be reachable)"
+MAJORITY_RULE = "see cluster.readiness (majority: this node must be in a majority of members that reach each other)"
+LEFT = "this node left its cluster: `vmq-admin cluster join discovery-node=...` to rejoin"
+
+
+def member(name: str, reachable: bool = True) -> dict[str, Any]:
+    return {"Node": name, "Running": reachable, "Reachable": reachable, "Ready": reachable}
+
+
+def status_doc(state: str = "ready", reason: str = "all 3 members reachable", serves: list[str] | None = None,
+               unreachable: tuple[str, ...] = (), readiness: str = "all",
+               others: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """n1's /status.json: its state, the members it does not reach, and the (node, state) rows of the others."""
+    return {
+        "node": N1, "state": state, "reason": reason, "serves": ALL_OPS if serves is None else serves,
+        "members": [member(N1)] + [member(n, n not in unreachable) for n in (N2, N3)],
+        "policy": {"readiness": readiness, "unreachable": list(unreachable)},
+        "nodes": [{"node": N1, "state": state}] + [{"node": n, "state": s} for n, s in others],
+    }
+
+
+@pytest.mark.parametrize(("doc", "level", "text"), [
+    (status_doc(), "ok", "serving: all 3 members reachable and ready"),
+    ({**status_doc(), "members": [member(N1)]}, "ok", f"serving: {N1} is the only member"),
+    # stop-serving, VerneMQ's default: a member down stops the cluster taking new clients
+    (status_doc("not ready", "not ready: ...", [], (N3,)), "bad", f"not serving: {N3} unreachable, {ALL_RULE}"),
+    (status_doc("not ready", "not ready: ...", [], (N2, N3), "majority"), "bad",
+     f"not serving: {N2}, {N3} unreachable, {MAJORITY_RULE}"),
+    (status_doc("not ready", "not ready: ...", ["publish", "subscribe"], (N3,)), "bad",
+     f"not serving new clients: {N3} unreachable; connected clients may still publish, subscribe "
+     f"(allow_*_during_netsplit), {ALL_RULE}"),
+    (status_doc("not ready", "not ready: ...", ["register", "publish"], (N3,)), "warn",
+     f"partly serving: {N3} unreachable; refuses subscribe, unsubscribe, see allow_*_during_netsplit"),
+    (status_doc("not ready", "not ready: ...", ALL_OPS, (N3,)), "warn",
+     f"serving, consistency traded: {N3} unreachable; both sides of the split take writes, see trade_consistency"),
+    # not ready although every member answers (a view that lags): the node's own reason
+    (status_doc("not ready", "not ready: every member must be reachable; unreachable: ", []), "bad",
+     f"not serving: not ready: every member must be reachable; unreachable: , {ALL_RULE}"),
+    (status_doc("ready", "unreachable: n3@h3", ALL_OPS, (N3,), "majority"), "warn",
+     f"serving: {N3} unreachable; this node is in the majority that serves, see cluster.readiness (majority)"),
+    (status_doc("left", LEFT, []), "bad", f"not serving: {LEFT}"),
+    (status_doc("joining", "joining a cluster: ...", []), "bad", "not serving: joining a cluster: ..."),
+    (status_doc("draining", "draining (draining, 3 connections left)", ALL_OPS[1:]), "warn",
+     f"{N1} takes no new clients: draining (draining, 3 connections left)"),
+    (status_doc(others=((N2, "ready"), (N3, "draining"))), "warn", f"serving; {N3} draining"),
+])
+def test_headline(doc: dict[str, Any], level: str, text: str) -> None:
+    assert status_page.headline(doc) == status_page.Headline(level, text)
+
+
+@pytest.mark.parametrize(("serves", "word"), [
+    (ALL_OPS, "yes"), (list(reversed(ALL_OPS)), "yes"), ([], "no"), (["publish"], "partly"),
+    (ALL_OPS[1:], "partly"), (["unknown"], "no"),
+])
+def test_the_serving_column(serves: list[str], word: str) -> None:
+    assert status_page.serving(serves) == word
+
+
+def overview(state: str = "ready", reachable: bool = True) -> dict[str, Any]:
+    return {"node": N1, "state": state, "reason": "why", "serves": ALL_OPS if state == "ready" else [],
+            "version": "2.0", "members": [member(N1), member(N2, reachable)],
+            "policy": {"readiness": "all", "unreachable": [] if reachable else [N2]}}
+
+
+def test_document_takes_this_nodes_state_fresh_and_each_members_version() -> None:
+    stale_own = {"node": N1, "state": "ready", "reason": "earlier", "serves": ALL_OPS, "version": "1.9"}
+    rows = [stale_own, {"node": N2, "state": "draining", "reason": "d", "serves": ["publish"], "version": "1.9"}]
+    doc = status_page.document(overview("not ready"), rows, None)
+    assert [(m["Node"], m["State"], m["Version"]) for m in doc["members"]] == [(N1, "not ready", "2.0"),
+                                                                             (N2, "draining", "1.9")]
+    assert [(r["node"], r["serving"], r["reason"]) for r in doc["nodes"]] == [(N1, "no", "why"), (N2, "partly", "d")]
+    assert doc["headline"]["level"] == "bad" and "note" not in doc
+    assert rows[0] == stale_own  # the caller's rows are not changed
+
+
+def test_document_leaves_out_the_rows_of_members_it_no_longer_reaches() -> None:
+    rows = [{"node": N1, "serves": ALL_OPS}, {"node": N2, "state": "ready", "serves": ALL_OPS, "version": "2.0"}]
+    doc = status_page.document(overview("not ready", reachable=False), rows, "no answer from x")
+    assert [r["node"] for r in doc["nodes"]] == [N1]
+    assert doc["note"] == f"no answer from x; not reachable from this node: {N2}"
+    assert [(m["State"], m["Version"]) for m in doc["members"]] == [("not ready", "2.0"), ("unreachable", None)]
+    assert doc["headline"] == {"level": "bad", "text": f"not serving: {N2} unreachable, {ALL_RULE}"}
+
+
+def test_a_member_that_has_not_answered_has_no_state_yet() -> None:
+    doc = status_page.document(overview(), [{"node": N1}], None)
+    assert [(m["State"], m["Version"]) for m in doc["members"]] == [("ready", "2.0"), (None, None)]
+
+
+@given(st.lists(st.sampled_from(ALL_OPS), unique=True), st.sets(st.sampled_from((N2, N3))),
+       st.sampled_from(("ready", "not ready", "left", "joining", "draining", "leaving")))
+def test_the_headline_says_not_serving_exactly_when_new_clients_are_refused(
+        serves: list[str], unreachable: set[str], state: str) -> None:
+    top = status_page.headline(status_doc(state, "because", serves, tuple(sorted(unreachable))))
+    # a node that left or joins serves nothing whatever its policy allows (vmqpy.facade.NodeFacade.serves)
+    refuses_clients = state in ("left", "joining") or (state == "not ready" and "register" not in serves)
+    assert top.text.startswith("not serving") == refuses_clients == (top.level == "bad")
+    assert top.level in ("ok", "warn", "bad") and (top.level == "ok") == (top.text.startswith("serving:")
+                                                                          and state == "ready" and not unreachable)
+
+
+def test_a_member_on_an_older_version_reports_only_whether_it_is_ready() -> None:
+    rows: list[dict[str, Any]] = [{"node": N1}, {"node": N2, "ready": False, "reason": "not ready: ...",
+                                                 "version": "0.1.0"}]
+    doc = status_page.document(overview(), rows, None)
+    assert [(r["node"], r["state"], r["serving"]) for r in doc["nodes"]] == [(N1, "ready", "yes"),
+                                                                           (N2, "not ready", "no")]
+    assert doc["headline"] == {"level": "warn", "text": f"serving; {N2} not ready"}

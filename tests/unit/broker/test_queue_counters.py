@@ -24,7 +24,7 @@ def session(metrics: Counter[str], max_inflight: int = 2, max_online: int = 3, m
 
 def counts(metrics: Counter[str]) -> tuple[int, ...]:
     """The four published counters (in, out, drop, expired) of the node keys, as /metrics shows them."""
-    published = {f.name: f.samples[0][1] for f in families({f"broker.{k}": v for k, v in metrics.items()})}
+    published = {f.name: f.samples[0][1] for f in families({f"broker.{k}": v for k, v in metrics.items()}) if f.samples}
     return tuple(int(published.get(key, 0)) for key in KEYS)
 
 
