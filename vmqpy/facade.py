@@ -555,10 +555,14 @@ class NodeFacade:
         return replica
 
     def metadata_dump(self, prefix: str | None) -> list[Row]:
+        """The replica's records, without the API keys: their hashes would let a `read` key test guesses of a key
+        chosen with `api-key add` offline (`api-key show` lists the keys without them)."""
+        if prefix == API_KEYS:
+            raise CommandError(f"the {API_KEYS} records are not dumped; `vmq-admin api-key show` lists the keys", 400)
         dump = self._replica().dump()
         rows: list[Row] = []
         for row in admin_rows.dump_rows(dump):
-            if prefix is None or row["Prefix"] == prefix:
+            if row["Prefix"] != API_KEYS and (prefix is None or row["Prefix"] == prefix):
                 rows.append(row)
         rows.sort(key=lambda r: (r["Prefix"], repr(r["Key"])))
         return rows

@@ -96,6 +96,12 @@ def test_a_read_key_shows_but_does_not_change_and_an_expired_key_is_refused(clus
     shown = n1.admin("api-key", "show", "--json", key=read)
     assert shown.returncode == 0, shown.stderr
     assert read not in shown.stdout and {r["Scope"] for r in json.loads(shown.stdout)} >= {"read", "admin"}
+    # a read key cannot dump the keys' hashes (which would let it test guesses of a key chosen with `add`)
+    dumped = n2.admin("metadata", "dump", "--json", key=read)
+    assert dumped.returncode == 0, dumped.stderr
+    assert "api_key" not in {row["Prefix"] for row in json.loads(dumped.stdout)}
+    only_keys = n2.admin("metadata", "dump", "prefix=api_key", key=read)
+    assert only_keys.returncode == 1 and "HTTP 400" in only_keys.stderr and "api-key show" in only_keys.stderr
     # a key that expires: refused on every node from then on
     past = n1.admin("api-key", "create", "scope=read", "expires=2020-01-01T00:00:00")
     assert past.returncode == 1 and "not in the future" in past.stderr and "HTTP 400" in past.stderr
