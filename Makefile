@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-long venv debian-deps lint typecheck pytest bench bench-deps chaos clean
+.PHONY: demo demo-stop test test-long venv debian-deps lint typecheck pytest bench bench-deps chaos clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,10 @@ debian-deps:
 
 demo: debian-deps venv
 	bash scripts/demo.sh
+
+# Stops the cluster `make demo` left running (by the PIDs it wrote in demo-data/pids).
+demo-stop:
+	bash scripts/demo.sh stop
 
 lint: venv
 	$(BIN)/ruff check vmqpy dvv admin chaos spark_analytics tests bench
@@ -50,12 +54,14 @@ test: debian-deps venv lint typecheck pytest
 
 # The long runs left out of `make test` (README): the pure tests under the randomized profile (new hypothesis
 # examples and simulation seeds each run, 500 examples per property that sets no count of its own), the report on a standalone Spark cluster, a whole tiny `make bench`,
-# the whole model check (every scope, docs/replication.md section 10), 30 leave/rejoin cycles (docs/cluster.md).
+# the whole model check (every scope, docs/replication.md section 10), 30 leave/rejoin cycles (docs/cluster.md),
+# the one-hour soak (docs/operations.md "The soak test": series, slopes and plot in soak-artifacts/).
 test-long: debian-deps venv
 	TEST_PROFILE=long $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal $(PURE_TESTS)
 	LONG_TESTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_spark_cluster.py tests/integration/test_bench_suite.py
 	MODELCHECK_FULL=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests/sim/test_modelcheck.py
 	LEAVE_CYCLES=30 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_leave.py -k cycles
+	SOAK_SECONDS=3600 SOAK_ARTIFACTS=soak-artifacts $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_soak.py
 
 # The chaos suite (docs/chaos.md): every experiment of the suite, in MODE (stop-serving, trade-consistency,
 # majority), on NODES nodes from address BASE; the runs land in chaos-runs/MODE/.

@@ -11,6 +11,17 @@ transaction has been written to the WAL file (it is in the OS page cache), so on
 on a power failure or kernel crash until the next WAL checkpoint (this is what NORMAL trades for
 speed).
 
+Size on disk: the file and its WAL come back to the size of what is live. The database runs with
+``auto_vacuum=INCREMENTAL`` (a file made before is converted once at open, with a VACUUM) and
+``journal_size_limit`` (:attr:`Storage.WAL_LIMIT`); SQLite's own checkpoint every
+:attr:`Storage.CHECKPOINT_PAGES` pages (1 MiB) keeps the WAL from growing while writes go on, and every
+``maintenance_interval`` seconds after a write the writer thread (the only thread that writes, never the
+event loop) returns free pages to the file system (``PRAGMA incremental_vacuum``, at most
+:attr:`Storage.VACUUM_STEP` pages at a time, once more than :attr:`Storage.FREE_PAGES_KEPT` are free) and
+truncates the WAL (``PRAGMA wal_checkpoint(TRUNCATE)``). Without this a burst (an offline queue filled and
+delivered, many retained messages cleared) left its pages in the file and its WAL at its largest size for
+ever (tests/unit/test_storage_bounds.py, tests/integration/test_data_dir_bounds.py).
+
 Errors in the writer thread are not swallowed: they are logged on the ``vmqpy.storage`` structlog
 logger, every pending barrier future fails with a :class:`StorageError` (whose ``__cause__`` is the
 original exception), and every later ``put`` / ``delete`` / ``barrier`` raises :class:`StorageError`.
@@ -92,16 +103,30 @@ class Storage:
     BUSY_TIMEOUT: ClassVar[float] = 5.0
     #: How long ``close()`` waits for the writer thread to finish (seconds).
     CLOSE_TIMEOUT: ClassVar[float] = 30.0
+    #: The WAL file is truncated to this size after a checkpoint (SQLite's ``journal_size_limit``), bytes.
+    WAL_LIMIT: ClassVar[int] = 1 << 20
+    #: SQLite checkpoints the WAL into the database after this many pages (``wal_autocheckpoint``; SQLite's
+    #: default 1,000 pages kept a 4 MiB WAL beside a database of a few hundred KiB).
+    CHECKPOINT_PAGES: ClassVar[int] = 256
+    #: Free pages left in the file for the next writes; above this many, maintenance gives them back.
+    FREE_PAGES_KEPT: ClassVar[int] = 256
+    #: The most pages one maintenance gives back (a bounded pause of the writer thread: 16 MiB of 4 KiB pages).
+    VACUUM_STEP: ClassVar[int] = 4096
 
-    def __init__(self, path: Path, *, max_batch: int = 2000, max_delay: float = 0.002) -> None:
+    def __init__(self, path: Path, *, max_batch: int = 2000, max_delay: float = 0.002,
+                 maintenance_interval: float = 30.0) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be >= 1")
         if max_delay < 0:
             raise ValueError("max_delay must be >= 0")
+        if not maintenance_interval > 0:
+            raise ValueError("maintenance_interval must be > 0")
         self.path = Path(path)
         self.max_batch = max_batch
         self.max_delay = max_delay
-        self.stats: dict[str, int] = {"commits": 0, "ops": 0, "max_batch_seen": 0}
+        self.maintenance_interval = maintenance_interval
+        self.stats: dict[str, int] = {"commits": 0, "ops": 0, "max_batch_seen": 0, "checkpoints": 0,
+                                      "vacuumed_pages": 0, "maintenance_errors": 0}
         self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         # Why put/barrier are refused (None while open and healthy), and the underlying exception.
         self._reject: str | None = "storage is not open"
@@ -120,10 +145,15 @@ class Storage:
             str(self.path), timeout=self.BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
         )
         try:
+            # Before anything creates the file (WAL mode writes its first page): a new file gets incremental
+            # auto-vacuum; on an existing one this does nothing (_incremental_vacuum_mode converts it).
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StorageError(f"cannot enable WAL journal mode on {self.path} (got {mode!r})")
             conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA journal_size_limit={self.WAL_LIMIT}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={self.CHECKPOINT_PAGES}")
         except BaseException:
             conn.close()
             raise
@@ -137,6 +167,7 @@ class Storage:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             writer = self._connect()
             try:
+                self._incremental_vacuum_mode(writer)
                 writer.execute(_SCHEMA)
                 reader = self._connect()
             except BaseException:
@@ -150,6 +181,20 @@ class Storage:
         self._reject = None
         self._thread = threading.Thread(target=self._run, name=f"vmqpy-storage:{self.path.name}", daemon=True)
         self._thread.start()
+
+    def _incremental_vacuum_mode(self, conn: sqlite3.Connection) -> None:
+        """``auto_vacuum=INCREMENTAL``: set on a new file before its first table; a file made without it (by an
+        earlier version) is converted with one VACUUM, which rewrites it (logged, with its size)."""
+        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+            return
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            started = time.monotonic()
+            before = self.path.stat().st_size
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            log.info("storage.converted_to_incremental_vacuum", path=str(self.path), bytes_before=before,
+                     bytes_after=self.path.stat().st_size, seconds=round(time.monotonic() - started, 3))
 
     def close(self) -> None:
         """Commit what is queued, stop and join the writer thread, close the database. Idempotent.
@@ -249,9 +294,18 @@ class Storage:
         monotonic = time.monotonic
         Empty = queue.Empty
         batch: list[tuple[Any, ...]] = []
+        interval = self.maintenance_interval
+        due = 0.0  # when the next maintenance runs; 0: nothing written since the last one
         try:
             while True:
-                item = get()
+                if due:
+                    try:
+                        item = get(timeout=max(0.0, due - monotonic()))
+                    except Empty:
+                        due = monotonic() + interval if self._maintain() else 0.0
+                        continue
+                else:
+                    item = get()
                 batch = [item]
                 kind = item[0]
                 nops = 1 if kind < _BARRIER else 0
@@ -287,6 +341,13 @@ class Storage:
                 batch = []
                 if stop:
                     return
+                if nops:
+                    now = monotonic()
+                    if not due:
+                        due = now + interval
+                    elif now >= due:  # writes without a pause: maintenance between two batches
+                        self._maintain()
+                        due = monotonic() + interval
         except BaseException as exc:  # a bug in this module: never leave waiters hanging
             self._mark_failed(exc, len(batch))
             self._fail(exc, batch)
@@ -336,6 +397,30 @@ class Storage:
         for item in batch:
             if item[0] >= _BARRIER:
                 _resolve(item[1], None)
+
+    def _maintain(self) -> bool:
+        """Give free pages back to the file system and truncate the WAL (writer thread, between batches); whether
+        there is more to do (more free pages than one step, or the checkpoint could not finish). A failure here
+        loses nothing (every write is committed): it is logged and counted, and writes go on."""
+        conn = self._writer
+        if conn is None or self._failed:
+            return False
+        try:
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            if free > self.FREE_PAGES_KEPT:
+                pages = min(free, self.VACUUM_STEP)
+                # Run to its end by sqlite3_exec: the module's execute() steps a statement without result
+                # columns once, and this one frees one page per step.
+                conn.executescript(f"PRAGMA incremental_vacuum({pages});")
+                self.stats["vacuumed_pages"] += free - conn.execute("PRAGMA freelist_count").fetchone()[0]
+            busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                self.stats["checkpoints"] += 1
+            return bool(busy) or free > self.FREE_PAGES_KEPT + self.VACUUM_STEP
+        except sqlite3.Error as exc:
+            self.stats["maintenance_errors"] += 1
+            log.warning("storage.maintenance_failed", path=str(self.path), error=repr(exc))
+            return False
 
     @staticmethod
     def _apply(conn: sqlite3.Connection, batch: list[tuple[Any, ...]]) -> None:
