@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from admin.command import Context
 from admin.http import ApiServer, start_api
 from admin.keys import KeyStore, ensure_node_key
 from tests.unit.admin.fakes import FakeNode
@@ -47,6 +48,12 @@ def fake() -> FakeNode:
         {"prefix": "retain", "key": "sensors/a/temp", "value": "21.5"},
     ]
     return node
+
+
+@pytest.fixture
+def ctx(fake: FakeNode, keys: KeyStore) -> Context:
+    """The handlers' context on the FakeNode, for commands run without HTTP (`fakes.run`)."""
+    return Context(fake, keys)
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from admin import session_table
+from admin.command import Context, execute
+from admin.commands import parse_command
 from admin.errors import CommandError
 
 Row = dict[str, Any]
@@ -234,3 +236,9 @@ class FakeNode:
             raise CommandError(f"bad value for {key}: expected a whole number, got {value!r}", 400)
         self.settings[key] = value
         return value
+
+
+async def run(ctx: Context, line: str) -> Any:
+    """The command `line` (its words split at spaces) executed by its handler, without HTTP."""
+    cmd, args = parse_command(line.split())
+    return await execute(cmd, args, ctx)

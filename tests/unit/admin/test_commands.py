@@ -27,7 +27,7 @@ from admin.errors import CommandError
 from admin.keys import KeyStore
 from admin.params import ColumnFilter
 from admin.session_table import COLUMNS, DEFAULT_COLUMNS
-from tests.unit.admin.fakes import FakeNode
+from tests.unit.admin.fakes import FakeNode, run
 
 
 def EQ(value: str) -> ColumnFilter:
@@ -246,16 +246,6 @@ def test_result_json_shapes() -> None:
 
 
 # -- handlers against the FakeNode, without HTTP --------------------------------------------------------------------
-async def run(ctx: Context, argv: str) -> Any:
-    cmd, args = parse_command(argv.split())
-    return await execute(cmd, args, ctx)
-
-
-@pytest.fixture
-def ctx(fake: FakeNode, keys: KeyStore) -> Context:
-    return Context(fake, keys)
-
-
 async def test_handlers(ctx: Context, fake: FakeNode) -> None:
     assert await run(ctx, "cluster status") == Table(fake.cluster_show())
     assert await run(ctx, "cluster join discovery-node=vmq2@127.0.0.1") == Text("Done")

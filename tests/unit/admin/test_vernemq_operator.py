@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -13,24 +12,14 @@ from hypothesis import strategies as hs
 
 from admin.cli.main import command_help
 from admin.command import Context
-from admin.commands import BY_PATH, canonical_words, execute, parse_args, parse_command, query_to_words, words_to_query
+from admin.commands import BY_PATH, canonical_words, parse_args, parse_command, query_to_words, words_to_query
 from admin.errors import CommandError
 from admin.keys import KeyStore
 from admin.params import ColumnFilter
 from admin.results import Table, Text
-from tests.unit.admin.fakes import FakeNode
+from tests.unit.admin.fakes import FakeNode, run
 from vmqpy import config as config_module
 from vmqpy import runtime_settings
-
-
-async def run(ctx: Context, line: str) -> Any:
-    cmd, args = parse_command(line.split())
-    return await execute(cmd, args, ctx)
-
-
-@pytest.fixture
-def ctx(fake: FakeNode, keys: KeyStore) -> Context:
-    return Context(fake, keys)
 
 
 async def test_regex_filter_keeps_what_it_matches(ctx: Context, fake: FakeNode) -> None:
