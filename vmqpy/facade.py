@@ -51,10 +51,6 @@ NODE_STATES = (READY, "not ready", "joining", "draining", "leaving", "left")
 NO_NEW_CLIENTS = frozenset({"draining", "leaving", "left"})
 UNSUBSCRIBE = "unsubscribe"
 SET = "set"  # `vmq-admin set KEY=VALUE --all` / `--node=NAME`: the member changes its own setting
-READY = "ready"
-#: a node's states as `node_state` names them (its /health answers 200 only when ready)
-NODE_STATES = (READY, "not ready", "joining", "draining", "leaving", "left")
-NO_NEW_CLIENTS = frozenset({"draining", "leaving", "left"})
 
 
 API_KEYS = "api_key"  # the cluster's API keys (admin.keys): (sha256 hex,) -> [stamp, record]

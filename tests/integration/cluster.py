@@ -75,11 +75,25 @@ class ClusterNode(Node):
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """`GET /health` on this node: the status and the JSON body (503 answers included)."""
+        return self.get("/health")
+
+    def get(self, path: str, key: str | None = None) -> tuple[int, Any]:
+        """`GET path` on this node's HTTP API, with `key` in the x-api-key header: the status and the JSON body
+        (error answers included)."""
+        request = urllib.request.Request(self.url + path, headers={"x-api-key": key} if key else {})
         try:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=5) as answer:
+            with urllib.request.urlopen(request, timeout=10) as answer:
                 return answer.status, json.loads(answer.read())
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
+            with exc:
+                return exc.code, json.loads(exc.read())
+
+    def rows(self, *args: str) -> list[dict[str, Any]]:
+        """The rows of `vmq-admin ARGS --json` against this node (the command must succeed)."""
+        answer = self.admin(*args, "--json")
+        assert answer.returncode == 0, answer.stderr
+        found: list[dict[str, Any]] = json.loads(answer.stdout)
+        return found
 
     def client(self, version: int = 5, client_id: str = "", **kw: Any) -> PahoClient:
         c = PahoClient(self.mqtt_port, version, client_id, host=self.host, **kw)

@@ -18,7 +18,6 @@ from paho.mqtt.properties import Properties
 from tests.integration.clients import RawClient
 from tests.integration.cluster import ClusterNode
 from tests.integration.conftest import wait_until
-from tests.integration.test_admin_cluster import http, rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("VerneMQ's operator command lines")]
 
@@ -31,7 +30,7 @@ def run(node: ClusterNode, line: str) -> str:
 
 
 def table(node: ClusterNode, line: str) -> list[dict[str, Any]]:
-    return rows(node, *shlex.split(line))
+    return node.rows(*shlex.split(line))
 
 
 def test_verneMQs_command_lines_run_as_written(pair: list[ClusterNode]) -> None:
@@ -74,11 +73,11 @@ def test_verneMQs_command_lines_run_as_written(pair: list[ClusterNode]) -> None:
     key = n2.api_key()
     for path in ("/api/v1/session/show?--client_id&--is_online", "/api/v1/sessions", "/api/v1/cluster",
                  "/api/v1/listeners"):
-        status, body = http(n2, path, key)
+        status, body = n2.get(path, key)
         assert status == 200 and body["type"] == "table" and body["table"], path
     for path in ("/health", "/health/ping", "/health/listeners"):
-        assert http(n2, path)[0] == 200, path
-    assert http(n2, "/status.json", key)[0] == 200
+        assert n2.get(path)[0] == 200, path
+    assert n2.get("/status.json", key)[0] == 200
     request = urllib.request.Request(n1.url + "/metrics", headers={"Authorization": f"Bearer {n1.api_key()}"})
     with urllib.request.urlopen(request, timeout=10) as answer:
         assert b"mqtt_connect_received" in answer.read()
@@ -86,9 +85,9 @@ def test_verneMQs_command_lines_run_as_written(pair: list[ClusterNode]) -> None:
     run(n1, f"listener stop address={n1.host} port={n1.mqtt_port} -k")
     wait_until(lambda: table(n2, "session show --client_id=vc-a --is_online") == [
         {"client_id": "vc-a", "is_online": False}], 10, what="vc-a disconnected by the listener stop")
-    assert http(n1, "/health/listeners")[0] == 503
+    assert n1.get("/health/listeners")[0] == 503
     run(n1, f"listener restart address={n1.host} port={n1.mqtt_port}")
-    assert http(n1, "/health/listeners")[0] == 200
+    assert n1.get("/health/listeners")[0] == 200
 
     run(n2, "session disconnect client-id=vc-a --cleanup")
     wait_until(lambda: table(n2, "session show --client_id=vc-a") == [], 10, what="vc-a's session removed")
@@ -145,7 +144,7 @@ def test_session_columns_of_verneMQs_table_and_its_regex_filter(pair: list[Clust
 
     # a bad expression is refused with its cause, on the command line and over HTTP
     assert "not a regular expression" in refused(n2, "session show --client_id=~(")
-    status, body = http(n2, "/api/v1/session/show?--client_id=~%28", n2.api_key())
+    status, body = n2.get("/api/v1/session/show?--client_id=~%28", n2.api_key())
     assert status == 400 and "not a regular expression" in body["error"]
 
 
