@@ -32,9 +32,12 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy --strict dvv vmqpy admin chaos tests/unit
 
-# Two runs: the pure tests (tests/unit, tests/sim: CPU-bound, no sockets shared between tests) on both cores with
-# pytest-xdist, then everything else one test at a time (real nodes on fixed addresses, iptables chains). Both
-# always run; the target fails if either does. The sources are compiled to bytecode first: every node process,
+# Three runs: the pure tests (tests/unit, tests/sim: CPU-bound, no sockets shared between tests) on both cores with
+# pytest-xdist; then the integration and Spark tests on INTEGRATION_WORKERS xdist workers (mostly waiting on node
+# processes: more workers than cores), each worker with its own loopback block, iptables chain and port slice,
+# whole modules per worker, the modules that name fixed addresses one after another (tests/lanes.py); last the
+# `serial` modules, which measure a client's latency or the broker's CPU, alone. All always run; the target fails
+# if any does. The sources are compiled to bytecode first: every node process,
 # `vmq-admin` call and chaos run is a new interpreter, which otherwise compiles every module it imports again
 # when bytecode is not written (PYTHONDONTWRITEBYTECODE, as on CI), ~0.25 s of CPU per node start.
 # TEST_PROFILE (tests/randomness.py): `ci`, derandomized (hypothesis draws the same examples on every machine, seeded
@@ -42,12 +45,15 @@ typecheck: venv
 PURE_TESTS := tests/unit tests/sim
 COMPILED := vmqpy dvv admin chaos spark_analytics bench tests
 TEST_PROFILE ?= ci
+INTEGRATION_WORKERS ?= 4
+OTHER_TESTS := $(addprefix --ignore=,$(PURE_TESTS)) tests
 pytest: venv
 	@$(BIN)/python -m compileall -q -j 2 $(COMPILED) >/dev/null || true  # a module that does not compile fails in pytest
 	@export TEST_PROFILE=$(TEST_PROFILE); status=0; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist worksteal $(PURE_TESTS) || status=$$?; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(addprefix --ignore=,$(PURE_TESTS)) tests \
-		|| status=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 -n $(INTEGRATION_WORKERS) --dist loadscope \
+		-m "not serial" $(OTHER_TESTS) || status=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m serial $(OTHER_TESTS) || status=$$?; \
 	exit $$status
 
 test: debian-deps venv lint typecheck pytest

@@ -18,20 +18,45 @@ Two collections answer it:
   there it stayed: RSS grew ~6 KiB a request for ever (docs/security.md). A full collection walks only what the node
   built since its last freeze (`gc.freeze` at start and after bulk loads), and runs at most once per `FULL_AFTER`
   seconds however many requests are refused, so an attacker cannot make it cost more than that.
+
+After the full collection, `trim_heap` hands what it freed back to the system: glibc's `malloc_trim(0)`, bound here
+as vmqpy.heap_trim binds it for the node (admin imports nothing of vmqpy; docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import gc
 from collections.abc import Callable
-
-from vmqpy import heap_trim
 
 COLLECT_EVERY = 100  # refused requests between two collections of the two younger generations
 FULL_AFTER = 1.0  # seconds from a refusal to the full collection it schedules (at most one pending)
 
 Schedule = Callable[[float, Callable[[], None]], object]
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        function = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None  # not glibc (musl, macOS): nothing to hand back this way
+    function.argtypes = [ctypes.c_size_t]
+    function.restype = ctypes.c_int
+    trim_function: Callable[[int], int] = function
+    return trim_function
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def trim_heap() -> bool:
+    """Hand the C allocator's free memory back to the system; False where the C library cannot."""
+    if _MALLOC_TRIM is None:
+        return False
+    _MALLOC_TRIM(0)
+    return True
 
 
 def _call_later(delay: float, callback: Callable[[], None]) -> object:
@@ -40,11 +65,11 @@ def _call_later(delay: float, callback: Callable[[], None]) -> object:
 
 class YoungGarbage:
     """Counts refused requests; `refused()` runs `collect(1)` once every `every` of them, and schedules one full
-    `collect(2)`, followed by `trim()` (vmqpy.heap_trim), `full_after` seconds later unless one is pending."""
+    `collect(2)`, followed by `trim()` (`trim_heap`), `full_after` seconds later unless one is pending."""
 
     def __init__(self, every: int = COLLECT_EVERY, collect: Callable[[int], int] = gc.collect,
                  full_after: float = FULL_AFTER, schedule: Schedule = _call_later,
-                 trim: Callable[[], bool] = heap_trim.trim) -> None:
+                 trim: Callable[[], bool] = trim_heap) -> None:
         if every < 1:
             raise ValueError(f"every must be at least 1, not {every!r}")
         if full_after <= 0:

@@ -25,7 +25,7 @@ from typing import Any
 
 import vmqpy
 from vmqpy.metadata import messages
-from vmqpy.metadata.replica import Output, Replica, Send
+from vmqpy.metadata.replica import Output, Replica, SendTo
 
 
 def catch_up(keys: int, limit_s: float) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def catch_up(keys: int, limit_s: float) -> dict[str, Any]:
         t = time.thread_time()
         out: list[Output] = outputs()
         calls.append((f"{node}:{kind}", time.thread_time() - t))
-        inbox.extend((o.peer, node, messages.encode(o.message)) for o in out if isinstance(o, Send))
+        inbox.extend((o.peer, node, messages.encode(o.message)) for o in out if isinstance(o, SendTo))
 
     t0 = time.monotonic()
     call("set_peers", "x", lambda: x.set_peers(["a"]))

@@ -24,15 +24,15 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from vmqpy.broker import records
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.session import SubEntry
 from vmqpy.cluster.forward_driver import ForwardDriver
 from vmqpy.cluster.framing import FrameType
 from vmqpy.config import Config
 from vmqpy.mqtt.packets import SubOptions, Subscription
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import SubEntry
 from vmqpy.storage import Storage
 
 Handler = Callable[[Any, Any, Any], None]
@@ -152,7 +152,7 @@ class Node:
         self.driver = ForwardDriver(self.links, self.broker.deliver_forwarded)
         self.broker.forwarder = self.driver  # type: ignore[assignment]  # the driver has the Forwarder's methods
         if batches:
-            self.driver.deliver_batch = self.broker.deliver_forwards
+            self.driver.deliver_batch = self.broker.forwards.deliver_batch
 
     def subscribe(self, client_id: str, topic: str, qos: int) -> CountingSink:
         sink = CountingSink()
@@ -174,7 +174,7 @@ MODES = ("same node", "cross node, one by one", "cross node, batches")
 def one_round(mode: str, qos: int, messages: int, pairs: int, batch: int) -> float:
     """CPU seconds per message of `messages` publishes, `batch` per turn of the loop, in one of `MODES`: the
     receiving node delivers a frame's forwards one call each (`Broker.deliver_forwarded`, as before 2026-11-27's
-    fourth session) or in one call (`Broker.deliver_forwards`)."""
+    fourth session) or in one call (`Forwards.deliver_batch`)."""
     cross = mode != MODES[0]
     with TemporaryDirectory() as tmp:
         a, b = Node("a", Path(tmp)), Node("b", Path(tmp), batches=mode == MODES[2])

@@ -36,10 +36,10 @@ from bench.bench_retained import PAYLOAD, topic_of
 from bench.curves_common import CurveNode
 from vmqpy import config as config_module
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.cluster.membership import load_incarnation
 from vmqpy.node import Node
+from vmqpy.sessions.message import Message
 
 SYNC_EVERY = 20_000
 

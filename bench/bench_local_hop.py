@@ -41,11 +41,11 @@ from typing import Any
 from bench.loadgen import Scenario, monotonic_ns, summarize
 from bench.loadgen.runner import _recv_all  # the controller's wait for every worker, reused as is
 from bench.loadgen.worker import READY_TIMEOUT, run_worker
-from vmqpy.broker.message import Message
-from vmqpy.broker.records import forward_record, parse_forward
 from vmqpy.cluster.forwarding import pack_batch, unpack_batch
 from vmqpy.cluster.frame_auth import FrameOpener, FrameSealer
 from vmqpy.cluster.framing import NEED_DATA, FrameDecoder, FrameType, encode_frame
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.records import forward_record, parse_forward
 
 TICKS = os.sysconf("SC_CLK_TCK")
 KEY = bytes(range(32))  # the HMAC key of the bench link (both ends know it; nothing secret)

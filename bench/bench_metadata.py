@@ -22,7 +22,7 @@ import msgpack
 from vmqpy.metadata import messages
 from vmqpy.metadata.memory_network import MemoryNetwork
 from vmqpy.metadata.messages import SyncReply, SyncRequest
-from vmqpy.metadata.replica import T_DOTS, T_OBJ, Persist, Replica, Send
+from vmqpy.metadata.replica import T_DOTS, T_OBJ, Persist, Replica, SendTo
 
 VALUE = b"v" * 100  # a 100-byte value (102 bytes of msgpack)
 
@@ -72,12 +72,14 @@ def bench_exchange_bytes(total: int, missing: int) -> dict[str, Any]:
     sent = received = rounds = objects = 0
     outputs = b.exchange_now("a", 10.0)
     while True:
-        requests = [o for o in outputs if isinstance(o, Send) and isinstance(o.message, SyncRequest)]
+        requests = [o for o in outputs if isinstance(o, SendTo) and isinstance(o.message, SyncRequest)]
         if not requests:
             break
         request = requests[0].message
         sent += len(messages.encode(request))
-        replies = [o for o in a.receive("b", request, 10.0) if isinstance(o, Send) and isinstance(o.message, SyncReply)]
+        replies = [
+            o for o in a.receive("b", request, 10.0) if isinstance(o, SendTo) and isinstance(o.message, SyncReply)
+        ]
         reply = replies[0].message
         assert isinstance(reply, SyncReply)
         data = messages.encode(reply)

@@ -5,6 +5,7 @@ closes, so every port handed out here is remembered for the life of the process 
 from __future__ import annotations
 
 import ipaddress
+import random
 import socket
 
 from chaos.errors import HarnessError
@@ -12,6 +13,39 @@ from chaos.errors import HarnessError
 ATTEMPTS = 100  # probes before giving up on finding a port
 
 _handed_out: set[tuple[str, int]] = set()
+_slice = (0, 1)  # (index, count): only ports whose remainder modulo count is index are handed out
+#: Where a slice's ports are drawn from: below Linux's default ephemeral range (32768-60999), so a port handed out
+#: is never one the kernel gives a client socket as its source port in the meantime.
+SLICE_PORTS = range(20000, 32768)
+
+
+def use_slice(index: int, count: int) -> None:
+    """Hand out only ports `p` of SLICE_PORTS with `p % count == index`: `count` processes that each take their own
+    `index` (parallel test workers) never hand out one port twice, even when they probe at the same moment. (The
+    kernel's own choice for a bind to port 0 cannot be sliced: it prefers even ports.)"""
+    global _slice
+    if not 0 <= index < count:
+        raise ValueError(f"slice {index} of {count}")
+    _slice = (index, count)
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _candidate(host: str) -> int:
+    """A port to try: the kernel's free choice, or with a slice a random port of the slice that can be bound now
+    (0 when the drawn one cannot)."""
+    index, count = _slice
+    if count == 1:
+        return _probe(host)
+    port = SLICE_PORTS.start + index + count * random.randrange(len(SLICE_PORTS) // count)
+    return port if _bindable(host, port) else 0
 
 
 def loopback(address: str) -> str:
@@ -35,8 +69,8 @@ def _probe(host: str) -> int:
 def free_port(host: str) -> int:
     """A port free on `host` that this process never handed out before."""
     for _ in range(ATTEMPTS):
-        port = _probe(host)
-        if (host, port) not in _handed_out:
+        port = _candidate(host)
+        if port and (host, port) not in _handed_out:
             _handed_out.add((host, port))
             return port
     raise HarnessError(f"no free port on {host} that was not handed out before")
@@ -57,8 +91,8 @@ def common_port(hosts: list[str]) -> int:
     """One port free on every address of `hosts`, handed out on all of them (the fault proxy listens on each
     node's address on every other node's cluster port)."""
     for _ in range(ATTEMPTS):
-        port = _probe(hosts[0])
-        if all((h, port) not in _handed_out for h in hosts) and port_free_on_all(port, hosts):
+        port = _candidate(hosts[0])
+        if port and all((h, port) not in _handed_out for h in hosts) and port_free_on_all(port, hosts):
             _handed_out.update((h, port) for h in hosts)
             return port
     raise HarnessError("no port free on every node address")

@@ -17,7 +17,11 @@ from typing import Any
 
 import pytest
 
-from tests import randomness
+# The tests' helper modules (fakes, clusters, clients, checkers) assert too: their failures get pytest's messages.
+pytest.register_assert_rewrite("tests.unit", "tests.sim", "tests.integration", "tests.spark")
+
+from chaos import ports  # noqa: E402  (after the registration: helpers imported from here on are rewritten)
+from tests import lanes, randomness  # noqa: E402
 
 randomness.load()
 
@@ -30,6 +34,33 @@ CHAOS_SEED = 7
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"vmqpy test profile: {randomness.PROFILE} (TEST_PROFILE; tests/randomness.py)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "serial: measures latency or CPU; runs alone, after the parallel pass (tests/lanes.py)")
+    worker = lanes.Worker.current()
+    if worker.parallel:
+        ports.use_slice(worker.index, worker.count)  # no two workers hand out one port
+
+
+TESTS = Path(__file__).resolve().parent
+LANED = (TESTS / "integration", TESTS / "spark")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`serial` for the integration modules that measure (tests/lanes.py), before `-m` deselects."""
+    for item in items:
+        if item.path.stem in lanes.SERIAL and any(folder in item.path.parents for folder in LANED):
+            item.add_marker(pytest.mark.serial)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadscope` with the lanes' groups as scopes (tests/lanes.py); the other modes are xdist's own."""
+    if config.getvalue("dist") == "loadscope":
+        return lanes.LaneScheduling(config, log)
+    return None
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -16,12 +16,13 @@ from admin import session_table
 from admin.errors import CommandError
 from vmqpy import __version__, admin_rows, runtime_settings
 from vmqpy import config as config_module
-from vmqpy.broker import operator_actions, records
+from vmqpy.broker import operator_actions
 from vmqpy.broker.trace import Trace, TraceOptions
 from vmqpy.cluster.admin_calls import AdminCalls, Answers, Handler
 from vmqpy.cluster.errors import CommandRefused
 from vmqpy.cluster.policy import LEFT_REASON, OPERATIONS
 from vmqpy.mqtt.topics import validate_topic_filter, validate_topic_name
+from vmqpy.sessions import records
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
@@ -112,10 +113,15 @@ class NodeFacade:
         departure: Departure | None = None,
         lifecycle: Lifecycle | None = None,
         events: ClusterEvents | None = None,
+        collector: Callable[[], dict[str, int | float]] | None = None,
+        queue_replicas: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         """`config` gives the configuration in force and `apply_setting` changes it (`vmq-admin set`);
         `connections` holds the live MQTT connections; `cluster`, `registration` and `departure` are there when
-        the node has a cluster listener."""
+        the node has a cluster listener. `collector`: the garbage collector's counters (vmqpy.gc_watch);
+        `queue_replicas`: the queue replicas' counters (vmqpy.replicas; None: `queue.replicas = 1`). With a
+        cluster, the questions other members put to this node come through `admin_calls` (node.py registers its
+        ops in the cluster's control table)."""
         self._config = config
         self._apply_setting = apply_setting
         self._broker = broker
@@ -128,18 +134,20 @@ class NodeFacade:
         self._departure = departure
         self._lifecycle = lifecycle
         self._events = events
-        self.queue_replicas: Callable[[], dict[str, int]] | None = None  # vmqpy.replicas: node.py sets it
-        self.collector: Callable[[], dict[str, int | float]] | None = None  # vmqpy.gc_watch: node.py sets it
+        self.queue_replicas = queue_replicas
+        self.collector = collector
         self._exchanges_seen: tuple[int, float | None] = (0, None)  # (exchanges completed, when seen moving)
         self._handlers: dict[str, Handler] = {
             SESSIONS: self._local_sessions, DISCONNECT: self._local_disconnect,
             REAUTHORIZE: self._local_reauthorize, STATUS: self._local_status,
             UNSUBSCRIBE: self._local_unsubscribe, SET: self._local_set,
         }
-        self._calls: AdminCalls | None = None
-        if cluster is not None:
-            self._calls = AdminCalls(cluster, self._handlers)
-            cluster.control_handlers.append(self._calls.on_control)
+        self._calls = None if cluster is None else AdminCalls(cluster, self._handlers)
+
+    @property
+    def admin_calls(self) -> AdminCalls | None:
+        """The questions this node puts to every member and answers (vmqpy.cluster.admin_calls); None alone."""
+        return self._calls
 
     def node_name(self) -> str:
         return self._config().nodename
@@ -536,7 +544,7 @@ class NodeFacade:
             ("metadata", replica.stats if replica is not None else None),
             ("cluster", cluster.stats if cluster is not None else None),
             ("registration", registration.stats if registration is not None else None),
-            ("queue_replica", self.queue_replicas), ("process", self.collector)]  # node.py sets the last two
+            ("queue_replica", self.queue_replicas), ("process", self.collector)]
         for prefix, stats in sources:
             if stats is not None:
                 out.update({f"{prefix}.{k}": v for k, v in stats().items()})

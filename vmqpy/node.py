@@ -19,22 +19,27 @@ from admin.http import start_api
 from admin.keys import KeyStore, ensure_node_key, migrate_file_keys
 from vmqpy import config as config_module
 from vmqpy import logconfig, sdnotify
-from vmqpy.broker import records, systree
+from vmqpy.broker import systree
 from vmqpy.broker.address_limit import AddressLimits
 from vmqpy.broker.auth import Authenticator, parse_password_file
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.listener_control import ListenerControl
 from vmqpy.broker.listeners import Listeners
+from vmqpy.broker.live_connections import LiveConnections
 from vmqpy.broker.login_pool import LoginPool
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.systree import SysTreePublisher
 from vmqpy.broker.tls import ClusterContexts, ListenerContexts, cluster_contexts, https_context
 from vmqpy.broker.tls import settings_of as tls_settings_of
+from vmqpy.cluster.admin_calls import AdminCalls
+from vmqpy.cluster.controls import ControlTable
 from vmqpy.cluster.departure import Departure
 from vmqpy.cluster.discovery import Discovery
 from vmqpy.cluster.discovery_plan import Situation, peers_of
 from vmqpy.cluster.events import ClusterEvents
+from vmqpy.cluster.forward_driver import ForwardDriver
+from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.leaving import LeaveState
 from vmqpy.cluster.membership import DEPARTED as MEMBERSHIP_DEPARTED
 from vmqpy.cluster.membership import MEMBERSHIP as MEMBERSHIP_PREFIX
@@ -62,13 +67,24 @@ from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import latest_stamp
 from vmqpy.metadata.service import MetadataService
 from vmqpy.node_tick import background, ticking
+from vmqpy.replicas.audit import EVENT as REPLICA_AUDIT
+from vmqpy.replicas.failover import Failover
+from vmqpy.replicas.owner import QueueReplicator
+from vmqpy.replicas.rebalancer import Rebalancer
 from vmqpy.replicas.service import QueueReplication
+from vmqpy.sessions import records
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.node")
 
 RESOLVERS = {records.SESSION: latest_stamp, records.SUBSCRIPTION: latest_stamp, records.RETAIN: latest_stamp,
              records.NODE_LISTENERS: latest_stamp, API_KEYS: latest_stamp}
+
+
+def _keep_no_replica(_record: Any, _now: float, _sender: str, _seq: int) -> bool:
+    """A node without queue replicas keeps no replica operation it is sent; it acknowledges them (after its
+    storage barrier, as a replica does) so that the sender does not send them again."""
+    return True
 
 
 class Node:
@@ -84,11 +100,12 @@ class Node:
         self.registration: RegistrationService | None = None
         self.departure: Departure | None = None
         self.replication: QueueReplication | None = None  # queue.replicas > 1 and cluster links (vmqpy.replicas)
+        self.controls: ControlTable | None = None  # with a cluster: who handles each frame from another node
         self.policy = Policy(NetsplitSettings.of(config))
         self.events = ClusterEvents()  # recent joins, leaves, netsplits, session moves (the status page)
         self._reopening: asyncio.Task[None] | None = None
         self._placement: AssignedServers | None = None  # persistent_session_placement = assigned
-        self.connections: set[MQTTConnection] = set()
+        self.connections: LiveConnections[MQTTConnection] = LiveConnections()  # in the order accepted
         # the MQTT listeners: opened, stopped and started by the operator, drained
         self.listeners = ListenerControl(config, self.connections,
                                          lambda: self.cluster is not None and self.cluster.removed)
@@ -127,10 +144,8 @@ class Node:
                 self.replication = QueueReplication.configured(self.config, storage, self.policy)
                 await stack.enter_async_context(self._cluster(network, metadata, broker, incarnation, incarnations))
             collector = await stack.enter_async_context(ticking(broker))
-            facade = self._facade(broker, metadata, storage)
-            facade.collector = collector.counters
+            facade = self._facade(broker, metadata, storage, collector.counters)
             if self.replication is not None:
-                facade.queue_replicas = self.replication.stats
                 storage = self.replication.durable(storage)  # acknowledgements wait for the replicas too
             await stack.enter_async_context(self._systree(broker, facade))
             await stack.enter_async_context(self._access_reload(broker))
@@ -210,32 +225,36 @@ class Node:
         self.policy.left = left is not None
         replication = self.replication
         local_barrier = None if self.storage is None else self.storage.barrier
+        barrier = local_barrier if replication is None else replication.barrier  # forwards: the replicas' too
+        # the publishes' forwarding (FORWARD, `fwd_ack`, `congestion`): the broker's Forwarder
+        forwarding = ForwardDriver(network, broker.deliver_forwarded, barrier,
+                                   deliver_batch=broker.forwards.deliver_batch,
+                                   on_congestion=broker.backpressure.on_peer_congestion)
+        # the queue replicas' operations (REPLICA, `rep_ack`), acknowledged after the storage's own barrier
+        replica_transport = ForwardDriver(network, _keep_no_replica if replication is None else replication.deliver,
+                                          local_barrier or barrier, frame_type=FrameType.REPLICA, ack_op="rep_ack")
         cluster = self.cluster = ClusterService(
             self.config.nodename, incarnation, address, network, metadata,
-            deliver_forwarded=broker.deliver_forwarded, on_removed=self._on_removed, on_view=self._on_view,
-            barrier=local_barrier if replication is None else replication.barrier,
-            left=left is not None, reincarnate=self._reincarnate,
-            deliver_replica=None if replication is None else replication.deliver, local_barrier=local_barrier,
-            joining=self._on_joining,
+            forwarding=forwarding, replication=replica_transport,
+            on_removed=self._on_removed, on_view=self._on_view,
+            left=None if left is None else left.by, reincarnate=self._reincarnate,
+            joining=self._on_joining, incarnations=incarnations,
         )
-        cluster.forwarding.deliver_batch = broker.deliver_forwards  # a FORWARD frame's publishes in one call
-        if left is not None:
-            cluster.removed_by = left.by
-        cluster.incarnations = incarnations
-        broker.forwarder = cluster
-        cluster.on_congestion = broker.on_peer_congestion
-        cluster.reachability_handlers.append(broker.on_peer_reachability)
+        broker.forwarder = forwarding
+        mover = broker.migration  # what the cluster sees of the broker (vmqpy.cluster.ports.BrokerPort)
         durable = self.storage if replication is None or self.storage is None else replication.durable(self.storage)
         registration = self.registration = RegistrationService(
-            cluster, broker, durable, allow_without_leader=lambda: self.policy.settings.allow_register,
+            cluster, mover, durable, allow_without_leader=lambda: self.policy.settings.allow_register,
             majority_serves=lambda: self.policy.settings.readiness == "majority" and self.policy.ready)
-        cluster.control_handlers.append(registration.on_control)
-        cluster.reachability_handlers.append(registration.on_reachability)
-        departure = self.departure = Departure(cluster, registration, broker, self._stop_serving,
-                                                self._reopen_listeners)
+        departure = self.departure = Departure(
+            cluster, registration, mover, self._stop_serving, self._reopen_listeners,
+            recoverable=None if replication is None else replication.held_for)
+        controls = self.controls = self._control_table(cluster, registration, departure)
+        cluster.add_hooks(reachability=broker.backpressure.on_peer_reachability)
+        cluster.add_hooks(reachability=registration.on_reachability)
         if replication is not None:
-            replication.attach(cluster, broker, registration, departure)
-        cluster.control_handlers.append(departure.on_control)
+            self._queue_replicas(replication, replica_transport, cluster, broker, registration, controls)
+        network.on_message(controls.deliver)  # every frame but METADATA goes straight to its one handler
         cluster.start()
         # Before registration.start(), which resumes the handovers of sessions kept here.
         broker.registrar = registration
@@ -251,10 +270,55 @@ class Node:
             broker.registrar = None
             broker.on_moving = None
             if replication is not None:
-                replication.detach(broker)
+                replication.stop()
+                broker.store.replicas = None
+                broker.on_recreated = None
             await registration.stop()
             broker.forwarder = None
             await cluster.stop()
+
+    def _control_table(self, cluster: ClusterService, registration: RegistrationService,
+                       departure: Departure) -> ControlTable:
+        """Who handles each frame another node sends (vmqpy.cluster.controls): one handler per frame type and per
+        CONTROL op; the admin questions join once the facade is built (`_facade`), the queue replicas' ops in
+        `_queue_replicas`."""
+        controls = ControlTable(self.config.nodename)
+        controls.add_frame(FrameType.REACHABILITY, cluster.on_reports)
+        controls.add_ops(cluster.control_ops())
+        for driver in (cluster.forwarding, cluster.replication):
+            controls.add_frame(driver.frame_type, driver.receive)
+            controls.add_ops(driver.control_ops())
+        controls.add_all(RegistrationService.CONTROL_OPS, registration.on_control)
+        controls.add_all(Departure.CONTROL_OPS, departure.on_control)
+        return controls
+
+    def _queue_replicas(self, replication: QueueReplication, transport: ForwardDriver, cluster: ClusterService,
+                        broker: Broker, registration: RegistrationService, controls: ControlTable) -> None:
+        """The queue replicas' owner side (vmqpy.replicas), built from its parts and wired: the broker's persistent
+        sessions journal to the replicas from now on; a recreated session's messages are fetched from them
+        (failover), and a registration that recreates one waits for that; the copies move with the membership
+        (rebalancer); `cluster show` counts what is not yet on every replica node."""
+        assert self.storage is not None
+        replicas, quorum = replication.settings
+        replicator = QueueReplicator(cluster.name, cluster.member_names, cluster.is_reachable, transport,
+                                     self.storage.barrier, replicas=replicas, write_quorum=quorum,
+                                     strict=replication.strict)
+        failover = Failover(cluster.name, replication.copies, cluster, broker.migration, replication.barrier,
+                            replication.failover_timeout)
+        rebalancer = Rebalancer(replicator, broker.sessions, broker.store,
+                                lambda: {name: member.incarnation for name, member in cluster.members.items()},
+                                replication.rebalance_rate, cluster.is_reachable, broker.migration.lineage_names)
+        broker.store.replicas = replicator
+        broker.on_recreated = replication.on_recreated
+        registration.recovery = replication.recovered
+        controls.add_all(Failover.CONTROL_OPS, failover.on_control)
+        cluster.add_hooks(reachability=replication.on_reachability, membership=rebalancer.on_membership,
+                          show_columns=replication.show_columns)
+        replication.start(transport, replicator, failover, rebalancer)
+        metadata = self.metadata
+        replication_log = None if metadata is None else metadata.replication_log
+        if metadata is not None and replication_log is not None:
+            replication.audit(lambda fields: replication_log.write(REPLICA_AUDIT, metadata.hlc_now(), fields))
 
     @contextlib.asynccontextmanager
     async def _discovery(self) -> AsyncIterator[None]:
@@ -369,14 +433,21 @@ class Node:
             metadata.stop()
             replication_log.close()
 
-    def _facade(self, broker: Broker, metadata: MetadataService, storage: Storage) -> NodeFacade:
-        """The node as the admin layer sees it: its services, handed over one by one."""
-        return NodeFacade(
+    def _facade(self, broker: Broker, metadata: MetadataService, storage: Storage,
+                collector: Callable[[], dict[str, int | float]]) -> NodeFacade:
+        """The node as the admin layer sees it: its services, handed over one by one; with a cluster, the
+        questions of the other members' admin commands reach it (`admin_calls`, in the control table)."""
+        replication = self.replication
+        facade = NodeFacade(
             config=lambda: self.config, apply_setting=self.apply_setting, broker=broker, metadata=metadata,
             storage=storage, policy=self.policy, connections=self.connections, cluster=self.cluster,
             registration=self.registration, departure=self.departure, lifecycle=self,
-            events=self.events,
+            events=self.events, collector=collector, queue_replicas=None if replication is None else replication.stats,
         )
+        calls = facade.admin_calls
+        if calls is not None and self.controls is not None:
+            self.controls.add_all(AdminCalls.CONTROL_OPS, calls.on_control)
+        return facade
 
     def _migrate_api_keys(self, facade: NodeFacade) -> None:
         """The API keys an earlier version kept in DATA_DIR/api_keys, moved into the cluster's store (admin.keys)."""

@@ -1,8 +1,9 @@
 """Real vmqpy clusters for tests, on the chaos harness: node processes (chaos.node) on 127.0.0.11 upwards,
 joined with the real vmq-admin (chaos.cluster), and partitions made with iptables DROP rules in the tests' own
-chain VMQPY-TEST (chaos.iptables), always removed. What is added here is only what the tests need: nodes
-numbered from 1 (n1@127.0.0.11), MQTT clients stopped with their node, and the nodes a test started (for the
-log tails of a failed test)."""
+chain VMQPY-TEST (chaos.iptables), always removed. Under pytest-xdist a worker's modules use its own address
+block and chain instead (127.0.(N+1).11 upwards, VMQPY-TEST-(N+1): tests/lanes.py). What is added
+here is only what the tests need: nodes numbered from 1 (n1 on the block's .11), MQTT clients stopped with their
+node, and the nodes a test started (for the log tails of a failed test)."""
 
 from __future__ import annotations
 
@@ -22,14 +23,12 @@ from chaos.node import START_DEADLINE_S, Node
 from chaos.ports import free_port, host_of, port_open
 from tests.integration.clients import PahoClient
 from tests.integration.conftest import wait_until
+from tests.lanes import PLACEMENT
 
-__all__ = ["CHAIN", "STARTED", "ClusterNode", "cluster_ready", "cut", "heal", "join_all", "partition_chain",
+__all__ = ["STARTED", "ClusterNode", "cluster_ready", "cut", "heal", "join_all", "partition_chain",
            "port_open", "start_all", "start_cluster", "teardown_chain", "wait_seconds"]
 
-FIRST_HOST = "127.0.0.11"  # node 1; node i is on 127.0.0.(10 + i)
 JOIN_DEADLINE_S = 20.0
-PARTITIONS = Chain("VMQPY-TEST", (OUTPUT,))  # not the chaos experiments' chain: neither removes the other's rules
-CHAIN = PARTITIONS.name
 
 STARTED: list[ClusterNode] = []  # every node this test process started, for the log tails of a failed test
 
@@ -38,7 +37,7 @@ class ClusterNode(Node):
     """Node `index` (from 1) of a test cluster, in `workdir`/n{index}, with `extra` configuration keys."""
 
     def __init__(self, index: int, workdir: Path, extra: dict[str, Any] | None = None) -> None:
-        host = host_of(FIRST_HOST, index - 1)
+        host = host_of(PLACEMENT.first_host, index - 1)  # node 1 on the block's .11, node i on .(10 + i)
         settings = {"distributed_cookie": "test-cookie", **{k: str(v) for k, v in (extra or {}).items()}}
         super().__init__(index - 1, host, free_port(host), free_port(host), free_port(host), workdir / f"n{index}",
                          settings)
@@ -137,22 +136,28 @@ def start_cluster(workdir: Path, extra: dict[str, Any] | None = None, count: int
     return nodes
 
 
+def partitions() -> Chain:
+    """The chain of the module now running (VMQPY-TEST, or its worker's own), jumped to from OUTPUT for loopback
+    traffic; not the chaos experiments' chain: neither removes the other's rules."""
+    return Chain(PLACEMENT.chain, (OUTPUT,))
+
+
 def partition_chain() -> AbstractContextManager[Chain]:
-    """Our own chain, jumped to from OUTPUT for loopback traffic; flushed and removed on the way out."""
-    return PARTITIONS.installed()
+    """Our own chain, flushed and removed on the way out."""
+    return partitions().installed()
 
 
 def teardown_chain() -> None:
-    PARTITIONS.remove()
+    partitions().remove()
 
 
 def cut(a: Node, b: Node) -> None:
     """Drop every packet between the two nodes' addresses, both ways."""
-    PARTITIONS.drop_between(a.host, b.host)
+    partitions().drop_between(a.host, b.host)
 
 
 def heal() -> None:
-    PARTITIONS.flush()
+    partitions().flush()
 
 
 def wait_seconds(condition: Any, timeout: float) -> float:

@@ -25,7 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaos import ports
-from tests import randomness
+from tests import lanes, randomness
 from tests.integration.clients import HOST, PahoClient, RawClient, unique
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +43,13 @@ def broker_kind() -> str:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "vmqpy_only(reason): behaviour only vmqpy provides; skipped when BROKER_UNDER_TEST=mosquitto")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _lane(request: pytest.FixtureRequest) -> lanes.Placement:
+    """Before any fixture of the module starts a node: the address block and iptables chain of its lane
+    (tests/lanes.py)."""
+    return lanes.place(lanes.module_lane(Path(str(request.module.__file__))))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -314,13 +321,13 @@ def kind() -> str:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[list[Any]]:
-    """Two cluster nodes (127.0.0.11-12) started side by side and joined; stopped after the test."""
+    """Two cluster nodes (the block's .11-.12) started side by side and joined; stopped after the test."""
     yield from _cluster_of(tmp_path, 2)
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[list[Any]]:
-    """Three cluster nodes (127.0.0.11-13) in the default (stop-serving) mode, joined; stopped after the test."""
+    """Three cluster nodes (the block's .11-.13) in the default (stop-serving) mode, joined; stopped after the test."""
     yield from _cluster_of(tmp_path, 3)
 
 

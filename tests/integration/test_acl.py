@@ -14,7 +14,6 @@ passwd`) and a real ACL file, real clients on MQTT 3.1.1 and 5.0, the real `vmq-
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import urllib.request
@@ -24,12 +23,14 @@ from typing import Any
 
 import pytest
 
+from tests.integration.admin_api import admin, metrics
 from tests.integration.clients import PahoClient, RawClient, unique
 from tests.integration.conftest import REPO, Broker, broker_kind, free_port, wait_until
-from tests.integration.test_admin import admin
-from tests.integration.test_config import Node, nodes, write_conf  # noqa: F401 (nodes: a fixture)
+from tests.integration.node_processes import Node, nodes, write_conf
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's ACL and password files")]
+
+__all__ = ["nodes"]  # the fixture this module's tests take
 
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret", "watcher": "watcher-secret", "carol": "carol-secret"}
 
@@ -170,18 +171,11 @@ def check_publish(node: Broker, client: RawClient, client_id: str, topic: str, a
         watcher.close()
 
 
-def metrics(url: str, data_dir: Path) -> dict[str, Any]:
-    answer = admin(url, data_dir, "metrics", "show", "--json")
-    assert answer.returncode == 0, answer.stderr
-    rows = json.loads(answer.stdout)
-    return {r["Metric"]: r["Value"] for r in rows} if isinstance(rows, list) else dict(rows)
-
-
 # ---------------------------------------------------------------------------------------------- logins
 
 
 @pytest.mark.parametrize(("level", "code"), [(4, 5), (5, 0x87)])
-def test_anonymous_clients_are_refused_by_default(tmp_path: Path, nodes: list[Node], level: int,  # noqa: F811
+def test_anonymous_clients_are_refused_by_default(tmp_path: Path, nodes: list[Node], level: int,
                                                   code: int) -> None:
     port = free_port()
     conf = write_conf(tmp_path, ["nodename = vmqpy@127.0.0.1", f"platform_data_dir = {tmp_path / 'data'}",

@@ -3,38 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import free_port, wait_until
+from tests.integration.admin_api import admin, node
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("the vmqpy admin API")]
 
-VMQ_ADMIN = [sys.executable, "-m", "admin.cli.main"]
-
-
-def admin(url: str, data_dir: Path, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VMQ")}
-    env["VMQ_ADMIN_URL"] = url
-    env["VMQ_DATA_DIR"] = str(data_dir)
-    if key is not None:
-        env["VMQ_API_KEY"] = key
-    return subprocess.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=30, env=env)
-
-
-@pytest.fixture
-def node(broker_factory):  # type: ignore[no-untyped-def]
-    http_port = free_port()
-    broker = broker_factory(**{"listener.http.default": f"127.0.0.1:{http_port}"})
-    url = f"http://127.0.0.1:{http_port}"
-    wait_until(lambda: urllib.request.urlopen(f"{url}/health", timeout=2).status == 200, 15, what="admin API")
-    return broker, url
+__all__ = ["node"]  # the fixture this module's tests take
 
 
 def test_commands_answer_with_the_node_state(node, clients) -> None:  # type: ignore[no-untyped-def]

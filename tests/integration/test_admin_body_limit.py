@@ -20,10 +20,12 @@ import pytest
 from admin.http import MAX_IGNORED_BODY
 from admin.young_garbage import FULL_AFTER
 from bench import fuzz_admin
+from tests.integration.admin_api import admin, node
 from tests.integration.conftest import Broker, broker_kind, free_port, wait_until
-from tests.integration.test_admin import admin, node  # noqa: F401  (node: the fixture of a node with its API)
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("the vmqpy admin API")]
+
+__all__ = ["node"]  # the fixture this module's tests take
 
 TWO_MIB = 2 * 1024 * 1024
 SENT_BEFORE_READING = 256 * 1024  # what the client pushes before it reads the answer (the rest after, if it can)
@@ -180,7 +182,7 @@ def test_expect_100_continue_is_not_answered_for_a_body_the_api_refuses(status_n
     assert status == 405, doc  # a small body on a wrong method: the route's own answer
 
 
-def test_refused_bodies_do_not_grow_the_node_memory_and_vmq_admin_still_works(node: Any) -> None:  # noqa: F811
+def test_refused_bodies_do_not_grow_the_node_memory_and_vmq_admin_still_works(node: Any) -> None:
     broker, url = node
     key = api_key(broker.data_dir)
     for index in range(20):  # warm-up: the first requests grow aiohttp's and the allocator's pools
@@ -217,7 +219,7 @@ def bad_request(url: str, request: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_REQUESTS))
-def test_requests_refused_by_the_http_layer_are_freed_at_once(node: Any, kind: str) -> None:  # noqa: F811
+def test_requests_refused_by_the_http_layer_are_freed_at_once(node: Any, kind: str) -> None:
     broker, url = node
     for _ in range(100):  # warm-up
         bad_request(url, BAD_REQUESTS[kind])
@@ -241,7 +243,7 @@ FUZZ_GROWTH_BOUND_KIB = 8 * 1024
 BASELINE_BOUND_KIB = 8 * 1024  # RSS at the end over RSS of the fresh node
 
 
-def test_fuzzed_admin_requests_do_not_keep_memory(node: Any) -> None:  # noqa: F811
+def test_fuzzed_admin_requests_do_not_keep_memory(node: Any) -> None:
     broker, url = node
     key = api_key(broker.data_dir)
     fresh = rss_kib(broker.pid)

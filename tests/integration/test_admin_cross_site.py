@@ -16,9 +16,7 @@ Run under the shared lock: `flock /tmp/vmqpy-integration.lock .venv/bin/python -
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -28,13 +26,13 @@ from typing import Any
 
 import pytest
 
+from tests.integration.admin_api import admin
 from tests.integration.conftest import Broker, free_port, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 #: the attacker's second origin: another loopback address, so another site (127.0.0.1 is the node's)
 OTHER_SITE_HOST = "127.0.0.2"
-VMQ_ADMIN = [sys.executable, "-m", "admin.cli.main"]
 
 pytestmark = [
     pytest.mark.integration,
@@ -56,9 +54,7 @@ class AdminNode:
         self.key = (broker.data_dir / "api.key").read_text().strip()
 
     def vmq_admin(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VMQ")}
-        env.update(VMQ_ADMIN_URL=self.url, VMQ_DATA_DIR=str(self.broker.data_dir))
-        return subprocess.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=30, env=env)
+        return admin(self.url, self.broker.data_dir, *args)
 
     def set_log_level(self, level: str) -> None:
         request = urllib.request.Request(f"{self.url}/api/v1/log/level?level={level}", method="POST",

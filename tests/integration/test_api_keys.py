@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.admin_api import VMQ_ADMIN
 from tests.integration.cluster import ClusterNode
 from tests.integration.conftest import wait_until
 
@@ -61,8 +61,7 @@ def vmq_admin_beside(node: ClusterNode, *args: str, cwd: Path) -> subprocess.Com
     """The real `vmq-admin` as an operator runs it on the node's host: no URL, no key, no data directory given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VMQ")}
     env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-m", "admin.cli.main", *args], capture_output=True, text=True,
-                          timeout=60, env=env, cwd=str(cwd))
+    return subprocess.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=60, env=env, cwd=str(cwd))
 
 
 def test_a_metrics_key_works_on_every_node_and_cannot_stop_one(cluster: list[ClusterNode]) -> None:

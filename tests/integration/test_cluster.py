@@ -4,39 +4,24 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.clients import CONNACK, DISCONNECT, PUBACK, RawClient, enc_connect, enc_publish
+from tests.integration.clients import CONNACK, DISCONNECT, PUBACK, RawClient, enc_connect, enc_publish, unique
 from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, join_all, partition_chain
 from tests.integration.conftest import wait_until
+from tests.integration.unjoined_nodes import nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
 
-
-@pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    started: list[ClusterNode] = []
-    try:
-        for i in (1, 2, 3):
-            started.append(ClusterNode(i, tmp_path).start())
-        yield started
-    finally:
-        for node in started:
-            node.stop()
+__all__ = ["nodes"]  # the fixture this module's tests take
 
 
 @pytest.fixture
 def joined(nodes: list[ClusterNode]) -> list[ClusterNode]:
     join_all(nodes)
     return nodes
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def subscribed_everywhere(nodes: list[ClusterNode], client_id: str, count: int = 1) -> bool:

@@ -12,10 +12,8 @@ then from 127.1.0.1-40 (many)."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -24,7 +22,9 @@ from typing import Any
 
 import pytest
 
+from tests.integration.admin_api import admin
 from tests.integration.conftest import Broker, broker_kind, free_port, health, wait_until
+from tests.integration.process_usage import descriptors
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's cluster port budget")]
 
@@ -57,14 +57,11 @@ class ClusteredBroker(Broker):
         return f"http://127.0.0.1:{self.http_port}"
 
     def descriptors(self) -> int:
-        return len(os.listdir(f"/proc/{self.pid}/fd"))
+        return descriptors(self.pid)
 
     def admin(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The real `vmq-admin ARGS` against this node."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VMQ")}
-        env |= {"VMQ_ADMIN_URL": self.url, "VMQ_DATA_DIR": str(self.data_dir)}
-        return subprocess.run([sys.executable, "-m", "admin.cli.main", *args], capture_output=True, text=True,
-                              timeout=30, env=env)
+        return admin(self.url, self.data_dir, *args)
 
     def health(self) -> int | None:
         return health(self.url)

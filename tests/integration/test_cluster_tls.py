@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 import trustme
 
 from chaos.ports import free_port
+from tests.integration.clients import unique
 from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, partition_chain, start_cluster
 from tests.integration.conftest import wait_until
 
@@ -36,10 +36,6 @@ def tls_keys(directory: Path, ca: trustme.CA, name: str, trusted: trustme.CA | N
     cert.cert_chain_pems[0].write_to_path(str(paths["certfile"]))
     cert.private_key_pem.write_to_path(str(paths["keyfile"]))
     return {f"cluster.tls.{option}": str(path) for option, path in paths.items()}
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def view(node: ClusterNode) -> dict[str, dict[str, Any]]:

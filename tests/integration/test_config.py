@@ -3,7 +3,6 @@ and clean shutdown on SIGTERM / SIGINT (exit 0, port closed)."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -13,78 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.integration.clients import RawClient, unique
-from tests.integration.conftest import REPO, free_port, port_open, wait_until
+from tests.integration.conftest import REPO, free_port, port_open
+from tests.integration.node_processes import Node, base_lines, env_for, nodes, run_start, write_conf
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's configuration and command line")]
 
-
-def base_lines(data_dir: Path, port: int) -> list[str]:
-    return [
-        "# test config",
-        "nodename = vmqpy@127.0.0.1",
-        f"platform_data_dir = {data_dir}",
-        f"listener.tcp.default = 127.0.0.1:{port}",
-        "allow_anonymous = on",
-        "log.console = console",
-    ]
-
-
-def env_for(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VMQPY_")}
-    env["PYTHONPATH"] = str(REPO)
-    env.update(extra or {})
-    return env
-
-
-def run_start(conf: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 10.0):
-    """Run `vmqpy start` expected to fail fast; a node that wrongly starts is killed at the timeout."""
-    cmd = [sys.executable, "-m", "vmqpy", "start", "--config", str(conf), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO),
-                          env=env or env_for())
-
-
-class Node:
-    """A vmqpy node started directly (not through the broker fixture), stopped at the end."""
-
-    def __init__(self, conf: Path, *args: str, env: dict[str, str] | None = None):
-        self.log = conf.with_suffix(".log")
-        self.logf = open(self.log, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "vmqpy", "start", "--config", str(conf), *args],
-                                     stdout=self.logf, stderr=subprocess.STDOUT, cwd=str(REPO),
-                                     env=env or env_for(), start_new_session=True)
-
-    def wait_listening(self, port: int) -> None:
-        wait_until(lambda: port_open(port) or self.proc.poll() is not None, 15, what=f"port {port}")
-        assert self.proc.poll() is None, f"node exited {self.proc.returncode}: {self.log.read_text()}"
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-                raise AssertionError(f"node did not stop within {timeout}s after signal {sig}") from None
-        self.logf.close()
-        return self.proc.returncode
-
-
-@pytest.fixture
-def nodes():
-    started: list[Node] = []
-    yield started
-    for n in started:
-        if n.proc.poll() is None:
-            n.proc.kill()
-            n.proc.wait(5)
-        n.logf.close()
-
-
-def write_conf(tmp_path: Path, lines: list[str], name: str = "vmqpy.conf") -> Path:
-    p = tmp_path / name
-    p.write_text("\n".join(lines) + "\n")
-    return p
+__all__ = ["nodes"]  # the fixture this module's tests take
 
 
 def assert_config_error(res, conf: Path, line: int) -> None:

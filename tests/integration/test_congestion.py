@@ -22,15 +22,15 @@ import pytest
 
 from tests.integration.clients import (
     DISCONNECT,
-    PUBACK,
     PUBLISH,
-    Closed,
     RawClient,
     enc_pingreq,
     enc_publish,
     unique,
 )
 from tests.integration.conftest import free_port, port_open, public_metrics, wait_until
+from tests.integration.congestion import Publisher, Reader, non_reader
+from tests.integration.process_usage import rss
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.vmqpy_only("queue.max_stall, queue.overflow and max_queued_bytes are vmqpy's")]
@@ -39,83 +39,6 @@ OVERFLOW_COUNTERS = ("vmqpy_queue_stalls_ended_total", "vmqpy_queue_overflow_dro
                      "vmqpy_queue_overflow_kept_total", "vmqpy_queue_overflow_disconnected_total")
 QUEUED_BYTES = 8 * 1024 * 1024  # max_queued_bytes' default
 DEADLINE = 90.0  # every wait of a test together, at most
-
-
-class Publisher(threading.Thread):
-    """QoS 1 at about `rate` messages a second with at most `window` unacknowledged; records when each PUBACK
-    came."""
-
-    def __init__(self, port: int, topic: str, count: int, rate: float, payload_size: int = 1000,
-                 window: int = 20) -> None:
-        super().__init__(daemon=True)
-        self.port, self.topic, self.count, self.rate, self.window = port, topic, count, rate, window
-        self.pad = b"." * payload_size
-        self.acked_at: list[float] = []
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        try:
-            c = RawClient(self.port)
-            c.connect(unique("pub-"))
-            start = time.monotonic()
-            outstanding: set[int] = set()
-            sent = 0
-            while len(self.acked_at) < self.count and not self.stop.is_set():
-                due = start + sent / self.rate
-                while sent < self.count and len(outstanding) < self.window and time.monotonic() >= due:
-                    c.send(enc_publish(self.topic, b"%d:" % sent + self.pad, qos=1, packet_id=sent % 65535 + 1))
-                    outstanding.add(sent % 65535 + 1)
-                    sent += 1
-                    due = start + sent / self.rate
-                try:
-                    p = c.recv(max(0.005, min(0.2, due - time.monotonic())))
-                except TimeoutError:
-                    continue
-                assert p.type == PUBACK, f"publisher got {p!r}"
-                outstanding.discard(p.packet_id or 0)
-                self.acked_at.append(time.monotonic())
-            c.disconnect()
-        except (AssertionError, Closed, OSError) as e:
-            self.error = e
-        finally:
-            self.done.set()
-
-
-class Reader(threading.Thread):
-    """A subscriber that reads and acknowledges everything; records the message numbers and when they came."""
-
-    def __init__(self, port: int, topic_filter: str) -> None:
-        super().__init__(daemon=True)
-        self.client = RawClient(port)
-        self.client.connect(unique("reader-"))
-        self.client.subscribe(topic_filter, qos=1)
-        self.numbers: list[int] = []
-        self.received_at: list[float] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                p = self.client.recv(0.2)
-            except TimeoutError:
-                continue
-            except (Closed, OSError):
-                return
-            if p.type == PUBLISH:
-                self.client.ack(p)
-                self.numbers.append(int(p.payload.split(b":")[0]))
-                self.received_at.append(time.monotonic())
-
-
-def non_reader(port: int, topic_filter: str, qos: int, clean: bool = True, client_id: str | None = None,
-               version: int = 4) -> RawClient:
-    """CONNECT and SUBSCRIBE with a 4 KiB receive buffer; after the SUBACK the test never reads it."""
-    s = RawClient(port, version=version, receive_buffer=4096)
-    s.connect(client_id or unique("stuck-"), clean=clean)
-    s.subscribe(topic_filter, qos=qos)
-    return s
 
 
 def ping_until(stuck: list[RawClient], done: threading.Event, timeout: float) -> None:
@@ -262,13 +185,6 @@ def test_a_non_reader_is_disconnected_with_queue_overflow_disconnect(broker_fact
     assert "disconnected: it held its publishers back for queue.max_stall" in log_text(broker)
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def test_the_queues_of_non_readers_are_bounded_in_bytes(broker) -> None:
     """Two non-readers of 100 KB QoS 1 messages: the node's resident memory grows by less than their two byte
     bounds and what is in flight to them and the reader (with room for the allocator), where it grew by 196 MiB
@@ -278,8 +194,8 @@ def test_the_queues_of_non_readers_are_bounded_in_bytes(broker) -> None:
     reader = Reader(broker.port, f"{prefix}/#")
     reader.start()
     stuck = [non_reader(broker.port, f"{prefix}/#", 1) for _ in range(2)]
-    wait_until(lambda: rss_kib(broker.pid) > 0, 5.0)
-    before = rss_kib(broker.pid)
+    wait_until(lambda: rss(broker.pid) // 1024 > 0, 5.0)
+    before = rss(broker.pid) // 1024
     publisher = Publisher(broker.port, f"{prefix}/a", total, rate=150.0, payload_size=size)
     peak = before
     started = time.monotonic()
@@ -287,10 +203,10 @@ def test_the_queues_of_non_readers_are_bounded_in_bytes(broker) -> None:
     try:
         deadline = time.monotonic() + DEADLINE
         while not publisher.done.wait(0.25) and time.monotonic() < deadline:
-            peak = max(peak, rss_kib(broker.pid))
+            peak = max(peak, rss(broker.pid) // 1024)
             for s in stuck:
                 s.send(enc_pingreq())
-        peak = max(peak, rss_kib(broker.pid))
+        peak = max(peak, rss(broker.pid) // 1024)
         wait_until(lambda: len(reader.numbers) >= len(publisher.acked_at), 30.0, what="the reader to catch up")
     finally:
         publisher.stop.set()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -20,9 +19,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.integration.address_sockets import answered_busy, closed_by_peer, connect_from
+from tests.integration.admin_api import admin
 from tests.integration.clients import enc_connect
 from tests.integration.conftest import Broker, broker_kind, free_port, health, wait_until
-from tests.integration.test_admin import admin
+from tests.integration.process_usage import descriptors
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's descriptor budget and per-address limits")]
 
@@ -49,7 +50,7 @@ class LimitedBroker(Broker):
         raise AssertionError("no 'Max open files' line")
 
     def descriptors(self) -> int:
-        return len(os.listdir(f"/proc/{self.pid}/fd"))
+        return descriptors(self.pid)
 
 
 @pytest.fixture
@@ -77,25 +78,6 @@ def sockets_from(address: str) -> Iterator[list[socket.socket]]:
             sock.close()
 
 
-def connect_from(address: str, port: int, host: str = "127.0.0.1") -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((address, 0))
-    sock.settimeout(5)
-    sock.connect((host, port))
-    sock.setblocking(False)  # closed_by_peer looks without waiting
-    return sock
-
-
-def closed_by_peer(sock: socket.socket) -> bool:
-    """Whether the other end closed `sock` (EOF or reset), without waiting."""
-    try:
-        return sock.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-
-
 def mqtt_connects_from(address: str, port: int, client_id: str) -> bool:
     """A 3.1.1 CONNECT from `address` gets CONNACK accepted (0x20 0x02, no session, return code 0)."""
     try:
@@ -109,14 +91,6 @@ def mqtt_connects_from(address: str, port: int, client_id: str) -> bool:
                     return False
                 received += chunk
             return received == b"\x20\x02\x00\x00"
-    except OSError:
-        return False
-
-
-def answered_busy(sock: socket.socket) -> bool:
-    """Whether the admin API answered `sock` with 503 (read without taking it)."""
-    try:
-        return sock.recv(12, socket.MSG_DONTWAIT | socket.MSG_PEEK).startswith(b"HTTP/1.1 503")
     except OSError:
         return False
 

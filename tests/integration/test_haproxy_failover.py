@@ -19,15 +19,15 @@ import pytest
 
 from chaos.haproxy import HAPROXY
 from tests.integration.cluster import ClusterNode, cluster_ready
+from tests.integration.cluster_admin import sessions
 from tests.integration.conftest import wait_until
-from tests.integration.test_haproxy import (
+from tests.integration.haproxy_cluster import (
     HAProxy,
     Load,
     all_online_once,
     readiness,
     running_cluster,
     running_haproxy,
-    sessions,
 )
 
 pytestmark = [

@@ -6,7 +6,7 @@ by the real `vmqpy passwd` and an ACL file (anonymous clients allowed, limited b
 the attackers that need no account). The budgets are the defaults, except a few made smaller so that their limit
 is reached within the test (each named in `SETTINGS`). Each attacker runs in its own thread, bounded in count
 and time; they all start together and last about 15 s. The well-behaved client is a separate process (user
-`good`, its own topic; `probe_main`): it publishes QoS 1 to its own subscription and waits for its PUBACK and
+`good`, its own topic; `Probe`): it publishes QoS 1 to its own subscription and waits for its PUBACK and
 its own message, 2,000 times before the attack and then until the last attacker is done, so that the test's
 threads do not share its interpreter. The attackers, what each must get, and the focused test of each:
 
@@ -52,10 +52,7 @@ import asyncio
 import contextlib
 import json
 import os
-import queue
 import struct
-import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -69,6 +66,8 @@ import aiohttp
 import pytest
 
 from tests.integration.access_files import write_access_files
+from tests.integration.address_sockets import answered_busy, closed_by_peer, connect_from
+from tests.integration.admin_api import metrics
 from tests.integration.clients import (
     DISCONNECT,
     PUBLISH,
@@ -81,32 +80,31 @@ from tests.integration.clients import (
     enc_subscribe,
     unique,
 )
-from tests.integration.conftest import REPO, Broker, Clients, assert_serving, free_port, wait_until
-from tests.integration.test_admin import admin
-from tests.integration.test_congestion import Publisher, Reader, non_reader
-from tests.integration.test_descriptors import answered_busy, closed_by_peer, connect_from
-from tests.integration.test_lingering_close import RECEIVE_MAXIMUM, overrun_while_writing
-from tests.integration.test_login_budget import LIMIT, Guesses
-from tests.integration.test_preauth_budget import (
+from tests.integration.conftest import Broker, Clients, assert_serving, free_port, wait_until
+from tests.integration.congestion import Publisher, Reader, non_reader
+from tests.integration.overrun import RECEIVE_MAXIMUM, overrun_while_writing
+from tests.integration.password_guesses import LIMIT, Guesses
+from tests.integration.preauth import (
     MIB,
     HostileSockets,
-    _websocket_connect,
-    _websocket_flood,
     cluster_node,
     connect_head,
-    rss,
+    websocket_connect,
+    websocket_flood,
 )
-from tests.integration.test_replication_log_bounds import _exposes, _log_files, _rewrite, _rotation_done, _text
-from tests.integration.test_session_owner import ACL as OWNER_ACL
-from tests.integration.test_session_owner import PASSWORDS as OWNER_PASSWORDS
-from tests.integration.test_session_owner import alice_with_queue, client_of, received_before_marker, session_present
+from tests.integration.process_usage import descriptors, rss
+from tests.integration.replication_log_files import exposes, log_files, log_text, rewrite, rotation_done
+from tests.integration.session_owners import ACL as OWNER_ACL
+from tests.integration.session_owners import PASSWORDS as OWNER_PASSWORDS
+from tests.integration.session_owners import alice_with_queue, client_of, received_before_marker, session_present
+from tests.integration.well_behaved_client import GOOD_PASSWORD, Probe
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's budgets, all at once")]
 
-PASSWORDS = {**OWNER_PASSWORDS, "good": "good-secret", "monitor": "monitor-secret"}
+PASSWORDS = {**OWNER_PASSWORDS, "good": GOOD_PASSWORD, "monitor": "monitor-secret"}
 
 # Lines before the first `user` apply to every client, the anonymous attackers included; then alice, eve and the
-# writer of test_session_owner.py; the well-behaved client; the monitoring client and its deny lines.
+# writer of session_owners.py; the well-behaved client; the monitoring client and its deny lines.
 ACL = f"""\
 topic news/#
 topic big/#
@@ -168,87 +166,6 @@ ATTACK_SOCKETS = IDLE_MQTT + IDLE_ADMIN + OVERSIZED + PARTIAL + WEBSOCKETS + STR
 # -------------------------------------------------------------------------------------- the well-behaved client
 
 
-def probe_main(argv: list[str]) -> None:
-    """The well-behaved client, run as its own process: `port topic baseline`. It logs in as `good`, subscribes to
-    `topic` (QoS 1) and does `baseline` round trips (publish QoS 1 to `topic`, its PUBACK and its own message,
-    acknowledged), prints `ready`, waits for `go` on standard input, then does round trips until `stop` (or
-    120 s); last it prints one JSON line: the durations before and during, and the error that ended it if any."""
-    port, topic, baseline = int(argv[0]), argv[1], int(argv[2])
-    stop = threading.Event()
-    before: list[float] = []
-    during: list[float] = []
-    started: list[float] = []  # when each round trip during the attack started (the monotonic clock is the host's)
-    error: str | None = None
-    client = RawClient(port, version=5)
-    number = 0
-
-    def round_trip() -> float:
-        nonlocal number
-        number += 1
-        begun = time.perf_counter()
-        client.publish(topic, str(number).encode(), qos=1, timeout=10.0)  # asserts its PUBACK
-        message = client.expect(PUBLISH, 10.0)
-        took = time.perf_counter() - begun
-        assert message.payload == str(number).encode(), f"round trip {number} got {message.payload!r}: lost or late"
-        client.ack(message)
-        return took
-
-    try:
-        client.connect(unique("good-"), username="good", password=PASSWORDS["good"].encode())
-        client.subscribe((topic, 1))
-        before.extend(round_trip() for _ in range(baseline))
-        print("ready", flush=True)
-        if sys.stdin.readline().strip() == "go":
-            def stop_on_the_next_line() -> None:
-                sys.stdin.readline()
-                stop.set()
-
-            threading.Thread(target=stop_on_the_next_line, daemon=True).start()
-            deadline = time.monotonic() + 120.0
-            while not stop.is_set() and time.monotonic() < deadline:
-                started.append(time.monotonic())
-                during.append(round_trip())
-    except BaseException as exc:  # reported to the test
-        error = f"round trip {number}: {exc!r}"
-    finally:
-        client.close()
-    print(json.dumps({"before": before, "during": during, "started": started, "error": error}), flush=True)
-
-
-class Probe:
-    """The well-behaved client's process, driven by lines on its standard input and output."""
-
-    def __init__(self, port: int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from tests.integration.test_hostile_clients import probe_main; "
-                                   "probe_main(sys.argv[1:])", str(port), f"good/{unique('rt')}", str(BASELINE)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)})
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.strip())
-
-    def line(self, timeout: float) -> str:
-        try:
-            return self.lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"the well-behaved client printed nothing within {timeout}s") from None
-
-    def say(self, word: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(word + "\n")
-        self.proc.stdin.flush()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
 def percentile_ms(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples) or [0.0]
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1000
@@ -265,10 +182,6 @@ def window_percentiles_ms(durations: list[float], started: list[float], since: f
 
 
 # ------------------------------------------------------------------------------------------- the node's gauges
-
-
-def descriptors(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 class Peaks:
@@ -429,10 +342,10 @@ class BigWebSocketFrames(Attack):
         self.ws_port = ws_port
 
     def attack(self) -> None:
-        ends = asyncio.run(_websocket_flood(self.ws_port, WEBSOCKETS, connect_head(200_000_000) + bytes(WS_FRAME)))
+        ends = asyncio.run(websocket_flood(self.ws_port, WEBSOCKETS, connect_head(200_000_000) + bytes(WS_FRAME)))
         closed = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR)
         assert all(end in closed for end in ends), ends
-        assert asyncio.run(_websocket_connect(self.ws_port))[:1] == b"\x20", "a WebSocket client got no CONNACK"
+        assert asyncio.run(websocket_connect(self.ws_port))[:1] == b"\x20", "a WebSocket client got no CONNACK"
         self.outcome = f"{WEBSOCKETS} closed, a real WebSocket client served"
 
 
@@ -567,7 +480,7 @@ class RetainedRewrites(Attack):
         self.codes: list[int | None] = []
 
     def attack(self) -> None:
-        _rewrite(self.node, self.clients, f"retained/{unique('rewritten')}", self.marker, REWRITES)
+        rewrite(self.node, self.clients, f"retained/{unique('rewritten')}", self.marker, REWRITES)
         quota = self.clients.raw(self.node, 5)
         prefix = f"retained/{unique('quota')}"
         for n in range(RETAIN_QUOTA + 10):
@@ -669,10 +582,7 @@ class BreaksReceiveMaximum(Attack):
 
 
 def metric_values(url: str, data_dir: Path) -> dict[str, int]:
-    out = admin(url, data_dir, "metrics", "show", "--json")
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)
-    values = {r["Metric"]: r["Value"] for r in rows} if isinstance(rows, list) else rows
+    values = metrics(url, data_dir)
     return {name: int(value) for name, value in values.items() if isinstance(value, int | float)}
 
 
@@ -716,7 +626,7 @@ def test_all_attackers_at_once_leave_a_well_behaved_client_served(
                      lambda: WrongPasswords(node), lambda: CrossSitePost(url, key), lambda: rewrites,
                      lambda: BigSubscribe(node), lambda: Monitor(node, paho), lambda: BreaksReceiveMaximum(node)):
             attackers.append(make())
-        probe = Probe(node.port)  # its baseline once everything is in place, before the attack
+        probe = Probe(node.port, BASELINE)  # its baseline once everything is in place, before the attack
         assert probe.line(60.0) == "ready", "the well-behaved client did not finish its baseline"
         rss_before, fds_before = rss(pid), descriptors(pid)
         peaks = Peaks(pid)
@@ -803,10 +713,10 @@ def test_all_attackers_at_once_leave_a_well_behaved_client_served(
     assert log.count("admin_request_from_another_page") >= 3
 
     # the replication log: within max_size x (count + 1), rotated files compressed, no payload in it
-    wait_until(lambda: _rotation_done(node.data_dir), 15.0, what="the last rotation compressed")
-    files = _log_files(node.data_dir)
+    wait_until(lambda: rotation_done(node.data_dir), 15.0, what="the last rotation compressed")
+    files = log_files(node.data_dir)
     sizes = {p.name: p.stat().st_size for p in files}
     assert len(files) == LOG_COUNT + 1, sizes
     assert sum(sizes.values()) <= LOG_MAX_SIZE * (LOG_COUNT + 1), sizes
     for path in files:
-        assert not _exposes(_text(path), rewrites.marker), f"a payload in {path.name}"
+        assert not exposes(log_text(path), rewrites.marker), f"a payload in {path.name}"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,10 +26,10 @@ import trustme
 
 from tests.integration.clients import PUBREL, RawClient, enc_ack, enc_connect, enc_publish, unique
 from tests.integration.conftest import Broker, assert_serving, broker_kind, free_port, public_metrics, wait_until
+from tests.integration.overrun import RECEIVE_MAXIMUM, overrun_while_writing, packets
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's close path")]
 
-RECEIVE_MAXIMUM = 10
 RUNS = 5
 LINGER_CUT = "vmqpy_socket_linger_cut_total"
 HTTP_PORT = free_port()  # the node's admin listener: /metrics is public (metrics.public = on)
@@ -80,65 +79,6 @@ def tls_client(_node: Broker, tls: Tls) -> RawClient:
 
 
 CLIENTS: dict[str, Callable[[Broker, Tls], RawClient]] = {"tcp": tcp_client, "ssl": tls_client}
-
-
-def overrun_while_writing(client: RawClient) -> tuple[list[tuple[int, int | None]], str]:
-    """Connect, send one QoS 2 PUBLISH more than the Receive Maximum, and go on writing PUBRELs (about
-    256 KiB, bounded) before reading anything; then read until the node closes. The packets read, as
-    (type, reason code), and how the stream ended: "eof" or "reset"."""
-    client.connect(unique("overrun-"))
-    sock = client.sock
-    burst = b"".join(enc_publish("linger/t", b"x", qos=2, packet_id=i, version=5)
-                     for i in range(1, RECEIVE_MAXIMUM + 2))
-    pubrels = b"".join(enc_ack(PUBREL, i, version=5) for i in range(1, RECEIVE_MAXIMUM + 1)) * 64
-    sock.settimeout(5.0)
-    try:
-        sock.sendall(burst)
-        deadline = time.monotonic() + 5.0
-        for _ in range(100):  # bounded: about 256 KiB at most, or until the node stops taking them
-            if time.monotonic() > deadline:
-                break
-            sock.sendall(pubrels)
-    except OSError:
-        pass  # the node closed: what matters is what can still be read
-    received = bytearray()
-    ending = "timeout"
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline:
-        sock.settimeout(max(0.1, deadline - time.monotonic()))
-        try:
-            data = sock.recv(65536)
-        except (ConnectionResetError, ssl.SSLError):
-            ending = "reset"
-            break
-        except TimeoutError:
-            continue
-        if not data:
-            ending = "eof"
-            break
-        received += data
-    client.close()
-    return packets(bytes(received)), ending
-
-
-def packets(data: bytes) -> list[tuple[int, int | None]]:
-    """(type, first body byte: a DISCONNECT's reason code) of each whole packet in `data`."""
-    found: list[tuple[int, int | None]] = []
-    pos = 0
-    while pos < len(data):
-        length, shift, at = 0, 0, pos + 1
-        while at < len(data):
-            byte = data[at]
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            at += 1
-            if not byte & 0x80:
-                break
-        if at + length > len(data):
-            break
-        found.append((data[pos] >> 4, data[at] if length else None))
-        pos = at + length
-    return found
 
 
 DISCONNECT = 14

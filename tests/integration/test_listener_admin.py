@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.admin_api import admin, node
 from tests.integration.clients import DISCONNECT, RawClient, unique
-from tests.integration.test_admin import admin, node
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's vmq-admin listener commands")]
 __all__ = ["node"]  # the fixture: one real node with its admin API

@@ -6,8 +6,8 @@ import urllib.request
 
 import pytest
 
+from tests.integration.admin_api import admin
 from tests.integration.conftest import free_port, wait_until
-from tests.integration.test_admin import admin
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("the vmqpy admin API")]
 

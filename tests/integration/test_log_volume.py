@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,12 +17,10 @@ from typing import Any
 
 import pytest
 
+from tests.integration.admin_api import admin
 from tests.integration.conftest import free_port, unique, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("the vmqpy admin API and log file")]
-
-VMQ_ADMIN = [sys.executable, "-m", "admin.cli.main"]
-
 
 class LoggingNode:
     """A real node writing its log to a file, with the URL of its admin API and its bootstrap key."""
@@ -46,9 +42,7 @@ class LoggingNode:
             return int(exc.code)
 
     def admin(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VMQ")}
-        env.update(VMQ_ADMIN_URL=self.url, VMQ_DATA_DIR=str(self.broker.data_dir))
-        return subprocess.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=30, env=env)
+        return admin(self.url, self.broker.data_dir, *args)
 
     def lines(self, level: str, event: str) -> list[str]:
         """The log file's lines at `level` whose event is `event`."""

@@ -12,12 +12,8 @@ file (made by `vmqpy passwd`), real sockets.
 
 from __future__ import annotations
 
-import json
-import selectors
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -26,15 +22,15 @@ from typing import Any
 
 import pytest
 
-from tests.integration.clients import CONNACK, RawClient, enc_connect, unique
+from tests.integration.admin_api import metrics
+from tests.integration.clients import RawClient, unique
 from tests.integration.conftest import REPO, Broker, free_port, wait_until
-from tests.integration.test_admin import admin
+from tests.integration.password_guesses import LIMIT, Guesses
 from vmqpy.broker.proxy_protocol import Address, encode_v1
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's login pool and failed-login throttle")]
 
 GUESSES = 300
-LIMIT = 10  # auth.failed_login_limit's default
 ROUND_TRIPS = 200
 
 
@@ -58,10 +54,7 @@ def start(factory: Callable[..., Broker], tmp_path: Path, **extra: Any) -> tuple
 
 
 def counters(broker: Broker, url: str) -> dict[str, int]:
-    out = admin(url, broker.data_dir, "metrics", "show", "--json")
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)
-    values = {r["Metric"]: r["Value"] for r in rows} if isinstance(rows, list) else rows
+    values = metrics(url, broker.data_dir)
     names = ("login_failed", "login_throttled", "login_busy", "login_password_checks")
     return {name: int(values[f"broker.{name}"]) for name in names}
 
@@ -69,48 +62,6 @@ def counters(broker: Broker, url: str) -> dict[str, int]:
 def p99_ms(samples: list[float]) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
-
-
-class Guesses(threading.Thread):
-    """`count` sockets that each send a CONNECT with a wrong password at once, and the CONNACK code each gets.
-    `source`: the loopback address the sockets are bound to (the address the throttle counts), else the kernel's."""
-
-    def __init__(self, port: int, count: int, username: str = "alice", source: str | None = None) -> None:
-        super().__init__(daemon=True)
-        self.port, self.count, self.username = port, count, username
-        self.source = source
-        self.codes: list[int | None] = []  # None: closed without a CONNACK
-
-    def run(self) -> None:
-        sockets = []
-        with selectors.DefaultSelector() as selector:
-            for index in range(self.count):
-                sock = socket.create_connection(("127.0.0.1", self.port), timeout=10,
-                                                source_address=(self.source, 0) if self.source else None)
-                sock.sendall(enc_connect(f"guess-{index}", 5, username=self.username,
-                                         password=f"wrong-{index}".encode()))
-                sock.setblocking(False)
-                selector.register(sock, selectors.EVENT_READ, bytearray())
-                sockets.append(sock)
-            deadline = time.monotonic() + 60
-            while selector.get_map() and time.monotonic() < deadline:
-                for key, _ in selector.select(timeout=1):
-                    sock, buf = key.fileobj, key.data
-                    assert isinstance(sock, socket.socket)
-                    try:
-                        data = sock.recv(64)
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        data = b""
-                    buf += data
-                    if not data or len(buf) >= 4:
-                        # CONNACK: type, remaining length, flags, reason code
-                        self.codes.append(buf[3] if len(buf) >= 4 and buf[0] >> 4 == CONNACK else None)
-                        selector.unregister(sock)
-                        sock.close()
-        for sock in sockets:
-            sock.close()
 
 
 def round_trip(client: RawClient, topic: str) -> float:

@@ -19,25 +19,16 @@ from tests.integration.clients import (
     enc_unsubscribe,
     unique,
 )
-from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, partition_chain, start_cluster
+from tests.integration.cluster import ClusterNode, cluster_ready, heal, partition_chain, start_cluster
+from tests.integration.cluster_admin import ready
 from tests.integration.conftest import wait_until
+from tests.integration.partitions import isolate
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.vmqpy_only("vmqpy clustering"),
     pytest.mark.skipif(shutil.which("iptables") is None, reason="iptables is installed by make test"),
 ]
-
-
-def ready(node: ClusterNode) -> bool:
-    answer = node.admin("node", "status", "--json")
-    return answer.returncode == 0 and json.loads(answer.stdout)[0]["Ready"] is True
-
-
-def isolate(nodes: list[ClusterNode], lonely: ClusterNode) -> None:
-    for other in nodes:
-        if other is not lonely:
-            cut(lonely, other)
 
 
 def connect_code(node: ClusterNode, version: int) -> int:

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tests.integration.clients import PUBLISH, unique
+from tests.integration.persistent_sessions import persistent
 
 pytestmark = pytest.mark.integration
 
@@ -18,10 +19,6 @@ def broker(shared_broker):
     return shared_broker
 
 VERSIONS = [pytest.param(4, id="v311"), pytest.param(5, id="v5")]
-
-
-def persistent(version: int) -> dict:
-    return {"clean": False, "props": {"session_expiry_interval": 300} if version == 5 else None}
 
 
 def go_offline(clients, broker, version, topic, qos=1):

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.integration.clients import PUBACK, PUBLISH, PUBREL, enc_ack, enc_publish, enc_subscribe, unique
+from tests.integration.persistent_sessions import persistent
 
 pytestmark = pytest.mark.integration
 
@@ -18,13 +19,9 @@ KILL9 = pytest.mark.vmqpy_only("mosquitto only saves its state every autosave_in
                                "kill -9 it loses what it acknowledged since the last save")
 
 
-def persistent(version: int) -> dict:
-    return {"clean": False, "props": {"session_expiry_interval": 3600} if version == 5 else None}
-
-
 def offline_subscriber(clients, broker, version, topic, qos=1):
     cid = unique("dur-")
-    sub = clients.raw(broker, version, cid, **persistent(version))
+    sub = clients.raw(broker, version, cid, **persistent(version, expiry=3600))
     sub.subscribe(topic, qos=qos)
     sub.disconnect()
     return cid
@@ -32,7 +29,7 @@ def offline_subscriber(clients, broker, version, topic, qos=1):
 
 def reconnect(clients, broker, version, cid):
     sub = clients.raw(broker, version, connect=False)
-    ack = sub.connect(cid, **persistent(version))
+    ack = sub.connect(cid, **persistent(version, expiry=3600))
     assert ack.session_present, f"session lost across the restart: {ack!r}"
     return sub
 
@@ -122,7 +119,7 @@ def test_acked_qos1_messages_survive_kill9(broker, clients, version):
 def test_subscription_survives_kill9(broker, clients, version):
     topic = unique("dur/k9s/")
     cid = unique("k9s-")
-    sub = clients.raw(broker, version, cid, **persistent(version))
+    sub = clients.raw(broker, version, cid, **persistent(version, expiry=3600))
     sub.subscribe(topic, qos=1)  # SUBACK received
     broker.kill9()
     sub.close()
@@ -171,7 +168,7 @@ def test_replication_log_keeps_the_lines_of_acknowledged_writes_through_kill9(br
 def test_inflight_qos1_redelivered_after_kill9(broker, clients, version):
     topic = unique("dur/k9i/")
     cid = unique("k9i-")
-    sub = clients.raw(broker, version, cid, **persistent(version))
+    sub = clients.raw(broker, version, cid, **persistent(version, expiry=3600))
     sub.subscribe(topic, qos=1)
     clients.raw(broker, version).publish(topic, b"unacked", qos=1)
     [p] = sub.recv_publishes(1, ack=False)
@@ -192,7 +189,7 @@ def test_incoming_qos2_state_survives_kill9(broker, clients, version):
     topic = unique("dur/k9q2/")
     sub_cid = offline_subscriber(clients, broker, version, topic, qos=2)
     pub_cid = unique("k9p-")
-    pub = clients.raw(broker, version, pub_cid, **persistent(version))
+    pub = clients.raw(broker, version, pub_cid, **persistent(version, expiry=3600))
     pub.send(enc_publish(topic, b"once", qos=2, packet_id=77, version=version))
     pub.expect(5)  # PUBREC
     broker.kill9()

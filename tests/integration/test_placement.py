@@ -15,8 +15,8 @@ import pytest
 from chaos.cluster import Cluster
 from tests.integration.clients import PahoClient
 from tests.integration.cluster import JOIN_DEADLINE_S, ClusterNode
+from tests.integration.cluster_admin import sessions
 from tests.integration.conftest import wait_until
-from tests.integration.test_haproxy import sessions
 from vmqpy.cluster.leader import ranking
 
 USE_ANOTHER_SERVER = 0x9C

@@ -25,25 +25,24 @@ import pytest
 
 from tests.integration.clients import enc_connect, unique
 from tests.integration.conftest import Broker, assert_serving, free_port, wait_until
+from tests.integration.preauth import (
+    MIB,
+    HostileSockets,
+    cluster_node,
+    connect_head,
+    websocket_connect,
+    websocket_flood,
+)
+from tests.integration.process_usage import rss
 from vmqpy.cluster.errors import ClusterProtocolError
 from vmqpy.cluster.framing import Frame, FrameDecoder, FrameType
 from vmqpy.cluster.handshake import Handshake
 
 pytestmark = pytest.mark.vmqpy_only("the pre-CONNECT budgets and the cluster port are vmqpy's")
 
-MIB = 1024 * 1024
 # What the node may grow by besides the budget: Python's bookkeeping of a few hundred sockets, allocator slack
 # and one read of 256 KiB in flight. The unbounded code grew by hundreds of MiB in the same runs.
 SLACK = 40 * MIB
-
-
-def rss(pid: int) -> int:
-    """The resident set of process `pid`, bytes (VmRSS of /proc/PID/status)."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for process {pid}")
 
 
 class PeakRss:
@@ -95,64 +94,6 @@ class RoundTrips:
             pub.close()
 
 
-class HostileSockets:
-    """Raw sockets that each try to make the node hold `body` bytes after sending `head`; `poll` counts the ones
-    the node closed."""
-
-    def __init__(self, port: int, count: int, head: bytes, body: int) -> None:
-        self.head = head
-        self.body = body
-        self.socks: list[socket.socket] = []
-        self.sent: dict[socket.socket, int] = {}
-        self.closed = 0
-        for _ in range(count):
-            sock = socket.create_connection(("127.0.0.1", port), timeout=5.0)
-            sock.setblocking(False)
-            self.socks.append(sock)
-            self.sent[sock] = 0
-            with contextlib.suppress(BlockingIOError, ConnectionError):
-                sock.send(head)
-
-    def push(self) -> int:
-        """Send what each socket's buffer takes of its body; the bytes sent in all."""
-        chunk = bytes(64 * 1024)
-        total = 0
-        for sock in self.socks:
-            left = self.body - self.sent[sock]
-            while left > 0:
-                try:
-                    n = sock.send(chunk[:left])
-                except (BlockingIOError, ConnectionError, OSError):
-                    break
-                self.sent[sock] += n
-                total += n
-                left -= n
-        return total
-
-    def poll(self) -> int:
-        """How many are still open (the ones the node closed are counted and closed here)."""
-        still = []
-        for sock in self.socks:
-            try:
-                closed = sock.recv(65536) == b""
-            except BlockingIOError:
-                closed = False
-            except (ConnectionError, OSError):
-                closed = True
-            if closed:
-                self.closed += 1
-                sock.close()
-            else:
-                still.append(sock)
-        self.socks = still
-        return len(still)
-
-    def close(self) -> None:
-        for sock in self.socks:
-            sock.close()
-        self.socks = []
-
-
 @pytest.fixture
 def hostile() -> Iterator[Callable[[int, int, bytes, int], HostileSockets]]:
     made: list[HostileSockets] = []
@@ -164,13 +105,6 @@ def hostile() -> Iterator[Callable[[int, int, bytes, int], HostileSockets]]:
     yield make
     for sockets in made:
         sockets.close()
-
-
-def connect_head(total: int) -> bytes:
-    """The fixed header of a CONNECT of `total` bytes in all (remaining length in 4 bytes) and its first bytes."""
-    remaining = total - 5
-    encoded = bytes(((remaining >> (7 * i)) & 0x7F) | (0x80 if i < 3 else 0) for i in range(4))
-    return b"\x10" + encoded + b"\x00\x04MQTT\x04\x02\x00\x3c"
 
 
 def drive(sockets: HostileSockets, probe: RoundTrips, pid: int, passes: int = 400) -> int:
@@ -232,30 +166,6 @@ def test_a_real_connect_with_a_will_under_the_bound_is_served(broker: Broker) ->
     client.close()
 
 
-async def _websocket_flood(port: int, count: int, frame: bytes) -> list[aiohttp.WSMsgType]:
-    """`count` WebSockets that each send `frame` (no CONNECT before it) and wait for the node to close them."""
-    async def one(session: aiohttp.ClientSession) -> aiohttp.WSMsgType:
-        async with session.ws_connect(f"ws://127.0.0.1:{port}/mqtt", protocols=("mqtt",),
-                                      max_msg_size=0) as ws:
-            with contextlib.suppress(ConnectionError, aiohttp.ClientError, RuntimeError):
-                await ws.send_bytes(frame)
-            message = await ws.receive(timeout=60.0)
-            return message.type
-
-    async with aiohttp.ClientSession() as session:
-        return list(await asyncio.gather(*(one(session) for _ in range(count))))
-
-
-async def _websocket_connect(port: int) -> bytes:
-    """A well-behaved MQTT client over WebSocket: its CONNECT gets a CONNACK."""
-    async with aiohttp.ClientSession() as session, session.ws_connect(
-            f"ws://127.0.0.1:{port}/mqtt", protocols=("mqtt",)) as ws:
-        await ws.send_bytes(enc_connect(unique("ws-good")))
-        message = await ws.receive(timeout=15.0)
-        assert message.type is aiohttp.WSMsgType.BINARY, message
-        return bytes(message.data)
-
-
 def test_websocket_frames_before_connect_have_the_tcp_bound(broker_factory: Callable[..., Broker]) -> None:
     """Three WebSockets each send a 40 MB frame that starts a 200 MB CONNECT: the node reads no more than a
     CONNECT needs of each before it closes them. Before: aiohttp took frames of up to 2 x 256 MB and the decoder
@@ -267,12 +177,12 @@ def test_websocket_frames_before_connect_have_the_tcp_bound(broker_factory: Call
     before = rss(node_pid(broker))
     frame = connect_head(200_000_000) + bytes(40 * MIB)
     peak = PeakRss(node_pid(broker))
-    ends = asyncio.run(_websocket_flood(ws_port, 3, frame))
+    ends = asyncio.run(websocket_flood(ws_port, 3, frame))
     grown = peak.stop() - before
     assert all(end in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR)
                for end in ends), ends
     assert grown < SLACK, f"the node grew by {grown / MIB:.0f} MiB for three WebSockets without a CONNECT"
-    assert asyncio.run(_websocket_connect(ws_port))[:1] == b"\x20"  # CONNACK
+    assert asyncio.run(websocket_connect(ws_port))[:1] == b"\x20"  # CONNACK
     probe.once()
     assert_serving(broker)
 
@@ -308,20 +218,6 @@ def test_after_connect_a_websocket_frame_may_hold_a_large_packet(broker_factory:
     [message] = sub.recv_publishes(1, timeout=15.0)
     assert message.payload == payload
     sub.close()
-
-
-def cluster_node(broker_factory: Callable[..., Broker], **extra: str) -> tuple[Broker, int]:
-    port = free_port()
-    broker = broker_factory(**{"listener.vmq.clustering": f"127.0.0.1:{port}",
-                               "distributed_cookie": "budget-test-cookie", **extra})
-    wait_until(lambda: _listening(port), 15.0, what="the cluster listener")
-    return broker, port
-
-
-def _listening(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
-        return True
-    return False
 
 
 def test_a_large_frame_before_the_cluster_handshake_closes_the_socket(

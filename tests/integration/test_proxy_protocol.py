@@ -5,18 +5,16 @@ logged, and the node keeps serving. A listener without the option closes a socke
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 import urllib.request
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
+from tests.integration.admin_api import metric, sessions
 from tests.integration.clients import CONNACK, RawClient, enc_connect, unique
 from tests.integration.conftest import Broker, free_port, wait_until
-from tests.integration.test_admin import admin
 from vmqpy.broker.proxy_protocol import Address, Command, Family, encode_v1, encode_v2
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's PROXY protocol listener option")]
@@ -41,20 +39,6 @@ def proxied(broker: Broker, header: bytes) -> RawClient:
     client = RawClient(broker.port, broker.host, 4)
     client.send(header)
     return client
-
-
-def sessions(broker: Broker, url: str) -> dict[str, dict[str, Any]]:
-    out = admin(url, broker.data_dir, "session", "show", "--client_id", "--peer_host", "--peer_port", "--json")
-    assert out.returncode == 0, out.stderr
-    return {row["client_id"]: row for row in json.loads(out.stdout)}
-
-
-def metric(broker: Broker, url: str, name: str) -> int:
-    out = admin(url, broker.data_dir, "metrics", "show", "--json")
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)
-    values = {r["Metric"]: r["Value"] for r in rows} if isinstance(rows, list) else rows
-    return int(values.get(name, 0))
 
 
 def assert_closed_without_answer(client: RawClient) -> None:

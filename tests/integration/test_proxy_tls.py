@@ -29,21 +29,17 @@ import trustme
 
 from chaos import processes
 from chaos.haproxy import HAPROXY
+from tests.integration.admin_api import admin, metric, sessions
 from tests.integration.clients import CONNACK, PahoClient, RawClient, enc_connect, unique
 from tests.integration.conftest import Broker, free_port, port_open, wait_until
-from tests.integration.test_admin import admin
-from tests.integration.test_proxy_protocol import metric, sessions
-from tests.integration.test_tls import Pki, organization, tls_raw
+from tests.integration.pki import Pki, organization, pki, tls_raw
 from vmqpy.broker.proxy_protocol import Address, Family, encode_v1, encode_v2
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's PROXY protocol and TLS listeners")]
 
+__all__ = ["pki"]  # the fixture this module's tests take
+
 HERE = Address("127.0.0.1", 1)
-
-
-@pytest.fixture
-def pki(tmp_path: Path) -> Pki:
-    return Pki(tmp_path)
 
 
 @pytest.fixture

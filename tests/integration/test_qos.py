@@ -16,6 +16,7 @@ from tests.integration.clients import (
     enc_unsubscribe,
     unique,
 )
+from tests.integration.persistent_sessions import persistent
 
 pytestmark = pytest.mark.integration
 
@@ -26,11 +27,6 @@ def broker(shared_broker):
     return shared_broker
 
 VERSIONS = [pytest.param(4, id="v311"), pytest.param(5, id="v5")]
-
-
-def persistent(version: int) -> dict:
-    """connect() keyword arguments for a persistent session."""
-    return {"clean": False, "props": {"session_expiry_interval": 300} if version == 5 else None}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -7,109 +7,38 @@ the subscribers come back elsewhere and every acknowledged message reaches them 
 
 from __future__ import annotations
 
-import json
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from tests.integration.clients import (
     PUBCOMP,
     PUBREC,
     PUBREL,
-    PahoClient,
     RawClient,
     enc_ack,
     enc_publish,
     unique,
 )
-from tests.integration.cluster import ClusterNode, cluster_ready, start_cluster
+from tests.integration.cluster import ClusterNode, cluster_ready
+from tests.integration.cluster_admin import metrics
 from tests.integration.conftest import wait_until
-from tests.integration.test_netsplit import ready
+from tests.integration.queue_replicas import (
+    MESSAGES,
+    PERSISTENT,
+    collect_all,
+    lose,
+    majority,
+    queue_offline,
+    serving_without,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy queue replicas")]
 
-SUBSCRIBERS = 50
-MESSAGES = 1000
-PERSISTENT = {"session_expiry_interval": 3600}
-
-
-@pytest.fixture
-def majority(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    nodes = start_cluster(tmp_path, {"cluster.readiness": "majority", "queue.failover_timeout": "0s"})
-    try:
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
+__all__ = ["majority"]  # the fixture this module's tests take
 
 
 @pytest.fixture
 def default_mode(cluster: list[ClusterNode]) -> list[ClusterNode]:
     return cluster
-
-
-def metrics(node: ClusterNode) -> dict[str, Any]:
-    answer = node.admin("metrics", "show", "--json")
-    assert answer.returncode == 0, answer.stderr
-    return {row["Metric"]: row["Value"] for row in json.loads(answer.stdout)}
-
-
-def queue_offline(owner: ClusterNode, publisher_node: ClusterNode, tag: str,
-                  qos: int = 1) -> tuple[list[str], list[str], set[bytes]]:
-    """SUBSCRIBERS persistent sessions on `owner`, offline, each subscribed to its own topic; MESSAGES
-    acknowledged publishes on `publisher_node` spread over them. (client ids, topics, payloads)."""
-    ids = [unique(f"{tag}-sub{i}-") for i in range(SUBSCRIBERS)]
-    topics = [unique(f"replicas/{tag}/{i}/") for i in range(SUBSCRIBERS)]
-    for cid, topic in zip(ids, topics, strict=True):  # a raw client: no network thread to start and stop
-        client = RawClient(owner.mqtt_port, owner.host, 5)
-        client.connect(cid, clean=False, props=PERSISTENT)
-        client.subscribe((topic, qos))
-        client.disconnect()
-    wait_until(lambda: all(topics[-1] in n.admin("subscription", "show").stdout for n in (publisher_node,)), 15,
-               interval=0.2, what="the publisher's node knows the subscriptions")
-    publisher = publisher_node.client(5, unique(f"{tag}-pub-"))
-    payloads: set[bytes] = set()
-    pending = []
-    for i in range(MESSAGES):  # paho keeps up to 20 in flight; every one is waited for below
-        payload = f"{tag} message {i}".encode()
-        pending.append(publisher.publish(topics[i % SUBSCRIBERS], payload, qos=qos, wait=False))
-        payloads.add(payload)
-    for info in pending:  # its PUBACK / PUBCOMP: acknowledged
-        info.wait_for_publish(30)
-        assert info.is_published(), "a publish was not acknowledged within 30 s"
-    publisher.stop()
-    return ids, topics, payloads
-
-
-def lose(node: ClusterNode) -> None:
-    """kill -9, and the disk is gone."""
-    node.kill9()
-    shutil.rmtree(node.data_dir)
-    node.data_dir.mkdir(parents=True)
-
-
-def serving_without(node: ClusterNode, lost: ClusterNode) -> None:
-    """Until `node` sees `lost` unreachable and serves again (majority readiness): its view of the two others
-    can settle a moment after the first (a CONNECT in between is refused: not ready)."""
-    wait_until(lambda: not any(r["Node"] == lost.name and r["Reachable"] for r in node.show()) and ready(node), 20,
-               interval=0.2, what=f"{node.name} sees {lost.name} unreachable and serves")
-
-
-def collect_all(node: ClusterNode, ids: list[str], qos: int = 1) -> list[bytes]:
-    """Every subscriber reconnects (persistent) on `node` and reads its share of the messages."""
-    received: list[bytes] = []
-    share = MESSAGES // SUBSCRIBERS
-    clients: list[PahoClient] = []
-    for cid in ids:
-        clients.append(node.client(5, cid, clean=False, session_expiry=3600))
-    for client in clients:
-        received += [m.payload for m in client.collect(share, 30)]
-    for client in clients:
-        client.assert_no_message(0.2)
-    return received
 
 
 def test_owner_lost_with_its_disk_subscribers_get_every_message_on_another_node(

@@ -16,16 +16,9 @@ from typing import Any
 import pytest
 
 from tests.integration.cluster import ClusterNode, cluster_ready, cut, heal, partition_chain, start_cluster
+from tests.integration.cluster_admin import metrics
 from tests.integration.conftest import wait_until
-from tests.integration.test_queue_replicas import (
-    MESSAGES,
-    SUBSCRIBERS,
-    collect_all,
-    lose,
-    metrics,
-    queue_offline,
-    serving_without,
-)
+from tests.integration.queue_replicas import MESSAGES, SUBSCRIBERS, collect_all, lose, queue_offline, serving_without
 from vmqpy.cluster.leader import ranking
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy queue replicas")]

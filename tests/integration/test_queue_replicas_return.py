@@ -19,21 +19,14 @@ import pytest
 
 from tests.integration.clients import PahoClient
 from tests.integration.cluster import ClusterNode, heal, partition_chain, start_cluster
+from tests.integration.cluster_admin import metrics
 from tests.integration.conftest import wait_until
-from tests.integration.test_netsplit import isolate
-from tests.integration.test_queue_replicas import (
-    MESSAGES,
-    SUBSCRIBERS,
-    lose,
-    majority,
-    metrics,
-    queue_offline,
-    serving_without,
-)
+from tests.integration.partitions import isolate
+from tests.integration.queue_replicas import MESSAGES, SUBSCRIBERS, lose, majority, queue_offline, serving_without
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy queue replicas")]
 
-__all__ = ["majority"]  # the fixture, reused
+__all__ = ["majority"]  # the fixture this module's tests take
 
 
 def sessions_on(node: ClusterNode, ids: list[str]) -> int:

@@ -6,7 +6,6 @@ it creates 0700."""
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import os
@@ -19,6 +18,7 @@ import pytest
 
 from tests.integration.clients import unique
 from tests.integration.conftest import Broker, broker_kind, free_port, public_metrics, wait_until
+from tests.integration.replication_log_files import exposes, log_files, log_text, rewrite, rotation_done
 
 pytestmark = pytest.mark.vmqpy_only("the replication log and the data directory's layout are vmqpy's")
 
@@ -26,34 +26,6 @@ MAX_SIZE = 64 * 1024
 COUNT = 3
 REWRITES = 3000
 ROTATIONS = "vmqpy_replication_log_rotations_total"
-
-
-def _log_files(data_dir: Path) -> list[Path]:
-    return sorted(p for p in data_dir.iterdir() if p.name.startswith("replication.log"))
-
-
-def _text(path: Path) -> bytes:
-    return gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
-
-
-def _exposes(text: bytes, marker: bytes) -> bool:
-    """`marker` is in the log text: in clear, or in a base64 field (how values used to be logged)."""
-    if marker in text:
-        return True
-    for line in text.splitlines():
-        for field in json.loads(line).values():
-            if isinstance(field, str) and len(field) >= len(marker):
-                try:
-                    if marker in base64.b64decode(field, validate=True):
-                        return True
-                except ValueError:
-                    continue
-    return False
-
-
-def _rotation_done(data_dir: Path) -> bool:
-    """No rotated file waiting for the compressor (`replication.log.N`) or half written (`.N.gz.tmp`)."""
-    return all(p.name == "replication.log" or p.name.endswith(".gz") for p in _log_files(data_dir))
 
 
 def _modes(data_dir: Path) -> dict[str, str]:
@@ -65,15 +37,6 @@ def _modes(data_dir: Path) -> dict[str, str]:
         if mode != private:
             wide[str(path.relative_to(data_dir.parent))] = oct(mode)
     return wide
-
-
-def _rewrite(broker: Broker, clients: Any, topic: str, marker: bytes, times: int) -> None:
-    """`times` retained publishes of ~4 KB to one topic, each payload carrying `marker`; the last one QoS 1."""
-    pub = clients.raw(broker, 4)
-    body = (marker + b"-") * (4096 // (len(marker) + 1))
-    for i in range(times - 1):
-        pub.publish(topic, body + str(i).encode(), qos=0, retain=True)
-    pub.publish(topic, body + b"last", qos=1, retain=True)
 
 
 def _last_write(data_dir: Path, topic: str) -> dict[str, Any] | None:
@@ -101,11 +64,11 @@ def test_one_client_rewriting_a_retained_topic_cannot_fill_the_disk(tmp_path: Pa
     try:
         assert public_metrics(http, [ROTATIONS]) == {ROTATIONS: 0.0}  # exported from the start
         topic, marker = unique("replog/bound/"), f"PRIVATE-{uuid.uuid4().hex}".encode()
-        _rewrite(broker, clients, topic, marker, REWRITES)
+        rewrite(broker, clients, topic, marker, REWRITES)
         data_dir = broker.data_dir
         last = wait_until(lambda: _last_write(data_dir, topic), 10, what="the last write's line in the live log")
-        wait_until(lambda: _rotation_done(data_dir), 10, what="the last rotation compressed")
-        files = _log_files(data_dir)
+        wait_until(lambda: rotation_done(data_dir), 10, what="the last rotation compressed")
+        files = log_files(data_dir)
         names = [p.name for p in files]
         assert len(names) == COUNT + 1 and names[0] == "replication.log", names  # rotated: replication.log.N.gz
         # ~12 MB of 4 KB values through a 64 KiB log: many more rotations than the files kept
@@ -114,11 +77,11 @@ def test_one_client_rewriting_a_retained_topic_cannot_fill_the_disk(tmp_path: Pa
         assert sum(sizes.values()) <= MAX_SIZE * (COUNT + 1), sizes
         for p in files[1:]:
             assert sizes[p.name] < MAX_SIZE, sizes  # compressed
-            assert 0 < len(_text(p)) <= MAX_SIZE, p  # a rotated file held at most max_size
+            assert 0 < len(log_text(p)) <= MAX_SIZE, p  # a rotated file held at most max_size
         for p in files:
-            assert not _exposes(_text(p), marker), f"a payload in {p.name}"
+            assert not exposes(log_text(p), marker), f"a payload in {p.name}"
         for p in files:
-            for line in _text(p).splitlines():
+            for line in log_text(p).splitlines():
                 record = json.loads(line)
                 if record.get("event") == "md_write" and record.get("op") == "put":
                     assert "value" not in record, record
@@ -137,12 +100,12 @@ def test_a_fresh_node_keeps_its_data_directory_private(tmp_path: Path, clients: 
     try:
         assert _modes(broker.data_dir) == {}
         topic, marker = unique("replog/mode/"), f"PRIVATE-{uuid.uuid4().hex}".encode()
-        _rewrite(broker, clients, topic, marker, 20)
+        rewrite(broker, clients, topic, marker, 20)
         wait_until(lambda: _last_write(broker.data_dir, topic), 10, what="the last write's line")
         names = {p.name for p in broker.data_dir.iterdir()}
         assert {"broker.db", "replication.log"} <= names, names
         assert _modes(broker.data_dir) == {}
-        assert not _exposes((broker.data_dir / "replication.log").read_bytes(), marker)
+        assert not exposes((broker.data_dir / "replication.log").read_bytes(), marker)
     finally:
         broker.stop()
 
@@ -174,9 +137,9 @@ def test_payloads_stay_out_of_the_log_by_default(tmp_path: Path, clients: Any) -
     broker.start()
     try:
         topic, marker = unique("replog/default/"), f"PRIVATE-{uuid.uuid4().hex}".encode()
-        _rewrite(broker, clients, topic, marker, 2)
+        rewrite(broker, clients, topic, marker, 2)
         last = wait_until(lambda: _last_write(broker.data_dir, topic), 10, what="the last write's line")
-        assert not _exposes((broker.data_dir / "replication.log").read_bytes(), marker)
+        assert not exposes((broker.data_dir / "replication.log").read_bytes(), marker)
         assert "value" not in last and last["value_size"] > 4096, last
     finally:
         broker.stop()
@@ -187,10 +150,10 @@ def test_values_in_clear_only_when_asked(tmp_path: Path, clients: Any) -> None:
     broker.start()
     try:
         topic, marker = unique("replog/values/"), f"PRIVATE-{uuid.uuid4().hex}".encode()
-        _rewrite(broker, clients, topic, marker, 2)
+        rewrite(broker, clients, topic, marker, 2)
         last = wait_until(lambda: _last_write(broker.data_dir, topic), 10, what="the last write's line")
         assert isinstance(last["value"], str) and "value_sha256" not in last, last
-        assert _exposes((broker.data_dir / "replication.log").read_bytes(), marker)
+        assert exposes((broker.data_dir / "replication.log").read_bytes(), marker)
         assert _modes(broker.data_dir) == {}
     finally:
         broker.stop()

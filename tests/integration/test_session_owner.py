@@ -15,31 +15,29 @@ same publisher connection, is received before any of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.access_files import write_access_files
-from tests.integration.clients import PahoClient, RawClient, unique
+from tests.integration.clients import PahoClient, RawClient
 from tests.integration.conftest import Broker, broker_kind
+from tests.integration.session_owners import (
+    ACL,
+    PASSWORDS,
+    alice_with_queue,
+    client_of,
+    clients,
+    received_before_marker,
+    session_present,
+)
+from tests.integration.started_brokers import started
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's session owners and ACL files")]
 
-PASSWORDS = {"alice": "alice-secret", "eve": "eve-secret", "writer": "writer-secret"}
+__all__ = ["clients", "started"]  # the fixtures this module's tests take
 
-ACL = """\
-user alice
-topic secret/#
-topic alice/#
-
-user eve
-topic eve/#
-
-user writer
-topic #
-"""
 
 TIGHTENED_ACL = """\
 user alice
@@ -53,22 +51,6 @@ topic #
 """
 
 
-@pytest.fixture
-def started() -> Iterator[list[Broker]]:
-    brokers: list[Broker] = []
-    yield brokers
-    for broker in brokers:
-        broker.stop()
-
-
-@pytest.fixture
-def clients() -> Iterator[list[PahoClient]]:
-    made: list[PahoClient] = []
-    yield made
-    for client in made:
-        client.stop()
-
-
 def start_node(workdir: Path, started: list[Broker], **extra: Any) -> Broker:
     acl_file, passwd = write_access_files(workdir, ACL, PASSWORDS)
     settings = {"acl_file": acl_file, "password_file": passwd, "auth.failed_login_delay": "100ms",
@@ -76,19 +58,6 @@ def start_node(workdir: Path, started: list[Broker], **extra: Any) -> Broker:
     broker = Broker(broker_kind(), workdir, settings)
     started.append(broker)
     return broker.start()
-
-
-def client_of(node: Broker, clients: list[PahoClient], user: str, version: int, client_id: str = "",
-              persistent: bool = False) -> PahoClient:
-    client = PahoClient(node.port, version=version, client_id=client_id or unique(f"{user}-"), clean=not persistent,
-                        session_expiry=3600 if persistent and version == 5 else None)
-    client.client.username_pw_set(user, PASSWORDS[user])
-    clients.append(client)
-    return client
-
-
-def session_present(flags: Any) -> bool:
-    return bool(flags.session_present if hasattr(flags, "session_present") else flags["session present"])
 
 
 def refused_with(node: Broker, user: str, client_id: str, version: int) -> int:
@@ -103,27 +72,6 @@ def refused_with(node: Broker, user: str, client_id: str, version: int) -> int:
         return int(ack.reason_code)
     finally:
         client.close()
-
-
-def alice_with_queue(node: Broker, clients: list[PahoClient], version: int, client_id: str) -> PahoClient:
-    """alice's persistent session `client_id` subscribed to secret/# (QoS 1), offline, with 3 messages queued;
-    the writer that published them (connected, for markers)."""
-    alice = client_of(node, clients, "alice", version, client_id, persistent=True)
-    alice.connect()
-    alice.subscribe("secret/#", qos=1)
-    alice.disconnect()
-    alice.stop()
-    writer = client_of(node, clients, "writer", 5)
-    writer.connect()
-    for n in range(3):
-        writer.publish(f"secret/{n}", f"for alice only {n}", qos=1)
-    return writer
-
-
-def received_before_marker(reader: PahoClient, writer: PahoClient, topic: str) -> list[tuple[str, bytes]]:
-    """What `reader` (subscribed to `topic`'s filter) receives before a marker `writer` publishes on `topic`."""
-    writer.publish(topic, b"marker", qos=1)
-    return [(m.topic, m.payload) for m in reader.until_marker(topic)]
 
 
 @pytest.mark.parametrize("version", [4, 5])

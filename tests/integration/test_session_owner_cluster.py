@@ -20,29 +20,11 @@ from tests.integration.access_files import write_access_files
 from tests.integration.clients import PahoClient, RawClient, unique
 from tests.integration.cluster import ClusterNode, start_cluster
 from tests.integration.conftest import wait_until
+from tests.integration.session_owners import ACL, PASSWORDS, clients
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
 
-PASSWORDS = {"alice": "alice-secret", "eve": "eve-secret", "writer": "writer-secret"}
-ACL = """\
-user alice
-topic secret/#
-topic alice/#
-
-user eve
-topic eve/#
-
-user writer
-topic #
-"""
-
-
-@pytest.fixture
-def clients() -> Iterator[list[PahoClient]]:
-    made: list[PahoClient] = []
-    yield made
-    for client in made:
-        client.stop()
+__all__ = ["clients"]  # the fixture this module's tests take
 
 
 def two_nodes(workdir: Path, **extra: Any) -> list[ClusterNode]:

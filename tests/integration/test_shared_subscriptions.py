@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.integration.clients import PahoClient
+from tests.integration.clients import PahoClient, unique
 from tests.integration.cluster import ClusterNode, join_all
 from tests.integration.conftest import wait_until
 
@@ -65,10 +64,6 @@ def connect(cluster: list[ClusterNode]) -> Iterator[Factory]:
         client.stop()
         if client in node.clients:
             node.clients.remove(client)
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def api_key(node: ClusterNode) -> str:

@@ -24,7 +24,7 @@ from chaos.ports import free_port, port_open
 pytest.importorskip("pyspark")
 
 from tests.spark.logs import write_logs
-from tests.spark.test_cli import clean_history, generated_run
+from tests.spark.runs import clean_history, generated_run
 
 # A long run (`make test-long`, README): a standalone Spark master and worker take about 100 s. `make test` keeps
 # the short version: tests/spark runs the same report on `local[2]` against the same logs.

@@ -4,27 +4,16 @@ the membership changed (GC waits for every member to report under the same view,
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.integration.cluster import ClusterNode, join_all
 from tests.integration.conftest import wait_until
+from tests.integration.unjoined_nodes import nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy clustering")]
 
-
-@pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[list[ClusterNode]]:
-    started: list[ClusterNode] = []
-    try:
-        for i in (1, 2, 3):
-            started.append(ClusterNode(i, tmp_path).start())
-        yield started
-    finally:
-        for node in started:
-            node.stop()
+__all__ = ["nodes"]  # the fixture this module's tests take
 
 
 def store_stats(node: ClusterNode) -> dict[str, int]:

@@ -13,7 +13,6 @@ import json
 import random
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +29,18 @@ from tests.integration.clients import (
     enc_unsubscribe,
 )
 from tests.integration.conftest import Broker, assert_serving, broker_kind, free_port, wait_until
-from vmqpy.broker import records
+from tests.integration.started_brokers import started
 from vmqpy.metadata.replica import Replica
 from vmqpy.metadata.rows import TABLES
+from vmqpy.sessions import records
 from vmqpy.storage import Storage
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's SUBSCRIBE slices")]
 
+__all__ = ["started"]  # the fixture this module's tests take
+
 FILTERS = 65_535
 INVALID_AT = {1_000, 40_000}  # filters no server accepts, at known positions: 0x8F where they stand
-
-
-@pytest.fixture
-def started() -> Iterator[list[Broker]]:
-    brokers: list[Broker] = []
-    yield brokers
-    for broker in brokers:
-        broker.stop()
 
 
 def start_node(workdir: Path, started: list[Broker], **extra: str) -> Broker:

@@ -20,47 +20,15 @@ from pathlib import Path
 import pytest
 import trustme
 
+from tests.integration.admin_api import VMQ_ADMIN, admin, metrics
 from tests.integration.clients import CONNACK, CliSub, PahoClient, RawClient, cli_pub, enc_connect, unique
 from tests.integration.conftest import Broker, free_port, port_open, wait_until
-from tests.integration.test_admin import VMQ_ADMIN, admin
-from tests.integration.test_config import base_lines, run_start
+from tests.integration.node_processes import base_lines, run_start
+from tests.integration.pki import Pki, organization, pki, tls_raw
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's TLS listeners")]
 
-
-class Pki:
-    """A CA, the node's certificate (for localhost and 127.0.0.1) and a client certificate with CN device-42."""
-
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
-        self.ca = trustme.CA()
-        self.ca_file = directory / "ca.pem"
-        self.ca.cert_pem.write_to_path(str(self.ca_file))
-        self.cert_file, self.key_file = directory / "server.pem", directory / "server.key"
-        self.server = self.issue_server("vmqpy-first")
-        client = self.ca.issue_cert("device-42@example.com", common_name="device-42")
-        self.client_cert = directory / "client.pem"
-        self.client_key = directory / "client.key"
-        client.cert_chain_pems[0].write_to_path(str(self.client_cert))
-        client.private_key_pem.write_to_path(str(self.client_key))
-
-    def issue_server(self, organization: str) -> trustme.LeafCert:
-        """A new server certificate written over the node's certificate and key files."""
-        server = self.ca.issue_cert("localhost", "127.0.0.1", organization_name=organization)
-        server.cert_chain_pems[0].write_to_path(str(self.cert_file))
-        server.private_key_pem.write_to_path(str(self.key_file))
-        return server
-
-    def client_context(self, with_certificate: bool = False) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=str(self.ca_file))
-        if with_certificate:
-            context.load_cert_chain(self.client_cert, self.client_key)
-        return context
-
-
-@pytest.fixture
-def pki(tmp_path: Path) -> Pki:
-    return Pki(tmp_path)
+__all__ = ["pki"]  # the fixture this module's tests take
 
 
 @pytest.fixture
@@ -81,13 +49,6 @@ def tls_node(broker_factory: Callable[..., Broker], pki: Pki) -> Iterator[tuple[
     url = f"http://127.0.0.1:{http_port}"
     wait_until(lambda: urllib.request.urlopen(f"{url}/health", timeout=2).status == 200, 15, what="admin API")
     yield broker, tls_port, mutual_port, url
-
-
-def tls_raw(port: int, context: ssl.SSLContext, version: int = 4) -> RawClient:
-    """A RawClient whose socket is a TLS connection (handshake done) to 127.0.0.1:port."""
-    client = RawClient(port, "127.0.0.1", version)
-    client.sock = context.wrap_socket(client.sock, server_hostname="127.0.0.1")
-    return client
 
 
 def tls_paho(port: int, version: int, ca_file: Path) -> PahoClient:
@@ -156,7 +117,7 @@ def test_mutual_tls_refuses_a_client_without_a_certificate(tls_node: tuple[Broke
             data = tls.recv(100)
             assert data == b"", f"the node answered a client without a certificate: {data!r}"
             raise ConnectionError("closed without an answer")
-    assert metrics(broker, url)["broker.connections"] == 0  # nothing was made for the refused socket
+    assert metrics(url, broker.data_dir)["broker.connections"] == 0  # nothing was made for the refused socket
     client = tls_raw(mutual_port, pki.client_context(with_certificate=True))
     try:
         client.connect(unique("with-cert"))  # the listener goes on serving
@@ -225,12 +186,6 @@ def served_certificate(port: int, pki: Pki) -> dict[str, object]:
         return dict(cert)
 
 
-def organization(cert: dict[str, object]) -> str:
-    subject = cert["subject"]
-    assert isinstance(subject, tuple)
-    return next(value for rdn in subject for key, value in rdn if key == "organizationName")
-
-
 def test_sighup_serves_a_new_certificate_to_new_connections(tls_node: tuple[Broker, int, int, str],
                                                             pki: Pki) -> None:
     broker, tls_port, _mutual, _url = tls_node
@@ -259,13 +214,6 @@ def test_sighup_serves_a_new_certificate_to_new_connections(tls_node: tuple[Brok
         assert broker.alive()
     finally:
         live.close()
-
-
-def metrics(broker: Broker, url: str) -> dict[str, int]:
-    out = admin(url, broker.data_dir, "metrics", "show", "--json")
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)
-    return {r["Metric"]: r["Value"] for r in rows} if isinstance(rows, list) else dict(rows)
 
 
 def test_the_admin_api_over_https_with_vmq_admin_cacert(broker_factory: Callable[..., Broker], pki: Pki) -> None:

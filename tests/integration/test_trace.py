@@ -10,11 +10,12 @@ import time
 
 import pytest
 
+from tests.integration.admin_api import VMQ_ADMIN, node
 from tests.integration.clients import PahoClient, unique
-from tests.integration.test_admin import VMQ_ADMIN, node
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's vmq-admin trace client")]
-__all__ = ["node"]  # the fixture: one real node with its admin API
+
+__all__ = ["node"]  # the fixture this module's tests take
 
 
 class Tracer:

@@ -17,12 +17,14 @@ import pytest
 
 from tests.integration.clients import DISCONNECT, RawClient, unique
 from tests.integration.conftest import REPO, free_port, port_open, wait_until
-from tests.integration.test_config import Node, env_for, nodes, run_start, write_conf  # noqa: F401 (nodes: a fixture)
+from tests.integration.node_processes import Node, env_for, nodes, run_start, write_conf
 from vmqpy import config
 
 STOCK = {"1.13": REPO / "tests" / "data" / "vernemq-1.13.conf", "2": REPO / "tests" / "data" / "vernemq-2.conf"}
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("reading a VerneMQ configuration file")]
+
+__all__ = ["nodes"]  # the fixture this module's tests take
 
 
 def stock_lines(tmp_path, port: int) -> list[str]:
@@ -67,7 +69,7 @@ def stock_lines(tmp_path, port: int) -> list[str]:
     ]
 
 
-def test_a_stock_vernemq_conf_starts_and_its_limits_hold(tmp_path, nodes):  # noqa: F811
+def test_a_stock_vernemq_conf_starts_and_its_limits_hold(tmp_path, nodes):
     port = free_port()
     node = Node(write_conf(tmp_path, stock_lines(tmp_path, port), "vernemq.conf"))
     nodes.append(node)
@@ -113,7 +115,7 @@ def test_a_misspelled_key_is_refused_with_a_suggestion(tmp_path):
     assert "vernemq.conf:17" in result.stderr and "plugins.vmq_passwd" in result.stderr, result.stderr
 
 
-def test_the_acl_file_of_a_vernemq_conf_is_enforced(tmp_path, nodes):  # noqa: F811
+def test_the_acl_file_of_a_vernemq_conf_is_enforced(tmp_path, nodes):
     """plugins.vmq_acl = on with vmq_acl.acl_file: the file is enforced (SUBACK 0x87 outside it)."""
     acl = tmp_path / "vmq.acl"
     acl.write_text("topic read open/#\ntopic write open/#\n")
@@ -236,7 +238,7 @@ def test_a_stock_vernemq_conf_starts(tmp_path, started, version):
     assert "node started" in log_file.read_text(), "log.console = file: the log is in log.console.file"
 
 
-def test_topic_max_depth_holds_for_real_clients(tmp_path, nodes):  # noqa: F811
+def test_topic_max_depth_holds_for_real_clients(tmp_path, nodes):
     port = free_port()
     lines = [line for line in stock_lines(tmp_path, port) if not line.startswith("max_subscriptions_per_client")]
     node = Node(write_conf(tmp_path, [*lines, "topic_max_depth = 3"], "vernemq.conf"))

@@ -11,11 +11,11 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 
 import aiohttp
 import pytest
 
+from tests.integration.admin_api import admin
 from tests.integration.clients import (
     PahoClient,
     RawClient,
@@ -26,15 +26,11 @@ from tests.integration.clients import (
     unique,
 )
 from tests.integration.conftest import Broker, free_port, wait_until
-from tests.integration.test_admin import admin
-from tests.integration.test_tls import Pki
+from tests.integration.pki import Pki, pki
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's WebSocket listeners")]
 
-
-@pytest.fixture
-def pki(tmp_path: Path) -> Pki:
-    return Pki(tmp_path)
+__all__ = ["pki"]  # the fixture this module's tests take
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ import msgpack
 from tests.sim.model import Op, actual_state, expected_state
 from vmqpy.metadata import messages
 from vmqpy.metadata.memory_network import MemoryNetwork
-from vmqpy.metadata.replica import Logged, Output, Persist, Replica, Send
+from vmqpy.metadata.replica import Logged, Output, Persist, Replica, SendTo
 
 P = "subs"
 COMPLETION_ROUNDS = 12
@@ -192,7 +192,7 @@ def _call(world: World, node: str, call: Callable[[Replica], list[Output] | None
     for out in outputs:
         if isinstance(out, Persist):
             world.volatile[node].append(out)
-        elif isinstance(out, Send):
+        elif isinstance(out, SendTo):
             message = out.message
             if isinstance(message, messages.SyncRequest | messages.SyncReply):
                 _flush(world, node)

@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_analytics import cli
-from tests.spark.test_cli import clean_history, generated_run
+from tests.spark.runs import clean_history, generated_run
 from vmqpy.metadata.replication_log import ReplicationLog, parse_rotated
 
 

@@ -11,15 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from admin.prometheus import families
+from tests.unit.clocks import Clock
 from vmqpy.gc_watch import KEEP, THRESHOLDS, GcWatch, Pause
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def run(watch: GcWatch, clock: Clock, generation: int, seconds: float, collected: int = 0) -> None:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.clocks import Clock
 from vmqpy import heap_trim
 
 CHILD = """
@@ -98,16 +99,6 @@ def test_after_below_one_is_a_usage_error(after: int) -> None:
 def test_a_budget_outside_zero_to_one_is_a_usage_error(budget: float) -> None:
     with pytest.raises(ValueError, match="budget must be in"):
         heap_trim.BurstTrim(budget=budget)
-
-
-class Clock:
-    """A node's time: ticks move it by `tick`, a trim by its cost."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.mark.parametrize(("cost", "budget", "totals", "trimmed_at"), [

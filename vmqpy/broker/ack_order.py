@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from vmqpy.broker.empty_deque import EMPTY
-from vmqpy.broker.ports import RemoteWait
+from vmqpy.sessions.remote import RemoteWait
 from vmqpy.storage import Storage
 
 

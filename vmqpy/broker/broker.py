@@ -22,28 +22,23 @@ from typing import Any
 
 import structlog
 
-from vmqpy.broker import records
 from vmqpy.broker.access import AccessControl
 from vmqpy.broker.acl_enforcement import AclEnforcer
-from vmqpy.broker.client_metrics import NodeCounters
 from vmqpy.broker.expiry import ExpiryScan
 from vmqpy.broker.forwards import Forwards
-from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import Backpressure, MovedRoutes
 from vmqpy.broker.linger import LINGER_CUT
 from vmqpy.broker.login_pool import LoginPool
 from vmqpy.broker.login_throttle import LoginThrottle
-from vmqpy.broker.message import Message
 from vmqpy.broker.migration import SessionMigration
-from vmqpy.broker.owners import UNKNOWN_USER, is_foreign
 from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Placement, Registrar, RemoteWait, ServePolicy
+from vmqpy.broker.ports import AlwaysServe, Forwarder, MetadataPort, Placement, Registrar, ServePolicy
 from vmqpy.broker.read_guard import ReadGuard
 from vmqpy.broker.retain_quota import RetainQuota
 from vmqpy.broker.retained import RetainedStore
 from vmqpy.broker.route_feed import RouteFeed
 from vmqpy.broker.router import Router, RouteResult, outgoing_qos
-from vmqpy.broker.session import NULL_JOURNAL, Outgoing, Session, Sink, SubEntry
+from vmqpy.broker.session import NULL_JOURNAL, Session, Sink
 from vmqpy.broker.stalls import StallBound
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.broker.sweeper import SubscriptionSweeper
@@ -51,12 +46,18 @@ from vmqpy.broker.systree import is_system_topic
 from vmqpy.broker.trace import Tracers
 from vmqpy.broker.turn_budget import TURN_YIELDED, BulkLane
 from vmqpy.broker.wills import PendingWills
+from vmqpy.client_metrics import NodeCounters
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation
 from vmqpy.mqtt.packets import Subscription
 from vmqpy.mqtt.topics import parse_shared, too_deep, validate_topic_filter
-from vmqpy.replicas.lineage import Entry
+from vmqpy.sessions import records
+from vmqpy.sessions.handover import SessionImage
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.owners import UNKNOWN_USER, is_foreign
+from vmqpy.sessions.parts import SubEntry
+from vmqpy.sessions.remote import RemoteWait
 
 log = structlog.get_logger("vmqpy.broker")
 
@@ -111,11 +112,14 @@ class Broker:
         self.on_recreated: Callable[[str, str | None], None] | None = None  # queue replicas fetch its messages
         self.registrar: Registrar | None = None
         self.placement: Placement | None = None
-        self._migration = SessionMigration(self)
-        self._backpressure = Backpressure(self._current_forwarder, self.metrics)
+        # the session mover: sessions handed to and from other nodes (vmqpy.broker.migration); it is what the
+        # cluster sees of the broker (vmqpy.cluster.ports.BrokerPort: node.py hands it over)
+        self.migration = SessionMigration(self)
+        # the congestion of other nodes' subscribers: publishers here held back (node.py feeds it the signals)
+        self.backpressure = Backpressure(self._current_forwarder, self.metrics)
         self._moved = MovedRoutes(self.sessions, self._current_forwarder, self.metrics)
         # The same dict as the helper's, read here directly: publish tests it every time.
-        self._congested_nodes = self._backpressure.congested_nodes
+        self._congested_nodes = self.backpressure.congested_nodes
         # queue.max_stall: how long one congested subscriber may hold publishers back (vmqpy.broker.stalls)
         self.stalls = StallBound(config.queue_max_stall)
         # the subscriptions of ended sessions, removed a slice a loop turn once the node sets its `schedule`
@@ -128,7 +132,8 @@ class Broker:
         for counter in (*OVERFLOW_COUNTERS, LINGER_CUT, RETAINED_WITHHELD, TURN_YIELDED):
             self.metrics[counter] += 0
         self._feed = RouteFeed(self.node, metadata, self.router, self.sessions, self.retained, self._moved)
-        self._forwards = Forwards(self.router, self.metrics, self._moved, self._backpressure, self._current_forwarder,
+        # forwards to and from other nodes (vmqpy.broker.forwards): node.py hands its `deliver_batch` to the links
+        self.forwards = Forwards(self.router, self.metrics, self._moved, self.backpressure, self._current_forwarder,
                                   self.stalls)
         metadata.on_change(records.SUBSCRIPTION, self._feed.on_subscription_change)
         metadata.on_change(records.RETAIN, self._feed.on_retain_change)
@@ -136,7 +141,7 @@ class Broker:
         # message (by anyone, anywhere) ends the count of the client that set it; `publish` counts the new one
         self.retain_quota = RetainQuota(config.retain_max_per_client, config.retain_max_bytes_per_client)
         metadata.on_change(records.RETAIN, lambda key, _old, _new: self.retain_quota.released(str(key[1])))
-        metadata.on_change(records.SESSION, self._migration.on_session_change)
+        metadata.on_change(records.SESSION, self.migration.on_session_change)
         for counter in ("session_foreign_user_cleaned", "session_foreign_user_refused", "retain_quota_exceeded"):
             self.metrics[counter] = 0  # exported at 0 from the start (admin.prometheus)
 
@@ -216,7 +221,7 @@ class Broker:
         if existing is not None and existing.moving_to is not None:
             # It was moving away, and the client id comes back here first: it stays. What was already handed
             # over comes back from the other node once it sees that this node owns the client id again.
-            self.abandon_handover(client_id)
+            self.migration.abandon_handover(client_id)
         if existing is not None and existing.sink is not None and existing.sink is not owner:
             old_will, old_delay = existing.sink.take_over()
             existing.detach(now)
@@ -263,7 +268,7 @@ class Broker:
             self.metadata.put(records.SESSION, key, value)
         if adopted:
             assert image is not None
-            self._migration.adopt_image(session, image, confirm)
+            self.migration.adopt_image(session, image, confirm)
         self.enforcer.connected(session, username)
         self.metrics["client_connected"] += 1
         return session, session_present
@@ -447,7 +452,7 @@ class Broker:
         if message.forward_id is None:
             self._forward_ids += 1
             message.forward_id = self._forward_ids
-        self._forwards.send(message, result)
+        self.forwards.send(message, result)
 
     def deliver_forwarded(self, record: Any, now: float, peer: str | None = None, seq: int = 0) -> bool:
         """A publish another node routed here: deliver it to the local sessions only (to `clients` of the
@@ -458,12 +463,7 @@ class Broker:
         `peer` may have routed it here by a subscription that moved away since (a session handed over to
         another node, whose new route has not reached `peer` yet): those subscribers get it through their new
         node, and `peer`'s acknowledgement of forward `seq` waits until that node has it (`MovedRoutes.pass_on`)."""
-        return self._forwards.deliver_one(record, now, peer, seq)
-
-    def deliver_forwards(self, batch: list[tuple[int, Any]], now: float, peer: str) -> bool:
-        """The forwards of one FORWARD frame from `peer`, (number, record) in order, each as `deliver_forwarded`
-        would (vmqpy.broker.forwards). True when a persistent session took any of them."""
-        return self._forwards.deliver_batch(batch, now, peer)
+        return self.forwards.deliver_one(record, now, peer, seq)
 
     def route_confirmation(self) -> Any:
         """What the routes of one SUBSCRIBE/UNSUBSCRIBE wait for before its acknowledgement leaves
@@ -564,76 +564,11 @@ class Broker:
     def queued(self) -> int:
         return sum(len(s.queue) + len(s.inflight) for s in self.sessions.values())
 
-    def local_sessions(self) -> list[Session]:
-        """The sessions kept on this node now (online, offline or moving away)."""
-        return list(self.sessions.values())
-
-    def owner_of(self, client_id: str) -> str | None:
-        value = self.metadata.get(records.SESSION, records.session_key(client_id))
-        return None if value is None else records.session_owner(value)
-
-    def owner_stamp(self, client_id: str) -> Any:
-        """The stamp of the owner record of `client_id` (None: there is none)."""
-        return (self.metadata.get(records.SESSION, records.session_key(client_id)) or (None,))[0]
-
-    def witness(self, stamp: Any) -> None:
-        """Every owner record this node writes from now on is stamped after `stamp` (learnt from a peer)."""
-        self.metadata.witness(stamp)
-
-    # Sessions moving between nodes: vmqpy.broker.migration.
-
-    def hand_over(self, client_id: str, clean_start: bool, new_owner: str, now: float,
-                  user: str | None = UNKNOWN_USER) -> SessionImage:
-        return self._migration.hand_over(client_id, clean_start, new_owner, now, user)
-
-    def move_session(self, client_id: str, target: str) -> bool:
-        return self._migration.move_session(client_id, target)
-
-    def moving_image(self, client_id: str) -> SessionImage | None:
-        return self._migration.moving_image(client_id)
-
-    def pending_for_handover(self, client_id: str, after_seq: int) -> list[Outgoing] | None:
-        return self._migration.pending_for_handover(client_id, after_seq)
-
-    def handed_over(self, client_id: str, upto_seq: int) -> None:
-        self._migration.handed_over(client_id, upto_seq)
-
-    def finish_handover(self, client_id: str, force: bool = False) -> bool:
-        return self._migration.finish_handover(client_id, force)
-
-    def abandon_handover(self, client_id: str) -> None:
-        self._migration.abandon_handover(client_id)
-
-    def adopt_offline(self, image: SessionImage, now: float, confirm: Any = None) -> Session:
-        return self._migration.adopt_offline(image, now, confirm)
-
-    def adopt_messages(self, client_id: str, outs: list[Outgoing], now: float, origin: str | None = None,
-                       source: str | None = None) -> bool:
-        return self._migration.adopt_messages(client_id, outs, now, origin, source)
-
-    def inherit_lineage(self, client_id: str, entries: list[Entry], sender: str) -> None:
-        self._migration.inherit_lineage(client_id, entries, sender)
-
-    def lineage_names(self, client_id: str) -> bytes | None:
-        return self._migration.lineage_names(client_id)
-
-    def image_from_store(self, client_id: str) -> SessionImage | None:
-        return self._migration.image_from_store(client_id)
-
-    def reassign_sessions(self, node: str, new_owner: Callable[[str], str]) -> int:
-        return self._migration.reassign_sessions(node, new_owner)
-
-    # Holding publishes back across nodes: vmqpy.broker.holdback.
-
-    def on_peer_congestion(self, node: str, congested: bool) -> None:
-        self._backpressure.on_peer_congestion(node, congested)
-
-    def on_peer_reachability(self, node: str, reachable: bool) -> None:
-        self._backpressure.on_peer_reachability(node, reachable)
+    # Holding publishes back across nodes: vmqpy.broker.holdback (`backpressure`).
 
     def wait_for_node(self, node: str, callback: Callable[[], None]) -> None:
         """Call `callback` once `node` is no longer congested (at once when it is not)."""
-        self._backpressure.wait_for_node(node, callback)
+        self.backpressure.wait_for_node(node, callback)
 
 
 __all__ = ["Broker"]

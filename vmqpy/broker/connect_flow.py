@@ -5,7 +5,10 @@ id with its leader (reading nothing from the client meanwhile), opens or resumes
 and arms the keepalive timer; a refused one is counted, logged and answered, a refused login after
 `auth.failed_login_delay`.
 
-Functions of the driver's `MQTTConnection`, kept apart from its per-packet path; they run on its event loop.
+Functions of the driver's `MQTTConnection`, kept apart from its per-packet path; they run on its event loop and
+use the connection's public interface (its machine, writer, read gate and timer). What is sent to the client
+(CONNACK refusals and redirects, the DISCONNECT of a takeover or of a node moving its clients away) is the
+connection machine's decision (vmqpy.broker.protocol), carried out by the connection.
 """
 
 from __future__ import annotations
@@ -17,18 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from vmqpy import logconfig
 from vmqpy.broker import keepalive
-from vmqpy.broker.client_metrics import connack_label, observe_connect_latency
 from vmqpy.broker.decisions import Authenticate, RefuseConnect
-from vmqpy.broker.handover import RegistrationRefused, Ticket
 from vmqpy.broker.negotiation import Accepted, keepalive_check_after
+from vmqpy.client_metrics import connack_label, observe_connect_latency
 from vmqpy.mqtt import reason_codes as rc
-from vmqpy.mqtt.packets import Connack, Disconnect, Properties
+from vmqpy.mqtt.packets import Connack
+from vmqpy.sessions.handover import RegistrationRefused, Ticket
 
 if TYPE_CHECKING:
     from vmqpy.broker.connection import MQTTConnection
-    from vmqpy.broker.message import Message
-    from vmqpy.broker.ports import Placement, Registrar, RemoteWait
+    from vmqpy.broker.ports import Placement, Registrar
     from vmqpy.broker.session import Session
+    from vmqpy.sessions.message import Message
+    from vmqpy.sessions.remote import RemoteWait
 
 __all__ = [
     "authenticate", "bound_logger", "close_connect", "complete_connect", "disconnected", "finish_connect",
@@ -45,13 +49,13 @@ ALIAS_PROPERTY_BYTES = 4  # Topic Alias: identifier byte and two value bytes, an
 def start_registration(conn: MQTTConnection, accepted: Accepted) -> None:
     conn.client_id = accepted.client_id
     conn.username = accepted.username
-    conn._log = None  # its log lines name the client id from now on (bound again at the next one)
+    conn.forget_log()  # its log lines name the client id from now on (bound again at the next one)
     conn.keep_alive = accepted.keep_alive
     sweeper = conn.broker.sweeper
     if sweeper.pending(accepted.client_id):
         # An ended session of this client id still has subscriptions the node is removing a slice a turn
         # (vmqpy.broker.sweeper): the new session waits for them to be gone, so that it never gets their messages.
-        conn._registering = True
+        conn.registering = True
         _hold(conn)
         sweeper.when_clear(accepted.client_id, lambda: _swept(conn, accepted))
         return
@@ -65,22 +69,21 @@ def start_registration(conn: MQTTConnection, accepted: Accepted) -> None:
         return
     # Registration goes through the client id's leader and may wait for another node: nothing more is
     # read from this client until it is done (the CONNECT timer stops; registration has its own bounds).
-    conn._registering = True
+    conn.registering = True
     _hold(conn)
     conn.loop.create_task(register(conn, registrar, accepted))
 
 
 def _swept(conn: MQTTConnection, accepted: Accepted) -> None:
     """The subscriptions a CONNECT waited for are gone: its registration goes on."""
-    conn._registering = False
+    conn.registering = False
     if conn.closing:
         return
     start_registration(conn, accepted)
-    if conn.closing or conn._registering:
+    if conn.closing or conn.registering:
         return  # refused, or registering with the client id's leader (which resumes reading when done)
-    if conn.transport is not None:
-        conn.transport.resume_reading()
-    conn._process()  # what the client sent while it waited
+    conn.gate.release()
+    conn.process()  # what the client sent while it waited
 
 
 def foreign_user(conn: MQTTConnection, accepted: Accepted) -> bool:
@@ -105,14 +108,11 @@ def refuse_foreign(conn: MQTTConnection) -> None:
     refuse(conn, rc.NOT_AUTHORIZED, "the client id's session belongs to another user")
 
 
-def _hold(conn: MQTTConnection) -> None:
-    """Read nothing more from the client for now, and stop its CONNECT timer (a refusal or the registration
-    that follows has bounds of its own)."""
-    if conn._timer is not None:
-        conn._timer.cancel()
-        conn._timer = None
-    if conn.transport is not None:
-        conn.transport.pause_reading()
+def _hold(conn: MQTTConnection, now: float | None = None) -> None:
+    """Read nothing more from the client for now; its timer is armed for what the machine has due now (no CONNECT
+    timeout: a refusal or the registration that follows has bounds of its own)."""
+    conn.gate.hold()
+    conn.arm_timer(time.time() if now is None else now)
 
 
 def redirected(conn: MQTTConnection, accepted: Accepted, placement: Placement) -> bool:
@@ -124,17 +124,16 @@ def redirected(conn: MQTTConnection, accepted: Accepted, placement: Placement) -
     if redirect is None:
         return False
     metrics = conn.broker.metrics
-    if accepted.level != 5:
+    decisions = conn.machine.redirect(redirect.reference, redirect.why)
+    if not decisions:
         metrics["placement_not_redirected"] += 1
         conn.log.info("served away from its assigned server: a 3.1.1 client cannot be redirected", why=redirect.why)
         return False
     metrics["placement_redirected"] += 1
     metrics[f"mqtt_connack_{connack_label(rc.USE_ANOTHER_SERVER)}_sent"] += 1
     conn.log.info("redirected", server_reference=redirect.reference, reason=redirect.why, node=conn.broker.node)
-    props = Properties(reason_string=redirect.why)
-    props.server_reference = redirect.reference
-    conn.write_packet(Connack(False, rc.USE_ANOTHER_SERVER, props))
-    conn.close()
+    for decision in decisions:
+        conn.carry_out(decision)
     return True
 
 
@@ -142,12 +141,12 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
     try:
         ticket = await registrar.register(accepted.client_id, accepted.clean_start, accepted.username)
     except RegistrationRefused as exc:
-        conn._registering = False
+        conn.registering = False
         if not conn.closing:
             refuse(conn, rc.SERVER_UNAVAILABLE, str(exc))
         return
     except Exception:
-        conn._registering = False
+        conn.registering = False
         conn.log.exception("registration failed")
         if not conn.closing:
             refuse(conn, rc.UNSPECIFIED_ERROR, "registration failed")
@@ -156,7 +155,7 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
         # The previous owner node holds the session for another user and refused (session.foreign_user =
         # refuse): this node had not yet learnt who owns it (its replica had no owner record).
         registrar.connected(ticket, None)
-        conn._registering = False
+        conn.registering = False
         if not conn.closing:
             refuse_foreign(conn)
         return
@@ -180,12 +179,11 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
         conn.protocol_error(rc.UNSPECIFIED_ERROR)
         return
     finally:
-        conn._registering = False
+        conn.registering = False
     if conn.closing:
         return
-    if conn.transport is not None:
-        conn.transport.resume_reading()
-    conn._process()  # what the client sent while it was registering
+    conn.gate.release()
+    conn.process()  # what the client sent while it was registering
 
 
 def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | None) -> None:
@@ -232,17 +230,17 @@ def finish_connect(conn: MQTTConnection, accepted: Accepted, session: Session, p
     """The CONNACK of an opened session, and the connection attached to it."""
     conn.session = session
     conn.machine.connected(session)
+    conn.cancel_timer()  # a CONNECT timeout's (none once connected: resends arm it again)
     conn.connect_completed()  # the largest packet is max_message_size from now on, no longer a CONNECT's
-    conn._retries = conn.machine.resends
+    conn.retries = conn.machine.resends
     if accepted.level < 5 and not conn.traces:  # a 3.1/3.1.1 CONNACK that accepts is one of two constants
-        conn._write_bytes(CONNACK_ACCEPTED_311[present and accepted.level > 3])
+        conn.writer.data(CONNACK_ACCEPTED_311[present and accepted.level > 3])
     else:
         conn.write_packet(Connack(present, rc.SUCCESS, accepted.connack))
     metrics = conn.broker.metrics
     metrics["mqtt_connack_success_sent"] += 1
-    observe_connect_latency(metrics, conn.loop.time() - conn._connect_at)
-    conn._connect_at = 0.0  # the shared constant again: a float of its own costs an idle connection 24 bytes
-    conn._announced = True
+    observe_connect_latency(metrics, conn.connect_took(conn.loop.time()))
+    conn.announced = True
     # else the line's fields and the connection's bound logger are not made (log.connections = off, or above info)
     if logconfig.connection_lines():
         conn.log.info("client connected", user=accepted.username, protocol=accepted.level,
@@ -250,16 +248,12 @@ def finish_connect(conn: MQTTConnection, accepted: Accepted, session: Session, p
     if logconfig.enabled(logging.DEBUG):
         conn.log.debug("connection granted", keep_alive=accepted.keep_alive, send_window=accepted.send_window,
                        max_packet_out=accepted.max_packet_out)
-    conn._aliases_out = conn.machine.state.aliases_out
     max_packet = accepted.max_packet_out
-    if max_packet and conn._aliases_out is not None:
+    if max_packet and conn.machine.state.aliases_out is not None:
         # The first PUBLISH of a topic to this client carries the topic and its alias (the session measures
         # packets without it): keep room for the property and a longer property length.
         max_packet = max(1, max_packet - ALIAS_PROPERTY_BYTES)
     conn.broker.attach(session, conn, accepted.send_window, max_packet, now)
-    if conn._timer is not None:
-        conn._timer.cancel()
-        conn._timer = None
     first_check = keepalive_check_after(conn.keep_alive, 0.0)
     if first_check is not None:
         now = conn.last_received = conn.loop.time()
@@ -296,38 +290,30 @@ def disconnected(conn: MQTTConnection, exc: Exception | None) -> None:
     if session is not None:
         will = None if conn.normal_close else conn.will
         conn.broker.close_session(session, conn, time.time(), will, conn.will_delay)
-    if conn._announced and logconfig.connection_lines():
+    if conn.announced and logconfig.connection_lines():
         conn.log.info("client disconnected", user=conn.username, protocol=conn.level, normal=conn.normal_close,
                       reason=None if exc is None else str(exc) or type(exc).__name__, node=conn.broker.node)
 
 
-_TAKEN_OVER_WHY = {rc.SESSION_TAKEN_OVER: "session taken over",
-                   rc.QUOTA_EXCEEDED: "disconnected: it held its publishers back for queue.max_stall (queue.overflow)"}
-
-
 def take_over(conn: MQTTConnection, reason_code: int) -> tuple[Message | None, float]:
-    """A newer connect of the client id (or an operator) ends this connection: 5.0 gets DISCONNECT `reason_code`;
-    its will and delay are handed to the caller, which decides whether the will is due."""
-    conn.log.info(_TAKEN_OVER_WHY.get(reason_code, "disconnected by an operator"))
-    if conn.level == 5:
-        conn.write_packet(Disconnect(reason_code))
+    """A newer connect of the client id (or an operator) ends this connection (5.0: DISCONNECT `reason_code`, the
+    machine's `taken_over`); its will and delay are handed to the caller, which decides whether the will is
+    due."""
     will, delay = conn.will, conn.will_delay
     conn.machine.state.will = None
+    close = conn.machine.taken_over(reason_code)
+    conn.log.info(close.why)
     conn.session = None
-    conn.close()
+    conn.end(close)
     return will, delay
 
 
 def move_away(conn: MQTTConnection, reference: str | None) -> None:
-    """The node leaves the cluster: 5.0 clients get DISCONNECT 0x9C (Use another server) naming `reference`; no
-    will is published (the client is expected to reconnect elsewhere)."""
-    conn.log.info("disconnecting: this node leaves the cluster", server_reference=reference)
-    if conn.level == 5 and conn.session is not None:
-        props = Properties()
-        props.server_reference = reference
-        conn.write_packet(Disconnect(rc.USE_ANOTHER_SERVER, props))
-    conn.normal_close = True
-    conn.close()
+    """The node leaves the cluster: the machine's `moved_away` (5.0: DISCONNECT 0x9C, Use another server, naming
+    `reference`); no will is published (the client is expected to reconnect elsewhere)."""
+    close = conn.machine.moved_away(reference)
+    conn.log.info(close.why, server_reference=reference)
+    conn.end(close)
 
 
 def authenticate(conn: MQTTConnection, decision: Authenticate) -> None:
@@ -345,10 +331,10 @@ def authenticate(conn: MQTTConnection, decision: Authenticate) -> None:
         metrics["login_password_checks"] += 1
         _authenticated(conn, decision, None if decision.check.run() else rc.BAD_USER_NAME_OR_PASSWORD)
         return
-    conn._registering = True  # read nothing until the verdict (the flag `_process` stops at)
+    conn.registering = True  # read nothing until the verdict (the flag `process` stops at)
     _hold(conn)
     if not pool.submit(decision.check, conn.loop, lambda accepted: _checked(conn, decision, accepted)):
-        conn._registering = False
+        conn.registering = False
         metrics["login_busy"] += 1
         _authenticated(conn, decision, rc.SERVER_BUSY)
         return
@@ -357,24 +343,25 @@ def authenticate(conn: MQTTConnection, decision: Authenticate) -> None:
 
 def _checked(conn: MQTTConnection, decision: Authenticate, accepted: bool) -> None:
     """The login pool's verdict, on the event loop."""
-    conn._registering = False
+    conn.registering = False
     if conn.closing:
         return
     _authenticated(conn, decision, None if accepted else rc.BAD_USER_NAME_OR_PASSWORD)
-    if not (conn.closing or conn._registering or conn._refusing) and conn.transport is not None:
-        conn.transport.resume_reading()
-        conn._process()  # what the client sent meanwhile
+    if not (conn.closing or conn.registering or conn.refusing) and conn.transport is not None:
+        conn.gate.release()
+        conn.process()  # what the client sent meanwhile
 
 
 def _authenticated(conn: MQTTConnection, decision: Authenticate, refusal: int | None) -> None:
+    now = time.time()
     try:
-        decisions = conn.machine.authenticated(decision.connect, refusal, time.time())
+        decisions = conn.machine.authenticated(decision.connect, refusal, now)
     except Exception:
         conn.log.exception("internal error completing a connect")
         conn.protocol_error(rc.UNSPECIFIED_ERROR)
         return
     for follow in decisions:
-        conn._carry_out(follow)
+        conn.carry_out(follow)
 
 
 def _host(conn: MQTTConnection) -> str:
@@ -383,30 +370,28 @@ def _host(conn: MQTTConnection) -> str:
 
 def refuse_login(conn: MQTTConnection, decision: RefuseConnect) -> None:
     """Refused credentials: counted for the peer's address (towards its failed-login limit), and the CONNACK leaves
-    after `decision.delay` seconds, reading nothing meanwhile (the event loop and the other clients go on)."""
+    after `decision.delay` seconds (the machine's deadline, `handle_timer`), reading nothing meanwhile (the event
+    loop and the other clients go on)."""
     failures = conn.broker.access.login_failed(_host(conn), conn.loop.time())
     code = decision.reason_code
     refused = "not_authorized" if code == rc.NOT_AUTHORIZED else "bad_credentials"
     conn.broker.metrics[f"mqtt_connack_{refused}_sent"] += 1
     conn.log.info("refused connect", reason=decision.why, reason_code=hex(code), failed_logins=failures,
                   hint=decision.hint)
-    conn._refusing = True
+    conn.refusing = True
     _hold(conn)
-    conn.loop.call_later(decision.delay, send_refusal, conn, code, decision.why)
 
 
 def send_refusal(conn: MQTTConnection, reason_code: int, why: str) -> None:
-    """CONNACK with the refusal (5.0 clients are told why: a reason string is allowed on CONNACK whatever the
-    client asked for), then close."""
+    """CONNACK with the refusal (the machine's `refusal`: 5.0 clients are told why), then close."""
     if conn.closing:
         return
-    props = Properties(reason_string=why) if conn.level == 5 else Properties()
-    conn.write_packet(Connack(False, rc.connack_code_for(conn.level, reason_code), props))
-    conn.close()
+    for decision in conn.machine.refusal(reason_code, why):
+        conn.carry_out(decision)
 
 
 def refuse(conn: MQTTConnection, reason_code: int, why: str) -> None:
     conn.broker.metrics[f"mqtt_connack_{connack_label(reason_code)}_sent"] += 1
     conn.log.info("refused connect", reason=why, reason_code=hex(reason_code), user=conn.machine.state.username,
-                  client_id=conn.client_id or conn._asked_client_id, node=conn.broker.node)
+                  client_id=conn.client_id or conn.asked_client_id, node=conn.broker.node)
     send_refusal(conn, reason_code, why)

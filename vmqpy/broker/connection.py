@@ -1,12 +1,15 @@
-"""The connection driver: moves bytes between one TCP socket and the broker and arms the keepalive timer. Its
-CONNECT half (registration, CONNACK, refusals) is in vmqpy/broker/connect_flow.py, the pace of reading and the
-resends to 3.1.1 clients in vmqpy/broker/pacing.py.
+"""The connection driver: moves bytes between one socket and the connection machine. Its CONNECT half
+(registration, CONNACK, refusals) is in vmqpy/broker/connect_flow.py; its output (the buffer, flushing, encoding,
+pause/resume of writing) is a `Writer` (vmqpy/broker/writer.py); whether its socket is read (CONNECT holds,
+backpressure, max_message_rate, the bulk lane) is a `ReadGate` (vmqpy/broker/pacing.py).
 
-The MQTT rules of the connection are in the sans-I/O machine (vmqpy/broker/protocol.py): this file decodes
-bytes into packets, hands them to the machine and carries out its decisions (registering with the cluster,
-routing through the broker, writing packets). Acknowledgements that depend on a disk write (a QoS 1/2 message
-queued for a persistent session, a retained message, a persistent subscription) wait for the storage barrier
-and leave in order.
+The MQTT rules of the connection are in the sans-I/O machine (vmqpy/broker/protocol.py): every packet decoded
+goes through its table, and this file carries out its decisions (registering with the cluster, routing through
+the broker, writing packets, closing with the DISCONNECT it chose). Each callback reads the clock once and
+passes `now` down. The connection arms one timer, for the machine's next deadline (`next_deadline`) or the end
+of a rate hold; the keep alive is the node's keep-alive wheel's (vmqpy/broker/keepalive.py). Acknowledgements
+that depend on a disk write (a QoS 1/2 message queued for a persistent session, a retained message, a persistent
+subscription) wait for the storage barrier and leave in order.
 """
 
 from __future__ import annotations
@@ -20,17 +23,16 @@ from typing import Any
 
 import structlog
 
-from vmqpy.broker import connect_flow, keepalive, pacing, publish_out, subscribe_slices
+from vmqpy.broker import connect_flow, keepalive, subscribe_slices
 from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.client_metrics import SENT_COUNTERS
 from vmqpy.broker.connect_budget import LARGEST_PACKET, connect_max_size
 from vmqpy.broker.decisions import (
     Authenticate,
     Close,
     Decision,
-    Decisions,
+    RecordIncoming,
     RefuseConnect,
     Register,
     Reply,
@@ -43,50 +45,64 @@ from vmqpy.broker.decisions import (
     suback_codes,
 )
 from vmqpy.broker.linger import CLOSE_TIMEOUT, close_lingering
-from vmqpy.broker.message import Message
+from vmqpy.broker.pacing import ReadGate
 from vmqpy.broker.protocol import ConnectionMachine
 from vmqpy.broker.rate_limit import TokenBucket
 from vmqpy.broker.session import Session
 from vmqpy.broker.tls import certificate_identity
-from vmqpy.broker.topic_aliases import OutboundAliases
 from vmqpy.broker.trace import RECEIVED, SENT, Trace
 from vmqpy.broker.turn_budget import TURN_BUDGET, TURN_YIELDED, YIELDED_READ_LIMIT
+from vmqpy.broker.writer import Writer
+from vmqpy.client_metrics import DELIVERY_LATENCY, SENT_COUNTERS
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
-from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
+from vmqpy.mqtt.codec import NEED_DATA, Decoder
 from vmqpy.mqtt.decoder import LongSubscribe
 from vmqpy.mqtt.errors import RemoteProtocolError, UnsupportedProtocolVersion
 from vmqpy.mqtt.packets import (
-    Connack,
     Connect,
     Disconnect,
     Packet,
+    Pingreq,
+    Properties,
     Puback,
+    Pubcomp,
     Publish,
+    Pubrec,
     Pubrel,
     Suback,
     Subscribe,
     Unsuback,
+    Unsubscribe,
 )
+from vmqpy.sessions.message import Message
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.connection")
 
 WRITE_HIGH_WATER = 256 * 1024
+# the counter of each kind of packet a client sends, counted as it is dispatched (a PUBLISH is counted by the
+# broker as it routes it, `publish_received`; a SUBSCRIBE handled in slices by vmqpy.broker.subscribe_slices at
+# its SUBACK)
+RECEIVED_COUNTERS: dict[type, str] = {
+    Connect: "mqtt_connect_received", Puback: "mqtt_puback_received", Pubrec: "mqtt_pubrec_received",
+    Pubrel: "mqtt_pubrel_received", Pubcomp: "mqtt_pubcomp_received", Subscribe: "mqtt_subscribe_received",
+    Unsubscribe: "mqtt_unsubscribe_received", Pingreq: "mqtt_pingreq_received",
+    Disconnect: "mqtt_disconnect_received",
+}
 
 
 class MQTTConnection(asyncio.Protocol):
-    """One client connection: the Sink of its session while it owns it."""
+    """One client connection: the Sink of its session while it owns it. Its output is its `writer`'s, whether its
+    socket is read its `gate`'s, its MQTT rules its `machine`'s; it arms one timer (`arm_timer`)."""
 
     # No attribute dictionary: a node holds one of these per client (about 1.5 KB less each, docs/performance.md).
     __slots__ = (
-        "__weakref__", "_abort_timer", "_aliases_out", "_announced", "_asked_client_id", "_blocked_on", "_connect_at",
-        "_flush_scheduled", "_log", "_out", "_peer", "_rate", "_rate_held", "_reading_paused", "_refusing",
-        "_registering", "_retries", "_retry_timer", "_subscribing", "_timer", "_writable", "_yield_paused", "_yielded",
-        "acks", "broker",
-        "client_id", "closing", "config", "connect_waited", "decoder", "identity_as_username", "keep_alive",
-        "keepalive_bucket", "last_received", "listener", "loop", "machine", "normal_close", "on_connected", "on_lost",
-        "session", "storage", "traces", "transport", "username",
+        "__weakref__", "_connect_at", "_log", "_peer", "_rate", "_subscribing", "_timer", "_timer_at",
+        "_yield_paused", "_yielded", "acks", "announced", "asked_client_id", "broker", "client_id", "closing",
+        "config", "connect_waited", "decoder", "gate", "identity_as_username", "keep_alive", "keepalive_bucket",
+        "last_received", "listener", "loop", "machine", "normal_close", "on_connected", "on_lost", "refusing",
+        "registering", "retries", "session", "storage", "traces", "transport", "username", "writer",
     )
 
     def __init__(
@@ -101,6 +117,8 @@ class MQTTConnection(asyncio.Protocol):
         # reloaded there); `auth` serves a broker without them (unit tests, benchmarks).
         access = broker.access
         self.machine = ConnectionMachine(config, access if access.loaded else auth, broker.policy, access=access)
+        self.writer = Writer(self.loop, self.machine.state)
+        self.gate = ReadGate()
         # Until its CONNECT is accepted a client may send no more than a CONNECT needs (mqtt.connect_max_size: a
         # WebSocket's frames are not bounded by a prelude); then the largest packet (`connect_completed`).
         self.decoder = Decoder(server=True, max_packet_size=connect_max_size(config))
@@ -118,28 +136,22 @@ class MQTTConnection(asyncio.Protocol):
         self.last_received = 0.0
         self.normal_close = False
         self.closing = False
-        self._writable = True
-        self._out: list[bytes] = []
-        self._flush_scheduled = False
-        self._reading_paused = False
-        self._blocked_on = 0
-        self._rate = TokenBucket(config.max_message_rate, self.loop.time()) if config.max_message_rate else None
-        self._rate_held = False  # over max_message_rate: nothing read until the rate allows the next PUBLISH
-        self._timer: asyncio.TimerHandle | None = None  # the CONNECT timer of a connection no prelude waited for
+        self._rate = TokenBucket(config.max_message_rate, time.time()) if config.max_message_rate else None
+        # the connection's one timer (`arm_timer`: the machine's next deadline or the end of a rate hold; once
+        # closed, the abort of a socket that does not drain) and the time it is armed for
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self.keepalive_bucket: set[keepalive.Watched] | None = None  # where it waits in the node's keep-alive wheel
-        self._retries = False  # resends of what the client leaves unacknowledged (3.1.1 with retry_interval)
-        self._retry_timer: asyncio.TimerHandle | None = None
-        self._abort_timer: asyncio.TimerHandle | None = None
-        self._aliases_out: OutboundAliases | None = None
+        self.retries = False  # resends of what the client leaves unacknowledged (3.1.1 with retry_interval)
         self.acks = AckQueue(self.loop, storage, self._ack_failed)  # acknowledgements, durable and in order
-        self._registering = False
+        self.registering = False  # its password is checked, or its client id registered: nothing is read
         self._subscribing = False  # a SUBSCRIBE of many filters is added a slice a turn: nothing is read meanwhile
         self._yielded = False  # its packets took a turn's budget: the rest waits in the bulk lane (turn_budget)
         self._yield_paused = False  # meanwhile it read YIELDED_READ_LIMIT bytes more: reading paused
-        self._refusing = False  # a refused login waits for its CONNACK (auth.failed_login_delay): nothing is read
-        self._connect_at = 0.0  # loop time the CONNECT was read (CONNECT-to-CONNACK latency)
-        self._asked_client_id = ""  # the client id the CONNECT asked for (logged when it is refused)
-        self._announced = False  # a "client connected" line was logged: log its disconnect too
+        self.refusing = False  # a refused login waits for its CONNACK (auth.failed_login_delay): nothing is read
+        self._connect_at = 0.0  # loop time the CONNECT was read (CONNECT-to-CONNACK latency, `connect_took`)
+        self.asked_client_id = ""  # the client id the CONNECT asked for (logged when it is refused)
+        self.announced = False  # a "client connected" line was logged: log its disconnect too
         # what the listener does when the socket is gone (leave the node's set, free a max_connections place): each
         # is given the connection, so that none holds it (a closure over it would be a cycle kept until the
         # garbage collector's next full pass)
@@ -168,6 +180,10 @@ class MQTTConnection(asyncio.Protocol):
             bound = self._log = connect_flow.bound_logger(self, log)
         return bound
 
+    def forget_log(self) -> None:
+        """Bind the logger again at its next use (the fields changed: the client id of an accepted CONNECT)."""
+        self._log = None
+
     @property
     def peer(self) -> tuple[str, int] | None:
         """The client's address: a PROXY header's, else the socket's, read when asked (connect_flow.socket_peer)."""
@@ -183,10 +199,26 @@ class MQTTConnection(asyncio.Protocol):
         kind, dot, _name = self.listener.partition(".")
         return kind if dot else "tcp"
 
+    @property
+    def _blocked_on(self) -> int:
+        """The read gate's count of what blocks reading (vmqpy.broker.subscribe_slices counts its hold here)."""
+        return self.gate.blocked_on
+
+    @_blocked_on.setter
+    def _blocked_on(self, count: int) -> None:
+        self.gate.blocked_on = count
+
+    def connect_took(self, loop_now: float) -> float:
+        """Seconds from the CONNECT read to `loop_now` (its CONNACK written); the time is not kept after."""
+        took = loop_now - self._connect_at
+        self._connect_at = 0.0  # the shared constant again: a float of its own costs an idle connection 24 bytes
+        return took
+
     # ------------------------------------------------------------------------------------------ asyncio
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.writer.transport = self.gate.transport = self.transport
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
         if self.identity_as_username:  # listener.ssl.use_identity_as_username: the certificate's CN is the user
             self.machine.identity = certificate_identity(transport.get_extra_info("peercert"))
@@ -194,7 +226,9 @@ class MQTTConnection(asyncio.Protocol):
         # mqtt.connect_timeout: tcp and ssl listeners had it before already (vmqpy.broker.preludes.ConnectPrelude),
         # which hands on a socket with its first packet whole: it is decided in this callback, no timer needed.
         if not self.connect_waited:
-            self._timer = self.loop.call_later(self.config.connect_timeout, self._on_timer)
+            now = time.time()
+            self.machine.opened(now, False)
+            self.arm_timer(now)
 
     def data_received(self, data: bytes) -> None:
         self.last_received = self.loop.time()
@@ -202,37 +236,45 @@ class MQTTConnection(asyncio.Protocol):
         if self._yielded:  # what it sent before waits in the bulk lane: this waits behind it
             self._hold_reading()
             return
-        self._process()
+        self.process()
 
-    def _process(self, first: Packet | None = None) -> None:
+    def process(self, first: Packet | None = None, now: float | None = None) -> None:
         """Dispatch `first` (a packet decoded in slices: subscribe_slices.decode), then every complete packet
-        received (until a CONNECT starts registering)."""
+        received (until a CONNECT starts registering). The clock is read once for them all (`now`, unless the
+        caller read it)."""
+        if now is None:
+            now = time.time()
+        arrived_ns = monotonic_ns()  # when the PUBLISHes of this read arrived (publish-to-delivery latency)
         decoder = self.decoder
+        writer = self.writer
+        gate = self.gate
         until = perf_counter() + TURN_BUDGET
-        queued = len(self._out)
+        queued = writer.pending()
         try:
             if first is not None:
-                self._dispatch(first)
-            while (not self.closing and not self._registering and not self._rate_held and not self._refusing
+                self._dispatch(first, now, arrived_ns)
+            while (not self.closing and not self.registering and not gate.rate_until and not self.refusing
                    and not self._subscribing and not self._yielded):
                 packet = decoder.next_packet()
                 if packet is NEED_DATA:
                     break
-                self._dispatch(packet)  # type: ignore[arg-type]
+                self._dispatch(packet, now, arrived_ns)  # type: ignore[arg-type]
                 if perf_counter() > until and not self.closing and decoder.buffered():
                     self._yield_turn()
         except UnsupportedProtocolVersion as exc:
             self.log.info("refused connect", reason=str(exc), level=exc.level)
-            self._write_bytes(b"\x20\x02\x00\x01")  # CONNACK, 3.1.1 layout: unacceptable protocol version
-            self.close()
+            for decision in self.machine.unsupported_protocol():
+                self.carry_out(decision)
         except RemoteProtocolError as exc:
             self.log.warning("protocol error", reason=str(exc), reason_code=hex(exc.reason_code))
             self.protocol_error(exc.reason_code)
         except Exception:
             self.log.exception("internal error on connection")
             self.protocol_error(rc.UNSPECIFIED_ERROR)
-        if len(self._out) > queued:  # its answers leave now, not after the turn's later callbacks (the bulk lane)
-            self._flush()
+        if writer.pending() > queued:  # its answers leave now, not after the turn's later callbacks (the bulk lane)
+            writer.flush()
+
+    _process = process  # vmqpy.broker.subscribe_slices' name for it
 
     def _yield_turn(self) -> None:
         """This client's packets took the turn's budget (vmqpy.broker.turn_budget): the rest of what it sent is
@@ -246,8 +288,7 @@ class MQTTConnection(asyncio.Protocol):
         """Stop reading a client waiting in the lane once it holds YIELDED_READ_LIMIT bytes not dispatched."""
         if not self._yield_paused and self.decoder.buffered() > YIELDED_READ_LIMIT:
             self._yield_paused = True
-            self._blocked_on += 1
-            pacing.set_reading(self)
+            self.gate.add_block()
 
     def _next_turn(self) -> None:
         """The lane's step of a client that yielded: a budget's worth of what it sent (then back in the lane).
@@ -260,15 +301,14 @@ class MQTTConnection(asyncio.Protocol):
         self._yielded = False
         waiting = self.decoder.buffered()
         if not self.closing:
-            self._process()
+            self.process()
         if not self._yielded and not self.closing and self.decoder.buffered() != waiting:
             self._yielded = True
             self.broker.lane.add(self._next_turn, self.loop.call_soon)
             return
         if not self._yielded and self._yield_paused:  # all dispatched (or it is gone): read again
             self._yield_paused = False
-            self._blocked_on -= 1
-            pacing.set_reading(self)
+            self.gate.unblock()
 
     def connect_completed(self) -> None:
         """The CONNECT was accepted: from now on the largest packet is max_message_size (or MQTT's), no longer
@@ -283,42 +323,56 @@ class MQTTConnection(asyncio.Protocol):
         for callback in on_lost:
             callback(self)
         self.closing = True
+        self.writer.closed = True
+        self.gate.close()
         self.acks.close()
-        for timer in (self._timer, self._retry_timer, self._abort_timer):  # the abort's: the socket is gone
-            if timer is not None:
-                timer.cancel()
+        self.cancel_timer()  # also the abort's: the socket is gone
         keepalive.Buckets.discard(self)
-        self._retry_timer = None
         self.broker.metrics["socket_close"] += 1
         connect_flow.disconnected(self, exc)
 
     def pause_writing(self) -> None:
-        self._writable = False
+        self.writer.pause()
 
     def resume_writing(self) -> None:
-        self._writable = True
+        self.writer.resume()
         if self.session is not None and self.session.sink is self:
             self.session.pump(time.time())
 
     # ------------------------------------------------------------------------------------------ Sink
 
     def write_packet(self, packet: Packet) -> None:
-        sent = SENT_COUNTERS.get(type(packet))
+        kind = type(packet)
+        sent = SENT_COUNTERS.get(kind)
         if sent is not None:
             self.broker.metrics[sent] += 1
         if self.traces:
-            self._trace(SENT, packet, time.time())
-        self._out.append(encode(packet, self.machine.state.level))  # `_write_bytes` and `level`, inline
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-        if self._retries and self._retry_timer is None and type(packet) is Pubrel:
-            pacing.arm_retry(self)
+            self.trace(SENT, packet, time.time())
+        self.writer.packet(packet)
+        if kind is Pubrel and self.retries and self._timer is None:
+            self.arm_timer(time.time())
 
-    write_publish = publish_out.write_publish  # Sink.write_publish: a routed message's bytes (its module)
+    def write_publish(self, message: Message, qos: int, retain: bool, packet_id: int | None,
+                      subscription_ids: list[int], now: float, dup: bool = False, held: bool = False) -> None:
+        """Write `message` to the client as a PUBLISH of `qos` (Sink.write_publish; the bytes are the writer's);
+        `held`: the write the storage barrier held back (the machine's `waits_for_disk`), now due."""
+        if qos == 2 and not held and (session := self.session) is not None and \
+                self.machine.waits_for_disk(2, session.persistent):
+            self.acks.after(True, partial(self.write_publish, message, 2, retain, packet_id, subscription_ids, now,
+                                          dup, True))  # exactly once across a failover: once its id is on disk
+            return
+        metrics = self.broker.metrics
+        metrics["mqtt_publish_sent"] += 1
+        if message.arrived_ns and not dup:  # publish-to-delivery latency (vmqpy.client_metrics)
+            DELIVERY_LATENCY.observe_ns(metrics, monotonic_ns() - message.arrived_ns)
+        if self.traces:
+            self.trace(SENT, message.to_publish(qos, retain, packet_id, now, subscription_ids), now)
+        if packet_id is not None and self.retries and self._timer is None:
+            self.arm_timer(now)
+        self.writer.publish(message, qos, retain, packet_id, subscription_ids, now, dup)
 
     def can_write(self) -> bool:
-        return self._writable and not self.closing
+        return self.writer.writable and not self.closing
 
     def take_over(self, reason_code: int = rc.SESSION_TAKEN_OVER) -> tuple[Message | None, float]:
         return connect_flow.take_over(self, reason_code)
@@ -326,25 +380,53 @@ class MQTTConnection(asyncio.Protocol):
     def move_away(self, reference: str | None) -> None:
         connect_flow.move_away(self, reference)
 
-    # ------------------------------------------------------------------------------------------ writing, closing
+    # ------------------------------------------------------------------------------------------ timer, closing
 
-    def _write_bytes(self, data: bytes) -> None:
-        """Queue bytes; everything queued in one pass of the event loop leaves in one write (the answers to a
-        client's own packets leave as soon as they are dispatched: `_process`)."""
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out = self._out
-        if not out:
+    def arm_timer(self, now: float) -> None:
+        """Arm the connection's one timer for its next deadline (`now`: the caller's read of the clock): the
+        machine's (the CONNECT timeout, a refused login's CONNACK, a resend to a 3.1.1 client) or the end of a
+        max_message_rate hold, whichever comes first; none when nothing is due."""
+        if self.closing:
             return
-        transport = self.transport
-        if transport is not None and not self.closing and not transport.is_closing():  # closing: half-closed
-            transport.write(out[0] if len(out) == 1 else b"".join(out))
-        out.clear()
+        deadline = self.machine.next_deadline()
+        rate_until = self.gate.rate_until
+        if rate_until and (deadline is None or rate_until < deadline):
+            deadline = rate_until
+        timer = self._timer
+        if deadline is None:
+            if timer is not None:
+                self.cancel_timer()
+            return
+        if timer is not None:
+            if self._timer_at <= deadline:
+                return
+            timer.cancel()
+        self._timer_at = deadline
+        self._timer = self.loop.call_later(max(0.0, deadline - now), self._on_timer)
+
+    def cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._timer_at = 0.0
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = 0.0
+        if self.closing:
+            return
+        now = time.time()
+        gate = self.gate
+        if gate.rate_until and gate.rate_until <= now:  # max_message_rate allows the next PUBLISH
+            gate.release_rate()
+            self.process(None, now)  # the packets read before the hold
+            if self.closing:
+                return
+        for decision in self.machine.handle_timer(now):
+            if type(decision) is Close and not self.refusing:
+                self.log.info(decision.why)
+            self.carry_out(decision)
+        self.arm_timer(now)
 
     def close(self, linger: bool = True) -> None:
         """Close the socket; a TCP one lingers (`linger`, vmqpy.broker.linger) unless the client ended the
@@ -352,12 +434,12 @@ class MQTTConnection(asyncio.Protocol):
         lingering closes, and a half-close, a drain timer and a second read would be work for nothing."""
         if self.closing:
             return
-        self._flush()
+        self.writer.flush()
         self.closing = True
+        self.writer.closed = True
+        self.gate.close()
         self.acks.active = False
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
-            self._retry_timer = None
+        self.cancel_timer()
         transport = self.transport
         if transport is not None:
             # A TCP socket lingers (vmqpy.broker.linger): half-closed and drained for a bounded time and size, so
@@ -372,26 +454,25 @@ class MQTTConnection(asyncio.Protocol):
             pending = transport.get_write_buffer_size()
             transport.close()
             if pending or self.listener_kind != "tcp":
-                self._abort_timer = self.loop.call_later(CLOSE_TIMEOUT, transport.abort)
+                self._timer = self.loop.call_later(CLOSE_TIMEOUT, transport.abort)
+
+    def end(self, close: Close) -> None:
+        """Carry out the machine's `close`: its DISCONNECT (reason code, Server Reference), then the socket."""
+        if close.reason_code is not None and not self.closing:
+            if close.server_reference is None:
+                self.write_packet(Disconnect(close.reason_code))
+            else:
+                props = Properties()
+                props.server_reference = close.server_reference
+                self.write_packet(Disconnect(close.reason_code, props))
+        self.normal_close = close.normal
+        self.close(linger=not close.by_client)
 
     def protocol_error(self, reason_code: int) -> None:
-        """The client broke the protocol: 5.0 gets DISCONNECT with the reason code, or a CONNACK carrying it when
-        its CONNECT was the bad packet (MQTT 5.0 3.1.4, docs/mqtt-codec.md), then the socket closes."""
-        if self.level == 5 and self.session is not None:
-            self.write_packet(Disconnect(reason_code))
-        elif self.session is None and self.decoder.protocol_level == 5:
-            self._write_bytes(encode(Connack(False, reason_code), 5))
-        self.close()
-
-    def _on_timer(self) -> None:  # the CONNECT timer of a connection no prelude waited for
-        self._timer = None
-        if self.closing:
-            return
-        if self.session is None:
-            self.log.info("no CONNECT in time")
-            self.close()
-            return
-        keepalive.check(self, self.loop.time())
+        """The client broke the protocol (or the node failed on its packet): what the machine says to send, for
+        the client's level and phase, then the socket closes."""
+        for decision in self.machine.protocol_error(reason_code, self.decoder.protocol_level):
+            self.carry_out(decision)
 
     def _ack_failed(self, error: BaseException) -> None:
         self.log.error("cannot confirm what the client sent (storage failed, or a node it went to left); "
@@ -400,55 +481,55 @@ class MQTTConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------------------------------ decisions
 
-    def _dispatch(self, packet: Packet | LongSubscribe) -> None:
-        now = time.time()
-        machine = self.machine
-        if self.traces and type(packet) is not LongSubscribe:  # traced once decoded (subscribe_slices.decode)
-            self._trace(RECEIVED, packet, now)
-        if self._rate is not None and type(packet) is Publish:
-            pacing.spend_rate(self, self._rate)
-        if type(packet) is Publish and machine.connected_now:  # the hot path, without a Route (same decisions)
-            decided = machine.publish(packet, now)
-            if type(decided) is Message:
-                decided.arrived_ns = monotonic_ns()
-                qos = packet.qos
-                result = self.broker.publish(decided, now)
-                if qos or result.congested or result.congested_nodes:
-                    for follow in machine.routed(qos, packet.packet_id or 0, result):
-                        if type(follow) is Reply and follow.note is None:  # the PUBACK/PUBREC, inline
-                            if self.acks.free(follow.durable, follow.remote):  # nothing to wait for: written now
-                                machine.reply_sent(follow.packet)  # (`_write_reply`, inline)
-                                self.write_packet(follow.packet)
-                            else:
-                                self.acks.after(follow.durable, partial(self._write_reply, follow.packet),
-                                                follow.remote)
-                        else:
-                            self._carry_out(follow)
-                return
-            assert isinstance(decided, tuple)
-            decisions: Decisions = decided
-        elif type(packet) is Puback and machine.connected_now and self.session is not None:
-            self.broker.metrics["mqtt_puback_received"] += 1
-            self.session.on_puback(packet.packet_id, now)  # the table's (CONNECTED, PUBACK) row, without a call
-            return
+    def _dispatch(self, packet: Packet | LongSubscribe, now: float, arrived_ns: int) -> None:
+        """One packet from the client: counted, traced, through the machine's table, its decisions carried out."""
+        kind = type(packet)
+        if kind is Publish:  # counted by the broker as it routes it
+            if self._rate is not None:
+                self._spend_rate(now)
         else:
-            if type(packet) is Connect:
-                self.broker.metrics["mqtt_connect_received"] += 1
+            if kind is LongSubscribe:
+                assert isinstance(packet, LongSubscribe)
+                subscribe_slices.decode(self, packet)  # traced and counted once decoded
+                return
+            if kind is Connect:
+                assert isinstance(packet, Connect)
                 self._connect_at = self.loop.time()
-                self._asked_client_id = packet.client_id
-            if isinstance(packet, LongSubscribe):
-                subscribe_slices.decode(self, packet)
-                return
-            if type(packet) is Subscribe and machine.connected_now and subscribe_slices.sliced(packet):
-                subscribe_slices.start(self, packet)  # vmqpy.broker.subscribe_slices
-                return
-            if type(packet) is Connect and self.broker.tracers:
-                self.follow(*self.broker.tracers.of(packet.client_id))
+                self.asked_client_id = packet.client_id
+                if self.broker.tracers:
+                    self.follow(*self.broker.tracers.of(packet.client_id))
+            elif kind is Subscribe and self.machine.connected_now and subscribe_slices.sliced(packet):  # type: ignore[arg-type]
                 if self.traces:
-                    self._trace(RECEIVED, packet, now)
-            decisions = machine.receive(packet, now)
+                    self.trace(RECEIVED, packet, now)
+                subscribe_slices.start(self, packet)  # type: ignore[arg-type]  # counted at its SUBACK
+                return
+            counter = RECEIVED_COUNTERS.get(kind)
+            if counter is not None:
+                self.broker.metrics[counter] += 1
+        if self.traces:
+            self.trace(RECEIVED, packet, now)
+        machine = self.machine
+        handler = machine.row.get(kind)  # the machine's table (`receive` without its frame; it raises for the rest)
+        decisions = handler(machine, packet, now) if handler is not None else machine.receive(packet, now)  # type: ignore[arg-type]
         for decision in decisions:
-            self._carry_out(decision)
+            if type(decision) is Route:  # a PUBLISH to route: only ever decided here, for a packet read
+                message, qos, packet_id = decision
+                message.arrived_ns = arrived_ns
+                result = self.broker.publish(message, now)
+                if qos or result.congested or result.congested_nodes:
+                    for follow in machine.routed(qos, packet_id, result):
+                        self.carry_out(follow)
+            else:
+                self.carry_out(decision)
+
+    def _spend_rate(self, now: float) -> None:
+        """`max_message_rate`: a PUBLISH over the client's rate stops the reading of its socket, and of what was
+        read already, until the rate allows the next one (the client is slowed down, nothing is dropped)."""
+        assert self._rate is not None
+        wait = self._rate.take(now)
+        if wait > 0.0 and not self.gate.rate_until:
+            self.gate.hold_rate(now + wait)
+            self.arm_timer(now)
 
     # ------------------------------------------------------------------------------------------ tracing
 
@@ -457,37 +538,38 @@ class MQTTConnection(asyncio.Protocol):
         if traces:
             self.traces = (*(t for t in self.traces if not t.done), *traces)
 
-    def _trace(self, direction: str, packet: Packet | object, now: float) -> None:
+    def trace(self, direction: str, packet: Packet | object, now: float) -> None:
         running = tuple(t for t in self.traces if not t.done)
         self.traces = running
         peer = f"{self.peer[0]}:{self.peer[1]}" if self.peer is not None else "-"
         for trace in running:
             trace.packet(direction, peer, packet, now)
 
-    def _route(self, message: Message, qos: int, packet_id: int, now: float) -> None:
-        message.arrived_ns = monotonic_ns()
-        result = self.broker.publish(message, now)
-        if qos or result.congested or result.congested_nodes:
-            for follow in self.machine.routed(qos, packet_id, result):
-                self._carry_out(follow)
+    _trace = trace  # vmqpy.broker.subscribe_slices' name for it
 
-    def _carry_out(self, decision: Decision) -> None:
-        kind = type(decision)
-        if kind is Reply:  # the most frequent first
-            assert isinstance(decision, Reply)
+    def carry_out(self, decision: Decision) -> None:
+        """Do what the machine decided (a `Route` is carried out where packets are dispatched, `_dispatch`, the
+        only place it is decided)."""
+        if type(decision) is Reply:  # the most frequent first (narrowed without an isinstance call)
             if decision.note is not None:
                 self._note(decision.note, decision.warn, decision.packet)
             packet = decision.packet
-            self.acks.after(decision.durable, lambda: self._write_reply(packet), decision.remote)
-        elif kind is Route:
-            assert isinstance(decision, Route)
-            self._route(decision.message, decision.qos, decision.packet_id, time.time())
+            if self.acks.free(decision.durable, decision.remote):  # nothing to wait for: written now
+                self.machine.reply_sent(packet)
+                self.write_packet(packet)
+            else:
+                self.acks.after(decision.durable, partial(self._write_reply, packet), decision.remote)
+            return
+        kind = type(decision)
+        if kind is RecordIncoming:
+            assert isinstance(decision, RecordIncoming) and self.session is not None
+            self.session.journal.save_incoming(self.session, decision.packet_id, decision.awaiting)
         elif kind is Send:
             assert isinstance(decision, Send)
             self.write_packet(decision.packet)
         elif kind is Throttle:
             assert isinstance(decision, Throttle)
-            pacing.block(self, decision.result)
+            self.gate.block(decision.result, self.broker.wait_for_node)
         elif kind is SubscribeTo:
             assert isinstance(decision, SubscribeTo)
             self._subscribe(decision.packet, decision.refused)
@@ -520,8 +602,11 @@ class MQTTConnection(asyncio.Protocol):
                 connect_flow.refuse(self, decision.reason_code, decision.why)
         elif kind is Close:
             assert isinstance(decision, Close)
-            self.normal_close = decision.normal
-            self.close(linger=not decision.by_client)
+            self.end(decision)
+        else:
+            raise TypeError(f"not a decision to carry out here: {decision!r}")
+
+    _carry_out = carry_out  # vmqpy.broker.subscribe_slices' name for it
 
     def _note(self, why: str, warn: bool, packet: Packet | None) -> None:
         fields = {"qos": 1 if isinstance(packet, Puback) else 2} if packet is not None else {}
@@ -536,7 +621,6 @@ class MQTTConnection(asyncio.Protocol):
         and, with `subscription.acknowledge = cluster`, once the reachable members route by them."""
         session = self.session
         assert session is not None
-        self.broker.metrics["mqtt_subscribe_received"] += 1
         ids = packet.properties.subscription_identifiers
         subscriptions = packet.subscriptions
         if refused:

@@ -2,11 +2,16 @@
 is to do about a packet. The machine returns them; it never does anything itself.
 
 `Send` and `Reply` write a packet (a `Reply` may wait for the storage barrier and for other nodes'
-acknowledgements); `Close` ends the connection; `RefuseConnect` answers a CONNECT that is refused (after a delay
-for a refused login); `Authenticate` runs a password check off the event loop; `Register` starts the
-registration of an accepted CONNECT; `Route` publishes a message;
-`SubscribeTo`, `UnsubscribeFrom` change subscriptions; `Unanswered` is a packet left without an answer (logged);
-`Throttle` stops reading the client until congested subscribers drained.
+acknowledgements); `Close` ends the connection, with the DISCONNECT its `reason_code` (and Server Reference)
+makes for a 5.0 client first; `RefuseConnect` answers a CONNECT that is refused (after a delay for a refused
+login); `Authenticate` runs a password check off the event loop; `Register` starts the registration of an
+accepted CONNECT; `Route` publishes a message; `RecordIncoming` writes the state of a client's QoS 2 packet id
+to the session's journal (the machine never writes storage itself); `SubscribeTo`, `UnsubscribeFrom` change
+subscriptions; `Unanswered` is a packet left without an answer (logged); `Throttle` stops reading the client
+until congested subscribers drained.
+
+The ones made for every PUBLISH (`Route`, `Reply`, `RecordIncoming`) are named tuples: no attribute dictionary,
+and the machine builds the most frequent ones with `tuple.__new__`, without a Python frame.
 """
 
 from __future__ import annotations
@@ -16,17 +21,18 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from vmqpy.broker.auth import PasswordCheck
-from vmqpy.broker.message import Message
 from vmqpy.broker.negotiation import Accepted
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.router import RouteResult
 from vmqpy.mqtt.packets import Connect, Packet, Subscribe, Unsubscribe
+from vmqpy.sessions.message import Message
 
 __all__ = [
     "Authenticate",
     "Close",
     "Decision",
     "Decisions",
+    "RecordIncoming",
     "RefuseConnect",
     "Register",
     "Reply",
@@ -61,15 +67,18 @@ class Reply(NamedTuple):
 
 @dataclass(slots=True)
 class Close:
-    """Close the connection; 5.0 after CONNECT gets DISCONNECT `reason_code` first (None: no DISCONNECT).
-    `normal`: the client ended it with DISCONNECT (no will). `by_client`: the client's DISCONNECT ended it (with
-    or without its will): it sends nothing more and gets nothing more, so its socket is closed without lingering
-    (vmqpy.broker.linger, which is for a client that may still be writing when the node has the last word)."""
+    """Close the connection; first a DISCONNECT with `reason_code` (None: no DISCONNECT; the machine gives one to
+    a 5.0 client only) and, when set, `server_reference` (Use another server). `why` is for the log.
+    `normal`: no will is published (the client ended it with DISCONNECT, or the node moves it away).
+    `by_client`: the client's DISCONNECT ended it (with or without its will): it sends nothing more and gets
+    nothing more, so its socket is closed without lingering (vmqpy.broker.linger, which is for a client that may
+    still be writing when the node has the last word)."""
 
     reason_code: int | None
     why: str
     normal: bool = False
     by_client: bool = False
+    server_reference: str | None = None
 
 
 @dataclass(slots=True)
@@ -101,13 +110,20 @@ class Register:
     accepted: Accepted
 
 
-@dataclass(slots=True)
-class Route:
+class Route(NamedTuple):
     """Publish `message` through the broker, then call `routed` with what it did."""
 
     message: Message
     qos: int
     packet_id: int
+
+
+class RecordIncoming(NamedTuple):
+    """Write to the session's journal that the client's QoS 2 `packet_id` awaits its PUBREL (`awaiting`) or was
+    released; before the `Reply` that follows it, which waits for that write to be durable."""
+
+    packet_id: int
+    awaiting: bool
 
 
 @dataclass(slots=True)
@@ -142,8 +158,8 @@ class Throttle:
     result: RouteResult
 
 
-Decision = (Send | Reply | Close | RefuseConnect | Authenticate | Register | Route | SubscribeTo | UnsubscribeFrom
-            | Unanswered | Throttle)
+Decision = (Send | Reply | Close | RefuseConnect | Authenticate | Register | Route | RecordIncoming | SubscribeTo
+            | UnsubscribeFrom | Unanswered | Throttle)
 Decisions = tuple[Decision, ...]
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vmqpy.broker import records
-from vmqpy.broker.message import Message
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message
 
 __all__ = ["COMPACT_LENGTH", "forward_record", "parse_forward"]
 

@@ -23,11 +23,11 @@ import structlog
 
 from vmqpy.broker import forward_wire
 from vmqpy.broker.holdback import Backpressure, MovedRoutes
-from vmqpy.broker.message import Message
 from vmqpy.broker.ports import Forwarder
 from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.router import Router, RouteResult
 from vmqpy.broker.stalls import StallBound
+from vmqpy.sessions.message import Message
 
 __all__ = ["Forwards"]
 
@@ -89,7 +89,7 @@ class Forwards:
             log.warning("undecodable forwarded publish", error=str(exc))
             self._metrics["forward_malformed"] += 1
             return False
-        self._metrics["forward_received"] += 1
+        self._metrics["forward_delivered"] += 1
         message.arrived_ns = monotonic_ns()  # its publish-to-delivery latency on this node starts here
         result = self._router.route(message, now, only_groups=groups, only_clients=clients)
         if self._moved_routes and peer is not None:
@@ -131,7 +131,7 @@ class Forwards:
                 continue
             durable = self.deliver_one(record, now, peer, seq) or durable  # the full form: counted there
         metrics = self._metrics
-        metrics["forward_received"] += received
+        metrics["forward_delivered"] += received
         if malformed:
             metrics["forward_malformed"] += malformed
         metrics["publish_dropped"] += result.dropped

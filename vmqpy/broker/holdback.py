@@ -21,11 +21,12 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
-from vmqpy.broker import records
-from vmqpy.broker.message import Message
 from vmqpy.broker.ports import Forwarder
-from vmqpy.broker.session import Session, SubEntry
+from vmqpy.broker.session import Session
 from vmqpy.mqtt import topics
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import SubEntry
 
 # How long forwards that other nodes still route here by a subscription that moved away are passed on to its
 # new node: longer than a new route takes to reach every node (anti-entropy rounds, a partition's heal).

@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from vmqpy.broker.negotiation import keepalive_check_after, keepalive_expired
-from vmqpy.mqtt import reason_codes as rc
-from vmqpy.mqtt.packets import Disconnect
 
 if TYPE_CHECKING:
     from vmqpy.broker.connection import MQTTConnection
@@ -154,20 +152,20 @@ def of_loop(loop: asyncio.AbstractEventLoop) -> KeepAlives:
 
 
 def check(conn: MQTTConnection, now: float) -> None:
-    """Close `conn` when its client was silent for 1.5 times its keep alive (5.0: with DISCONNECT 0x8D), else have
-    it checked again when that time would come. A client whose reading is paused (backpressure) is not silent by
-    its own doing: it counts as active."""
+    """Close `conn` when its client was silent for 1.5 times its keep alive (the machine's `keepalive_expired`:
+    5.0 with DISCONNECT 0x8D), else have it checked again when that time would come. A client whose reading is
+    paused (backpressure, its read gate) is not silent by its own doing: it counts as active."""
     if conn.closing:
         return
-    if keepalive_expired(conn.keep_alive, conn.last_received, now) and not conn._reading_paused:
-        conn.log.info("keepalive expired", keep_alive=conn.keep_alive)
-        if conn.level == 5:
-            conn.write_packet(Disconnect(rc.KEEP_ALIVE_TIMEOUT))
-        conn.close()
+    paused = conn.gate.paused
+    if keepalive_expired(conn.keep_alive, conn.last_received, now) and not paused:
+        close = conn.machine.keepalive_expired()
+        conn.log.info(close.why, keep_alive=conn.keep_alive)
+        conn.end(close)
         return
     check_after = keepalive_check_after(conn.keep_alive, now - conn.last_received)
     if check_after is None:
         return
-    if conn._reading_paused:
+    if paused:
         conn.last_received = now
     of_loop(conn.loop).schedule(conn, conn.loop, now + check_after)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, MutableSet
 from typing import Any
 
 import structlog
@@ -36,7 +36,7 @@ class ListenerControl:
     """The servers of the MQTT listeners of `config`; `connections` is the node's set of live connections.
     `left()` tells whether the node left the cluster (its listeners then stay as they are until it joins)."""
 
-    def __init__(self, config: Config, connections: set[MQTTConnection], left: Callable[[], bool]) -> None:
+    def __init__(self, config: Config, connections: MutableSet[MQTTConnection], left: Callable[[], bool]) -> None:
         self.config = config
         self.connections = connections
         self._left = left

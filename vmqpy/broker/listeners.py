@@ -24,7 +24,7 @@ socket is gone. The MQTT machinery is one and the same behind every kind.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, MutableSet
 from functools import partial
 from typing import Any
 
@@ -69,7 +69,7 @@ class Listeners:
 
     def __init__(
         self, config: Config, broker: Broker, storage: Storage | None, auth: Authenticator,
-        connections: set[MQTTConnection], tls: ListenerContexts, mqtt_sockets: int | None = None,
+        connections: MutableSet[MQTTConnection], tls: ListenerContexts, mqtt_sockets: int | None = None,
         addresses: AddressLimits | None = None,
     ) -> None:
         self.config = config

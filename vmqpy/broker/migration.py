@@ -7,6 +7,9 @@ owner holds its messages (`pending_for_handover`, `handed_over`) and nothing rou
 (`finish_handover`). The other way round, a session arrives with its image (`adopt_offline`, or
 `adopt_image` for a CONNECT) and then its messages (`adopt_messages`). The frames that carry all this between
 nodes are vmqpy.cluster.registration's; this module only changes the broker's state.
+
+`SessionMigration` is what the cluster sees of the broker (vmqpy.cluster.ports.BrokerPort): node.py hands it to
+registration, departure and the queue replicas' failover.
 """
 
 from __future__ import annotations
@@ -17,12 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from vmqpy.broker import records
-from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.holdback import MOVED_ROUTE_TTL
-from vmqpy.broker.owners import UNKNOWN_USER, is_foreign
-from vmqpy.broker.session import FORWARD_MEMORY, Outgoing, Session
-from vmqpy.replicas.lineage import Entry, Lineage, fingerprint, names_record
+from vmqpy.broker.lineage import Lineage, fingerprint, names_record
+from vmqpy.broker.session import FORWARD_MEMORY, Session
+from vmqpy.broker.stored_will import StoredWill
+from vmqpy.sessions import records
+from vmqpy.sessions.handover import SessionImage
+from vmqpy.sessions.names import Entry
+from vmqpy.sessions.owners import UNKNOWN_USER, is_foreign
+from vmqpy.sessions.parts import Outgoing
+from vmqpy.sessions.remote import RemoteWait
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker
@@ -39,6 +46,38 @@ class SessionMigration:
         self._broker = broker
         self._lineage: Lineage | None = None  # loaded from storage at first use
         self._pruned_at = 0.0
+
+    # The broker's own steps that a move takes too: the routes of an adopted session wait for the members as a
+    # SUBSCRIBE's do, and a session recovered from the queue replicas brings its will.
+
+    def route_confirmation(self) -> Any:
+        """What the routes of an adopted session wait for before they are claimed (`Broker.route_confirmation`)."""
+        return self._broker.route_confirmation()
+
+    def routes_applied(self, confirm: Any) -> RemoteWait | None:
+        """The wait for the members to apply the routes written with `confirm` (`Broker.routes_applied`)."""
+        return self._broker.routes_applied(confirm)
+
+    def adopt_will(self, client_id: str, will: StoredWill, now: float) -> None:
+        """The will in the record of a session recovered from a lost owner's replicas (`Broker.adopt_will`)."""
+        self._broker.adopt_will(client_id, will, now)
+
+    def local_sessions(self) -> list[Session]:
+        """The sessions kept on this node now (online, offline or moving away)."""
+        return list(self._broker.sessions.values())
+
+    def owner_of(self, client_id: str) -> str | None:
+        """The node that the owner record of `client_id` names (None: there is none)."""
+        value = self._broker.metadata.get(records.SESSION, records.session_key(client_id))
+        return None if value is None else records.session_owner(value)
+
+    def owner_stamp(self, client_id: str) -> Any:
+        """The stamp of the owner record of `client_id` (None: there is none)."""
+        return (self._broker.metadata.get(records.SESSION, records.session_key(client_id)) or (None,))[0]
+
+    def witness(self, stamp: Any) -> None:
+        """Every owner record this node writes from now on is stamped after `stamp` (learnt from a peer)."""
+        self._broker.metadata.witness(stamp)
 
     @property
     def lineage(self) -> Lineage:

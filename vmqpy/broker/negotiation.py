@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vmqpy.broker.auth import PasswordCheck
-from vmqpy.broker.message import Message
-from vmqpy.broker.owners import client_id_allowed
 from vmqpy.broker.ports import ServePolicy
 from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.packets import Connect, Properties, Publish
 from vmqpy.mqtt.topics import too_deep
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.owners import client_id_allowed
 
 SESSION_EXPIRY_NEVER = 0xFFFFFFFF
 

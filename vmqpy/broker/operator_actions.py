@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vmqpy.broker import records
 from vmqpy.mqtt import reason_codes as rc
+from vmqpy.sessions import records
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker

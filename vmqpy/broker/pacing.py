@@ -1,96 +1,107 @@
-"""The pace of a client connection (vmqpy.broker.connection): when its socket is read and when what it left
-unacknowledged is sent again.
+"""The read gate of a client connection (vmqpy.broker.connection): `ReadGate` owns whether its socket is read.
 
-- Backpressure: a publisher whose subscribers (or a peer node) are congested is not read until they drained.
+Reading stops while anything holds it and resumes when nothing does:
+- a CONNECT being decided off the socket (its password checked, its client id registered, a refusal's delay):
+  `hold`/`release`;
+- backpressure: a publisher whose subscribers (or a peer node) are congested is not read until they drained
+  (`block`: one count per congested party, `unblock` as each drained), and the same count for a SUBSCRIBE of
+  many filters added a slice a turn (vmqpy.broker.subscribe_slices) and for a client whose packets wait in the
+  bulk lane (vmqpy.broker.turn_budget);
 - `max_message_rate`: a PUBLISH over the client's rate stops the reading until the rate allows the next one
-  (vmqpy/broker/rate_limit.py); the client is slowed down, nothing is dropped.
-- Resends to 3.1.1 clients (`retry_interval`): a timer for the oldest PUBLISH or PUBREL due, decided by the
-  protocol machine.
+  (`hold_rate`, until a time the connection's one timer is armed for; vmqpy/broker/rate_limit.py); the client
+  is slowed down, nothing is dropped.
 
-Functions of the driver's `MQTTConnection`; they run on its event loop.
+`paused` is what the socket was last told; the keep-alive check counts a client whose reading is paused as
+active (its silence is not its own doing).
 """
 
 from __future__ import annotations
 
-import time
-from functools import partial
+import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from vmqpy.broker.rate_limit import TokenBucket
 from vmqpy.broker.router import RouteResult
 
 if TYPE_CHECKING:
     from vmqpy.broker.connection import MQTTConnection
 
-__all__ = ["arm_retry", "block", "on_retry", "release_rate", "set_reading", "spend_rate", "unblock"]
+__all__ = ["ReadGate", "set_reading"]
 
 
-def block(conn: MQTTConnection, result: RouteResult) -> None:
-    """Backpressure: stop reading this publisher until the congested subscribers drained."""
-    transport = conn.transport
-    if transport is None or conn.closing:
-        return
-    for session in result.congested:
-        conn._blocked_on += 1
-        session.wait_for_drain(partial(unblock, conn))
-    for node in result.congested_nodes:
-        conn._blocked_on += 1
-        conn.broker.wait_for_node(node, partial(unblock, conn))
-    set_reading(conn)
+class ReadGate:
+    """Whether one connection's socket is read, from every reason to hold it."""
 
+    __slots__ = ("blocked_on", "held", "paused", "rate_until", "transport")
 
-def unblock(conn: MQTTConnection) -> None:
-    conn._blocked_on -= 1
-    if conn._blocked_on <= 0:
-        conn._blocked_on = 0
-        set_reading(conn)
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None  # None: nothing to pause (not yet open, or closed)
+        self.paused = False
+        self.held = False  # a CONNECT is decided meanwhile (login, registration, refusal)
+        self.blocked_on = 0  # congested parties, slices of a SUBSCRIBE, a turn in the bulk lane
+        self.rate_until = 0.0  # over max_message_rate: nothing read before this time (0.0: not held)
 
+    def update(self) -> None:
+        """Tell the socket whether it is read now."""
+        transport = self.transport
+        if transport is None:
+            return
+        paused = self.held or self.blocked_on > 0 or self.rate_until > 0.0
+        if paused != self.paused:
+            self.paused = paused
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
 
-def spend_rate(conn: MQTTConnection, rate: TokenBucket) -> None:
-    """`max_message_rate`: a PUBLISH over the client's rate stops the reading of its socket, and of what was
-    read already, until the rate allows the next one (the client is slowed down, nothing is dropped)."""
-    wait = rate.take(conn.loop.time())
-    if wait > 0.0 and not conn._rate_held:
-        conn._rate_held = True
-        set_reading(conn)
-        conn.loop.call_later(wait, release_rate, conn)
+    def hold(self) -> None:
+        """Read nothing until `release` (a CONNECT is decided meanwhile)."""
+        self.held = True
+        self.update()
 
+    def release(self) -> None:
+        self.held = False
+        self.update()
 
-def release_rate(conn: MQTTConnection) -> None:
-    conn._rate_held = False
-    if conn.closing:
-        return
-    set_reading(conn)
-    conn._process()  # the packets read before the hold
+    def block(self, result: RouteResult, wait_for_node: Callable[[str, Callable[[], None]], None]) -> None:
+        """Backpressure: read nothing until every congested subscriber of `result` (and every congested node,
+        `wait_for_node`) drained."""
+        if self.transport is None:
+            return
+        for session in result.congested:
+            self.blocked_on += 1
+            session.wait_for_drain(self.unblock)
+        for node in result.congested_nodes:
+            self.blocked_on += 1
+            wait_for_node(node, self.unblock)
+        self.update()
+
+    def add_block(self) -> None:
+        """One more reason to read nothing (a turn in the bulk lane, a sliced SUBSCRIBE), until `unblock`."""
+        self.blocked_on += 1
+        self.update()
+
+    def unblock(self) -> None:
+        self.blocked_on -= 1
+        if self.blocked_on <= 0:
+            self.blocked_on = 0
+            self.update()
+
+    def hold_rate(self, until: float) -> None:
+        """`max_message_rate`: read nothing before `until` (the connection's timer calls `release_rate`)."""
+        self.rate_until = until
+        self.update()
+
+    def release_rate(self) -> None:
+        self.rate_until = 0.0
+        self.update()
+
+    def close(self) -> None:
+        """The connection closed: the socket is paused or resumed no more (a lingering close drains it)."""
+        self.transport = None
 
 
 def set_reading(conn: MQTTConnection) -> None:
-    """Read the socket unless congested subscribers (`_blocked_on`) or the publish rate (`_rate_held`) hold
-    it."""
-    transport = conn.transport
-    if transport is None or conn.closing:
-        return
-    paused = conn._blocked_on > 0 or conn._rate_held
-    if paused != conn._reading_paused:
-        conn._reading_paused = paused
-        if paused:
-            transport.pause_reading()
-        else:
-            transport.resume_reading()
-
-
-def arm_retry(conn: MQTTConnection) -> None:
-    """Come back when the oldest PUBLISH or PUBREL the client has not acknowledged is due for a resend."""
-    deadline = conn.machine.retry_deadline()
-    if deadline is not None and not conn.closing:
-        conn._retry_timer = conn.loop.call_later(max(0.0, deadline - time.time()), on_retry, conn)
-
-
-def on_retry(conn: MQTTConnection) -> None:
-    conn._retry_timer = None
-    if conn.closing or conn.session is None:
-        return
-    deadline = conn.machine.handle_retry(time.time())
-    if deadline is not None:
-        conn._retry_timer = conn.loop.call_later(max(0.0, deadline - time.time()), on_retry, conn)
-
+    """Tell `conn`'s socket whether it is read now (for vmqpy.broker.subscribe_slices, which counts its hold in
+    `MQTTConnection._blocked_on`)."""
+    conn.gate.update()

@@ -16,12 +16,13 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from vmqpy.broker.handover import outgoing_from_record, outgoing_record
-from vmqpy.broker.message import decode_record, encode_record
-from vmqpy.broker.owners import UNKNOWN_USER, pack_user, unpack_user
-from vmqpy.broker.session import Outgoing, Session
+from vmqpy.broker.session import Session
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.bulk_load import bulk_load
+from vmqpy.sessions.handover import outgoing_from_record, outgoing_record
+from vmqpy.sessions.message import decode_record, encode_record
+from vmqpy.sessions.owners import UNKNOWN_USER, pack_user, unpack_user
+from vmqpy.sessions.parts import Outgoing
 from vmqpy.storage import Storage
 
 SESSIONS = "session"
@@ -44,7 +45,7 @@ class StoredSession:
     messages: list[Outgoing] = field(default_factory=list)
     incoming: set[int] = field(default_factory=set)
     will: StoredWill | None = None
-    user: str | None = UNKNOWN_USER  # the session's owner (vmqpy.broker.owners)
+    user: str | None = UNKNOWN_USER  # the session's owner (vmqpy.sessions.owners)
 
 
 class ReplicaJournal(Protocol):

@@ -4,29 +4,18 @@
 writes or acknowledged a forward), `Forwarder` the other nodes, `Registrar` registers a
 CONNECT through the client id's leader, and `ServePolicy` says whether the node serves an operation now
 (`AlwaysServe` when nothing limits it). `Placement` says where a CONNECT belongs when persistent sessions have
-an assigned server (vmqpy.cluster.placement), answering a `Redirect` or None (serve it here).
+an assigned server (vmqpy.cluster.placement), answering a `Redirect` or None (serve it here). `RemoteWait` and
+`Redirect` are values the cluster makes too: they live in vmqpy.sessions.remote.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from vmqpy.broker.handover import Ticket
-from vmqpy.broker.records import Key
-
-
-class RemoteWait(Protocol):
-    """Something other nodes complete: a forward's acknowledgements (vmqpy.broker.remote_ack.RemoteAck), the
-    members applying some writes (vmqpy.metadata.confirmations.Confirmation). Done once, failed or not."""
-
-    @property
-    def error(self) -> BaseException | None: ...
-
-    def done(self) -> bool: ...
-
-    def add_done_callback(self, callback: Callable[[], None]) -> None: ...
+from vmqpy.sessions.handover import Ticket
+from vmqpy.sessions.records import Key
+from vmqpy.sessions.remote import Redirect, RemoteWait
 
 
 class MetadataPort(Protocol):
@@ -109,16 +98,7 @@ class Registrar(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Redirect:
-    """Send the client to `node`, whose advertised address for the client's listener kind is `reference`."""
-
-    node: str
-    reference: str
-    why: str
-
-
 #: (client id, whether it asks for a persistent session, the kind of listener it came through) -> where it goes
 Placement = Callable[[str, bool, str], Redirect | None]
 
-__all__ = ["AlwaysServe", "Forwarder", "MetadataPort", "Placement", "Redirect", "Registrar", "ServePolicy"]
+__all__ = ["AlwaysServe", "Forwarder", "MetadataPort", "Placement", "Registrar", "ServePolicy"]

@@ -4,16 +4,25 @@
 aliases in both directions, Receive Maximum in both directions, the QoS 1/2 PUBLISHes of the client not yet
 acknowledged) and dispatches every packet through one table of (phase, packet type) -> handler, so "nothing
 but CONNECT before CONNECT" and "a second CONNECT is a protocol error" are decided in one place. It never
-touches a socket, a timer, the event loop or the clock, and it does not call the broker or the cluster: it
-returns decisions (`Register`, `Route`, `Subscribe`, `Unsubscribe`, `Reply`, `Send`, `Close`, `RefuseConnect`)
-that the driver (vmqpy/broker/connection.py) carries out, and the driver reports back what the broker did
-(`routed`, `connected`). The session (vmqpy/broker/session.py, itself sans-I/O) is handed to the machine once
-the connection owns it; acknowledgements of the client's own PUBACK/PUBREC/PUBCOMP go straight to it.
-Resending to a 3.1.1 client what it has not acknowledged (`retry_interval`) is `retry_deadline` and
-`handle_retry(now)`: the driver arms one timer for the deadline and calls back.
+touches a socket, a timer, the event loop or the clock, it does not call the broker or the cluster and it
+writes no storage: it returns decisions (`Register`, `Route`, `SubscribeTo`, `UnsubscribeFrom`, `Reply`, `Send`,
+`Close`, `RefuseConnect`, `RecordIncoming`) that the driver (vmqpy/broker/connection.py) carries out, and the
+driver reports back what the broker did (`routed`, `connected`). Every packet the client sends goes through the
+table, PUBLISH and PUBACK included. The session (vmqpy/broker/session.py, itself sans-I/O) is handed to the
+machine once the connection owns it; acknowledgements of the client's own PUBACK/PUBREC/PUBCOMP go straight to it.
+
+The outbound rules that depend on the protocol level are the machine's too, as decisions the driver carries
+out (vmqpy/broker/outbound_rules.py, a part of the machine in a module of its own): the DISCONNECT of a takeover
+(0x8E), of a node moving its clients away (0x9C with a Server Reference), of an expired keep alive (0x8D) and of
+a protocol error (5.0 only; a 3.1.1 client's socket is just closed, a 5.0 CONNECT that was the bad packet gets
+a CONNACK with the code), the refusal CONNACK (a reason string for 5.0), the redirect of
+`persistent_session_placement` (3.1.1 cannot be redirected) and which deliveries wait for the disk
+(`waits_for_disk`). Time is an argument there too: `next_deadline()` is the one deadline of the connection (the
+CONNECT timeout, a refused login's CONNACK, a resend to a 3.1.1 client) and `handle_timer(now)` what is due then;
+the driver arms one timer for it and calls back.
 
 A protocol violation raises `RemoteProtocolError` (vmqpy.mqtt.errors) with the reason code the specification
-prescribes, as the decoder does; the driver closes the connection (5.0: DISCONNECT with that code first).
+prescribes, as the decoder does; the driver asks `protocol_error` what to send before it closes.
 
 `negotiate` is the whole of CONNECT: the checks and every refusal code, the session expiry, the will, the keep
 alive the node grants and the CONNACK properties (docs/broker.md has the table).
@@ -29,16 +38,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
-from enum import Enum
+from functools import partial
 
 from vmqpy.broker.access import AccessControl
 from vmqpy.broker.auth import PasswordCheck
+from vmqpy.broker.connection_state import ConnectionState, Phase
 from vmqpy.broker.decisions import (
     Authenticate,
     Close,
     Decisions,
+    RecordIncoming,
     RefuseConnect,
     Register,
     Reply,
@@ -50,7 +60,6 @@ from vmqpy.broker.decisions import (
     UnsubscribeFrom,
     suback_codes,
 )
-from vmqpy.broker.message import Message
 from vmqpy.broker.negotiation import (
     SESSION_EXPIRY_NEVER,
     CredentialCheck,
@@ -58,7 +67,9 @@ from vmqpy.broker.negotiation import (
     assigned_client_id,
     negotiate,
 )
+from vmqpy.broker.outbound_rules import RETRY_RECHECK, OutboundRules
 from vmqpy.broker.ports import ServePolicy
+from vmqpy.broker.remote_ack import RemoteAck
 from vmqpy.broker.router import RouteResult
 from vmqpy.broker.session import Session
 from vmqpy.broker.topic_aliases import OutboundAliases, inbound_topic
@@ -83,9 +94,11 @@ from vmqpy.mqtt.packets import (
     Unsubscribe,
 )
 from vmqpy.mqtt.topics import parse_shared, too_deep, validate_topic_filter
+from vmqpy.sessions.message import Message
+
+__all__ = ["LOGIN_REFUSALS", "RETRY_RECHECK", "ConnectionMachine", "ConnectionState", "Phase"]
 
 NO_PACKET_ID = 0
-RETRY_RECHECK = 1.0  # seconds: the soonest a resend is looked at again (a connection that cannot take more)
 WRITE_CACHE_SIZE = 256  # PUBLISH topics whose ACL decision a connection remembers (all forgotten when full)
 LOGIN_REFUSALS = (rc.BAD_USER_NAME_OR_PASSWORD, rc.NOT_AUTHORIZED)  # negotiate's refusals from the credentials
 # the refusals of a login whose password was not checked (the driver's verdicts for `authenticated`)
@@ -93,40 +106,13 @@ UNCHECKED_LOGINS = {
     rc.SERVER_BUSY: "server busy: too many logins are being checked",
     rc.CONNECTION_RATE_EXCEEDED: "too many failed logins from this address: try again later",
 }
+# The decisions made for every PUBLISH, built in C (a named tuple's own constructor is a Python function).
+_new_route: Callable[[tuple[Message, int, int]], Route] = partial(tuple.__new__, Route)
+_new_reply: Callable[[tuple[Packet, bool, RemoteAck | None, str | None, bool]], Reply] = partial(tuple.__new__, Reply)
+_PONG: Decisions = (Send(Pingresp()),)  # the answer to every PINGREQ (a packet without fields: one serves all)
 
 
 # ---------------------------------------------------------------------------------------------- the machine
-
-
-class Phase(Enum):
-    CONNECTING = "connecting"  # nothing but CONNECT is allowed
-    AUTHENTICATING = "authenticating"  # its password is checked; the driver reads nothing until `authenticated`
-    REGISTERING = "registering"  # CONNECT accepted; the driver reads nothing until `connected`
-    CONNECTED = "connected"
-    CLOSED = "closed"
-    __hash__ = object.__hash__  # in C, by identity (Enum's is a Python call; `_enter` looks phases up per connect)
-
-
-@dataclass(slots=True)
-class ConnectionState:
-    phase: Phase = Phase.CONNECTING
-    level: int = 4
-    client_id: str = ""
-    keep_alive: int = 0
-    requested_expiry: int = 0
-    will: Message | None = None
-    will_delay: float = 0.0
-    receive_maximum: int = 65535  # QoS 1/2 PUBLISHes the client may have unacknowledged (announced)
-    unacked_qos1: int = 0  # the client's QoS 1 PUBLISHes on this connection not yet acknowledged
-    # its QoS 2 PUBLISHes on this connection before their PUBCOMP (Receive Maximum counts per connection, MQTT 5.0
-    # 4.9: ids awaiting PUBREL from an earlier connection do not count): a shared empty frozenset until the first
-    unreleased_qos2: AbstractSet[int] = frozenset()
-    aliases_in: dict[int, str] | None = None  # the client's topic aliases: 5.0 only (made by _connect)
-    aliases_in_maximum: int = 0
-    aliases_out: OutboundAliases | None = None
-    session: Session | None = None
-    username: str | None = None  # the authenticated user name: the one the ACL judges
-    publishes_refused: int = 0  # PUBLISHes the ACL refused on this connection (the first one is logged)
 
 
 Handler = Callable[["ConnectionMachine", Packet, float], Decisions]
@@ -152,9 +138,9 @@ class _Checked:
         return self.refusal
 
 
-class ConnectionMachine:
-    __slots__ = ("_generation", "_handlers", "_may_write", "access", "auth", "config", "connected_now", "identity",
-                 "metrics", "new_client_id", "policy", "state")  # one per connection: no attribute dictionary
+class ConnectionMachine(OutboundRules):
+    __slots__ = ("_generation", "_may_write", "access", "auth", "config", "connected_now", "identity", "metrics",
+                 "new_client_id", "policy", "row", "state")  # one per connection: no attribute dictionary
     def __init__(self, config: Config, auth: CredentialCheck, policy: ServePolicy,
                  new_client_id: Callable[[], str] = assigned_client_id, access: AccessControl | None = None) -> None:
         self.config = config
@@ -169,13 +155,18 @@ class ConnectionMachine:
         # The CN of the verified TLS certificate on a use_identity_as_username listener: the user (its credential)
         self.identity: str | None = None
         self.state = ConnectionState()
-        # the dispatch row of the current phase (looked up once per phase), and whether PUBLISH takes the fast path
-        self._handlers = _BY_PHASE[Phase.CONNECTING]
+        # the dispatch row of the current phase (looked up once per phase; the driver calls its handlers without
+        # `receive`'s frame, and `receive` for a packet not in it), and whether the phase is CONNECTED
+        self.row = _BY_PHASE[Phase.CONNECTING]
         self.connected_now = False
+        # the deadline of the phase: CONNECTING, the CONNECT's (`opened`); CLOSED, a refused login's CONNACK
+        self._due: float | None = None
+        self._refusal: RefuseConnect | None = None  # a refused login, answered at `_due` (auth.failed_login_delay)
+        self._recheck_at = 0.0  # resends are looked at no sooner than this again (`handle_timer`)
 
     def _enter(self, phase: Phase) -> None:
         self.state.phase = phase
-        self._handlers = _BY_PHASE[phase]
+        self.row = _BY_PHASE[phase]
         self.connected_now = phase is Phase.CONNECTED
 
     @property
@@ -185,7 +176,7 @@ class ConnectionMachine:
     def receive(self, packet: Packet, now: float) -> Decisions:
         """The decisions for one packet from the client; raises RemoteProtocolError for a violation."""
         state = self.state
-        handler = self._handlers.get(type(packet))
+        handler = self.row.get(type(packet))
         if handler is None:
             raise ProtocolViolation(_refusal_text(state.phase, packet))
         return handler(self, packet, now)
@@ -217,7 +208,9 @@ class ConnectionMachine:
         if isinstance(answer, Refused):
             self._enter(Phase.CLOSED)
             if answer.reason_code in LOGIN_REFUSALS:
-                return (_login_refusal(answer.reason_code, packet.username is None, self.config),)
+                refusal = self._refusal = _login_refusal(answer.reason_code, packet.username is None, self.config)
+                self._due = now + refusal.delay  # its CONNACK, from `handle_timer`
+                return (refusal,)
             return (RefuseConnect(answer.reason_code, UNCHECKED_LOGINS.get(answer.reason_code, answer.why)),)
         self._enter(Phase.REGISTERING)
         state.client_id = answer.client_id
@@ -246,17 +239,9 @@ class ConnectionMachine:
     # ------------------------------------------------------------------------------------------ PUBLISH
 
     def _publish(self, packet: Packet, now: float) -> Decisions:
-        assert isinstance(packet, Publish)
-        decided = self.publish(packet, now)
-        if type(decided) is Message:
-            return (Route(decided, packet.qos, packet.packet_id or NO_PACKET_ID),)
-        assert isinstance(decided, tuple)
-        return decided
-
-    def publish(self, packet: Publish, now: float) -> Message | Decisions:
-        """A client's PUBLISH after CONNECT: the message to route (the common case, without a decision object on
-        the hot path: the driver then calls `routed`), or the decisions that answer it instead. The same rules
-        as `receive` (which wraps the message in a `Route`)."""
+        """A client's PUBLISH after CONNECT: the message to route (`Route`: the driver then calls `routed`), or
+        the decisions that answer it instead."""
+        assert type(packet) is Publish
         state = self.state
         session = state.session
         assert session is not None
@@ -282,7 +267,15 @@ class ConnectionMachine:
         if qos and state.unacked_qos1 + len(state.unreleased_qos2) >= state.receive_maximum:
             raise RemoteProtocolError("more unacknowledged QoS 1/2 PUBLISHes than Receive Maximum",
                                       rc.RECEIVE_MAXIMUM_EXCEEDED)
-        return Message.from_publish(packet, state.client_id, now)
+        return (_new_route((Message.from_publish(packet, state.client_id, now), qos, packet_id)),)
+
+    def publish(self, packet: Publish, now: float) -> Message | Decisions:
+        """The message a PUBLISH after CONNECT routes, or the decisions that answer it instead: `receive`'s `Route`
+        unwrapped (a reading aid for tests; the driver goes through `receive`)."""
+        decisions = self._publish(packet, now)
+        if len(decisions) == 1 and type(decisions[0]) is Route:
+            return decisions[0].message
+        return decisions
 
     def _may_publish(self, topic: str) -> bool:
         """The ACL's decision on a PUBLISH to `topic`, remembered until the ACL changes."""
@@ -337,15 +330,16 @@ class ConnectionMachine:
             return (Unanswered("publish refused: cluster buffer full", warn=True),)
         if qos == 1:
             state.unacked_qos1 += 1
-            return (Reply(Puback(packet_id), result.durable, result.remote_ack), *throttle)
+            reply = _new_reply((Puback(packet_id), result.durable, result.remote_ack, None, False))
+            return (reply, *throttle) if throttle else (reply,)
         session = state.session
         assert session is not None
         session.await_release((packet_id,))
         if not isinstance(state.unreleased_qos2, set):
             state.unreleased_qos2 = set()
         state.unreleased_qos2.add(packet_id)
-        session.journal.save_incoming(session, packet_id, True)
-        return (Reply(Pubrec(packet_id), result.durable or session.persistent, result.remote_ack), *throttle)
+        return (RecordIncoming(packet_id, True),
+                Reply(Pubrec(packet_id), result.durable or session.persistent, result.remote_ack), *throttle)
 
     def reply_sent(self, packet: Packet) -> None:
         """An acknowledgement left: a PUBACK ends one of the client's QoS 1 PUBLISHes in flight."""
@@ -361,7 +355,6 @@ class ConnectionMachine:
 
     def _pubrec(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Pubrec) and self.state.session is not None
-        self.metrics["mqtt_pubrec_received"] += 1
         session = self.state.session
         answer = session.on_pubrec(packet.packet_id, packet.reason_code, now)
         # PUBREL once "PUBREC received" is durable: a failover before it would send the PUBLISH again
@@ -369,20 +362,17 @@ class ConnectionMachine:
 
     def _pubcomp(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Pubcomp) and self.state.session is not None
-        self.metrics["mqtt_pubcomp_received"] += 1
         self.state.session.on_pubcomp(packet.packet_id, now)
         return ()
 
     def _pubrel(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Pubrel) and self.state.session is not None
-        self.metrics["mqtt_pubrel_received"] += 1
         session = self.state.session
         packet_id = packet.packet_id
         if isinstance(self.state.unreleased_qos2, set):
             self.state.unreleased_qos2.discard(packet_id)
-        if session.release(packet_id):
-            session.journal.save_incoming(session, packet_id, False)
-            return (Reply(Pubcomp(packet_id), session.persistent),)  # once the release is durable (the id reused)
+        if session.release(packet_id):  # PUBCOMP once the release is durable (the id may be reused then)
+            return (RecordIncoming(packet_id, False), Reply(Pubcomp(packet_id), session.persistent))
         return (Reply(Pubcomp(packet_id, rc.PACKET_IDENTIFIER_NOT_FOUND if self.state.level == 5 else 0)),)
 
     def _subscribe(self, packet: Packet, now: float) -> Decisions:
@@ -444,7 +434,6 @@ class ConnectionMachine:
 
     def _unsubscribe(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Unsubscribe)
-        self.metrics["mqtt_unsubscribe_received"] += 1
         if not self.policy.may("unsubscribe"):
             if self.state.level == 5:
                 codes = [rc.IMPLEMENTATION_SPECIFIC_ERROR] * len(packet.topic_filters)
@@ -453,12 +442,10 @@ class ConnectionMachine:
         return (UnsubscribeFrom(packet),)
 
     def _pingreq(self, packet: Packet, now: float) -> Decisions:
-        self.metrics["mqtt_pingreq_received"] += 1
-        return (Send(Pingresp()),)
+        return _PONG
 
     def _disconnect(self, packet: Packet, now: float) -> Decisions:
         assert isinstance(packet, Disconnect) and self.state.session is not None
-        self.metrics["mqtt_disconnect_received"] += 1
         new_expiry = packet.properties.session_expiry_interval
         if new_expiry is not None:
             if self.state.requested_expiry == 0 and new_expiry != 0:
@@ -473,33 +460,6 @@ class ConnectionMachine:
 
     def _second_connect(self, packet: Packet, now: float) -> Decisions:
         raise ProtocolViolation("second CONNECT")
-
-    # ------------------------------------------------------------------------------------------ resending
-
-    @property
-    def resends(self) -> bool:
-        """Whether what the client leaves unacknowledged is resent on this connection after `retry_interval`:
-        3.1.1 (and 3.1) only, since MQTT 5.0 allows a resend only on a new connection (4.4), which the session
-        does when it attaches."""
-        return self.config.retry_interval > 0 and self.state.level < 5
-
-    def retry_deadline(self) -> float | None:
-        """When an outgoing QoS 1/2 PUBLISH or PUBREL the client has not acknowledged is next due for a resend;
-        None: nothing is (or nothing is ever resent, `resends`)."""
-        session = self.state.session
-        if session is None or not self.connected_now or not self.resends:
-            return None
-        return session.next_resend(self.config.retry_interval)
-
-    def handle_retry(self, now: float) -> float | None:
-        """Resend, with DUP, what is due at `now`; the next deadline (at least RETRY_RECHECK away), or None."""
-        deadline = self.retry_deadline()
-        if deadline is not None and deadline <= now:
-            assert self.state.session is not None
-            self.state.session.resend_overdue(now, self.config.retry_interval)
-            deadline = self.retry_deadline()
-        return None if deadline is None else max(deadline, now + RETRY_RECHECK)
-
 
 def _login_refusal(reason_code: int, anonymous: bool, config: Config) -> RefuseConnect:
     """The refusal of a CONNECT whose credentials were refused, after `auth.failed_login_delay`."""

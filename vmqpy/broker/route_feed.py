@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vmqpy.broker import records
 from vmqpy.broker.holdback import MovedRoutes
-from vmqpy.broker.message import Message, plain_record
 from vmqpy.broker.ports import MetadataPort
 from vmqpy.broker.retained import Packed, RetainedStore
 from vmqpy.broker.router import Router
 from vmqpy.broker.session import Session
 from vmqpy.bulk_load import bulk_load
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message, plain_record
 
 __all__ = ["RouteFeed"]
 

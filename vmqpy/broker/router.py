@@ -13,11 +13,12 @@ import random
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from vmqpy.broker.message import Message
 from vmqpy.broker.read_guard import ReadGuard
 from vmqpy.broker.remote_ack import RemoteAck
-from vmqpy.broker.session import Delivery, Session, SubEntry
+from vmqpy.broker.session import Session
 from vmqpy.broker.trie import SubscriptionTrie
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import Delivery, SubEntry
 
 PREFER_LOCAL = "prefer_local"
 LOCAL_ONLY = "local_only"

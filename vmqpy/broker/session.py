@@ -32,17 +32,14 @@ from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 
 from vmqpy.broker.empty_deque import EMPTY
-from vmqpy.broker.message import Message
-from vmqpy.broker.owners import UNKNOWN_USER
-from vmqpy.broker.session_parts import Delivery as Delivery
-from vmqpy.broker.session_parts import Outgoing as Outgoing
-from vmqpy.broker.session_parts import OutState as OutState
-from vmqpy.broker.session_parts import SubEntry as SubEntry
 from vmqpy.broker.session_ports import Journal as Journal
 from vmqpy.broker.session_ports import NullJournal as NullJournal
 from vmqpy.broker.session_ports import Sink as Sink
 from vmqpy.mqtt.codec import encode
 from vmqpy.mqtt.packets import Pubrel
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.owners import UNKNOWN_USER
+from vmqpy.sessions.parts import Delivery, Outgoing, OutState, SubEntry
 
 # Enum members read on every delivery, as module constants: reading one through its class is a descriptor call in
 # Python 3.11 (about as costly as a function call).
@@ -117,7 +114,7 @@ class Session:
         # whether an owner record may name this session in the metadata store: False only for a clean session that
         # a node without cluster links opened without writing one (Broker.open_session), whose end looks none up
         self.owner_recorded = True
-        # the user name that owns the session (vmqpy.broker.owners; None: anonymous), UNKNOWN_USER until known
+        # the user name that owns the session (vmqpy.sessions.owners; None: anonymous), UNKNOWN_USER until known
         self.user: str | None = UNKNOWN_USER
         self._held: deque[int] = EMPTY  # in-flight packet ids to resend once the window has room (attach)
         self.disconnected_at: float | None = None

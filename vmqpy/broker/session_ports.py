@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from vmqpy.broker.message import Message
 from vmqpy.mqtt.packets import Packet
 from vmqpy.mqtt.reason_codes import SESSION_TAKEN_OVER
+from vmqpy.sessions.message import Message
 
 if TYPE_CHECKING:
     from vmqpy.broker.session import Session
-    from vmqpy.broker.session_parts import Outgoing
+    from vmqpy.sessions.parts import Outgoing
 
 __all__ = ["Journal", "NullJournal", "Sink"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vmqpy.broker.message import Message
+from vmqpy.sessions.message import Message
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 from vmqpy.broker import pacing
 from vmqpy.broker.decisions import Reply, SubscribeTo, suback_codes
-from vmqpy.broker.session import SubEntry
 from vmqpy.broker.trace import RECEIVED
 from vmqpy.broker.turn_budget import SlicePace
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.decoder import LongSubscribe
 from vmqpy.mqtt.errors import RemoteProtocolError
 from vmqpy.mqtt.packets import Suback, Subscribe, Unsuback, Unsubscribe
+from vmqpy.sessions.parts import SubEntry
 
 if TYPE_CHECKING:
     from vmqpy.broker.connection import MQTTConnection

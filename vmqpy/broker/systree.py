@@ -31,7 +31,7 @@ from typing import Final
 import structlog
 
 from vmqpy import __version__
-from vmqpy.broker.message import Message
+from vmqpy.sessions.message import Message
 
 log = structlog.get_logger("vmqpy.systree")
 

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from vmqpy.broker.message import Message
 from vmqpy.broker.session import Session
 from vmqpy.broker.stored_will import StoredWill
+from vmqpy.sessions.message import Message
 
 __all__ = ["WILL_RETRY", "PendingWill", "PendingWills"]
 

@@ -61,6 +61,9 @@ class Answers:
 class AdminCalls:
     """Asks every member a question and answers theirs (see the module doc)."""
 
+    #: the CONTROL ops of questions and answers (node.py registers `on_control` for them in the control table)
+    CONTROL_OPS = (ASK, ANSWER)
+
     def __init__(self, members: Members, handlers: Mapping[str, Handler]) -> None:
         self.members = members
         self.handlers = dict(handlers)
@@ -103,7 +106,7 @@ class AdminCalls:
         return answers
 
     def on_control(self, peer: str, body: dict[str, Any]) -> None:
-        """A CONTROL frame from `peer` (the cluster service hands every frame it does not handle itself)."""
+        """A question or an answer from `peer` (`CONTROL_OPS`)."""
         op = body.get("op")
         if op == ASK:
             self._answer(peer, body)

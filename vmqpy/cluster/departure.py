@@ -46,10 +46,16 @@ REMOVAL_GRACE = HANDOFF_TIMEOUT + 5.0  # the commanding node waits this much lon
 
 
 class Departure:
+    #: the CONTROL ops of a leave (node.py registers `on_control` for them in the control table)
+    CONTROL_OPS = ("leave_drain", "leave_abort", "leave_status", "leave_progress")
+
     def __init__(self, cluster: ClusterService, registration: RegistrationService, broker: BrokerPort,
-                 stop_serving: Callable[[str | None], None], serve_again: Callable[[], None]) -> None:
-        """`stop_serving(reference)`: close the MQTT listeners and disconnect every client, telling 5.0
-        clients to use the server named `reference`; `serve_again()`: open the listeners again."""
+                 stop_serving: Callable[[str | None], None], serve_again: Callable[[], None],
+                 recoverable: Callable[[str], Awaitable[int]] | None = None) -> None:
+        """`broker`: the broker's session mover. `stop_serving(reference)`: close the MQTT listeners and
+        disconnect every client, telling 5.0 clients to use the server named `reference`; `serve_again()`: open
+        the listeners again. `recoverable(node)`: with queue replicas, how many messages of `node`'s sessions
+        they hold (vmqpy.replicas)."""
         self.cluster = cluster
         self.name = cluster.name
         self.registration = registration
@@ -66,8 +72,7 @@ class Departure:
         self._queries = itertools.count(1)
         self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._settled_reports: dict[str, dict[str, Any]] = {}  # what a leaving node reported as it settled
-        # queue replicas: how many messages of a node's sessions they hold (node.py sets it)
-        self.recoverable: Callable[[str], Awaitable[int]] | None = None
+        self.recoverable = recoverable
 
     # ------------------------------------------------------------------------------------------ the command
 
@@ -284,8 +289,8 @@ class Departure:
                 "outcome": self.outcome, "notes": self.notes}
 
     def on_control(self, peer: str, body: dict[str, Any]) -> None:
-        """A leave_drain, leave_abort, leave_status or leave_progress frame (node.py hands the cluster's CONTROL
-        frames here)."""
+        """A leave_drain, leave_abort, leave_status or leave_progress frame (`CONTROL_OPS`: node.py registers
+        them in the control table)."""
         op = body.get("op")
         if op == "leave_drain":
             timeout = body.get("timeout")

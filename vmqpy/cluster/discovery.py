@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from vmqpy.cluster.discovery_plan import Peer, Plan, Situation, Warned, plan, retry_delay, warn_now
+from vmqpy.cluster.discovery_plan import DiscoveryPlan, Peer, Situation, Warned, plan, retry_delay, warn_now
 from vmqpy.cluster.errors import CommandRefused
 
 log = structlog.get_logger("vmqpy.discovery")
@@ -74,7 +74,7 @@ class Discovery:
         self.joined: str | None = None  # the last peer joined by discovery
         self.seen: set[str] = set()  # every member seen since the start (or since the node left)
 
-    def plan(self) -> Plan:
+    def plan(self) -> DiscoveryPlan:
         """The plan for the node's situation now. A member seen earlier that is no longer one was removed (only
         a leave deletes a membership record) even before its departed record arrives: it is not tried."""
         situation = self.situation()

@@ -29,7 +29,7 @@ from typing import Final
 from vmqpy.cluster.backoff import dial_delay
 from vmqpy.cluster.membership import DEFAULT_CLUSTER_PORT, parse_node
 
-__all__ = ["Peer", "Plan", "Situation", "Warned", "anchor", "parse_peers", "peers_of", "plan", "retry_delay",
+__all__ = ["DiscoveryPlan", "Peer", "Situation", "Warned", "anchor", "parse_peers", "peers_of", "plan", "retry_delay",
            "warn_now"]
 
 # Why a node tries nothing (a line of the log when it becomes so).
@@ -99,7 +99,7 @@ class Situation:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class DiscoveryPlan:
     """The peers to try now, in order; when there are none, `idle` says why."""
 
     targets: tuple[Peer, ...]
@@ -115,22 +115,22 @@ def anchor(situation: Situation, peers: Iterable[Peer]) -> str:
     return min([situation.me, *(p.name for p in _eligible(situation, peers))])
 
 
-def plan(situation: Situation, peers: tuple[Peer, ...]) -> Plan:
+def plan(situation: Situation, peers: tuple[Peer, ...]) -> DiscoveryPlan:
     """Whom to try now (the module doc)."""
     if situation.left:
-        return Plan((), LEFT)
+        return DiscoveryPlan((), LEFT)
     if situation.busy:
-        return Plan((), BUSY)
+        return DiscoveryPlan((), BUSY)
     eligible = _eligible(situation, peers)
     if not eligible:
-        return Plan((), NO_PEERS)
+        return DiscoveryPlan((), NO_PEERS)
     lowest = anchor(situation, peers)
     if lowest == situation.me:
         if len(situation.members | {situation.me}) > 1:
-            return Plan((), ANCHOR)
+            return DiscoveryPlan((), ANCHOR)
     elif lowest in situation.members:
-        return Plan((), SETTLED.format(anchor=lowest))
-    return Plan(tuple(sorted(p for p in eligible if p.name not in situation.members)))
+        return DiscoveryPlan((), SETTLED.format(anchor=lowest))
+    return DiscoveryPlan(tuple(sorted(p for p in eligible if p.name not in situation.members)))
 
 
 def retry_delay(rounds: int, shortest: float, longest: float, random: Callable[[], float]) -> float:

@@ -6,7 +6,7 @@ link protocol. Every subclass carries a `reason` string meant for the log line; 
 type, a bad constructor argument). It is a bug on our side, never caused by input from the network.
 
 Handshake refusals (wrong cookie, name mismatch, ...) are not exceptions: they are results of the sans-I/O
-handshake (`vmqpy.cluster.handshake.Refused`) and close the link with a reason.
+handshake (`vmqpy.cluster.handshake.LinkRefused`) and close the link with a reason.
 """
 
 from __future__ import annotations

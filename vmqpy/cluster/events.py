@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
-from vmqpy.broker import records
 from vmqpy.cluster.view import View
+from vmqpy.sessions import records
 
 __all__ = ["CAPACITY", "KINDS", "ClusterEvents"]
 

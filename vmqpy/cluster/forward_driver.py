@@ -1,12 +1,15 @@
 """Forwarding of publishes between nodes over the node links: the asyncio side of forwarding.py.
 
-`ForwardDriver` collects the forwards to each node during one turn of the event loop and the next, and sends them
-as one FORWARD frame at the end of the second turn (or sooner, once `BATCH_BYTES` are collected); it delivers
-the batches that arrive (each in one call of the broker's when it has one: `deliver_batch`), each numbered forward
-once; it acknowledges them to their sender (CONTROL `fwd_ack`, cumulative,
-after the storage barrier when a persistent session took one); it sends again what a node did not acknowledge
-when its link comes back; and it holds the acknowledgement of a forward the broker passed on to another node
-until that node has it. The numbering, duplicate detection and batch encoding are forwarding.py's (pure).
+The publishes' `ForwardDriver` is the broker's `Forwarder` (vmqpy.broker.ports; node.py hands it over; the queue
+replicas have a second one: vmqpy.replicas). It collects the forwards to each node during one turn of the event
+loop and the next, and sends them as one FORWARD frame at the end of the second turn (or sooner, once
+`BATCH_BYTES` are collected); it delivers the batches that arrive (each in one call of the broker's when it has
+one: `deliver_batch`), each numbered forward once; it acknowledges them to their sender (CONTROL `fwd_ack`,
+cumulative, after the storage barrier when a persistent session took one); it sends again what a node did not
+acknowledge when its link comes back; it holds the acknowledgement of a forward the broker passed on to another
+node until that node has it; and it carries the congestion signals of the subscribers its forwards feed (CONTROL
+`congestion`). node.py registers its frame type and its ops (`control_ops`) in the node's control table
+(vmqpy.cluster.controls). The numbering, duplicate detection and batch encoding are forwarding.py's (pure).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = ["BATCH_BYTES", "Deliver", "DeliverBatch", "ForwardDriver", "ForwardLi
 log = structlog.get_logger("vmqpy.cluster")
 
 BATCH_BYTES = 64 * 1024  # a batch of forwards is sent once this large, without waiting for the end of the turn
+CONGESTION = "congestion"  # the CONTROL op of a congestion signal: {"op": "congestion", "on": bool}
 
 #: ``deliver(record, now, sender, seq)``: hand a forwarded publish to the local sessions; True when a
 #: persistent session took it (its acknowledgement then waits for the storage barrier). `seq` 0: QoS 0.
@@ -79,15 +83,18 @@ class ForwardDriver:
 
     def __init__(
         self, network: ForwardLinks, deliver: Deliver, barrier: Callable[[], Any] | None = None, *,
-        frame_type: FrameType = FrameType.FORWARD, ack_op: str = "fwd_ack",
+        frame_type: FrameType = FrameType.FORWARD, ack_op: str = "fwd_ack", deliver_batch: DeliverBatch | None = None,
+        on_congestion: Callable[[str, bool], None] | None = None,
     ) -> None:
         """`frame_type`, `ack_op`: the frame its batches travel in and the CONTROL op of its acknowledgements
-        (FORWARD / `fwd_ack` for publishes; the queue replicas use a second instance: vmqpy.replicas)."""
+        (FORWARD / `fwd_ack` for publishes; the queue replicas use a second instance: vmqpy.replicas).
+        `deliver_batch`: the same delivery as `deliver`, a frame's forwards in one call (the broker's); None: one
+        by one. `on_congestion(peer, congested)`: a peer's `congestion` signal (see `signal_congestion`)."""
         self.network = network
         self.frame_type = frame_type
         self.ack_op = ack_op
         self.counters = {
-            "forward_received": 0,
+            "forward_entries_received": 0,
             "forward_duplicates": 0,
             "forwards_resent": 0,
             "forwards_refused": 0,
@@ -97,8 +104,8 @@ class ForwardDriver:
         self.receiver = ForwardReceiver()
         self.epoch = new_epoch()
         self._deliver = deliver
-        # The same delivery, a frame's forwards in one call (the broker's `deliver_forwards`); None: one by one.
-        self.deliver_batch: DeliverBatch | None = None
+        self.deliver_batch = deliver_batch
+        self._on_congestion = on_congestion
         self._barrier = barrier
         self._acks_due: set[str] = set()  # peers whose forwards arrived since the last acknowledgements
         self._acks_scheduled = False
@@ -113,6 +120,23 @@ class ForwardDriver:
         self.sender = ForwardSender()
         self.receiver = ForwardReceiver()
         self.epoch = new_epoch()
+
+    def control_ops(self) -> dict[str, Callable[[str, dict[str, Any]], None]]:
+        """The CONTROL ops this driver takes (vmqpy.cluster.controls): its acknowledgements, and the congestion
+        signals when it has an `on_congestion`."""
+        ops: dict[str, Callable[[str, dict[str, Any]], None]] = {self.ack_op: self.acknowledged}
+        if self._on_congestion is not None:
+            ops[CONGESTION] = self._congestion
+        return ops
+
+    def signal_congestion(self, node: str, congested: bool) -> None:
+        """Tell `node` that subscribers here that its forwards feed are congested (it should slow its publishers
+        down), or no longer are."""
+        self.network.send_frame(node, FrameType.CONTROL, {"op": CONGESTION, "on": congested})
+
+    def _congestion(self, peer: str, body: dict[str, Any]) -> None:
+        if self._on_congestion is not None:
+            self._on_congestion(peer, bool(body.get("on")))
 
     def drop_peer(self, node: str) -> None:
         """`node` left the cluster: what it did not acknowledge fails (their publishers are not acknowledged)."""
@@ -249,7 +273,7 @@ class ForwardDriver:
             self.counters["forward_malformed"] += 1
             log.warning("malformed batch of forwards", peer=peer, error=str(exc))
             return
-        self.counters["forward_received"] += len(entries)
+        self.counters["forward_entries_received"] += len(entries)
         accept = self.receiver.accept
         now = time.time()
         deliver_batch = self.deliver_batch

@@ -63,7 +63,7 @@ __all__ = [
     "Frame",
     "FrameDecoder",
     "FrameType",
-    "NeedData",
+    "NeedBytes",
     "encode_frame",
 ]
 
@@ -101,13 +101,13 @@ _BYTES_BODIES: Final = frozenset({FrameType.METADATA, FrameType.FORWARD, FrameTy
 _ARRAY_HEAD: Final = {t: bytes((0x93, PROTOCOL_VERSION, int(t))) for t in FrameType}
 
 
-class NeedData(enum.Enum):
+class NeedBytes(enum.Enum):
     """`FrameDecoder.next_frame` has no complete frame yet."""
 
     NEED_DATA = "NEED_DATA"
 
 
-NEED_DATA: Final = NeedData.NEED_DATA
+NEED_DATA: Final = NeedBytes.NEED_DATA
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +248,7 @@ class FrameDecoder:
         """Bytes received but not yet returned as frames (a partial frame when `next_frame` said NEED_DATA)."""
         return len(self._buffer) - self._pos
 
-    def next_frame(self) -> Frame | Literal[NeedData.NEED_DATA]:
+    def next_frame(self) -> Frame | Literal[NeedBytes.NEED_DATA]:
         """The next complete frame, or `NEED_DATA`. Raises `ClusterProtocolError` for bad input."""
         if self._error is not None:
             raise self._error

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from vmqpy.broker.session import Outgoing
+from vmqpy.sessions.parts import Outgoing
 
 __all__ = ["BATCH_BYTES", "BATCH_MESSAGES", "handover_batches"]
 

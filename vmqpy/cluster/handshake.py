@@ -32,7 +32,7 @@ so no one without the cookie can turn a reconnect into a join or back.
 A refusing side sends BYE(reason) (unless the refusal is the peer's own BYE), so both sides log the reason.
 When the acceptor refuses a dialer that proved the cookie (`admit` said no: "removed from the cluster", "not a
 member", ...), the BYE body is `{reason, mac}` with mac = HMAC over the same fields in role b"R" followed by
-lp(reason): the dialer can tell a refusal by a node that knows the cookie (`Refused.verified`), and act on it
+lp(reason): the dialer can tell a refusal by a node that knows the cookie (`LinkRefused.verified`), and act on it
 (a node told "removed from the cluster" stops linking), from a BYE anyone could forge.
 The transitions are the table `TRANSITIONS`; what is sent on a transition depends on the role.
 
@@ -72,7 +72,7 @@ __all__ = [
     "Handshake",
     "HandshakeInput",
     "HandshakeState",
-    "Refused",
+    "LinkRefused",
     "compute_mac",
 ]
 
@@ -167,7 +167,7 @@ class Established:
 
 
 @dataclass(frozen=True, slots=True)
-class Refused:
+class LinkRefused:
     """The handshake failed. `reason` is one of the module's reason strings, or the peer's BYE reason
     when `by_peer`; `detail` is free text for the log."""
 
@@ -283,7 +283,7 @@ class Handshake:
         self.peer_incarnation: int | None = None
         self.peer_listen: tuple[str, int] | None = None
         self._peer_nonce = b""
-        self.result: Established | Refused | None = None
+        self.result: Established | LinkRefused | None = None
 
     @property
     def role(self) -> bytes:
@@ -309,7 +309,7 @@ class Handshake:
             body["intent"] = self.intent
         return encode_frame(FrameType.HELLO, body)
 
-    def receive(self, frame: Frame) -> tuple[bytes, Established | Refused | None]:
+    def receive(self, frame: Frame) -> tuple[bytes, Established | LinkRefused | None]:
         """Take one frame: returns (bytes to write, the result if the handshake just finished)."""
         event, detail, bye_reason = self._classify(frame)
         state = self._step(event)
@@ -346,28 +346,28 @@ class Handshake:
             acceptor_nonce=a_nonce,
         )
 
-    def timeout(self) -> tuple[bytes, Refused]:
+    def timeout(self) -> tuple[bytes, LinkRefused]:
         """The handshake deadline passed: refuse (and say so with a BYE)."""
         self._step(HandshakeInput.TIMEOUT)
         data, result = self._refuse(HandshakeInput.TIMEOUT, "", None)
-        assert isinstance(result, Refused)
+        assert isinstance(result, LinkRefused)
         return data, result
 
     # -------------------------------------------------------------------------------------------------- inside
 
-    def _refuse(self, event: HandshakeInput, detail: str, bye_reason: str | None) -> tuple[bytes, Refused]:
+    def _refuse(self, event: HandshakeInput, detail: str, bye_reason: str | None) -> tuple[bytes, LinkRefused]:
         if event is HandshakeInput.BYE:
             verified = detail == VERIFIED
-            result = Refused(bye_reason or "closed by peer", detail or "refused by peer", by_peer=True,
+            result = LinkRefused(bye_reason or "closed by peer", detail or "refused by peer", by_peer=True,
                              verified=verified)
             self.result = result
             return b"", result
         if event is HandshakeInput.DENIED:
-            result = Refused(detail, detail)
+            result = LinkRefused(detail, detail)
             self.result = result
             return encode_frame(FrameType.BYE, {"reason": detail, "mac": self._denial_mac(detail)}), result
         reason = _REASONS[event]
-        result = Refused(reason, detail)
+        result = LinkRefused(reason, detail)
         self.result = result
         return encode_frame(FrameType.BYE, reason), result
 

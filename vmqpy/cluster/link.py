@@ -49,7 +49,7 @@ from vmqpy.cluster.framing import (
     FrameType,
     encode_frame,
 )
-from vmqpy.cluster.handshake import BYE_REASON_MAX, Admit, Established, Handshake, Refused
+from vmqpy.cluster.handshake import BYE_REASON_MAX, Admit, Established, Handshake, LinkRefused
 
 __all__ = ["CloseCause", "Closed", "DataFrame", "Established", "Event", "Link", "LinkState", "PeerSilent"]
 
@@ -229,7 +229,7 @@ class Link:
                 self.established = result
                 self._next_heartbeat = now + self.heartbeat_interval
                 events.append(result)
-            elif isinstance(result, Refused):
+            elif isinstance(result, LinkRefused):
                 events.append(self._close(CloseCause.REFUSED, result.reason, result.detail, bye=False,
                                           verified=result.verified))
         return events

@@ -25,7 +25,8 @@ __all__ = [
 
 log = structlog.get_logger("vmqpy.cluster")
 
-#: ``callback(peer, frame_type, body)`` for every FORWARD, CONTROL and REACHABILITY frame.
+#: ``callback(peer, frame_type, body)`` for every FORWARD, REPLICA, CONTROL and REACHABILITY frame (one callback:
+#: the node's control table, vmqpy.cluster.controls).
 MessageCallback = Callable[[str, FrameType, Any], None]
 #: ``callback(peer, reachable)``: True when a link to the peer is established, False when it is lost.
 ReachabilityCallback = Callable[[str, bool], None]
@@ -45,7 +46,7 @@ class LinkCallbacks:
 
     def __init__(self, node: str) -> None:
         self.node = node
-        self.messages: list[MessageCallback] = []
+        self.frames: MessageCallback | None = None  # the one callback of the data frames other than METADATA
         self.reachability: list[ReachabilityCallback] = []
         self.connects: list[ConnectCallback] = []
         self.refusals: list[RefusedCallback] = []
@@ -68,8 +69,14 @@ class LinkCallbacks:
         return True
 
     def message(self, peer: str, frame_type: FrameType, body: Any) -> None:
-        for callback in self.messages:
-            self._call("cluster message callback failed", peer, callback, peer, frame_type, body)
+        """A FORWARD, REPLICA, CONTROL or REACHABILITY frame to the one frame callback (dropped when there is none)."""
+        frames = self.frames
+        if frames is None:
+            return
+        try:  # not through _call: this is the path of every forward and acknowledgement
+            frames(peer, frame_type, body)
+        except Exception:
+            log.exception("cluster message callback failed", node=self.node, peer=peer)
 
     def reachable(self, peer: str, reachable: bool) -> None:
         for callback in list(self.reachability):

@@ -16,14 +16,15 @@ leaves is a clean one, so the next clean CONNECT is served wherever it lands.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-from vmqpy.broker import records
-from vmqpy.broker.ports import MetadataPort, Redirect
 from vmqpy.cluster.leader import ranking
+from vmqpy.sessions import records
+from vmqpy.sessions.remote import Redirect
 
-__all__ = ["PLACEMENTS", "AssignedServers", "Owner", "assigned_node", "place", "reference_for"]
+__all__ = ["PLACEMENTS", "AssignedServers", "ListenerStore", "Owner", "assigned_node", "place", "reference_for"]
 
 #: the values of `persistent_session_placement`
 PLACEMENTS = ("anywhere", "assigned")
@@ -74,13 +75,25 @@ def place(
     return Redirect(target, reference, why)
 
 
+class ListenerStore(Protocol):
+    """What `AssignedServers` needs of the metadata store (the broker's MetadataPort is one)."""
+
+    def get(self, prefix: str, key: records.Key) -> Any | None: ...
+
+    def put(self, prefix: str, key: records.Key, value: Any, confirm: Any = None) -> None: ...
+
+    def fold(self, prefix: str) -> Iterator[tuple[records.Key, Any]]: ...
+
+    def hlc_now(self) -> Any: ...
+
+
 class AssignedServers:
     """The `Placement` of a node with `persistent_session_placement = assigned` (vmqpy.broker.ports): reads the
     owner records and the advertised addresses of the members (records.NODE_LISTENERS, which every node writes
     for itself: `advertise`) from the metadata store, and the members and their reachability from the cluster."""
 
     def __init__(
-        self, here: str, metadata: MetadataPort, members: Callable[[], Iterable[str]],
+        self, here: str, metadata: ListenerStore, members: Callable[[], Iterable[str]],
         reachable: Callable[[str], bool],
     ) -> None:
         self.here = here

@@ -1,22 +1,49 @@
 """The broker as the cluster layer sees it: what registration (vmqpy.cluster.registration) and a node's
-departure (vmqpy.cluster.departure) need of it. `vmqpy.broker.broker.Broker` implements it; node.py hands it
-over.
+departure (vmqpy.cluster.departure) need of it (`BrokerPort`); node.py hands over the broker's object that
+implements it. The cluster imports nothing of the broker: a session here is a `LocalSession` (what departure
+reads of the broker's sessions), and the values both layers read live in vmqpy.sessions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence, Sized
 from typing import Any, Protocol
 
-from vmqpy.broker.handover import SessionImage
-from vmqpy.broker.ports import RemoteWait as RemoteWait  # re-exported: what the cluster waits for
-from vmqpy.broker.session import Outgoing, Session
+from vmqpy.sessions.handover import SessionImage
+from vmqpy.sessions.parts import Outgoing
+from vmqpy.sessions.remote import RemoteWait
+
+
+class LocalSession(Protocol):
+    """A session kept on this node, as the cluster reads it (vmqpy.broker.session.Session)."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def online(self) -> bool:
+        """A client is connected to it."""
+
+    @property
+    def persistent(self) -> bool:
+        """It outlives its connection."""
+
+    @property
+    def moving_to(self) -> str | None:
+        """The node it is handed over to, if it moves."""
+
+    @property
+    def queue(self) -> Sized: ...
+
+    @property
+    def inflight(self) -> Sized: ...
 
 
 class BrokerPort(Protocol):
-    """What registration and departure need of the node's broker."""
+    """What registration, departure and the queue replicas' failover need of the node's broker: the object that
+    moves its sessions (vmqpy.broker.migration.SessionMigration implements it; node.py hands it over)."""
 
-    def local_sessions(self) -> list[Session]:
+    def local_sessions(self) -> Sequence[LocalSession]:
         """The sessions kept on this node now (online, offline or moving away)."""
         ...
 
@@ -69,7 +96,7 @@ class BrokerPort(Protocol):
         """The new owner cannot be reached for too long: the session stays here."""
         ...
 
-    def adopt_offline(self, image: SessionImage, now: float, confirm: Any = None) -> Session:
+    def adopt_offline(self, image: SessionImage, now: float, confirm: Any = None) -> LocalSession:
         """A session handed over without a connect: kept here offline, and this node becomes its owner. With
         `confirm` (`route_confirmation`), its route writes join what that waits for."""
         ...
@@ -92,4 +119,4 @@ class BrokerPort(Protocol):
         ...
 
 
-__all__ = ["BrokerPort"]
+__all__ = ["BrokerPort", "LocalSession"]

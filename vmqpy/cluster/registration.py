@@ -31,15 +31,16 @@ from typing import Any, Protocol
 
 import structlog
 
-from vmqpy.broker import records
-from vmqpy.broker.client_metrics import HANDOVER_DURATION
-from vmqpy.broker.handover import RegistrationRefused, SessionImage, Ticket, pack_messages, unpack_messages
-from vmqpy.broker.owners import UNKNOWN_USER, pack_user, unpack_user
-from vmqpy.broker.session import Outgoing
+from vmqpy.client_metrics import HANDOVER_DURATION
 from vmqpy.cluster.handover_batches import handover_batches
 from vmqpy.cluster.leader import leader_for, ranking
-from vmqpy.cluster.ports import BrokerPort, RemoteWait
+from vmqpy.cluster.ports import BrokerPort
 from vmqpy.cluster.registry import Busy, Grant, Registry
+from vmqpy.sessions import records
+from vmqpy.sessions.handover import RegistrationRefused, SessionImage, Ticket, pack_messages, unpack_messages
+from vmqpy.sessions.owners import UNKNOWN_USER, pack_user, unpack_user
+from vmqpy.sessions.parts import Outgoing
+from vmqpy.sessions.remote import RemoteWait
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.registration")
@@ -51,7 +52,7 @@ MIGRATION_LIMIT = 600.0  # a handover that cannot finish for this long is abando
 POLL = 0.05
 
 
-class Links(Protocol):
+class ControlLinks(Protocol):
     """What registration needs of the cluster (vmqpy.cluster.service.ClusterService)."""
 
     name: str
@@ -92,7 +93,7 @@ class _LeaderLost(Exception):
 
 
 class RegistrationService:
-    def __init__(self, links: Links, broker: BrokerPort, storage: Storage | None,
+    def __init__(self, links: ControlLinks, broker: BrokerPort, storage: Storage | None,
                  allow_without_leader: Callable[[], bool], majority_serves: Callable[[], bool]) -> None:
         self.links = links
         self.name = links.name
@@ -106,7 +107,7 @@ class RegistrationService:
             "registrations_refused": 0, "handovers_requested": 0, "handover_timeouts": 0,
             "handover_batches_sent": 0, "handover_batches_received": 0, "handover_duplicates_ignored": 0,
         }
-        # the handover duration histogram (vmqpy.broker.client_metrics): from asking the old owner to the CONNACK
+        # the handover duration histogram (vmqpy.client_metrics): from asking the old owner to the CONNACK
         self.histograms: Counter[str] = Counter()
         self._ids = itertools.count(int(time.time() * 1000) % 1_000_000_000 * 1000)
         # request -> (leader, its grant: the owner it knows and the stamp of that owner's record)
@@ -161,7 +162,7 @@ class RegistrationService:
     async def register(self, client_id: str, clean_start: bool, user: str | None = UNKNOWN_USER) -> Ticket:
         """Hold `client_id`'s lock and have its previous owner hand the session over (see the module doc). The
         old owner is told `user`, the connecting user: it never hands another user's session over (the
-        ticket comes back `foreign` when it refused; vmqpy.broker.owners)."""
+        ticket comes back `foreign` when it refused; vmqpy.sessions.owners)."""
         self.counters["registrations"] += 1
         request = next(self._ids)
         members = self.links.member_names()
@@ -514,6 +515,8 @@ class RegistrationService:
         "reg_busy": _on_reg_busy, "handover": _on_handover, "mig_begin": _on_mig_begin,
         "mig_batch": _on_mig_batch, "mig_ready": _on_mig_ready, "mig_ack": _on_mig_ack,
     }
+    #: the CONTROL ops `on_control` takes (node.py registers them in the cluster's control table)
+    CONTROL_OPS: tuple[str, ...] = tuple(_handlers)
 
     # ------------------------------------------------------------------------------------------ reachability
 

@@ -1,6 +1,12 @@
 """The cluster service of one node: membership, join and leave, link admission, reachability and the cluster
-view, over the node links of `ClusterNetwork`. The forwarding of publishes between nodes is forward_driver.py's;
-the service routes FORWARD frames and acknowledgements to it and implements the broker's `Forwarder` with it.
+view, over the node links of `ClusterNetwork`. The forwarding of publishes between nodes is forward_driver.py's
+(node.py builds its drivers and hands them over: the service sends what a peer did not acknowledge again when its
+link comes back, and fails it when the peer leaves).
+
+Frames reach the service through the node's control table (vmqpy.cluster.controls), which node.py fills: the
+service takes REACHABILITY frames (`on_reports`) and the CONTROL ops of `control_ops` (join, join_ok, removed).
+Other services follow the cluster through hooks that node.py registers with `add_hooks` (a peer's reachability,
+a change of the members, the extra columns of `cluster show`).
 
 The metadata store runs over the same links (METADATA frames, replica ids `name#incarnation`). Membership is
 the `membership` prefix of the store (see membership.py); the view is computed from every member's
@@ -18,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import structlog
 
@@ -27,7 +33,7 @@ from vmqpy.cluster.errors import CommandRefused
 from vmqpy.cluster.forward_driver import ForwardDriver
 from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.handshake import JOIN
-from vmqpy.cluster.service_ports import Network, _poll
+from vmqpy.cluster.service_ports import Network
 from vmqpy.cluster.view import View, compute
 from vmqpy.metadata.service import MetadataService
 
@@ -43,6 +49,24 @@ REMOVED = "removed from the cluster"
 NOT_A_MEMBER = "not a member of this cluster"
 NODE_LEFT = "this node left its cluster"
 
+#: ``hook(peer, reachable)``: a link to `peer` came up (True) or went down (False).
+ReachabilityHook: TypeAlias = Callable[[str, bool], None]
+#: ``hook()``: the members or their incarnations changed.
+MembershipHook: TypeAlias = Callable[[], None]
+#: ``columns(member)``: extra columns of `cluster show` for the row of `member`.
+ShowColumns: TypeAlias = Callable[[str], dict[str, Any]]
+
+
+async def poll(done: Callable[[], bool], timeout: float, give_up: Callable[[], bool] | None = None) -> bool:
+    """Wait until `done()` (True), checking every 20 ms, at most `timeout` seconds or until `give_up()`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        if loop.time() >= deadline or (give_up is not None and give_up()):
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
 
 class ClusterService:
     def __init__(
@@ -53,24 +77,23 @@ class ClusterService:
         network: Network,
         metadata: MetadataService,
         *,
-        deliver_forwarded: Callable[[Any, float, str, int], bool],
+        forwarding: ForwardDriver,
+        replication: ForwardDriver,
         on_removed: Callable[[], None],
         on_view: Callable[[View], None] | None = None,
         gossip_interval: float = 0.25,
-        barrier: Callable[[], Any] | None = None,
-        left: bool = False,
+        left: str | None = None,
         reincarnate: Callable[[], Awaitable[int]] | None = None,
-        deliver_replica: Callable[[Any, float, str, int], bool] | None = None,
-        local_barrier: Callable[[], Any] | None = None,
         joining: Callable[[bool], None] | None = None,
+        incarnations: dict[str, int] | None = None,
     ) -> None:
-        """`left`: this node was removed from its cluster before (node.py read `DATA_DIR/left`); it starts
-        alone and refuses every link until `join`. `on_removed()`: this node just learned it was removed
-        (`removed_by` says from whom). `reincarnate()`: empty the store and make a new incarnation (returned),
-        for a join after a removal. `deliver_replica`: applies queue replica operations (vmqpy.replicas), which
-        travel on `replication`, a second forwarding driver (REPLICA frames, `rep_ack`), acknowledged after
-        `local_barrier` (the storage's own barrier; `barrier` may also wait for the replicas). `joining(on)`:
-        a join runs and this node does not hold the cluster's records yet (on), or it does now or gave up (off)."""
+        """`forwarding`: the publishes' forwarding driver (FORWARD frames, `fwd_ack`); `replication`: the queue
+        replicas' (REPLICA frames, `rep_ack`; vmqpy.replicas). `left`: this node was removed from its cluster
+        before, by that node (node.py read `DATA_DIR/left`); it starts alone and refuses every link until `join`.
+        `on_removed()`: this node just learned it was removed (`removed_by` says from whom). `reincarnate()`:
+        empty the store and make a new incarnation (returned), for a join after a removal. `joining(on)`: a join
+        runs and this node does not hold the cluster's records yet (on), or it does now or gave up (off).
+        `incarnations`: the members' incarnations, shared with the replica links (this node's is set here)."""
         self.name = name
         self.incarnation = incarnation
         self.address = address
@@ -80,14 +103,15 @@ class ClusterService:
         self._on_view = on_view
         self._gossip_interval = gossip_interval
         self.members: dict[str, ms.Member] = {}
-        self.incarnations: dict[str, int] = {name: incarnation}  # members, and discovery nodes during a join
+        # members, and discovery nodes during a join
+        self.incarnations: dict[str, int] = {} if incarnations is None else incarnations
+        self.incarnations[name] = incarnation
         self.reports: dict[str, set[str]] = {}
         self.view = compute(name, [name], {})
         self.counters = {"netsplit_detected": 0, "netsplit_resolved": 0}  # and the forwarding's (stats())
-        self.forwarding = ForwardDriver(network, deliver_forwarded, barrier)
-        self.replication = ForwardDriver(network, deliver_replica or (lambda *_: True), local_barrier or barrier,
-                                         frame_type=FrameType.REPLICA, ack_op="rep_ack")
-        self._drivers = (self.forwarding, self.replication)
+        self.forwarding = forwarding
+        self.replication = replication
+        self._drivers = (forwarding, replication)
         self._joins: dict[str, asyncio.Future[int]] = {}
         # node name -> (replica id, loop time it was admitted): peers before their membership record arrives
         self._joining: dict[str, tuple[str, float]] = {}
@@ -98,18 +122,30 @@ class ClusterService:
         self._set_joining = joining or (lambda _on: None)
         self._restarted = False  # a new incarnation after a leave that has not joined a cluster yet
         self._task: asyncio.Task[None] | None = None
-        self.removed = left
-        self.removed_by: str | None = None
-        self.control_handlers: list[Callable[[str, dict[str, Any]], None]] = []
-        self.on_congestion: Callable[[str, bool], None] | None = None
-        self.reachability_handlers: list[Callable[[str, bool], None]] = []
-        self.membership_handlers: list[Callable[[], None]] = []  # the members or their incarnations changed
-        self.show_columns: list[Callable[[str], dict[str, Any]]] = []  # member name -> extra columns of `show`
+        self.removed = left is not None
+        self.removed_by: str | None = left
+        self._reachability_hooks: list[ReachabilityHook] = []
+        self._membership_hooks: list[MembershipHook] = []
+        self._show_columns: list[ShowColumns] = []
+
+    def add_hooks(self, *, reachability: ReachabilityHook | None = None, membership: MembershipHook | None = None,
+                  show_columns: ShowColumns | None = None) -> None:
+        """Another service follows the cluster (node.py registers them, in the order they are called): a peer's
+        reachability, a change of the members, extra columns of `cluster show`."""
+        if reachability is not None:
+            self._reachability_hooks.append(reachability)
+        if membership is not None:
+            self._membership_hooks.append(membership)
+        if show_columns is not None:
+            self._show_columns.append(show_columns)
+
+    def control_ops(self) -> dict[str, Callable[[str, dict[str, Any]], None]]:
+        """The CONTROL ops the service takes (node.py registers them in the control table)."""
+        return {"removed": self._on_removed_frame, "join": self._on_join, "join_ok": self._on_join_ok}
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self.network.on_message(self._on_message)
         self.network.on_reachability(self._on_reachability)
         self.network.set_admission(self._admission)
         self.network.on_refused(self._on_refused)
@@ -190,8 +226,8 @@ class ClusterService:
         self._set_replica_peers()
         self._update_view()
         if before != members:
-            for handler in list(self.membership_handlers):
-                handler()
+            for hook in list(self._membership_hooks):
+                hook()
 
     def _set_replica_peers(self) -> None:
         peers = set(ms.replica_ids(self.members.values(), self.name)) | {rid for rid, _since in self._joining.values()}
@@ -256,8 +292,8 @@ class ClusterService:
         self.metadata.exchange_now(rid)
         # Take no client before the records of the cluster are here (policy.joining): a publish acknowledged
         # now would miss every subscriber this node does not know of yet.
-        if not await _poll(lambda: self.metadata.reports_from(rid) > seen and self.metadata.holds_all_of(rid),
-                           CATCH_UP_TIMEOUT, give_up=lambda: name not in self.network.reachable()):
+        if not await poll(lambda: self.metadata.reports_from(rid) > seen and self.metadata.holds_all_of(rid),
+                          CATCH_UP_TIMEOUT, give_up=lambda: name not in self.network.reachable()):
             log.warning("joined, but the cluster's records did not all arrive in time: serving anyway",
                         discovery=name, waited=CATCH_UP_TIMEOUT)
             return (f"Done: {self.name} joins the cluster of {name}\nwarning: the records of {name} did not all "
@@ -323,8 +359,8 @@ class ClusterService:
         if name != self.name and name in self.network.reachable():
             seen = self.metadata.reports_from(rid)
             self.metadata.exchange_now(rid)
-            if not await _poll(lambda: self.metadata.reports_from(rid) > seen and self.metadata.holds_all_of(rid),
-                               HANDOFF_TIMEOUT, give_up=lambda: name not in self.network.reachable()):
+            if not await poll(lambda: self.metadata.reports_from(rid) > seen and self.metadata.holds_all_of(rid),
+                              HANDOFF_TIMEOUT, give_up=lambda: name not in self.network.reachable()):
                 lines.append(f"warning: {name}'s latest writes may not have reached this node")
         self._leaving_self = name == self.name
         self.metadata.put(ms.DEPARTED, ms.departed_key(name, member.incarnation), [self.metadata.hlc_now()])
@@ -335,44 +371,24 @@ class ClusterService:
             if witness in self.members and witness != name and witness in self.network.reachable():
                 others = [self.members[witness].replica_id]
             self.metadata.exchange_now()
-            if not await _poll(lambda: self.removed or any(self.metadata.covered_by(o) for o in others),
-                               HANDOFF_TIMEOUT):
+            if not await poll(lambda: self.removed or any(self.metadata.covered_by(o) for o in others),
+                              HANDOFF_TIMEOUT):
                 lines.append("warning: no other member confirmed the removal yet; it spreads when one links")
             self._leaving_self = False
             self._learn_removed(witness or self.name)
         return lines
-
-    # ------------------------------------------------------------------------------------------ the broker's Forwarder
-
-    def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
-                on_fail: Callable[[str], None] | None = None) -> bool:
-        """The broker's `Forwarder`: see `ForwardDriver.forward`."""
-        return self.forwarding.forward(node, record, size, on_ack, on_fail)
-
-    def hold(self, peer: str, seq: int) -> Callable[[], None]:
-        """The broker's `Forwarder`: see `ForwardDriver.hold`."""
-        return self.forwarding.hold(peer, seq)
 
     def replica_of(self, node: str) -> str | None:
         """The replica id of member `node` (None: not a member)."""
         member = self.members.get(node)
         return None if member is None else member.replica_id
 
-    def signal_congestion(self, node: str, congested: bool) -> None:
-        self.network.send_frame(node, FrameType.CONTROL, {"op": "congestion", "on": congested})
-
     # ------------------------------------------------------------------------------------------ frames
 
-    def _on_message(self, peer: str, type: FrameType, body: Any) -> None:
-        if type is FrameType.FORWARD:
-            self.forwarding.receive(peer, body)
-        elif type is FrameType.REPLICA:
-            self.replication.receive(peer, body)
-        elif type is FrameType.REACHABILITY:
-            self.reports[peer] = {str(n) for n in body}
-            self._update_view()
-        elif type is FrameType.CONTROL and isinstance(body, dict):
-            self._on_control(peer, body)
+    def on_reports(self, peer: str, body: Any) -> None:
+        """A REACHABILITY frame: the peers `peer` reaches."""
+        self.reports[peer] = {str(n) for n in body}
+        self._update_view()
 
     def _admit_joining(self, name: str, incarnation: int) -> None:
         """Replicate with a node that is joining: its own membership record then arrives through the store
@@ -427,34 +443,25 @@ class ClusterService:
                 self._announcing = False
                 self.network.set_intent(None)
 
-    def _on_control(self, peer: str, body: dict[str, Any]) -> None:
-        op = body.get("op")
-        if op == "removed":
-            if body.get("incarnation") == self.incarnation and peer in self.members:
-                self._learn_removed(peer)
-        elif op == "join":
-            incarnation = self.network.incarnation_of(peer)
-            if incarnation is None:
-                log.warning("join request from a node without a link", peer=peer)
-                return
-            log.info("member joins", member=peer)
-            self._admit_joining(peer, incarnation)
-            self.metadata.exchange_now(ms.replica_id(peer, incarnation))
-            self.network.send_frame(peer, FrameType.CONTROL, {"op": "join_ok", "incarnation": self.incarnation})
-        elif op == "fwd_ack":
-            self.forwarding.acknowledged(peer, body)
-        elif op == "rep_ack":
-            self.replication.acknowledged(peer, body)
-        elif op == "congestion":
-            if self.on_congestion is not None:
-                self.on_congestion(peer, bool(body.get("on")))
-        elif op == "join_ok":
-            future = self._joins.get(peer)
-            if future is not None and not future.done():
-                future.set_result(int(body.get("incarnation", 0)))
-        else:
-            for handler in self.control_handlers:
-                handler(peer, body)
+    def _on_removed_frame(self, peer: str, body: dict[str, Any]) -> None:
+        """`removed`: a member dropped this node (it may miss the delete of its record: see _refresh_members)."""
+        if body.get("incarnation") == self.incarnation and peer in self.members:
+            self._learn_removed(peer)
+
+    def _on_join(self, peer: str, body: dict[str, Any]) -> None:
+        incarnation = self.network.incarnation_of(peer)
+        if incarnation is None:
+            log.warning("join request from a node without a link", peer=peer)
+            return
+        log.info("member joins", member=peer)
+        self._admit_joining(peer, incarnation)
+        self.metadata.exchange_now(ms.replica_id(peer, incarnation))
+        self.network.send_frame(peer, FrameType.CONTROL, {"op": "join_ok", "incarnation": self.incarnation})
+
+    def _on_join_ok(self, peer: str, body: dict[str, Any]) -> None:
+        future = self._joins.get(peer)
+        if future is not None and not future.done():
+            future.set_result(int(body.get("incarnation", 0)))
 
     def member_names(self) -> list[str]:
         return sorted(self.members)
@@ -478,8 +485,8 @@ class ClusterService:
                 driver.resend(peer)
         self._send_reports()
         self._update_view()
-        for handler in self.reachability_handlers:
-            handler(peer, reachable)
+        for hook in self._reachability_hooks:
+            hook(peer, reachable)
 
     def _reachable_replicas(self) -> set[str]:
         up = self.network.reachable()
@@ -527,7 +534,7 @@ class ClusterService:
                 "Address": f"{member.host}:{member.port}",
                 "Incarnation": member.incarnation,
             })
-            for columns in self.show_columns:
+            for columns in self._show_columns:
                 rows[-1].update(columns(name))
         return rows
 

@@ -1,8 +1,8 @@
-"""What the cluster service (service.py) needs of the node links, and its polling wait."""
+"""What the cluster service (service.py) and node.py need of the node links: the port that
+vmqpy.cluster.tcp.ClusterNetwork implements."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -10,17 +10,6 @@ from vmqpy.cluster.forward_driver import ForwardLinks
 from vmqpy.cluster.framing import FrameType
 
 __all__ = ["Network"]
-
-
-async def _poll(done: Callable[[], bool], timeout: float, give_up: Callable[[], bool] | None = None) -> bool:
-    """Wait until `done()` (True), checking every 20 ms, at most `timeout` seconds or until `give_up()`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        if loop.time() >= deadline or (give_up is not None and give_up()):
-            return False
-        await asyncio.sleep(0.02)
-    return True
 
 
 class Network(ForwardLinks, Protocol):
@@ -44,6 +33,8 @@ class Network(ForwardLinks, Protocol):
 
     def stats(self) -> dict[str, int]: ...
 
-    def on_message(self, callback: Callable[[str, FrameType, Any], None]) -> None: ...
+    def on_message(self, callback: Callable[[str, FrameType, Any], None]) -> None:
+        """The one callback of every FORWARD, REPLICA, CONTROL and REACHABILITY frame (node.py registers its
+        control table; a later call replaces it)."""
 
     def on_reachability(self, callback: Callable[[str, bool], None]) -> None: ...

@@ -345,8 +345,9 @@ class ClusterNetwork:
     # ---------------------------------------------------------------------------------------------- callbacks
 
     def on_message(self, callback: MessageCallback) -> None:
-        """Call `callback(peer, frame_type, body)` for every FORWARD, CONTROL and REACHABILITY frame."""
-        self._callbacks.messages.append(callback)
+        """Call `callback(peer, frame_type, body)` for every FORWARD, REPLICA, CONTROL and REACHABILITY frame: one
+        callback (the node's control table, vmqpy.cluster.controls); a later call replaces it."""
+        self._callbacks.frames = callback
 
     def on_reachability(self, callback: ReachabilityCallback) -> None:
         """Call `callback(peer, True)` when a link to the peer is established, `callback(peer, False)` when the

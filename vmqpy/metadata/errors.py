@@ -1,20 +1,20 @@
 """Errors raised by :mod:`vmqpy.metadata`.
 
-Everything the store raises on purpose derives from :class:`MetadataError`.  :class:`DecodeError` is
+Everything the store raises on purpose derives from :class:`MetadataError`.  :class:`MessageDecodeError` is
 the only exception :func:`vmqpy.metadata.messages.decode` (and the storage-row decoders) raise for
 bad input, whatever the bytes are.
 """
 
 from __future__ import annotations
 
-__all__ = ["DecodeError", "InvalidKeyError", "MetadataError"]
+__all__ = ["InvalidKeyError", "MessageDecodeError", "MetadataError"]
 
 
 class MetadataError(Exception):
     """Root of every error raised on purpose by :mod:`vmqpy.metadata`."""
 
 
-class DecodeError(MetadataError, ValueError):
+class MessageDecodeError(MetadataError, ValueError):
     """Bytes are not a valid encoding of a known message (or storage row) of a known version."""
 
 

@@ -47,7 +47,7 @@ from dvv.node_clock import NodeClock
 if TYPE_CHECKING:  # annotations only: messages imports the row codecs, which import this package's outputs
     from vmqpy.metadata.messages import SyncReply
 
-__all__ = ["Exchange", "ExchangeState", "Plan", "plan_reply"]
+__all__ = ["Exchange", "ExchangePlan", "ExchangeState", "plan_reply"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -151,7 +151,7 @@ class Exchange:
 
 
 @dataclass
-class Plan(Generic[K]):
+class ExchangePlan(Generic[K]):
     """What a responder sends for one SyncRequest (before the objects are read from the store)."""
 
     keys: dict[K, list[Dot]] = field(default_factory=dict)  # key -> the requested dots found for it
@@ -174,7 +174,7 @@ def plan_reply(
     limit: int,
     weigh: Callable[[K], int] | None = None,
     max_bytes: int | None = None,
-) -> Plan[K]:
+) -> ExchangePlan[K]:
     """Which keys (at most ``limit``, and with ``weigh``, at most ``max_bytes`` of them by weight unless one
     key alone weighs more) and gaps answer a requester whose node clock is ``requester``.
 
@@ -184,7 +184,7 @@ def plan_reply(
     the visited part, and ``done`` is false.  The requester's next clock covers everything visited
     (the objects' dots, the extra dots and the gaps), so the next request continues after it.
     """
-    plan: Plan[K] = Plan()
+    plan: ExchangePlan[K] = ExchangePlan()
     missing = clock.missing_dots(requester)
     plan.missing = sum(len(c) for c in missing.values())
     keys = plan.keys

@@ -4,7 +4,7 @@ A key is a tuple of ``str`` / ``int`` / ``bytes`` items (:func:`check_key`).  Do
 are flat arrays ``[node, counter, node, counter, ...]`` and a container is ``[[node, counter, value,
 ...], [node, counter, ...]]`` (versions, then context): :func:`flat_container` writes one, with
 :func:`dvv.codec.flatten`.  The ``as_*`` readers take one decoded msgpack object and raise
-:class:`~vmqpy.metadata.errors.DecodeError`, and nothing else, when it has another shape.
+:class:`~vmqpy.metadata.errors.MessageDecodeError`, and nothing else, when it has another shape.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dvv.causal_container import CausalContainer
 from dvv.codec import expect_array, flatten
 from dvv.dots import Dot
 from dvv.version_vector import VersionVector
-from vmqpy.metadata.errors import DecodeError, InvalidKeyError
+from vmqpy.metadata.errors import InvalidKeyError, MessageDecodeError
 from vmqpy.metadata.hlc import Stamp
 
 __all__ = [
@@ -92,29 +92,29 @@ def unpack(data: Any) -> Any:
     try:
         raw = bytes(data)
     except Exception as exc:
-        raise DecodeError(f"expected bytes, got {type(data).__name__}") from exc
+        raise MessageDecodeError(f"expected bytes, got {type(data).__name__}") from exc
     try:
         return msgpack.unpackb(raw, raw=False, strict_map_key=False, use_list=True)
     except Exception as exc:
-        raise DecodeError(f"not msgpack: {type(exc).__name__}: {exc}") from exc
+        raise MessageDecodeError(f"not msgpack: {type(exc).__name__}: {exc}") from exc
 
 
 def array(obj: Any, what: str, *, multiple: int = 1, length: int | None = None) -> list[Any]:
-    """:func:`dvv.codec.expect_array`, raising our :class:`DecodeError`."""
-    return expect_array(obj, what, multiple=multiple, length=length, error=DecodeError)
+    """:func:`dvv.codec.expect_array`, raising our :class:`MessageDecodeError`."""
+    return expect_array(obj, what, multiple=multiple, length=length, error=MessageDecodeError)
 
 
 def as_int(obj: Any, what: str, minimum: int = 0) -> int:
     """An int (never a bool) of at least ``minimum``."""
     if not isinstance(obj, int) or isinstance(obj, bool) or obj < minimum:
-        raise DecodeError(f"{what}: expected an int >= {minimum}, got {obj!r}")
+        raise MessageDecodeError(f"{what}: expected an int >= {minimum}, got {obj!r}")
     return obj
 
 
 def as_str(obj: Any, what: str) -> str:
     """A str."""
     if not isinstance(obj, str):
-        raise DecodeError(f"{what}: expected a str, got {type(obj).__name__}")
+        raise MessageDecodeError(f"{what}: expected a str, got {type(obj).__name__}")
     return obj
 
 
@@ -123,7 +123,7 @@ def as_key(obj: Any) -> Key:
     items = array(obj, "key")
     for item in items:
         if not _is_key_item(item):
-            raise DecodeError(f"key items are str, int or bytes, got {type(item).__name__}")
+            raise MessageDecodeError(f"key items are str, int or bytes, got {type(item).__name__}")
     return tuple(items)
 
 
@@ -138,7 +138,7 @@ def as_vv(flat: Any, what: str) -> VersionVector:
     dots = as_dots(flat, what)
     nodes = [n for n, _ in dots]
     if len(set(nodes)) != len(nodes):
-        raise DecodeError(f"{what}: duplicate node id")
+        raise MessageDecodeError(f"{what}: duplicate node id")
     return VersionVector(dots)
 
 
@@ -151,7 +151,7 @@ def as_container(obj: Any) -> CausalContainer:
         for i in range(0, len(flat), 3)
     ]
     if len({d for d, _ in items}) != len(items):
-        raise DecodeError("container: duplicate dot")
+        raise MessageDecodeError("container: duplicate dot")
     return CausalContainer(items, as_vv(ctx, "container context"))
 
 
@@ -160,11 +160,11 @@ def as_dvv(obj: Any, kind: type[D], what: str | None = None) -> D:
     (default: the type's name)."""
     name = kind.__name__ if what is None else what
     if not isinstance(obj, bytes | bytearray | memoryview):
-        raise DecodeError(f"expected dvv bytes for {name}, got {type(obj).__name__}")
+        raise MessageDecodeError(f"expected dvv bytes for {name}, got {type(obj).__name__}")
     try:
         value = dvv.from_bytes(obj)
     except dvv.DecodeError as exc:
-        raise DecodeError(f"bad {name}: {exc}") from exc
+        raise MessageDecodeError(f"bad {name}: {exc}") from exc
     if not isinstance(value, kind):
-        raise DecodeError(f"expected {name}, got {type(value).__name__}")
+        raise MessageDecodeError(f"expected {name}, got {type(value).__name__}")
     return value

@@ -1,7 +1,7 @@
 """An in-memory network of replicas for tests and simulations: deterministic given its seed.
 
 :class:`MemoryNetwork` owns a simulated clock (``now``, seconds), N :class:`~vmqpy.metadata.replica.Replica`
-objects, and an event queue of in-flight messages.  Every ``Send`` output is encoded with
+objects, and an event queue of in-flight messages.  Every ``SendTo`` output is encoded with
 :func:`~vmqpy.metadata.messages.encode` (so the codec is exercised and bytes are counted), delayed by
 a random latency (so messages are reordered), dropped with probability ``drop_rate`` or when the link
 is cut, and decoded at delivery.  ``Persist`` outputs go to a per-node in-memory table store (so a
@@ -26,7 +26,7 @@ from typing import Any
 
 from vmqpy.metadata import messages
 from vmqpy.metadata.messages import Key, StoreMessage
-from vmqpy.metadata.replica import Changed, Logged, Output, Persist, Replica, Send
+from vmqpy.metadata.replica import Changed, Logged, Output, Persist, Replica, SendTo
 
 __all__ = ["MemoryNetwork"]
 
@@ -193,7 +193,7 @@ class MemoryNetwork:
                     self.volatile[node].append(output)
                 else:
                     self._persist(node, output)
-            elif isinstance(output, Send):
+            elif isinstance(output, SendTo):
                 if self.durability and isinstance(output.message, messages.SyncRequest | messages.SyncReply):
                     self.flush(node)
                 self._send(node, output.peer, output.message)

@@ -2,7 +2,7 @@
 
 Every message is one msgpack array ``[VERSION, TYPE, field, ...]`` (positional fields, no names).
 :func:`decode` keeps a reader per (version, type); it raises
-:class:`~vmqpy.metadata.errors.DecodeError`, and nothing else, for any input that is not a valid
+:class:`~vmqpy.metadata.errors.MessageDecodeError`, and nothing else, for any input that is not a valid
 encoding.  A format change adds a version; it never edits one.
 
 Version 1 messages::
@@ -61,7 +61,7 @@ from dvv.dots import Counters, Dot
 from dvv.node_clock import NodeClock
 from dvv.version_vector import VersionVector
 from dvv.watermark import Watermark
-from vmqpy.metadata.errors import DecodeError
+from vmqpy.metadata.errors import MessageDecodeError
 from vmqpy.metadata.fields import (
     Key,
     array,
@@ -273,14 +273,14 @@ def _gaps(obj: Any) -> dict[str, Counters]:
     for i in range(0, len(flat), 2):
         node = as_str(flat[i], "gap node")
         if node in out:
-            raise DecodeError("gaps: duplicate node")
+            raise MessageDecodeError("gaps: duplicate node")
         bounds = array(flat[i + 1], "gap runs", multiple=2)
         runs = [
             range(as_int(bounds[j], "run start", 1), as_int(bounds[j + 1], "run stop", 1))
             for j in range(0, len(bounds), 2)
         ]
         if not runs or any(not run for run in runs):
-            raise DecodeError("gaps: empty run")
+            raise MessageDecodeError("gaps: empty run")
         out[node] = Counters.from_runs(runs)
     return out
 
@@ -290,7 +290,7 @@ def _dec_push(f: list[Any], size: int) -> Push:
     dot = (as_str(node, "node"), as_int(counter, "counter", 1))
     values = array(value, "Push value")
     if len(values) > 1 or (values and values[0] is None):
-        raise DecodeError("Push: at most one value, never nil")
+        raise MessageDecodeError("Push: at most one value, never nil")
     value = values[0] if values else None
     return Push(as_str(prefix, "prefix"), as_key(key), dot, value, as_vv(ctx, "Push context"), size)
 
@@ -299,7 +299,7 @@ def _view(obj: Any) -> bytes | None:
     if obj is None:
         return None
     if not isinstance(obj, bytes) or len(obj) != VIEW_DIGEST_SIZE:
-        raise DecodeError(f"view: expected {VIEW_DIGEST_SIZE} bytes, got {obj!r:.40}")
+        raise MessageDecodeError(f"view: expected {VIEW_DIGEST_SIZE} bytes, got {obj!r:.40}")
     return obj
 
 
@@ -330,7 +330,7 @@ def _dec_sync_reply_2(f: list[Any], size: int) -> SyncReply:
 def _dec_sync_reply(f: list[Any], size: int) -> SyncReply:
     xid, done, missing, base, objects, gaps, wm = array(f, "SyncReply", length=7)
     if not isinstance(done, bool):
-        raise DecodeError("SyncReply: done must be a bool")
+        raise MessageDecodeError("SyncReply: done must be a bool")
     objs = []
     for o in array(objects, "objects"):
         prefix, key, container, extra = array(o, "object", length=4)
@@ -376,21 +376,21 @@ _READERS: dict[int, dict[int, Callable[[list[Any], int], StoreMessage]]] = {
 
 
 def decode(data: bytes | bytearray | memoryview) -> StoreMessage:
-    """Decode what :func:`encode` produced; raises :class:`DecodeError` (only) for anything else."""
+    """Decode what :func:`encode` produced; raises :class:`MessageDecodeError` (only) for anything else."""
     try:
         obj = unpack(data)
         fields = array(obj, "message")
         if len(fields) < 2:
-            raise DecodeError("message: too short")
+            raise MessageDecodeError("message: too short")
         version, kind = fields[0], fields[1]
         readers = _READERS.get(version) if isinstance(version, int) and not isinstance(version, bool) else None
         if readers is None:
-            raise DecodeError(f"unsupported message version {version!r}")
+            raise MessageDecodeError(f"unsupported message version {version!r}")
         reader = readers.get(kind) if isinstance(kind, int) and not isinstance(kind, bool) else None
         if reader is None:
-            raise DecodeError(f"unknown message type {kind!r}")
+            raise MessageDecodeError(f"unknown message type {kind!r}")
         return reader(fields[2:], len(data))
-    except DecodeError:
+    except MessageDecodeError:
         raise
     except Exception as exc:  # a dvv invariant, a bad range, a recursion limit...: all bad input
-        raise DecodeError(f"invalid message: {type(exc).__name__}: {exc}") from exc
+        raise MessageDecodeError(f"invalid message: {type(exc).__name__}: {exc}") from exc

@@ -1,6 +1,6 @@
 """What a :class:`~vmqpy.metadata.replica.Replica` hands back to its driver: each call returns a list of these.
 
-:class:`Send` (a message to one peer), :class:`Changed` (a key's resolved value changed), :class:`Persist` (a
+:class:`SendTo` (a message to one peer), :class:`Changed` (a key's resolved value changed), :class:`Persist` (a
 storage write; the driver applies them in the order given), :class:`Logged` (a replication-log event) and
 :class:`Acked` (a peer applied writes of this node: it answers the pushes of the acknowledged prefixes).
 """
@@ -14,11 +14,11 @@ if TYPE_CHECKING:  # annotations only: messages imports the row codecs, which bu
     from vmqpy.metadata.fields import Key
     from vmqpy.metadata.messages import StoreMessage
 
-__all__ = ["Acked", "Changed", "Logged", "Output", "Persist", "Send"]
+__all__ = ["Acked", "Changed", "Logged", "Output", "Persist", "SendTo"]
 
 
 @dataclass(slots=True)
-class Send:
+class SendTo:
     """Send ``message`` to ``peer``."""
 
     peer: str
@@ -60,4 +60,4 @@ class Acked:
     counters: tuple[int, ...]
 
 
-Output: TypeAlias = Send | Changed | Persist | Logged | Acked
+Output: TypeAlias = SendTo | Changed | Persist | Logged | Acked

@@ -37,7 +37,7 @@ from vmqpy.metadata.messages import (
     check_key,
 )
 from vmqpy.metadata.objects import EMPTY
-from vmqpy.metadata.outputs import Acked, Changed, Logged, Output, Persist, Send
+from vmqpy.metadata.outputs import Acked, Changed, Logged, Output, Persist, SendTo
 from vmqpy.metadata.replica_clock import clock_of_base
 from vmqpy.metadata.replica_writes import ReplicaWrites
 from vmqpy.metadata.rows import (
@@ -70,7 +70,7 @@ __all__ = [
     "Output",
     "Persist",
     "Replica",
-    "Send",
+    "SendTo",
 ]
 
 
@@ -174,7 +174,7 @@ class Replica(ReplicaWrites):
         if push.prefix in self._acknowledged:
             # applied (or held already): the change callbacks saw it before this leaves (the driver batches
             # the acknowledgements of one turn per peer)
-            out.append(Send(sender, PushAck((push.dot[1],))))
+            out.append(SendTo(sender, PushAck((push.dot[1],))))
             self._stats["pushes_acknowledged"] += 1
 
     # -- anti-entropy: responder ------------------------------------------------------------------------
@@ -182,14 +182,14 @@ class Replica(ReplicaWrites):
         """Responder side (stateless): the objects for the dots ``sender`` misses, at most a batch."""
         if sender not in self._membership.members or sender == self.node_id:
             self._stats["requests_rejected"] += 1
-            out.append(Send(sender, SyncReject(request.xid, "not_a_member")))
+            out.append(SendTo(sender, SyncReject(request.xid, "not_a_member")))
             return
         theirs, mine = request.clock.entry(sender), self._clock.current().entry(sender)
         if theirs[0] + theirs[1].bit_length() < mine[0] + mine[1].bit_length():
             # The requester lost writes it coordinated (a wiped store under an old id): its next
             # counters would name writes we already hold.  It must come back under a new node id.
             self._stats["requests_rejected"] += 1
-            out.append(Send(sender, SyncReject(request.xid, "reused_node_id")))
+            out.append(SendTo(sender, SyncReject(request.xid, "reused_node_id")))
             return
         self._stats["requests_served"] += 1
         self._learn_clock(sender, request.clock, request.view)
@@ -208,7 +208,7 @@ class Replica(ReplicaWrites):
         gc_wm = self._membership.unsent(sender) if plan.done and not self.GC_NEEDS_AGREED_VIEWS else None
         reply = SyncReply(request.xid, plan.done, plan.missing, self._clock.base_vv(), tuple(objects), plan.gaps,
                           gc_wm, self._membership.view)
-        out.append(Send(sender, reply))
+        out.append(SendTo(sender, reply))
 
     def _served_size(self, prefix_key: tuple[str, Key]) -> int:
         """About how many bytes the object of a key takes in an anti-entropy reply (values, dots, context)."""
@@ -255,7 +255,7 @@ class Replica(ReplicaWrites):
     def _send_request(self, ex: Exchange, now: float, out: list[Output]) -> None:
         request = SyncRequest(ex.xid, self._batch, self._clock.current(), None, self._membership.view)
         ex.sent(len(messages.encode(request)), now)
-        out.append(Send(ex.peer, request))
+        out.append(SendTo(ex.peer, request))
 
     def _on_reply(self, ex: Exchange, reply: SyncReply, now: float, out: list[Output]) -> None:
         if not self._clock.plausible(reply.runs(), self.MAX_AHEAD):

@@ -20,7 +20,7 @@ from dvv.dots import Dot
 from dvv.version_vector import VersionVector
 from vmqpy.metadata.messages import Key, Push, check_key
 from vmqpy.metadata.objects import EMPTY, NO_CONTEXT, FullKey, StoredObject
-from vmqpy.metadata.outputs import Changed, Logged, Output, Send
+from vmqpy.metadata.outputs import Changed, Logged, Output, SendTo
 from vmqpy.metadata.resolve import stamp_list
 from vmqpy.metadata.rows import (
     InvalidValueError,
@@ -124,7 +124,7 @@ class ReplicaWrites(ReplicaState):
             push = Push(prefix, key, dot, value, context)
             for peer in self._membership.peers:
                 if peer in reachable:
-                    out.append(Send(peer, push))
+                    out.append(SendTo(peer, push))
                     self._stats["pushes_sent"] += 1
 
     def _supersede(self, dot: Dot, fk: FullKey, fkb: bytes | None, out: list[Output]) -> None:

@@ -27,7 +27,7 @@ from dvv.codec import flatten
 from dvv.dots import Dot
 from dvv.node_clock import NodeClock
 from dvv.watermark import Watermark
-from vmqpy.metadata.errors import DecodeError, MetadataError
+from vmqpy.metadata.errors import MessageDecodeError, MetadataError
 from vmqpy.metadata.fields import (
     ContainerLike,
     Key,
@@ -104,15 +104,15 @@ def _pack_row(payload: Any) -> bytes:
 
 
 def _read_row(data: bytes, what: str, read: Callable[[Any], R]) -> R:
-    """``read`` of the msgpack object after the version byte; any failure is a :class:`DecodeError`."""
+    """``read`` of the msgpack object after the version byte; any failure is a :class:`MessageDecodeError`."""
     try:
         if not data or data[0] != ROW_VERSION:
-            raise DecodeError(f"{what}: unknown row version")
+            raise MessageDecodeError(f"{what}: unknown row version")
         return read(unpack(memoryview(data)[1:]))
-    except DecodeError:
+    except MessageDecodeError:
         raise
     except Exception as exc:
-        raise DecodeError(f"invalid {what}: {exc}") from exc
+        raise MessageDecodeError(f"invalid {what}: {exc}") from exc
 
 
 def pack_full_key(prefix: str, key: Key) -> bytes:
@@ -294,7 +294,7 @@ def _read_objects(
 
 
 def read_rows(rows: Mapping[str, list[tuple[bytes, bytes]]]) -> SavedRows:
-    """Decode the rows of every table (``Storage.load`` per table); raises :class:`DecodeError` for rows that
+    """Decode the rows of every table (``Storage.load`` per table); raises :class:`MessageDecodeError` for rows that
     are not ours."""
     meta = dict(rows.get(T_META, []))
     clock = NodeClock()
@@ -308,9 +308,9 @@ def read_rows(rows: Mapping[str, list[tuple[bytes, bytes]]]) -> SavedRows:
         try:
             reserved = msgpack.unpackb(meta[META_RESERVED])
         except Exception as exc:
-            raise DecodeError(f"bad reservation row: {exc}") from exc
+            raise MessageDecodeError(f"bad reservation row: {exc}") from exc
         if not isinstance(reserved, int) or isinstance(reserved, bool) or reserved < 0:
-            raise DecodeError("bad reservation row")
+            raise MessageDecodeError("bad reservation row")
     objects, odd, dots = _read_objects(rows.get(T_OBJ, []))
     pending = [(unpack_dot(raw_dot), unpack_full_key(raw_key)) for raw_dot, raw_key in rows.get(T_DOTS, [])]
     return SavedRows(clock, watermark, reserved, objects, odd, dots, pending)

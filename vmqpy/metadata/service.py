@@ -1,7 +1,7 @@
 """The asyncio driver of one node's metadata replica: storage, the replication log, peers and one timer.
 
 It only moves things: local calls and received frames go into the sans-I/O `Replica`; its outputs come out
-as storage writes (`Persist`), frames to peers (`Send`), change callbacks (`Changed`) and log lines
+as storage writes (`Persist`), frames to peers (`SendTo`), change callbacks (`Changed`) and log lines
 (`Logged`). The replica's next deadline arms a single `call_at`.
 
 Confirmed writes (docs/cluster.md, "A SUBACK the cluster honours"): the pushes of the `acknowledged` prefixes are
@@ -25,8 +25,8 @@ import structlog
 from vmqpy.bulk_load import bulk_load
 from vmqpy.metadata import messages
 from vmqpy.metadata.confirmations import Confirmation, Confirmations
-from vmqpy.metadata.errors import DecodeError
-from vmqpy.metadata.replica import Acked, Changed, Key, Logged, Output, Persist, Replica, Send
+from vmqpy.metadata.errors import MessageDecodeError
+from vmqpy.metadata.replica import Acked, Changed, Key, Logged, Output, Persist, Replica, SendTo
 from vmqpy.metadata.replication_log import ReplicationLog
 from vmqpy.metadata.resolve import Resolver
 from vmqpy.storage import Storage
@@ -209,7 +209,7 @@ class MetadataService:
     def _expect(self, confirm: Confirmation, outputs: list[Output]) -> None:
         acknowledged = self._acknowledged
         for output in outputs:
-            if type(output) is Send and type(output.message) is messages.Push \
+            if type(output) is SendTo and type(output.message) is messages.Push \
                     and output.message.prefix in acknowledged:
                 self._confirms.expect(confirm, output.peer, output.message.dot[1])
 
@@ -293,7 +293,7 @@ class MetadataService:
     def _on_frame(self, peer: str, data: bytes) -> None:
         try:
             message = messages.decode(data)
-        except DecodeError as exc:
+        except MessageDecodeError as exc:
             self.decode_errors += 1
             log.warning("undecodable metadata frame", peer=peer, error=str(exc))
             return
@@ -313,7 +313,7 @@ class MetadataService:
                     self.storage.put(output.table, output.key, output.value)
             elif isinstance(output, Changed):
                 self._notify(output.prefix, output.key, output.old, output.new)
-            elif isinstance(output, Send):
+            elif isinstance(output, SendTo):
                 if type(output.message) is messages.PushAck:
                     self._queue_ack(output.peer, output.message.counters)  # need not wait for the disk
                 elif self.transport is not None:

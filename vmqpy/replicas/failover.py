@@ -23,13 +23,15 @@ from typing import Any, Protocol
 
 import structlog
 
-from vmqpy.broker.handover import SessionImage, outgoing_from_record
-from vmqpy.broker.message import decode_record
+from vmqpy.broker.lineage import entries_of
 from vmqpy.broker.persistence import stored_session
-from vmqpy.broker.session import Outgoing, Session
+from vmqpy.broker.session import Session
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
-from vmqpy.replicas.lineage import Entry, entries_of
+from vmqpy.sessions.handover import SessionImage, outgoing_from_record
+from vmqpy.sessions.message import decode_record
+from vmqpy.sessions.names import Entry
+from vmqpy.sessions.parts import Outgoing
 
 __all__ = ["Failover", "FetchLinks", "merge_copies"]
 
@@ -58,7 +60,7 @@ class Adopter(Protocol):
         """`origin`: the old owner whose replica copies `outs` are (their seqs are its numbers)."""
 
     def inherit_lineage(self, client_id: str, entries: list[Entry], sender: str) -> None:
-        """The lineage found in the copies of the lost owner `sender` (vmqpy.replicas.lineage)."""
+        """The lineage found in the copies of the lost owner `sender` (vmqpy.broker.lineage)."""
 
     def owner_of(self, client_id: str) -> str | None: ...
 
@@ -298,6 +300,9 @@ class Failover:
             event.set()
 
     # ------------------------------------------------------------------------------------------ control frames
+
+    #: the CONTROL ops `on_control` takes (node.py registers them in the cluster's control table)
+    CONTROL_OPS = ("rep_fetch", "rep_copy", "rep_count", "rep_counted", "rep_recover", "rep_forget")
 
     def on_control(self, peer: str, body: dict[str, Any]) -> None:
         op = body.get("op")

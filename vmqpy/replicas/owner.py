@@ -29,13 +29,13 @@ from vmqpy.replicas.ledger import WriteLedger
 from vmqpy.replicas.ops import Op, encode_op
 from vmqpy.replicas.placement import replica_nodes
 
-__all__ = ["QueueReplicator", "Transport"]
+__all__ = ["QueueReplicator", "ReplicaTransport"]
 
 RETRY_DELAY = 0.05  # seconds before a backlog is offered to the transport again
 _TARGETS_CACHE = 100_000  # client ids whose replica nodes are remembered (for the current members)
 
 
-class Transport(Protocol):
+class ReplicaTransport(Protocol):
     """The replica transport (vmqpy.cluster.forward_driver.ForwardDriver)."""
 
     def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
@@ -74,7 +74,7 @@ class QueueReplicator:
     """Sends a persistent session's journal writes to its replica nodes; the composite barrier."""
 
     def __init__(self, node: str, members: Callable[[], Iterable[str]], reachable: Callable[[str], bool],
-                 transport: Transport, local_barrier: Callable[[], Future[None]], *, replicas: int,
+                 transport: ReplicaTransport, local_barrier: Callable[[], Future[None]], *, replicas: int,
                  write_quorum: int, strict: Callable[[], bool]) -> None:
         """`strict()`: an unreachable replica holds the acknowledgements (the consistency modes)."""
         self.node = node

@@ -15,22 +15,22 @@ from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Plan", "Walk", "plan"]
+__all__ = ["RebalancePlan", "Walk", "plan"]
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class RebalancePlan:
     """For one session: the nodes to fill (`sync`), then, once they acknowledged, the nodes to empty (`drop`)."""
 
     sync: tuple[str, ...]
     drop: tuple[str, ...]
 
 
-def plan(targets: Sequence[str], holders: Collection[str], fresh: bool) -> Plan:
+def plan(targets: Sequence[str], holders: Collection[str], fresh: bool) -> RebalancePlan:
     """`targets`: the session's replica nodes now; `holders`: the nodes that hold a complete copy of it;
     `fresh`: none is known to be complete (this node started since), so every target gets a sync."""
     sync = tuple(targets) if fresh else tuple(n for n in targets if n not in holders)
-    return Plan(sync, tuple(n for n in holders if n not in targets))
+    return RebalancePlan(sync, tuple(n for n in holders if n not in targets))
 
 
 class Walk:

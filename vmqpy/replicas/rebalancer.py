@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from vmqpy.broker.handover import outgoing_record
-from vmqpy.broker.message import encode_record
 from vmqpy.broker.session import Session
 from vmqpy.replicas.owner import QueueReplicator
 from vmqpy.replicas.rebalance import Walk, plan
+from vmqpy.sessions.handover import outgoing_record
+from vmqpy.sessions.message import encode_record
 
 __all__ = ["Rebalancer", "snapshot"]
 

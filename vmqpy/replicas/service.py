@@ -1,7 +1,8 @@
-"""The queue replicas of one node, wired: the replica side applies what arrives on the replica transport, the
-owner side (`replicator`) sends, `failover` fetches. node.py builds it when `queue.replicas` > 1 and the node
-has cluster links; the transport is the cluster service's second forwarding driver (`ClusterService.replication`);
-`rebalancer` moves the copies when the membership changes and fills every replica node once after a start.
+"""The queue replicas of one node: the replica side applies what arrives on the replica transport, the owner side
+(`replicator`) sends, `failover` fetches, `rebalancer` moves the copies when the membership changes and fills every
+replica node once after a start. node.py builds it when `queue.replicas` > 1 and the node has cluster links, then
+builds the owner side's parts (the transport is a second forwarding driver: REPLICA frames, `rep_ack`) and hands
+them to `start`; node.py also wires them to the cluster, the broker and registration (vmqpy.node).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import structlog
 
 from vmqpy.cluster.forward_driver import ForwardDriver
-from vmqpy.replicas.audit import EVENT, UnderReplication
+from vmqpy.replicas.audit import UnderReplication
 from vmqpy.replicas.copies import KeyValue, ReplicaCopies
 from vmqpy.replicas.failover import Failover
 from vmqpy.replicas.ops import decode_op
@@ -22,11 +23,7 @@ from vmqpy.replicas.owner import QueueReplicator
 from vmqpy.replicas.rebalancer import Rebalancer
 
 if TYPE_CHECKING:
-    from vmqpy.broker.broker import Broker
-    from vmqpy.cluster.departure import Departure
     from vmqpy.cluster.policy import Policy
-    from vmqpy.cluster.registration import RegistrationService
-    from vmqpy.cluster.service import ClusterService
     from vmqpy.config import Config
     from vmqpy.storage import Storage as NodeStorage
 
@@ -38,7 +35,7 @@ PRUNE_EVERY = 10_000  # operations applied between two prunings of the tombstone
 AUDIT_EVERY = 1.0  # seconds between two samples of the under-replicated counts (audit.py)
 
 
-class Storage(KeyValue, Protocol):
+class ReplicaStorage(KeyValue, Protocol):
     def barrier(self) -> Future[None]: ...
 
 
@@ -46,7 +43,7 @@ class DurableStorage:
     """The node's storage as the acknowledgements see it: `barrier()` is the composite barrier (local storage
     and the queue replicas); everything else is the storage's own."""
 
-    def __init__(self, storage: Storage, barrier: Callable[[], Future[None]]) -> None:
+    def __init__(self, storage: ReplicaStorage, barrier: Callable[[], Future[None]]) -> None:
         self._storage = storage
         self.barrier = barrier
 
@@ -57,7 +54,7 @@ class DurableStorage:
 class QueueReplication:
     """Both sides of the queue replicas of this node."""
 
-    def __init__(self, storage: Storage, *, replicas: int, write_quorum: int, strict: Callable[[], bool],
+    def __init__(self, storage: ReplicaStorage, *, replicas: int, write_quorum: int, strict: Callable[[], bool],
                  failover_timeout: float = 0.0, rebalance_rate: float = 1000.0) -> None:
         self.storage = storage
         self.rebalance_rate = rebalance_rate
@@ -76,7 +73,7 @@ class QueueReplication:
         self.counters = {"operations_applied": 0, "operations_superseded": 0, "operations_malformed": 0}
 
     @classmethod
-    def configured(cls, config: Config, storage: Storage, policy: Policy) -> QueueReplication | None:
+    def configured(cls, config: Config, storage: ReplicaStorage, policy: Policy) -> QueueReplication | None:
         """The queue replicas `config` asks for (None: `queue.replicas = 1`). Unreachable replicas hold the
         acknowledgements in the stop-serving mode only (readiness `all`, publishes refused during a netsplit)."""
         replicas = config.queue_replicas
@@ -91,35 +88,16 @@ class QueueReplication:
         return cls(storage, replicas=replicas, write_quorum=quorum, strict=strict,
                    failover_timeout=config.queue_failover_timeout, rebalance_rate=config.queue_rebalance_rate)
 
-    def attach(self, cluster: ClusterService, broker: Broker, registration: RegistrationService,
-               departure: Departure) -> None:
-        """Start with `cluster`'s replica transport (built with `deliver` and the storage's own barrier) and
-        `broker`'s persistent sessions: their journal writes go to the replicas from now on. A registration
-        that recreates a session waits for its recovery; `cluster leave` of a dead node counts what the
-        replicas hold."""
-        driver = self._driver = cluster.replication
-        replicas, quorum = self.settings
-        replicator = self.replicator = QueueReplicator(
-            cluster.name, cluster.member_names, cluster.is_reachable, driver, self.storage.barrier,
-            replicas=replicas, write_quorum=quorum, strict=self.strict)
-        self.failover = Failover(cluster.name, self.copies, cluster, broker, self.barrier, self.failover_timeout)
-        broker.store.replicas = replicator
-        broker.on_recreated = self.on_recreated
-        cluster.control_handlers.append(self.on_control)
-        cluster.reachability_handlers.append(self.on_reachability)
-        registration.recovery = self.recovered
-        departure.recoverable = self.held_for
-        rebalancer = self.rebalancer = Rebalancer(
-            replicator, broker.sessions, broker.store,
-            lambda: {name: member.incarnation for name, member in cluster.members.items()}, self.rebalance_rate,
-            cluster.is_reachable, broker.lineage_names)
-        cluster.membership_handlers.append(rebalancer.on_membership)
-        cluster.show_columns.append(self.show_columns)
-        rebalancer.start()  # every replica node gets each session's whole state (rebalance.py)
-        metadata = broker.metadata
-        replication_log = getattr(metadata, "replication_log", None)
-        if replication_log is not None:
-            self.audit(lambda fields: replication_log.write(EVENT, metadata.hlc_now(), fields))
+    def start(self, driver: ForwardDriver, replicator: QueueReplicator, failover: Failover,
+              rebalancer: Rebalancer) -> None:
+        """Serve with the owner side's parts node.py built: the replica transport (`driver`, which delivers
+        here: `deliver`), the `replicator` the broker's persistent sessions journal to, the `failover` and the
+        `rebalancer` (started now: every replica node gets each session's whole state, rebalance.py)."""
+        self._driver = driver
+        self.replicator = replicator
+        self.failover = failover
+        self.rebalancer = rebalancer
+        rebalancer.start()
 
     def show_columns(self, member: str) -> dict[str, Any]:
         """`cluster show`'s columns of `member`: this node's sessions (and messages) not yet confirmed on all
@@ -143,14 +121,12 @@ class QueueReplication:
                 write(fields)
             await asyncio.sleep(AUDIT_EVERY)
 
-    def detach(self, broker: Broker) -> None:
+    def stop(self) -> None:
         if self._audit is not None:
             self._audit.cancel()
             self._audit = None
         if self.rebalancer is not None:
             self.rebalancer.stop()
-        broker.store.replicas = None
-        broker.on_recreated = None
 
     def durable(self, storage: NodeStorage) -> NodeStorage:
         """`storage` as the acknowledgements see it (ack_order.py, registration.py use only its `barrier()`)."""
@@ -193,10 +169,6 @@ class QueueReplication:
             self.failover.on_reachability(peer, reachable)
         if self.rebalancer is not None:
             self.rebalancer.on_reachability(peer, reachable)
-
-    def on_control(self, peer: str, body: dict[str, Any]) -> None:
-        if self.failover is not None:
-            self.failover.on_control(peer, body)
 
     async def held_for(self, owner: str) -> int:
         """Messages of `owner`'s sessions the reachable replicas hold (failover.py)."""

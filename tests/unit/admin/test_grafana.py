@@ -1,5 +1,5 @@
 """deploy/grafana/vmqpy.json: valid JSON with what Grafana's dashboard import needs, whose queries only name
-metrics that GET /metrics really exposes (admin.prometheus, the one table of names)."""
+metrics that GET /metrics really exposes (admin.metric_table, the one table of names, read by admin.prometheus)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from admin.prometheus import SPECS, exposed_names
+from admin.metric_table import SPECS
+from admin.prometheus import exposed_names
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "deploy" / "grafana" / "vmqpy.json"
 SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")  # a metric with a label matcher: name{...}

@@ -25,6 +25,7 @@ from admin.keys import (
 )
 from admin.scopes import Scope
 from tests.unit.admin.fakes import FakeNode
+from tests.unit.clocks import Clock
 
 
 def mode(path: Path) -> int:
@@ -33,14 +34,6 @@ def mode(path: Path) -> int:
 
 def sha(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
-
-
-class Clock:
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_node_key_created_once_with_mode_0600(data_dir: Path, fake: FakeNode) -> None:
@@ -93,7 +86,7 @@ def test_authenticate(keys: KeyStore, node_key: str) -> None:
 
 
 def test_expired_key_is_refused_and_shown_expired(data_dir: Path, node_key: str, fake: FakeNode) -> None:
-    clock = Clock()
+    clock = Clock(1_800_000_000.0)
     keys = KeyStore(data_dir, fake, clock=clock)
     key = keys.create(Scope.READ, expires=clock.now + 60)
     assert keys.authenticate(key) is Scope.READ

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from admin import prometheus
 from admin.prometheus import SPECS, Family, exposed_names, families, registry, vernemq_lines
-from vmqpy.broker import client_metrics
+from vmqpy import client_metrics
 from vmqpy.mqtt import reason_codes as rc
 
 RAW: dict[str, int | float] = {

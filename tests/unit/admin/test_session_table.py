@@ -13,10 +13,10 @@ from hypothesis import strategies as hs
 from admin import session_table as st
 from admin.params import FILTERABLE, ColumnFilter
 from vmqpy import admin_rows
-from vmqpy.broker.message import Message
 from vmqpy.broker.session import Session
-from vmqpy.broker.session_parts import SubEntry
 from vmqpy.mqtt.packets import SubOptions
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import SubEntry
 
 ROWS: list[dict[str, Any]] = [
     {"client_id": "a", "is_online": True, "node": "n1", "peer_port": 5, "user": None,

@@ -19,9 +19,9 @@ from admin.http import build_app
 from admin.keys import KeyStore, ensure_node_key
 from admin.status_page import MemberRows, render, template_text
 from tests.unit.admin.fakes import FakeNode
-from vmqpy.broker import records
 from vmqpy.cluster.events import CAPACITY, KINDS, ClusterEvents
 from vmqpy.cluster.view import View
+from vmqpy.sessions import records
 
 # -- the template -------------------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import asyncio
 from concurrent.futures import Future
 from typing import Any
 
+from tests.unit.loop_turns import settle
 from vmqpy.broker.ack_order import AckQueue
 from vmqpy.broker.remote_ack import RemoteAck
 
@@ -19,11 +20,6 @@ class Barriers:
     def barrier(self) -> Future[None]:
         self.futures.append(Future())
         return self.futures[-1]
-
-
-async def settle() -> None:
-    for _ in range(3):
-        await asyncio.sleep(0)
 
 
 async def test_in_order_each_after_what_it_waits_for() -> None:

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from vmqpy.broker.acl import Access, AclEntry, overlaps, parse_acl
 
+from .acl_model import CLIENTS, ENTRIES, TOPICS, USERS, filters, ref_covers, ref_filters
 from .reference import ref_matches
-from .test_acl import CLIENTS, ENTRIES, TOPICS, USERS, filters, ref_covers, ref_filters
 
 DENY_TEXT = """\
 topic read public/#

@@ -9,15 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.broker.test_migration import MemoryMetadata, node_b
-from tests.unit.broker.test_protocol import Policy
-from tests.unit.broker.test_session import RecordingSink
+from tests.unit.broker.fakes import MemoryMetadata, Policy, RecordingSink
 from vmqpy.broker.access import AccessControl
 from vmqpy.broker.acl import parse_acl
 from vmqpy.broker.auth import hash_password
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.decisions import RefuseConnect, Register, Reply, SubscribeTo, Unanswered
-from vmqpy.broker.message import Message
 from vmqpy.broker.protocol import ConnectionMachine
 from vmqpy.broker.session import Session
 from vmqpy.config import Config
@@ -35,8 +32,7 @@ from vmqpy.mqtt.packets import (
     Subscription,
     Will,
 )
-
-__all__ = ["node_b"]  # the fixture: one Broker over an in-memory metadata store and a temporary Storage
+from vmqpy.sessions.message import Message
 
 NOW = 1_000.0
 ACL_TEXT = """\

@@ -23,62 +23,20 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_connection_driver import FakeTransport
-from tests.unit.broker.test_migration import MemoryMetadata
+from tests.unit.broker.connections import CONFIG, node
+from tests.unit.transports import FakeTransport
 from vmqpy import logconfig
-from vmqpy.broker import records
-from vmqpy.broker.auth import Authenticator
-from vmqpy.broker.broker import Broker
 from vmqpy.broker.connect_flow import CONNACK_ACCEPTED_311
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.listeners import Listeners
-from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.tls import ListenerContexts
-from vmqpy.broker.tls import settings_of as tls_settings_of
 from vmqpy.config import Config
 from vmqpy.mqtt.codec import Decoder, encode
 from vmqpy.mqtt.packets import Connack, Connect, Disconnect
+from vmqpy.sessions import records
 from vmqpy.storage import Storage
 
-CONFIG = Config(tcp_listeners=(("default", "127.0.0.1", 1883),), allow_anonymous=True)
 CLUSTERED = Config(tcp_listeners=(("default", "127.0.0.1", 1883),), allow_anonymous=True,
                    cluster_listener=("127.0.0.1", 44053))
-
-
-class CountingMetadata(MemoryMetadata):
-    """The in-memory store, counting the calls a connect makes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gets = 0
-        self.puts = 0
-
-    def get(self, prefix: str, key: records.Key) -> Any | None:
-        self.gets += 1
-        return super().get(prefix, key)
-
-    def put(self, prefix: str, key: records.Key, value: Any, confirm: Any = None) -> None:
-        self.puts += 1
-        super().put(prefix, key, value)
-
-
-class PreludeTransport(FakeTransport):
-    """A fake socket that the prelude can hand on (set_protocol), with a settable write buffer size."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.protocol: asyncio.BaseProtocol | None = None
-        self.buffered = 0
-
-    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        self.protocol = protocol
-
-    def get_protocol(self) -> asyncio.BaseProtocol:
-        assert self.protocol is not None
-        return self.protocol
-
-    def get_write_buffer_size(self) -> int:
-        return self.buffered
 
 
 def at_level(name: str) -> Iterator[None]:
@@ -101,19 +59,11 @@ def error_level() -> Iterator[None]:
     yield from at_level("error")
 
 
-def node(storage: Storage, config: Config = CONFIG) -> tuple[Broker, Listeners, CountingMetadata]:
-    metadata = CountingMetadata()
-    broker = Broker(config, SessionStore(storage), metadata)
-    listeners = Listeners(config, broker, storage, Authenticator(True, {}), set(),
-                          ListenerContexts(tls_settings_of(config)))
-    return broker, listeners, metadata
-
-
 def connect_through_prelude(listeners: Listeners, client_id: str, clean: bool = True,
-                            level: int = 4) -> tuple[MQTTConnection, PreludeTransport]:
+                            level: int = 4) -> tuple[MQTTConnection, FakeTransport]:
     """A socket of listener tcp.default sending a whole CONNECT: the connection the prelude hands it to."""
     prelude = listeners.factory("tcp", "default")()
-    transport = PreludeTransport()
+    transport = FakeTransport()
     transport.protocol = prelude
     prelude.connection_made(transport)
     prelude.data_received(encode(Connect(client_id, protocol_level=level, clean_start=clean), level))
@@ -122,7 +72,7 @@ def connect_through_prelude(listeners: Listeners, client_id: str, clean: bool = 
     return conn, transport
 
 
-def leave(conn: MQTTConnection, transport: PreludeTransport) -> None:
+def leave(conn: MQTTConnection, transport: FakeTransport) -> None:
     conn.data_received(encode(Disconnect(0), conn.level))
     conn.connection_lost(None)
 
@@ -161,7 +111,7 @@ async def test_a_resumed_session_is_told_so_by_the_constant_connack(storage: Sto
 async def test_a_connection_from_the_prelude_arms_no_connect_timer_a_websocket_one_does(storage: Storage) -> None:
     broker, listeners, _metadata = node(storage)
     prelude = listeners.factory("tcp", "default")()
-    transport = PreludeTransport()
+    transport = FakeTransport()
     transport.protocol = prelude
     prelude.connection_made(transport)
     prelude.data_received(b"\x10")  # not whole yet: still the prelude's
@@ -186,20 +136,22 @@ async def test_closing_arms_the_abort_only_while_bytes_wait(storage: Storage, bu
     transport.buffered = buffered
     conn.close()
     assert transport.closed
-    assert (conn._abort_timer is not None) == abort_armed
+    abort = conn._timer  # once closed, the connection's one timer is the abort's
+    assert (abort is not None) == abort_armed
     conn.connection_lost(None)
-    assert conn._abort_timer is None or conn._abort_timer.cancelled()
+    assert abort is None or abort.cancelled()
 
 
 async def test_a_websocket_connection_closing_arms_the_abort_even_with_nothing_to_write(storage: Storage) -> None:
     _broker, listeners, _metadata = node(storage)
     conn = listeners.open_mqtt("ws", "default")
-    transport = PreludeTransport()
+    transport = FakeTransport()
     conn.connection_made(transport)
     conn.close()
-    assert transport.closed and conn._abort_timer is not None
+    abort = conn._timer  # once closed, the connection's one timer is the abort's
+    assert transport.closed and abort is not None
     conn.connection_lost(None)
-    assert conn._abort_timer.cancelled()
+    assert abort.cancelled()
 
 
 async def test_at_level_error_a_connect_binds_no_logger(storage: Storage, error_level: None) -> None:

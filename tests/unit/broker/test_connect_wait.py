@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_preludes import FakeTransport
+from tests.unit.transports import FakeTransport
 from vmqpy.broker import connect_pacing
 from vmqpy.broker.connect_pacing import (
     CLOSE_SPREAD,
@@ -131,7 +131,7 @@ class Run:
         self.transport = PausableTransport()
         self.wait = ConnectWait("default", timeout, max_size, self.metrics, jitter=lambda: jitter)
         self.prelude = ConnectPrelude(self._open, self.wait, lambda: self.lost.append(1))
-        self.prelude.connection_made(self.transport)  # type: ignore[arg-type]
+        self.prelude.connection_made(self.transport)
 
     def _open(self) -> Recorder:
         self.made.append(Recorder())
@@ -140,7 +140,9 @@ class Run:
     def feed(self, *chunks: bytes) -> None:
         for chunk in chunks:
             assert self.transport.reading, "a paused socket is not read"
-            (self.transport.protocol or self.prelude).data_received(chunk)
+            receiver = self.transport.protocol or self.prelude
+            assert isinstance(receiver, asyncio.Protocol)
+            receiver.data_received(chunk)
 
     def age(self, seconds: float) -> None:
         """Make the socket `seconds` older than it is (its accept happened earlier)."""

@@ -7,90 +7,36 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from tests.unit.broker.test_migration import MemoryMetadata
+from tests.unit.broker.connections import connection, received
+from tests.unit.broker.fakes import MemoryMetadata
+from tests.unit.transports import FakeTransport
 from vmqpy.broker import connection as connection_module
-from vmqpy.broker import records
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
-from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.config import Config
+from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.packets import (
     Connack,
     Connect,
     Disconnect,
-    Packet,
+    Pingreq,
     Puback,
     Publish,
     Suback,
     SubOptions,
     Subscribe,
     Subscription,
+    Unsubscribe,
 )
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message
 from vmqpy.storage import Storage
-
-
-class FakeTransport(asyncio.Transport):
-    """Records what is written and whether reading is paused."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = bytearray()
-        self.paused = False
-        self.closed = False
-
-    def write(self, data: Any) -> None:
-        self.written += data
-
-    def pause_reading(self) -> None:
-        self.paused = True
-
-    def resume_reading(self) -> None:
-        self.paused = False
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 5555) if name == "peername" else default
-
-
-def connection(storage: Storage, config: Config, level: int = 5) -> tuple[MQTTConnection, FakeTransport, Broker]:
-    broker = Broker(config, SessionStore(storage), MemoryMetadata())
-    conn = MQTTConnection(broker, config, None, Authenticator(True, {}), "default")
-    transport = FakeTransport()
-    conn.connection_made(transport)
-    conn.data_received(encode(Connect("c1", protocol_level=level), level))
-    return conn, transport, broker
-
-
-async def received(transport: FakeTransport, level: int) -> list[Packet]:
-    """Every packet the driver wrote so far (after the event loop flushed them)."""
-    await asyncio.sleep(0)
-    decoder = Decoder(server=False, protocol_level=level)
-    decoder.receive_data(bytes(transport.written))
-    packets = []
-    while (packet := decoder.next_packet()) is not NEED_DATA:
-        packets.append(packet)
-    return packets  # type: ignore[return-value]
 
 
 async def test_a_client_over_max_message_rate_is_not_read_until_the_rate_allows(storage: Storage) -> None:
@@ -256,11 +202,11 @@ async def test_a_qos1_delivery_arms_the_resend_timer_of_a_311_client(
     conn, _transport, broker = connection(storage, Config(nodename="b", retry_interval=20.0), level)
     conn.data_received(encode(Subscribe(1, [Subscription("t", SubOptions(1))]), level))
     await asyncio.sleep(0)
-    assert conn._retry_timer is None
+    assert conn._timer is None
     broker.publish(Message("t", b"x", 1), time.time())
-    assert (conn._retry_timer is not None) == armed
+    assert (conn._timer is not None) == armed  # the connection's one timer, for the machine's next deadline
     conn.connection_lost(None)
-    assert conn._retry_timer is None
+    assert conn._timer is None
 
 
 class HalfClosingTransport(FakeTransport):
@@ -270,16 +216,12 @@ class HalfClosingTransport(FakeTransport):
         super().__init__()
         self.eof_written = False
         self.reading = True
-        self.protocol: asyncio.BaseProtocol | None = None
 
     def can_write_eof(self) -> bool:
         return True
 
     def write_eof(self) -> None:
         self.eof_written = True
-
-    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        self.protocol = protocol
 
     def is_reading(self) -> bool:
         return self.reading
@@ -312,3 +254,42 @@ async def test_a_close_of_the_nodes_own_lingers(storage: Storage) -> None:
     conn, transport = tcp_connection(storage)
     conn.close()
     assert transport.eof_written and not transport.closed and transport.protocol is not None
+
+
+@pytest.mark.parametrize(("level", "disconnect"), [
+    (5, Disconnect(rc.SESSION_TAKEN_OVER)),
+    (4, None),  # 3.1.1 has no DISCONNECT from the server: the socket closes
+])
+async def test_a_takeover_writes_the_machines_disconnect(storage: Storage, level: int,
+                                                         disconnect: Disconnect | None) -> None:
+    conn, transport, _broker = connection(storage, Config(nodename="b"), level)
+    conn.take_over()
+    packets = await received(transport, level)
+    assert packets[1:] == ([] if disconnect is None else [disconnect]) and conn.closing
+
+
+@pytest.mark.parametrize("level", [4, 5])
+async def test_moving_away_names_the_other_server_to_a_5_client(storage: Storage, level: int) -> None:
+    conn, transport, _broker = connection(storage, Config(nodename="b"), level)
+    conn.move_away("b.example:1883")
+    packets = await received(transport, level)
+    if level == 5:
+        [disconnect] = packets[1:]
+        assert isinstance(disconnect, Disconnect) and disconnect.reason_code == rc.USE_ANOTHER_SERVER
+        assert disconnect.properties.server_reference == "b.example:1883"
+    else:
+        assert packets[1:] == []
+    assert conn.closing and conn.normal_close, "no will: the client is expected to reconnect elsewhere"
+
+
+async def test_every_packet_is_counted_once_as_it_is_dispatched(storage: Storage) -> None:
+    """The driver's dispatch counts what a client sends (the PUBACK and SUBSCRIBE as well as the rest), once."""
+    conn, transport, broker = connection(storage, Config(nodename="b"), 5)
+    conn.data_received(b"".join(encode(packet, 5) for packet in (
+        Subscribe(1, [Subscription("t", SubOptions(1))]), Pingreq(), Puback(9), Unsubscribe(2, ["t"]))))
+    await received(transport, 5)
+    counted = {key: broker.metrics[key] for key in (
+        "mqtt_connect_received", "mqtt_subscribe_received", "mqtt_pingreq_received", "mqtt_puback_received",
+        "mqtt_unsubscribe_received")}
+    assert counted == dict.fromkeys(counted, 1)
+    conn.connection_lost(None)

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.unit.broker.test_connection_driver import FakeTransport
-from tests.unit.broker.test_migration import MemoryMetadata
+from tests.unit.broker.fakes import MemoryMetadata
+from tests.unit.transports import FakeTransport
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection

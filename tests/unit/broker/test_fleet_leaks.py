@@ -7,7 +7,6 @@ runner's capture of them grows with every line and is not the node's memory."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import tracemalloc
 from collections.abc import Iterator, Mapping, MutableMapping
@@ -16,8 +15,10 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.unit.broker.test_connection_driver import FakeTransport
-from tests.unit.broker.test_migration import MemoryMetadata
+from tests.unit.broker.connections import CONFIG
+from tests.unit.broker.fakes import MemoryMetadata
+from tests.unit.loop_turns import settle
+from tests.unit.transports import FakeTransport
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
@@ -25,12 +26,10 @@ from vmqpy.broker.listeners import Listeners
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.tls import ListenerContexts
 from vmqpy.broker.tls import settings_of as tls_settings_of
-from vmqpy.config import Config
 from vmqpy.mqtt.codec import encode
 from vmqpy.mqtt.packets import Connect, Disconnect, SubOptions, Subscribe, Subscription
 from vmqpy.storage import Storage
 
-CONFIG = Config(tcp_listeners=(("default", "127.0.0.1", 1883),), allow_anonymous=True)
 WARMUP = 200
 CLIENTS = 2_000
 BYTES_PER_CLIENT = 40
@@ -50,20 +49,15 @@ def drop_event(_logger: Any, _name: str, _event: MutableMapping[str, Any]) -> Ma
     raise structlog.DropEvent
 
 
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
-
-
 async def come_and_go(conn: MQTTConnection, client_id: str, level: int) -> None:
     conn.connection_made(FakeTransport())
     conn.data_received(encode(Connect(client_id, protocol_level=level, clean_start=True), level))
-    await settle()
+    await settle(5)
     conn.data_received(encode(Subscribe(1, [Subscription(f"fleet/{client_id}/#", SubOptions(1))]), level))
-    await settle()
+    await settle(5)
     conn.data_received(encode(Disconnect(0), level))
     conn.connection_lost(None)
-    await settle()
+    await settle(5)
 
 
 def node(storage: Storage) -> tuple[Broker, Listeners, set[MQTTConnection]]:

@@ -1,4 +1,4 @@
-"""A FORWARD frame's publishes delivered in one call (`Broker.deliver_forwards`) do exactly what delivering them
+"""A FORWARD frame's publishes delivered in one call (`broker.forwards.deliver_batch`) do exactly what delivering them
 one by one (`Broker.deliver_forwarded`) does: the same publishes reach the same sessions in the same order with
 the same QoS, retain flag and subscription identifiers, the same are queued for an offline persistent session,
 the same counters move, the same answer about persistent sessions; malformed records are counted and skipped.
@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_migration import MemoryMetadata, TakenOverSink
+from tests.unit.broker.fakes import MemoryMetadata, TakenOverSink
 from vmqpy.broker import forward_wire
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.message import Message, decode_record, encode_record
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.config import Config
 from vmqpy.mqtt.packets import SubOptions, Subscription
+from vmqpy.sessions.message import Message, decode_record, encode_record
 from vmqpy.storage import Storage
 
 NOW = 1_700_000_000.0
@@ -73,7 +73,7 @@ def seen(broker: Broker, sinks: dict[str, TakenOverSink]) -> dict[str, Any]:
     for cid, session in broker.sessions.items():
         out[cid + " queued"] = [(o.message.topic, o.message.payload, o.qos, o.retain, o.subscription_ids)
                                 for o in session.queue]
-    for name in ("forward_received", "forward_malformed", "publish_dropped"):
+    for name in ("forward_delivered", "forward_malformed", "publish_dropped"):
         out[name] = broker.metrics[name]
     return out
 
@@ -119,7 +119,7 @@ def test_a_batch_is_delivered_as_its_forwards_one_by_one(records: list[Any], dat
         durable_one = False
         for seq, record in zip(seqs, records, strict=True):
             durable_one = one.deliver_forwarded(record, NOW, "a", seq) or durable_one
-        durable_batch = batch.deliver_forwards(list(zip(seqs, records, strict=True)), NOW, "a")
+        durable_batch = batch.forwards.deliver_batch(list(zip(seqs, records, strict=True)), NOW, "a")
         assert seen(batch, batch_sinks) == seen(one, one_sinks)
         assert durable_batch == durable_one
 
@@ -129,17 +129,17 @@ def test_a_malformed_forward_is_counted_and_skipped_and_the_rest_delivered(bad: 
     good = Message("t/a", b"1", 1, forward_id=5)
     record = decode_record(encode_record(forward_wire.forward_record(good, [])[0]))
     with node_b() as (broker, sinks):
-        broker.deliver_forwards([(1, bad), (2, record)], NOW, "a")
+        broker.forwards.deliver_batch([(1, bad), (2, record)], NOW, "a")
         assert [p.payload for p in sinks["plain"].publishes()] == [b"1"]
-        assert broker.metrics["forward_malformed"] == 1 and broker.metrics["forward_received"] == 1
+        assert broker.metrics["forward_malformed"] == 1 and broker.metrics["forward_delivered"] == 1
 
 
 def test_a_batch_for_a_persistent_subscriber_says_so() -> None:
     durable = Message("t/b", b"q", 1, forward_id=6)  # only the offline persistent session and overlap get it
     plain = Message("x", b"q", 0, forward_id=7)
     with node_b() as (broker, _sinks):
-        assert broker.deliver_forwards([(1, forward_wire.forward_record(durable, [])[0])], NOW, "a")
-        assert not broker.deliver_forwards([(0, forward_wire.forward_record(plain, [])[0])], NOW, "a")
+        assert broker.forwards.deliver_batch([(1, forward_wire.forward_record(durable, [])[0])], NOW, "a")
+        assert not broker.forwards.deliver_batch([(0, forward_wire.forward_record(plain, [])[0])], NOW, "a")
 
 
 def test_with_late_forwards_to_pass_on_each_forward_goes_through_its_own_number() -> None:
@@ -149,5 +149,5 @@ def test_with_late_forwards_to_pass_on_each_forward_goes_through_its_own_number(
         broker._moved.pass_on = lambda m, peer, seq, clients: passed.append((m.topic, peer, seq))  # type: ignore
         records = [forward_wire.forward_record(Message(t, b"", 1, forward_id=i), [])[0]
                    for i, t in enumerate(["t/a", "x"], 1)]
-        broker.deliver_forwards([(4, records[0]), (5, records[1])], NOW, "a")
+        broker.forwards.deliver_batch([(4, records[0]), (5, records[1])], NOW, "a")
     assert passed == [("t/a", "a", 4), ("x", "a", 5)]

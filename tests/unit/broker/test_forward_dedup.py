@@ -8,16 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_migration import MemoryMetadata, TakenOverSink, _entry, node_b
-from tests.unit.broker.test_session import RecordingSink
-from vmqpy.broker import records
+from tests.unit.broker.fakes import MemoryMetadata, RecordingSink, TakenOverSink
+from tests.unit.broker.sessions import entry
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.handover import SessionImage
-from vmqpy.broker.message import Message
-from vmqpy.broker.session import FORWARD_MEMORY, FORWARD_MEMORY_IDS, Delivery, Session
+from vmqpy.broker.session import FORWARD_MEMORY, FORWARD_MEMORY_IDS, Session
 from vmqpy.mqtt.packets import SubOptions, Subscription
-
-__all__ = ["node_b"]  # the fixture: one Broker (node b) over an in-memory metadata store and a temporary Storage
+from vmqpy.sessions import records
+from vmqpy.sessions.handover import SessionImage
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import Delivery
 
 NOW = 1_700_000_000.0
 
@@ -28,8 +27,8 @@ def moved_here(broker: Broker, client_id: str, qos: int) -> RecordingSink:
     session, _present = broker.open_session(client_id, 5, False, None, sink, NOW)
     broker.attach(session, sink, 100, 0, NOW)
     image = SessionImage(client_id, True, 5, None)
-    image.subscriptions.append(_entry("t/#"))
-    broker._migration.adopt_image(session, image)
+    image.subscriptions.append(entry("t/#"))
+    broker.migration.adopt_image(session, image)
     return sink
 
 
@@ -49,7 +48,7 @@ def test_a_message_forwarded_twice_is_delivered_once(
     for record in (passed_on, direct) if passed_on_first else (direct, passed_on):
         broker.deliver_forwarded(record, NOW + 1, peer="c" if record is direct else "a", seq=1)
     assert [p.payload for p in sink.publishes()] == [b"once"]
-    assert broker.metrics["forward_received"] == 2
+    assert broker.metrics["forward_delivered"] == 2
 
 
 def test_other_messages_and_other_sessions_are_not_held_back(node_b: tuple[Broker, MemoryMetadata]) -> None:

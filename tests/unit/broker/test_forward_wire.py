@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vmqpy.broker.forward_wire import COMPACT_LENGTH, forward_record, parse_forward
-from vmqpy.broker.message import Message, decode_record, encode_record
+from vmqpy.sessions.message import Message, decode_record, encode_record
 
 REFUSED = (ValueError, TypeError, KeyError)
 

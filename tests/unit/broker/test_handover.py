@@ -7,10 +7,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vmqpy.broker.handover import SessionImage, pack_messages, unpack_messages
-from vmqpy.broker.message import Message
-from vmqpy.broker.session import Outgoing, OutState, Session, SubEntry
+from vmqpy.broker.session import Session
 from vmqpy.mqtt.packets import SubOptions
+from vmqpy.sessions.handover import SessionImage, pack_messages, unpack_messages
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import Outgoing, OutState, SubEntry
 
 
 def session(cid: str = "c") -> Session:

@@ -8,11 +8,12 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from vmqpy.broker import records
 from vmqpy.broker.holdback import Backpressure, MovedRoutes
-from vmqpy.broker.message import Message
-from vmqpy.broker.session import Session, SubEntry
+from vmqpy.broker.session import Session
 from vmqpy.mqtt.packets import SubOptions
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import SubEntry
 
 
 class RecordingForwarder:

@@ -12,12 +12,13 @@ connections and connects").
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import tracemalloc
 from typing import Any
 
-from tests.unit.broker.test_connect_flow_fast import PreludeTransport, node
+from tests.unit.broker.connections import node
+from tests.unit.loop_turns import settle
+from tests.unit.transports import FakeTransport
 from vmqpy import logconfig
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.mqtt.codec import encode
@@ -29,7 +30,7 @@ WARMUP = 100
 BYTES_PER_CONNECTION = 2_050
 
 
-class Socket(PreludeTransport):
+class Socket(FakeTransport):
     """A fake socket that keeps nothing that grows with what is written to it."""
 
     def write(self, data: Any) -> None:
@@ -47,11 +48,6 @@ def idle_connection(make: Any, client_id: str) -> tuple[MQTTConnection, Socket]:
     return conn, socket
 
 
-async def settle() -> None:
-    for _ in range(3):
-        await asyncio.sleep(0)
-
-
 async def test_idle_connections_share_their_end_callbacks_and_arm_no_timer_of_their_own(storage: Storage) -> None:
     _broker, listeners, _metadata = node(storage)
     make = listeners.factory("tcp", "default")
@@ -60,7 +56,7 @@ async def test_idle_connections_share_their_end_callbacks_and_arm_no_timer_of_th
         assert not any(hasattr(part, "__dict__") for part in (conn, conn.session, conn.machine, conn.machine.state,
                                                               conn.decoder, conn.acks))
         assert conn.machine._may_write is None, "the ACL's cache of a node without an ACL is never made"
-        assert conn._timer is None and conn._retry_timer is None and conn._abort_timer is None
+        assert conn._timer is None  # the connection's one timer (CONNECT timeout, resends, a close's abort)
         assert conn.keepalive_bucket is not None and conn in conn.keepalive_bucket
     assert a.on_lost is b.on_lost, "one tuple of callbacks per listener"
     ws = listeners.open_mqtt("ws", "default", release=_nothing)

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_connection_driver import FakeTransport, received
-from tests.unit.broker.test_migration import MemoryMetadata
+from tests.unit.broker.connections import received
+from tests.unit.broker.fakes import MemoryMetadata
+from tests.unit.transports import FakeTransport
 from vmqpy.broker import keepalive
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker

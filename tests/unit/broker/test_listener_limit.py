@@ -3,11 +3,11 @@ throttled to a line a second, and the refused connection closed before anything 
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 
 from structlog.testing import capture_logs
 
+from tests.unit.transports import FakeTransport
 from vmqpy.broker.listener_limit import REFUSED_METRIC, ConnectionLimit, RefusedConnection
 
 
@@ -41,15 +41,6 @@ def test_a_release_never_goes_below_zero() -> None:
     limit = ConnectionLimit("default", 1, Counter())
     limit.release()
     assert limit.admit(0.0) and not limit.admit(0.0)
-
-
-class FakeTransport(asyncio.Transport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def test_a_refused_connection_is_closed_as_soon_as_it_is_made() -> None:

@@ -8,8 +8,8 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vmqpy.broker.message import Message
 from vmqpy.mqtt.packets import NO_PROPERTIES, Publish
+from vmqpy.sessions.message import Message
 
 
 @given(st.text(max_size=5), st.binary(max_size=5), st.integers(0, 2), st.booleans(), st.text(max_size=5),

@@ -4,98 +4,20 @@ dead node on the members that own them next. One real Broker (node b) over an in
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.unit.broker.test_session import RecordingSink
-from vmqpy.broker import records
+from tests.unit.broker.fakes import MemoryMetadata, TakenOverSink
+from tests.unit.broker.sessions import entry
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.message import Message
-from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.session import SubEntry
 from vmqpy.cluster.ports import BrokerPort
-from vmqpy.config import Config
 from vmqpy.mqtt.packets import SubOptions, Subscription
-from vmqpy.storage import Storage
-
-Handler = Callable[[records.Key, Any, Any], None]
-
-
-class MemoryMetadata:
-    """A metadata store of one node with nobody to replicate to: change events come at once."""
-
-    def __init__(self) -> None:
-        self.data: dict[tuple[str, records.Key], Any] = {}
-        self.handlers: dict[str, list[Handler]] = defaultdict(list)
-        self.clock = 0
-
-    def get(self, prefix: str, key: records.Key) -> Any | None:
-        return self.data.get((prefix, key))
-
-    def put(self, prefix: str, key: records.Key, value: Any, confirm: Any = None) -> None:
-        old = self.data.get((prefix, key))
-        self.data[(prefix, key)] = value
-        for handler in self.handlers[prefix]:
-            handler(key, old, value)
-
-    def confirmation(self) -> None:
-        """Nobody to confirm writes: nothing is waited for (a SUBACK leaves at once)."""
-
-    def seal(self, confirm: Any) -> None:
-        return None
-
-    def delete(self, prefix: str, key: records.Key, confirm: Any = None) -> None:
-        old = self.data.pop((prefix, key), None)
-        for handler in self.handlers[prefix]:
-            handler(key, old, None)
-
-    def fold(self, prefix: str) -> Iterator[tuple[records.Key, Any]]:
-        return iter([(key, value) for (p, key), value in self.data.items() if p == prefix])
-
-    def on_change(self, prefix: str, handler: Handler) -> None:
-        self.handlers[prefix].append(handler)
-
-    def hlc_now(self) -> list[Any]:
-        self.clock += 1
-        return [self.clock, 0, "b"]
-
-    def witness(self, stamp: Any) -> None:
-        self.clock = max(self.clock, stamp[0]) if stamp else self.clock
-
-    def known_to(self, peer: str, prefix: str, key: records.Key) -> bool:
-        return False
-
-
-class TakenOverSink(RecordingSink):
-    """A connection that remembers being taken over for a connect elsewhere."""
-
-    taken_over = False
-
-    def take_over(self, reason_code: int = 0x8E) -> tuple[Message | None, float]:
-        self.taken_over = True
-        return super().take_over()
-
-
-@pytest.fixture
-def node_b(tmp_path: Path) -> Iterator[tuple[Broker, MemoryMetadata]]:
-    storage = Storage(tmp_path / "b.db")
-    storage.open()
-    metadata = MemoryMetadata()
-    broker = Broker(Config(nodename="b"), SessionStore(storage), metadata)
-    broker.nodes = lambda: ["a", "b", "c"]
-    try:
-        yield broker, metadata
-    finally:
-        storage.close()
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message
 
 
 def test_a_persistent_session_is_handed_over_message_by_message(node_b: tuple[Broker, MemoryMetadata]) -> None:
     broker, metadata = node_b
-    port: BrokerPort = broker
+    port: BrokerPort = broker.migration
     sink = TakenOverSink()
     session, _present = broker.open_session("c1", 5, False, None, sink, 100.0)
     broker.attach(session, sink, 10, 0, 100.0)
@@ -117,7 +39,7 @@ def test_a_persistent_session_is_handed_over_message_by_message(node_b: tuple[Br
 
     # The new owner's subscription record arrives: nothing routes here any more.
     key = records.subscription_key("c1", "t/#")
-    metadata.put(records.SUBSCRIPTION, key, records.subscription_value(metadata.hlc_now(), "c", _entry("t/#")))
+    metadata.put(records.SUBSCRIPTION, key, records.subscription_value(metadata.hlc_now(), "c", entry("t/#")))
     port.handed_over("c1", outs[2].seq)
     assert port.finish_handover("c1")
     assert port.local_sessions() == [] and port.pending_for_handover("c1", 0) is None
@@ -136,10 +58,10 @@ def test_a_newer_owner_record_elsewhere_moves_a_persistent_session_there(
     assert sink.taken_over and not session.online
     assert session.moving_to == "a"
     assert moving == [("c1", "a")]
-    assert broker.owner_of("c1") == "a"
+    assert broker.migration.owner_of("c1") == "a"
     record = metadata.get(records.SESSION, records.session_key("c1"))
     assert record is not None
-    assert broker.owner_stamp("c1") == record[0]
+    assert broker.migration.owner_stamp("c1") == record[0]
 
 
 def test_the_persistent_sessions_of_a_dead_node_are_recreated_on_their_next_owners(
@@ -151,23 +73,19 @@ def test_the_persistent_sessions_of_a_dead_node_are_recreated_on_their_next_owne
                                             ("q", "c", False, None)]:
         metadata.put(records.SESSION, records.session_key(client_id),
                      records.session_value(metadata.hlc_now(), owner, clean, expiry))
-    subscription = records.subscription_value(metadata.hlc_now(), "a", _entry("x/#"))
+    subscription = records.subscription_value(metadata.hlc_now(), "a", entry("x/#"))
     metadata.put(records.SUBSCRIPTION, records.subscription_key("p1", "x/#"), subscription)
 
-    assert broker.reassign_sessions("a", lambda client_id: "b" if client_id == "p1" else "c") == 3
+    assert broker.migration.reassign_sessions("a", lambda client_id: "b" if client_id == "p1" else "c") == 3
 
     owners = {str(key[1]): (records.session_owner(v), records.session_origin(v))
               for key, v in metadata.fold(records.SESSION)}
     # p1 is recreated here at once, and b writes its own owner record (without an origin)
     assert owners == {"p1": ("b", None), "p2": ("c", "a"), "clean": ("a", None), "fresh": ("c", "a"),
                       "q": ("c", None)}
-    [recreated] = broker.local_sessions()  # b owns p1 now: recreated here from the store, with its subscription
+    [recreated] = broker.migration.local_sessions()  # b owns p1: recreated here from the store, with its subscription
     assert recreated.client_id == "p1" and list(recreated.subscriptions) == ["x/#"]
     assert broker.metrics["sessions_recreated"] == 1
-
-
-def _entry(topic_filter: str) -> SubEntry:
-    return SubEntry(topic_filter, topic_filter, SubOptions(1), None, None)
 
 
 class AcceptingForwarder:

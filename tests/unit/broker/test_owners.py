@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from vmqpy.broker import records
-from vmqpy.broker.message import decode_record, encode_record
-from vmqpy.broker.owners import UNKNOWN_USER, client_id_allowed, is_foreign, pack_user, unpack_user
 from vmqpy.broker.persistence import session_record, stored_session
 from vmqpy.broker.session import Session
+from vmqpy.sessions import records
+from vmqpy.sessions.message import decode_record, encode_record
+from vmqpy.sessions.owners import UNKNOWN_USER, client_id_allowed, is_foreign, pack_user, unpack_user
 
 
 @pytest.mark.parametrize(("owner", "username", "foreign"), [

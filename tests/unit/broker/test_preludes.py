@@ -13,29 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.transports import FakeTransport
 from vmqpy import config
 from vmqpy.broker.preludes import FailureLog, ProxyPrelude
 from vmqpy.broker.proxy_protocol import Address, Command, Family, encode_v1, encode_v2
-
-
-class FakeTransport:
-    """The parts of an asyncio transport the preludes use."""
-
-    def __init__(self) -> None:
-        self.protocol: Any = None
-        self.aborted = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("10.0.0.1", 5555) if name == "peername" else default
-
-    def set_protocol(self, protocol: Any) -> None:
-        self.protocol = protocol
-
-    def is_closing(self) -> bool:
-        return self.aborted
-
-    def abort(self) -> None:
-        self.aborted = True
 
 
 class Recorder(asyncio.Protocol):
@@ -65,9 +46,11 @@ def run(chunks: list[bytes]) -> tuple[ProxyPrelude, FakeTransport, list[Recorder
         prelude = ProxyPrelude(open_connection, FailureLog("default", "refused", "refused", metrics),
                                lambda: lost.append(1))
         transport = FakeTransport()
-        prelude.connection_made(transport)  # type: ignore[arg-type]
+        prelude.connection_made(transport)
         for chunk in chunks:
-            (transport.protocol or prelude).data_received(chunk)
+            receiver = transport.protocol or prelude
+            assert isinstance(receiver, asyncio.Protocol)
+            receiver.data_received(chunk)
         prelude.connection_lost(None)
         return prelude, transport
 
@@ -111,7 +94,7 @@ def test_the_end_of_the_stream_inside_the_header_is_refused() -> None:
         metrics: Counter[str] = Counter()
         prelude = ProxyPrelude(Recorder, FailureLog("default", "refused", "refused", metrics), lambda: None)
         transport = FakeTransport()
-        prelude.connection_made(transport)  # type: ignore[arg-type]
+        prelude.connection_made(transport)
         prelude.data_received(b"PROXY TCP4 ")
         prelude.eof_received()
         return transport.aborted, metrics
@@ -125,7 +108,7 @@ def test_a_header_that_never_completes_is_refused_at_the_deadline() -> None:
         prelude = ProxyPrelude(Recorder, FailureLog("default", "refused", "refused", metrics), lambda: None,
                                timeout=0.01)
         transport = FakeTransport()
-        prelude.connection_made(transport)  # type: ignore[arg-type]
+        prelude.connection_made(transport)
         prelude.data_received(encode_v2(source=Address("1.2.3.4", 1), destination=Address("5.6.7.8", 2))[:20])
         for _ in range(200):
             if transport.aborted:

@@ -16,8 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.broker.fakes import Auth_, Policy
 from vmqpy.broker.decisions import (
     Close,
+    RecordIncoming,
     RefuseConnect,
     Register,
     Reply,
@@ -27,7 +29,6 @@ from vmqpy.broker.decisions import (
     Unanswered,
     UnsubscribeFrom,
 )
-from vmqpy.broker.message import Message
 from vmqpy.broker.negotiation import Accepted, Refused, keepalive_check_after, keepalive_expired, negotiate
 from vmqpy.broker.protocol import ConnectionMachine, Phase
 from vmqpy.broker.router import RouteResult
@@ -55,28 +56,10 @@ from vmqpy.mqtt.packets import (
     Unsubscribe,
     Will,
 )
+from vmqpy.sessions.message import Message
 
 NOW = 1_000.0
 CONFIG = Config(max_inflight_messages=4)
-
-
-class Auth_:
-    def __init__(self, refusal: int | None = None) -> None:
-        self.refusal = refusal
-
-    def check(self, username: str | None, password: bytes | None) -> int | None:
-        return self.refusal
-
-
-class Policy:
-    def __init__(self, *refused: str) -> None:
-        self.refused = set(refused)
-
-    def may(self, operation: str) -> bool:
-        return operation not in self.refused
-
-    def reason(self) -> str:
-        return "not ready: test"
 
 
 def machine(config: Config = CONFIG, policy: Policy | None = None, level: int = 5, **props: Any) -> ConnectionMachine:
@@ -237,10 +220,10 @@ def test_qos1_is_acknowledged_after_routing_and_counted_until_the_puback_leaves(
 
 def test_qos2_waits_for_pubrel_and_a_resend_is_not_routed_again() -> None:
     m = machine()
-    [reply] = routed(m, Publish("t", b"x", 2, packet_id=6))
-    assert reply == Reply(Pubrec(6), durable=False)
+    # the machine writes no storage: the journal records of the packet id are decisions, before the answer
+    assert routed(m, Publish("t", b"x", 2, packet_id=6)) == [RecordIncoming(6, True), Reply(Pubrec(6), durable=False)]
     assert list(m.receive(Publish("t", b"x", 2, dup=True, packet_id=6), NOW)) == [Reply(Pubrec(6))]
-    assert list(m.receive(Pubrel(6), NOW)) == [Reply(Pubcomp(6))]
+    assert list(m.receive(Pubrel(6), NOW)) == [RecordIncoming(6, False), Reply(Pubcomp(6))]
     assert m.state.session is not None and not m.state.session.awaiting_release
 
 
@@ -319,7 +302,7 @@ def test_0x93_exactly_when_the_client_exceeds_the_receive_maximum(steps: list[st
                 with pytest.raises(RemoteProtocolError):
                     m.receive(packet, NOW)
                 return
-            [reply] = routed(m, packet)
+            reply = routed(m, packet)[-1]  # a QoS 2 PUBREC after its journal record
             (pubacks if step == "pub1" else qos2).append(reply.packet if step == "pub1" else packet_id)
         elif step == "ack" and pubacks:
             m.reply_sent(pubacks.pop(0))
@@ -359,8 +342,9 @@ def test_keepalive_expires_after_one_and_a_half_intervals(
     assert keepalive_check_after(keep_alive, idle) == (None if check_after is None else pytest.approx(check_after))
 
 
-def test_the_publish_fast_path_decides_as_receive_does() -> None:
-    """`publish` (the driver's hot path) gives the message `receive` wraps in a Route, and the same answers."""
+def test_publish_unwraps_the_route_of_receive() -> None:
+    """`publish` (a reading aid: the driver goes through `receive`) gives the message `receive` wraps in a Route,
+    and the same answers."""
     fast, table = machine(), machine()
     packet = Publish("t/1", b"x", 1, packet_id=3, properties=Properties(topic_alias=1))
     message = fast.publish(packet, NOW)
@@ -384,7 +368,8 @@ def test_receive_maximum_counts_this_connection_only() -> None:
     with pytest.raises(RemoteProtocolError) as caught:
         m.receive(Publish("t", b"x", 1, packet_id=9), NOW)
     assert caught.value.reason_code == rc.RECEIVE_MAXIMUM_EXCEEDED
-    assert list(m.receive(Pubrel(101), NOW)) == [Reply(Pubcomp(101))]  # an old one released: no room made
+    assert list(m.receive(Pubrel(101), NOW)) == [RecordIncoming(101, False), Reply(Pubcomp(101))]  # an old one
+    # released: no room made
     with pytest.raises(RemoteProtocolError):
         m.receive(Publish("t", b"x", 1, packet_id=10), NOW)
     m.receive(Pubrel(1), NOW)  # one of this connection's: room for one

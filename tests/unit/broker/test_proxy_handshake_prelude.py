@@ -25,6 +25,7 @@ import trustme
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.transports import FakeTransport
 from vmqpy.broker.handshake_prelude import HandshakePrelude, HandshakeWait, Peer, header_bytes_to_take
 from vmqpy.broker.preludes import FailureLog
 from vmqpy.broker.proxy_protocol import Address, Command, Family, ProxyHeaderError, encode_v1, encode_v2
@@ -98,27 +99,16 @@ class Recorder(asyncio.Protocol):
         self.events.append(("lost", exc))
 
 
-class FakeTransport:
-    def __init__(self) -> None:
-        self.protocol: Any = None
-
-    def set_protocol(self, protocol: Any) -> None:
-        self.protocol = protocol
-
-    def is_closing(self) -> bool:
-        return False
-
-
 def test_what_came_during_the_wait_is_handed_on_in_order() -> None:
     wait = HandshakeWait()
-    wait.connection_made(FakeTransport())  # type: ignore[arg-type]
+    wait.connection_made(FakeTransport())
     wait.data_received(b"\x10")
     wait.data_received(b"\x02")
     wait.eof_received()
     error = ConnectionResetError("gone")
     wait.connection_lost(error)
     protocol, transport = Recorder(), FakeTransport()
-    wait.hand_on(protocol, transport)  # type: ignore[arg-type]
+    wait.hand_on(protocol, transport)
     assert transport.protocol is protocol
     assert protocol.events == [("made", transport), ("data", b"\x10"), ("data", b"\x02"), ("eof",),
                                ("lost", error)]

@@ -1,7 +1,8 @@
-"""The delivery write path of one message (issue 21, paced messages): `publish_out.write_publish`, the connection's
-Sink.write_publish, and the session's shortcuts for the common cases (a QoS 0 message written at once without an
-`Outgoing`, a clean session's journal and an empty queue skipped on PUBACK). Each shortcut must give exactly what
-the general path gives: the same bytes, counters, order and journal records."""
+"""The delivery write path of one message (issue 21, paced messages): `MQTTConnection.write_publish`, the
+connection's Sink.write_publish (its bytes made by `Writer.publish`, vmqpy/broker/writer.py), and the session's
+shortcuts for the common cases (a QoS 0 message written at once without an `Outgoing`, a clean session's journal
+and an empty queue skipped on PUBACK). Each shortcut must give exactly what the general path gives: the same
+bytes, counters, order and journal records."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_connection_driver import FakeTransport, connection
-from tests.unit.broker.test_session import RecordingSink, msg, session
+from tests.unit.broker.connections import connection
+from tests.unit.broker.fakes import RecordingSink
+from tests.unit.broker.sessions import msg, session
 from tests.unit.mqtt.strategies import mqtt_text, topic_names
-from vmqpy.broker.message import Message
-from vmqpy.broker.session import NULL_JOURNAL, Delivery, Outgoing, Session
+from tests.unit.transports import FakeTransport
+from vmqpy.broker.session import NULL_JOURNAL, Session
 from vmqpy.config import Config
 from vmqpy.mqtt.codec import encode
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import Delivery, Outgoing
 from vmqpy.storage import Storage
 
 NOW = 1_000.0

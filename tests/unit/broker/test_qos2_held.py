@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from tests.unit.broker.test_connection_driver import FakeTransport
-from tests.unit.broker.test_migration import MemoryMetadata
+from tests.unit.broker.connections import CONFIG
+from tests.unit.broker.fakes import MemoryMetadata
+from tests.unit.loop_turns import settle
+from tests.unit.transports import FakeTransport
 from vmqpy.broker.auth import Authenticator
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.connection import MQTTConnection
 from vmqpy.broker.listeners import Listeners
-from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.tls import ListenerContexts
 from vmqpy.broker.tls import settings_of as tls_settings_of
-from vmqpy.config import Config
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.packets import (
     Connect,
@@ -40,9 +40,8 @@ from vmqpy.mqtt.packets import (
     Subscribe,
     Subscription,
 )
+from vmqpy.sessions.message import Message
 from vmqpy.storage import Storage
-
-CONFIG = Config(tcp_listeners=(("default", "127.0.0.1", 1883),), allow_anonymous=True)
 
 
 class HeldBarriers:
@@ -63,11 +62,6 @@ class HeldBarriers:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._storage, name)
-
-
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
 
 
 def packets(transport: FakeTransport) -> list[Packet]:
@@ -93,9 +87,9 @@ async def connected(storage: Storage, clean: bool) -> tuple[Broker, MQTTConnecti
     await asyncio.sleep(0.01)
     conn.data_received(encode(Subscribe(1, [Subscription("t/#", SubOptions(2))]), 5))
     for _ in range(3):
-        await settle()
+        await settle(5)
         held.release()
-    await settle()
+    await settle(5)
     transport.written.clear()
     return broker, conn, transport, held
 
@@ -108,11 +102,11 @@ async def test_what_a_qos2_exchange_writes_waits_for_the_barrier_in_a_persistent
 
     async def written(what: str) -> list[Packet]:
         """What the connection writes: nothing while it waits for the barrier (persistent), then all of it."""
-        await settle()
+        await settle(5)
         if waits:
             assert packets(transport) == [], f"{what} written before the barrier passed"
             held.release()
-            await settle()
+            await settle(5)
         out = packets(transport)
         transport.written.clear()
         return out

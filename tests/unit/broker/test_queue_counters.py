@@ -10,9 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from admin.prometheus import families
-from tests.unit.broker.test_session import RecordingSink, msg
-from vmqpy.broker.message import Message
-from vmqpy.broker.session import Delivery, Outgoing, OutState, Session
+from tests.unit.broker.fakes import RecordingSink
+from tests.unit.broker.sessions import msg
+from vmqpy.broker.session import Session
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import Delivery, Outgoing, OutState
 
 KEYS = ("queue_message_in", "queue_message_out", "queue_message_drop", "queue_message_expired")
 

@@ -5,16 +5,13 @@ kept. Without sockets: one Broker over an in-memory metadata store, its loop a l
 
 from __future__ import annotations
 
-from tests.unit.broker.test_migration import MemoryMetadata, TakenOverSink, node_b
-from tests.unit.broker.test_session import RecordingSink
+from tests.unit.broker.fakes import MemoryMetadata, RecordingSink, TakenOverSink
 from tests.unit.broker.turns import Loop
-from vmqpy.broker import records
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.message import Message
 from vmqpy.broker.sweeper import AT_ONCE, SLICE
 from vmqpy.mqtt.packets import Publish, SubOptions, Subscription
-
-__all__ = ["node_b"]
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message
 
 NOW = 1_000.0
 OLD = 3 * SLICE  # subscriptions of the replaced session: many slices' worth

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.broker.test_migration import MemoryMetadata, node_b
+from tests.unit.broker.fakes import MemoryMetadata
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.message import Message
 from vmqpy.broker.retain_quota import RetainQuota
-
-__all__ = ["node_b"]
+from vmqpy.sessions.message import Message
 
 
 def test_count_limit_replacement_and_release() -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from vmqpy.broker.retained import RetainedStore, _Node
 
 from .reference import MATCH_TABLE, ref_matches
-from .test_trie import filters, topics
+from .topic_strategies import filters, topics
 
 
 def count_nodes(node: _Node[Any]) -> int:

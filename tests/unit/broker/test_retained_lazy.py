@@ -17,16 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_migration import MemoryMetadata
-from tests.unit.broker.test_router import entry
-from tests.unit.broker.test_session import RecordingSink
-from vmqpy.broker import records
+from tests.unit.broker.fakes import MemoryMetadata, RecordingSink
+from tests.unit.broker.sessions import entry
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.message import Message, plain_record
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.retained import Packed, RetainedStore
 from vmqpy.config import Config
 from vmqpy.mqtt.packets import Subscription
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message, plain_record
 from vmqpy.storage import Storage
 
 T0 = 1_000_000.0

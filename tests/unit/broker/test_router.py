@@ -4,29 +4,11 @@ from __future__ import annotations
 
 import random
 
-from tests.unit.broker.test_session import RecordingSink
-from vmqpy.broker.message import Message, decode_record, encode_record
-from vmqpy.broker.records import forward_record, parse_forward
+from tests.unit.broker.sessions import entry, online
 from vmqpy.broker.router import Router
-from vmqpy.broker.session import Session, SubEntry
-from vmqpy.mqtt.packets import SubOptions
-
-
-def entry(topic_filter: str, qos: int = 1, sub_id: int | None = None, no_local: bool = False) -> SubEntry:
-    group = None
-    match_filter = topic_filter
-    if topic_filter.startswith("$share/"):
-        _, group, match_filter = topic_filter.split("/", 2)
-    return SubEntry(topic_filter, match_filter, SubOptions(qos, no_local), sub_id, group)
-
-
-def online(sessions: dict[str, Session], client_id: str) -> RecordingSink:
-    session = Session(client_id, protocol_level=5, expiry_interval=0, max_inflight=100, max_online=100,
-                      max_offline=10)
-    sink = RecordingSink()
-    session.attach(sink, 65535, 0, 0.0)
-    sessions[client_id] = session
-    return sink
+from vmqpy.broker.session import Session
+from vmqpy.sessions.message import Message, decode_record, encode_record
+from vmqpy.sessions.records import forward_record, parse_forward
 
 
 def test_overlapping_subscriptions_give_one_copy_at_highest_qos_with_all_ids() -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_router import entry, online
+from tests.unit.broker.sessions import entry, online
 from vmqpy.broker import router as router_module
-from vmqpy.broker.message import Message
 from vmqpy.broker.router import Router
 from vmqpy.broker.session import Session
 from vmqpy.mqtt.topics import matches
+from vmqpy.sessions.message import Message
 
 CLIENTS = ("c0", "c1", "c2")
 FILTERS = ("a/b", "a/+", "a/#", "#", "+/b", "b")

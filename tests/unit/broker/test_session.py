@@ -2,48 +2,12 @@
 
 from __future__ import annotations
 
-from vmqpy.broker.message import Message
-from vmqpy.broker.session import Delivery, OutState, Session
-from vmqpy.mqtt.packets import Packet, Publish, Pubrel
-
-
-class RecordingSink:
-    """A connection that records what the session writes; `writable` can be switched off."""
-
-    def __init__(self) -> None:
-        self.packets: list[Packet] = []
-        self.writable = True
-
-    def write_packet(self, packet: Packet) -> None:
-        self.packets.append(packet)
-
-    def write_publish(
-        self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
-        now: float, dup: bool = False,
-    ) -> None:
-        publish = message.to_publish(qos, retain, packet_id, now, subscription_ids)
-        publish.dup = dup
-        self.packets.append(publish)
-
-    def can_write(self) -> bool:
-        return self.writable
-
-    def take_over(self, reason_code: int = 0x8E) -> tuple[Message | None, float]:
-        return None, 0.0
-
-    def publishes(self) -> list[Publish]:
-        return [p for p in self.packets if isinstance(p, Publish)]
-
-
-def session(max_inflight: int = 2, max_online: int = 3, max_offline: int = 2, expiry: float | None = None) -> Session:
-    return Session(
-        "c1", protocol_level=5, expiry_interval=expiry, max_inflight=max_inflight, max_online=max_online,
-        max_offline=max_offline,
-    )
-
-
-def msg(n: int, qos: int = 1, expires_at: float | None = None) -> Message:
-    return Message(f"t/{n}", str(n).encode(), qos, expires_at=expires_at)
+from tests.unit.broker.fakes import RecordingSink
+from tests.unit.broker.sessions import msg, session
+from vmqpy.broker.session import Session
+from vmqpy.mqtt.packets import Pubrel
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import Delivery, OutState
 
 
 def test_window_limits_inflight_and_acks_release_the_queue() -> None:

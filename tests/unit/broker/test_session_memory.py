@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from vmqpy.broker.empty_deque import EMPTY
-from vmqpy.broker.message import Message
-from vmqpy.broker.session import Delivery, Session
+from vmqpy.broker.session import Session
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import Delivery
 
 
 def new_session() -> Session:

@@ -15,9 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_session import RecordingSink
+from tests.unit.broker.fakes import RecordingSink
 from vmqpy import config
-from vmqpy.broker.message import Message
 from vmqpy.broker.router import (
     LOCAL_ONLY,
     PREFER_LOCAL,
@@ -27,9 +26,11 @@ from vmqpy.broker.router import (
     Router,
     pick_member,
 )
-from vmqpy.broker.session import Session, SubEntry
+from vmqpy.broker.session import Session
 from vmqpy.facade import RUNTIME_SETTINGS
 from vmqpy.mqtt.packets import SubOptions
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import SubEntry
 
 # ---------------------------------------------------------------------------------------------- pick_member
 

@@ -9,11 +9,12 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vmqpy.broker.message import Message
-from vmqpy.broker.session import Delivery, Session, message_size
+from vmqpy.broker.session import Session, message_size
 from vmqpy.broker.stalls import StallBound
 from vmqpy.config_schema import SCHEMA
 from vmqpy.mqtt.packets import Packet
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.parts import Delivery
 
 
 class Sink:

@@ -11,12 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.broker.test_migration import MemoryMetadata, node_b
-from tests.unit.broker.test_protocol import Auth_, Policy
-from tests.unit.broker.test_session import RecordingSink
-from tests.unit.broker.test_wills import CLOSED_AT, CONNECTED_AT, WILL_TOPIC, Client, will_watcher, wills
+from tests.unit.broker.fakes import Auth_, MemoryMetadata, Policy, RecordingSink
+from tests.unit.broker.wills import CLOSED_AT, CONNECTED_AT, WILL_TOPIC, Client, will_watcher, wills
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.message import Message, decode_record, encode_record
 from vmqpy.broker.negotiation import Accepted, negotiate
 from vmqpy.broker.persistence import SESSIONS, SessionStore, stored_session
 from vmqpy.broker.stored_will import StoredWill
@@ -24,8 +21,7 @@ from vmqpy.broker.wills import WILL_RETRY
 from vmqpy.mqtt.packets import Connect, Properties, SubOptions, Subscription, Will
 from vmqpy.replicas.copies import Copy
 from vmqpy.replicas.failover import recovered_will
-
-__all__ = ["node_b"]
+from vmqpy.sessions.message import Message, decode_record, encode_record
 
 Node = tuple[Broker, MemoryMetadata]
 WILL = Message(WILL_TOPIC, b"gone", 1, publisher="c1")

@@ -10,17 +10,15 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.unit.broker.test_migration import MemoryMetadata, node_b
-from tests.unit.broker.test_session import RecordingSink
+from tests.unit.broker.fakes import MemoryMetadata, RecordingSink
 from vmqpy import config
-from vmqpy.broker import records, systree
+from vmqpy.broker import systree
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.message import Message
 from vmqpy.broker.systree import SysTreePublisher, changes, is_system_topic, metric_levels, payload, period, tree
 from vmqpy.config import ConfigError
 from vmqpy.mqtt.packets import SubOptions, Subscription
-
-__all__ = ["node_b"]  # the fixture: one Broker ("b") over an in-memory metadata store and a temporary Storage
+from vmqpy.sessions import records
+from vmqpy.sessions.message import Message
 
 Node = tuple[Broker, MemoryMetadata]
 NOW = 1000.0

@@ -11,24 +11,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 from vmqpy.broker.trie import SubscriptionTrie, _Node
 
 from .reference import MATCH_TABLE, ref_matches
-
-# -- strategies: few distinct level names, so that filters and topics collide often ----------------
-
-TOPIC_LEVELS = st.sampled_from(["a", "b", "", "$SYS", "$x", "c"])
-FILTER_LEVELS = st.sampled_from(["a", "b", "", "$SYS", "+", "+"])
-
-
-@st.composite
-def topics(draw: st.DrawFn) -> str:
-    return "/".join(draw(st.lists(TOPIC_LEVELS, min_size=1, max_size=5)))
-
-
-@st.composite
-def filters(draw: st.DrawFn) -> str:
-    levels = draw(st.lists(FILTER_LEVELS, min_size=0, max_size=4))
-    if draw(st.booleans()) or not levels:
-        levels.append("#")
-    return "/".join(levels)
+from .topic_strategies import filters, topics
 
 
 def names(matches: list[tuple[str, Any, Any]]) -> list[str]:

@@ -8,17 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.unit.clocks import Clock
 from vmqpy.broker.turn_budget import LANE_BUDGET, BulkLane, SlicePace
 
 from .turns import Loop
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.mark.parametrize(("per_item", "expected"), [

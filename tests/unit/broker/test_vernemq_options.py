@@ -8,13 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.broker.test_migration import MemoryMetadata
-from tests.unit.broker.test_protocol import Auth_, Policy
-from tests.unit.broker.test_router import entry, online
-from tests.unit.broker.test_session import RecordingSink
+from tests.unit.broker.fakes import Auth_, MemoryMetadata, Policy, RecordingSink
+from tests.unit.broker.sessions import entry, online
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.decisions import Register, Reply, SubscribeTo, suback_codes
-from vmqpy.broker.message import Message
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.broker.protocol import RETRY_RECHECK, ConnectionMachine
 from vmqpy.broker.router import Router, outgoing_qos
@@ -33,6 +30,7 @@ from vmqpy.mqtt.packets import (
     Subscribe,
     Subscription,
 )
+from vmqpy.sessions.message import Message
 from vmqpy.storage import Storage
 
 T0 = 1_000.0

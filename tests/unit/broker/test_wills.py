@@ -8,32 +8,13 @@ through the broker records what is published."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from tests.unit.broker.test_migration import MemoryMetadata, node_b
-from tests.unit.broker.test_protocol import Auth_, Policy
-from tests.unit.broker.test_session import RecordingSink
+from tests.unit.broker.fakes import Auth_, MemoryMetadata, Policy, RecordingSink
+from tests.unit.broker.wills import CLOSED_AT, CONNECTED_AT, WILL_TOPIC, Client, will_watcher, wills
 from vmqpy.broker.broker import Broker
 from vmqpy.broker.negotiation import Accepted, negotiate
-from vmqpy.broker.session import Session
-from vmqpy.mqtt.packets import Connect, Properties, SubOptions, Subscription, Will
-
-__all__ = ["node_b"]  # the fixture: one Broker over an in-memory metadata store and a temporary Storage
-
-WILL_TOPIC = "will/c1"
-CONNECTED_AT = 100.0
-CLOSED_AT = 110.0
-
-
-@dataclass(slots=True)
-class Client:
-    """A connection as the broker sees it: its session, what it was sent, the terms of its CONNECT."""
-
-    session: Session
-    sink: RecordingSink
-    terms: Accepted
+from vmqpy.mqtt.packets import Connect, Properties, Will
 
 
 def connect(broker: Broker, now: float, *, level: int = 5, clean_start: bool = False, expiry: int = 60,
@@ -60,19 +41,6 @@ def connection_lost(broker: Broker, client: Client, now: float) -> None:
 def disconnected(broker: Broker, client: Client, now: float) -> None:
     """The client sent a normal DISCONNECT: the driver passes no will."""
     broker.close_session(client.session, client.sink, now, None, client.terms.will_delay)
-
-
-def will_watcher(broker: Broker) -> RecordingSink:
-    """A second, online session subscribed to WILL_TOPIC: its sink gets every will published."""
-    sink = RecordingSink()
-    session, _present = broker.open_session("watcher", 5, True, 0.0, sink, CONNECTED_AT)
-    broker.attach(session, sink, 65535, 0, CONNECTED_AT)
-    broker.subscribe(session, [Subscription(WILL_TOPIC, SubOptions(1))], None)
-    return sink
-
-
-def wills(watcher: RecordingSink) -> list[bytes]:
-    return [p.payload for p in watcher.publishes() if p.topic == WILL_TOPIC]
 
 
 Node = tuple[Broker, MemoryMetadata]
@@ -189,7 +157,7 @@ def test_a_connect_on_another_node_within_the_delay_is_a_reconnect(
     watcher = will_watcher(broker)
     client = connect(broker, CONNECTED_AT, expiry=60, will_delay=2)
     connection_lost(broker, client, CLOSED_AT)
-    broker.hand_over("c1", clean_start, "c", CLOSED_AT + 1.0)
+    broker.migration.hand_over("c1", clean_start, "c", CLOSED_AT + 1.0)
     assert wills(watcher) == published
     broker.tick(CLOSED_AT + 2.0)
     broker.tick(CLOSED_AT + 3600.0)

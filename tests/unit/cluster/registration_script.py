@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from vmqpy.broker.handover import SessionImage, Ticket
-from vmqpy.broker.owners import UNKNOWN_USER
+from tests.unit.loop_turns import settle
 from vmqpy.cluster.leader import leader_for
 from vmqpy.cluster.registration import RegistrationService
+from vmqpy.sessions.handover import SessionImage, Ticket
+from vmqpy.sessions.owners import UNKNOWN_USER
 
 
 class ScriptedLinks:
@@ -44,11 +45,6 @@ def client_led_by_a() -> str:
     return next(c for c in (f"client-{i}" for i in range(100)) if leader_for(c, ["a", "b"]) == "a")
 
 
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
-
-
 async def registered(service: RegistrationService, links: ScriptedLinks, client_id: str, *, clean_start: bool,
                      user: str | None = UNKNOWN_USER, owner: str | None = "a", grant_stamp: Any = None,
                      begin: dict[str, Any] | None = None) -> tuple[Ticket, dict[str, Any] | None]:
@@ -56,11 +52,11 @@ async def registered(service: RegistrationService, links: ScriptedLinks, client_
     a, it answers the handover with an empty session (`begin`: more fields of its mig_begin). The ticket, and the
     handover request b sent (None when it asked none)."""
     registering = asyncio.get_running_loop().create_task(service.register(client_id, clean_start, user))
-    await settle()
+    await settle(5)
     lock = links.take("reg_lock")
     service.on_control("a", {"op": "reg_grant", "client_id": client_id, "request": lock["request"],
                              "owner": owner, "stamp": grant_stamp})
-    await settle()
+    await settle(5)
     handover = None
     if owner == "a":
         handover = links.take("handover")

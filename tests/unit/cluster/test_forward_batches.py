@@ -9,35 +9,12 @@ from typing import Any
 
 import pytest
 
-from vmqpy.broker.message import Message
-from vmqpy.broker.records import forward_record
+from tests.unit.cluster.networks import RecordingNetwork
+from tests.unit.loop_turns import settle
 from vmqpy.cluster.forward_driver import ForwardDriver
-from vmqpy.cluster.forwarding import unpack_batch
 from vmqpy.cluster.framing import FrameType
-
-
-class RecordingNetwork:
-    def __init__(self, room: int = 1 << 40, max_frame: int = 1 << 20) -> None:
-        self.frames: list[tuple[str, FrameType, Any]] = []
-        self.free = room
-        self.largest = max_frame
-        self.refuse = False
-
-    def send_frame(self, peer: str, type: FrameType, body: Any, *, flush: bool = False) -> bool:
-        if self.refuse:
-            return False
-        self.frames.append((peer, type, body))
-        return True
-
-    def room(self, peer: str) -> int:
-        return self.free
-
-    @property
-    def max_frame(self) -> int:
-        return self.largest
-
-    def batches(self, peer: str = "n2") -> list[tuple[int, int, list[tuple[int, Any]]]]:
-        return [unpack_batch(body) for p, t, body in self.frames if p == peer and t is FrameType.FORWARD]
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.records import forward_record
 
 
 def driver(network: RecordingNetwork, delivered: list[Any] | None = None) -> ForwardDriver:
@@ -53,11 +30,6 @@ def record(i: int, size: int = 10) -> tuple[Any, int]:
     return forward_record(Message(f"t/{i}", bytes(size), 1, False, "pub"), [])
 
 
-async def turn() -> None:
-    for _ in range(3):
-        await asyncio.sleep(0)
-
-
 async def test_one_turn_of_forwards_leaves_in_one_batch_in_order() -> None:
     net = RecordingNetwork()
     fwd = driver(net)
@@ -69,7 +41,7 @@ async def test_one_turn_of_forwards_leaves_in_one_batch_in_order() -> None:
         else:
             assert fwd.forward("n2", rec, size, partial(acked.append, i), lambda _w: None)
     assert net.frames == []  # nothing before the end of the turn
-    await turn()
+    await settle()
     [(_epoch, low, entries)] = net.batches()
     assert low == 1
     assert [seq for seq, _ in entries] == [1, 0, 2, 0, 3]
@@ -81,7 +53,7 @@ async def test_a_batch_that_reaches_the_largest_frame_is_split_in_order() -> Non
     fwd = driver(net)
     for i in range(12):
         assert fwd.forward("n2", *record(i, 200))
-    await turn()
+    await settle()
     batches = net.batches()
     assert len(batches) > 1
     assert [r[1][0] for b in batches for _, r in b[2]] == [f"t/{i}" for i in range(12)]
@@ -93,7 +65,7 @@ async def test_a_publish_larger_than_a_frame_is_refused() -> None:
     fwd = driver(net)
     assert not fwd.forward("n2", *record(0, 2000), lambda: None, lambda _w: None)
     assert fwd.sender.pending_count() == 0
-    await turn()
+    await settle()
     assert net.frames == []
 
 
@@ -103,7 +75,7 @@ async def test_forwards_beyond_the_buffers_room_are_refused_and_the_rest_are_sen
     results = [fwd.forward("n2", *record(i, 200), lambda: None, lambda _w: None) for i in range(8)]
     assert results[0] and not results[-1]
     assert results == sorted(results, reverse=True)  # accepted ones first, then refused ones
-    await turn()
+    await settle()
     [(_e, _low, entries)] = net.batches()
     assert len(entries) == results.count(True) == fwd.sender.pending_count()
 
@@ -115,7 +87,7 @@ async def test_a_batch_the_network_refuses_after_all_fails_its_numbered_forwards
     fwd.forward("n2", *record(0), lambda: None, failed.append)
     fwd.forward("n2", *record(1))
     net.refuse = True
-    await turn()
+    await settle()
     assert failed == ["the outgoing buffer to that node is full"]
     assert fwd.sender.pending_count() == 0 and fwd.counters["forwards_refused"] == 2
 
@@ -125,7 +97,7 @@ async def three_numbered_and_one_qos0(sender: ForwardDriver, sender_net: Recordi
     for i in range(3):
         sender.forward("n2", *record(i), lambda: None, lambda _w: None)
     sender.forward("n2", *record(3))
-    await turn()
+    await settle()
     [(_, _, body)] = sender_net.frames
     return body
 
@@ -138,7 +110,7 @@ async def test_received_batches_are_delivered_once_in_order_and_acknowledged() -
     body = await three_numbered_and_one_qos0(sender, sender_net)
     receiver.receive("n1", body)
     receiver.receive("n1", body)  # a copy (a resend after a broken link): numbered ones are not redelivered
-    await turn()
+    await settle()
     assert [r[1][0] for r in delivered] == ["t/0", "t/1", "t/2", "t/3", "t/3"]
     assert receiver.counters["forward_duplicates"] == 3
     acks = [body for _, t, body in receiver_net.frames if t is FrameType.CONTROL]
@@ -162,12 +134,12 @@ async def test_once_a_forward_is_refused_the_later_ones_are_until_the_buffer_dra
     assert fwd.forward("n2", *record(0, 500))
     assert not fwd.forward("n2", *record(1, 500))
     assert not fwd.forward("n2", *record(2, 1))  # would fit, but comes after a refusal
-    await turn()
+    await settle()
     net.free = 1000 - len(net.frames[0][2])
     assert not fwd.forward("n2", *record(3, 1))  # the buffer did not drain
     net.free = 1 << 40  # the link is back and the buffer was written
     assert fwd.forward("n2", *record(4, 1))
-    await turn()
+    await settle()
     assert [r[1][0] for b in net.batches() for _, r in b[2]] == ["t/0", "t/4"]
 
 
@@ -186,7 +158,7 @@ async def test_with_a_batch_delivery_a_frame_goes_in_one_call_without_its_duplic
     body = await three_numbered_and_one_qos0(sender, sender_net)
     receiver.receive("n1", body)
     receiver.receive("n1", body)  # a copy: only the QoS 0 forward (not numbered) goes again
-    await turn()
+    await settle()
     assert [[(seq, r[1][0]) for seq, r in batch] for batch in calls] == [
         [(1, "t/0"), (2, "t/1"), (3, "t/2"), (0, "t/3")], [(0, "t/3")]]
     assert receiver.counters["forward_duplicates"] == 3
@@ -201,13 +173,13 @@ async def test_a_batch_a_persistent_session_took_is_acknowledged_after_the_stora
     receiver = ForwardDriver(receiver_net, lambda *_: False, lambda: stored)
     receiver.deliver_batch = lambda batch, now, peer: True
     sender.forward("n2", *record(0), lambda: None, lambda _w: None)
-    await turn()
+    await settle()
     [(_, _, body)] = sender_net.frames
     receiver.receive("n1", body)
-    await turn()
+    await settle()
     assert not [body for _, t, body in receiver_net.frames if t is FrameType.CONTROL], "acknowledged before stored"
     stored.set_result(None)
-    await turn()
+    await settle()
     acks = [body for _, t, body in receiver_net.frames if t is FrameType.CONTROL]
     assert acks and acks[-1]["upto"] == 1
 
@@ -219,8 +191,8 @@ async def test_the_forwards_of_a_turn_and_the_next_leave_in_one_frame_in_order()
     await asyncio.sleep(0)  # the next turn: not sent yet
     assert not net.frames
     fwd.forward("n2", *record(1), lambda: None, lambda _w: None)
-    await turn()
+    await settle()
     assert [[r[1][0] for _seq, r in entries] for _epoch, _low, entries in net.batches()] == [["t/0", "t/1"]]
     fwd.forward("n2", *record(2))  # a later turn: a new frame
-    await turn()
+    await settle()
     assert [len(entries) for _epoch, _low, entries in net.batches()] == [2, 1]

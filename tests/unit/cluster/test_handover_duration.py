@@ -36,7 +36,7 @@ async def test_a_handover_is_observed_once_the_session_is_live_here(
     metadata.start()
     broker = Broker(Config(nodename="b@127.0.0.1"), SessionStore(storage), metadata)
     links = ScriptedLinks()
-    service = RegistrationService(links, broker, None, allow_without_leader=lambda: False,
+    service = RegistrationService(links, broker.migration, None, allow_without_leader=lambda: False,
                                   majority_serves=lambda: False)
     try:
         ticket, _handover = await registered(service, links, client_led_by_a(), clean_start=False, owner=owner)

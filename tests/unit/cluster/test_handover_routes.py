@@ -11,19 +11,20 @@ from typing import Any
 
 import pytest
 
-from tests.unit.cluster.registration_script import ScriptedLinks, settle
+from tests.unit.cluster.registration_script import ScriptedLinks
+from tests.unit.loop_turns import settle
 from tests.unit.metadata.services import wait_for
-from vmqpy.broker import records
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.handover import SessionImage
 from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.session import SubEntry
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.config import Config
 from vmqpy.metadata import messages
 from vmqpy.metadata.service import MetadataService
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.mqtt.topics import parse_shared
+from vmqpy.sessions import records
+from vmqpy.sessions.handover import SessionImage
+from vmqpy.sessions.parts import SubEntry
 from vmqpy.storage import Storage
 
 
@@ -66,7 +67,7 @@ async def test_the_handover_is_acknowledged_once_the_members_route_here(tmp_path
     config = Config(nodename="b@127.0.0.1", cluster_listener=("127.0.0.1", 0), subscription_acknowledge=mode)
     broker = Broker(config, SessionStore(storage), metadata)
     links = ScriptedLinks()
-    service = RegistrationService(links, broker, None, allow_without_leader=lambda: False,
+    service = RegistrationService(links, broker.migration, None, allow_without_leader=lambda: False,
                                   majority_serves=lambda: False)
     try:
         client_id = "leaving-session"
@@ -82,10 +83,10 @@ async def test_the_handover_is_acknowledged_once_the_members_route_here(tmp_path
         assert not [body for _node, body in links.sent if body["op"] == "mig_ack"], "acknowledged before c routes"
         metadata._on_frame("a", messages.encode(messages.PushAck(tuple(transport.pushes_to("a")))))
         metadata._on_frame("c", messages.encode(messages.PushAck(tuple(transport.pushes_to("c")[:1]))))
-        await settle()
+        await settle(5)
         assert not [body for _node, body in links.sent if body["op"] == "mig_ack"], "c applied one of two routes"
         metadata._on_frame("c", messages.encode(messages.PushAck(tuple(transport.pushes_to("c")[1:]))))
-        await settle()
+        await settle(5)
         assert links.take("mig_ack")["upto"] == 0
         assert broker.metrics["subscription_acks_waited"] == 1 and broker.metrics["subscription_acks_late"] == 0
     finally:

@@ -18,7 +18,7 @@ from vmqpy.cluster.handshake import (
     Handshake,
     HandshakeInput,
     HandshakeState,
-    Refused,
+    LinkRefused,
     compute_mac,
 )
 
@@ -53,7 +53,7 @@ def acceptor(**kw: Any) -> Handshake:
                      None, **args)
 
 
-def feed(side: Handshake, data: bytes) -> tuple[bytes, Established | Refused | None]:
+def feed(side: Handshake, data: bytes) -> tuple[bytes, Established | LinkRefused | None]:
     """Give every frame of `data` to `side` (stopping when it finishes); return what it wrote and its result."""
     out = b""
     result = None
@@ -195,8 +195,8 @@ def test_macs_differ_by_role_and_direction() -> None:
 def test_wrong_cookie_is_refused_on_both_sides() -> None:
     d, a = dialer(cookie="one"), acceptor(cookie="two")
     result_d, result_a, wire = run(d, a)
-    assert result_a == Refused(hs.WRONG_COOKIE, "the peer's MAC does not verify")
-    assert isinstance(result_d, Refused)
+    assert result_a == LinkRefused(hs.WRONG_COOKIE, "the peer's MAC does not verify")
+    assert isinstance(result_d, LinkRefused)
     assert result_d.reason == hs.WRONG_COOKIE and result_d.by_peer
     assert d.state is a.state is S.REFUSED
     assert b"one" not in wire and b"two" not in wire
@@ -212,7 +212,7 @@ def test_reflected_response_is_refused() -> None:
     d.start()
     response, _ = d.receive(frames_of(a.start())[0])
     out, result = d.receive(frames_of(response)[0])
-    assert result == Refused(hs.WRONG_COOKIE, "the peer's MAC does not verify")
+    assert result == LinkRefused(hs.WRONG_COOKIE, "the peer's MAC does not verify")
     assert frames_of(out) == [Frame(FrameType.BYE, hs.WRONG_COOKIE)]
 
 
@@ -220,7 +220,7 @@ def test_reflected_hello_is_a_self_connection() -> None:
     a = acceptor()
     hello = a.start()
     out, result = a.receive(frames_of(hello)[0])
-    assert isinstance(result, Refused) and result.reason == hs.SELF_CONNECTION
+    assert isinstance(result, LinkRefused) and result.reason == hs.SELF_CONNECTION
     assert frames_of(out) == [Frame(FrameType.BYE, hs.SELF_CONNECTION)]
 
 
@@ -228,24 +228,24 @@ def test_dialing_oneself_is_refused_on_both_sides() -> None:
     d = Handshake("a", 7, COOKIE, NONCE_A, "b")  # dialed "b" but the address is our own
     a = Handshake("a", 7, COOKIE, NONCE_B, None)
     result_d, result_a, _ = run(d, a)
-    assert isinstance(result_d, Refused) and result_d.reason == hs.SELF_CONNECTION
-    assert isinstance(result_a, Refused) and result_a.reason == hs.SELF_CONNECTION
+    assert isinstance(result_d, LinkRefused) and result_d.reason == hs.SELF_CONNECTION
+    assert isinstance(result_a, LinkRefused) and result_a.reason == hs.SELF_CONNECTION
 
 
 def test_same_name_other_incarnation_is_a_duplicate_name() -> None:
     d = Handshake("a", 1, COOKIE, NONCE_A, "a")
     a = Handshake("a", 2, COOKIE, NONCE_B, None)
     result_d, result_a, _ = run(d, a)
-    assert isinstance(result_d, Refused) and result_d.reason == hs.DUPLICATE_NAME
-    assert isinstance(result_a, Refused) and result_a.reason == hs.DUPLICATE_NAME
+    assert isinstance(result_d, LinkRefused) and result_d.reason == hs.DUPLICATE_NAME
+    assert isinstance(result_a, LinkRefused) and result_a.reason == hs.DUPLICATE_NAME
 
 
 def test_name_mismatch_is_refused_by_the_dialer_and_reported_to_the_acceptor() -> None:
     d = dialer(expected_peer="b")
     c = Handshake("c", 3, COOKIE, NONCE_B, None)
     result_d, result_c, _ = run(d, c)
-    assert result_d == Refused(hs.NAME_MISMATCH, "expected 'b', reached 'c'")
-    assert result_c == Refused(hs.NAME_MISMATCH, "refused by peer", by_peer=True)
+    assert result_d == LinkRefused(hs.NAME_MISMATCH, "expected 'b', reached 'c'")
+    assert result_c == LinkRefused(hs.NAME_MISMATCH, "refused by peer", by_peer=True)
 
 
 @pytest.mark.parametrize(
@@ -260,7 +260,7 @@ def test_unexpected_frame_before_the_hello(frame: Frame) -> None:
     a = acceptor()
     a.start()
     out, result = a.receive(frame)
-    assert isinstance(result, Refused) and result.reason == hs.UNEXPECTED_FRAME
+    assert isinstance(result, LinkRefused) and result.reason == hs.UNEXPECTED_FRAME
     assert frames_of(out) == [Frame(FrameType.BYE, hs.UNEXPECTED_FRAME)]
 
 
@@ -270,7 +270,7 @@ def test_second_hello_instead_of_a_response() -> None:
     a.start()
     a.receive(frames_of(hello_d)[0])
     _, result = a.receive(frames_of(hello_d)[0])
-    assert isinstance(result, Refused) and result.reason == hs.UNEXPECTED_FRAME
+    assert isinstance(result, LinkRefused) and result.reason == hs.UNEXPECTED_FRAME
 
 
 def good_hello(**changes: Any) -> dict[str, Any]:
@@ -302,7 +302,7 @@ def test_invalid_hello(body: dict[str, Any]) -> None:
     d = dialer()
     d.start()
     _, result = d.receive(Frame(FrameType.HELLO, body))
-    assert isinstance(result, Refused) and result.reason == hs.INVALID_HELLO
+    assert isinstance(result, LinkRefused) and result.reason == hs.INVALID_HELLO
 
 
 def test_hello_with_extra_fields_is_accepted() -> None:
@@ -323,9 +323,9 @@ def test_admit_can_refuse_and_the_dialer_is_never_established() -> None:
     d, a = dialer(), acceptor(admit=admit)
     result_d, result_a, _ = run(d, a)
     assert asked == [("a", 1, None)]
-    assert result_a == Refused("duplicate link", "duplicate link")
+    assert result_a == LinkRefused("duplicate link", "duplicate link")
     # the refusal carries a MAC: the dialer knows a node with the cookie said it
-    assert result_d == Refused("duplicate link", hs.VERIFIED, by_peer=True, verified=True)
+    assert result_d == LinkRefused("duplicate link", hs.VERIFIED, by_peer=True, verified=True)
     assert d.state is S.REFUSED
 
 
@@ -349,7 +349,7 @@ def test_the_join_intent_reaches_admit_and_is_covered_by_the_mac() -> None:
     a.receive(Frame(FrameType.HELLO, stripped))
     out_d, _ = feed(d, hello_a)
     _, result = feed(a, out_d)
-    assert result == Refused(hs.WRONG_COOKIE, "the peer's MAC does not verify")
+    assert result == LinkRefused(hs.WRONG_COOKIE, "the peer's MAC does not verify")
     assert asked == [hs.JOIN]
 
 
@@ -363,11 +363,11 @@ def test_a_refusal_without_a_valid_mac_is_not_verified() -> None:
     assert bye.type is FrameType.BYE
     forged = dict(bye.body, reason="something else")  # the MAC no longer matches the reason
     _, result = d.receive(Frame(FrameType.BYE, forged))
-    assert isinstance(result, Refused) and result.reason == "something else" and not result.verified
+    assert isinstance(result, LinkRefused) and result.reason == "something else" and not result.verified
     d2 = dialer()
     d2.start()
     _, result2 = d2.receive(Frame(FrameType.BYE, {"reason": "removed from the cluster", "mac": b"x" * 32}))
-    assert isinstance(result2, Refused) and result2.by_peer and not result2.verified
+    assert isinstance(result2, LinkRefused) and result2.by_peer and not result2.verified
 
 
 @pytest.mark.parametrize("intent", ["", "x" * (hs.INTENT_MAX + 1), 7, b"join"])
@@ -375,7 +375,7 @@ def test_invalid_intent_is_an_invalid_hello(intent: Any) -> None:
     a = acceptor()
     a.start()
     _, result = a.receive(Frame(FrameType.HELLO, good_hello(intent=intent)))
-    assert isinstance(result, Refused) and result.reason == hs.INVALID_HELLO
+    assert isinstance(result, LinkRefused) and result.reason == hs.INVALID_HELLO
 
 
 def test_only_a_dialer_states_an_intent() -> None:
@@ -408,7 +408,7 @@ def test_bye_reason_is_truncated() -> None:
     d = dialer()
     d.start()
     _, result = d.receive(Frame(FrameType.BYE, "x" * 10_000))
-    assert isinstance(result, Refused) and len(result.reason) == 200 and result.by_peer
+    assert isinstance(result, LinkRefused) and len(result.reason) == 200 and result.by_peer
 
 
 @pytest.mark.parametrize(

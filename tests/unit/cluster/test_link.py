@@ -10,50 +10,13 @@ from hypothesis import strategies as st
 
 from vmqpy.cluster import handshake as hs
 from vmqpy.cluster.errors import ClusterUsageError
-from vmqpy.cluster.frame_auth import TAG_SIZE
-from vmqpy.cluster.framing import NEED_DATA, Frame, FrameDecoder, FrameType, encode_frame
+from vmqpy.cluster.framing import Frame, FrameType, encode_frame
 from vmqpy.cluster.handshake import VERIFIED
 from vmqpy.cluster.link import CloseCause, Closed, DataFrame, Established, Link, LinkState, PeerSilent
 
-from .helpers import COOKIE, MAX_FRAME, NONCE_B, Pair, make_link
+from .helpers import COOKIE, MAX_FRAME, NONCE_B, Pair, established_pair, frames_of, make_link
 
 HEARTBEAT = encode_frame(FrameType.HEARTBEAT, None)
-
-
-def unsealed(data: bytes) -> bytes:
-    """The frames of a sealed stream (frame_auth.py) without their tags (not checked: test_link_auth does)."""
-    out = bytearray()
-    pos = 0
-    while pos < len(data):
-        (length,) = struct.unpack_from(">I", data, pos)
-        out += data[pos : pos + 4 + length]
-        pos += 4 + length + TAG_SIZE
-    assert pos == len(data)
-    return bytes(out)
-
-
-def frames_of(data: bytes, *, sealed: bool = False) -> list[Frame]:
-    decoder = FrameDecoder(1 << 20)
-    decoder.receive_data(unsealed(data) if sealed else data)
-    out: list[Frame] = []
-    for _ in range(10_000):
-        frame = decoder.next_frame()
-        if frame is NEED_DATA:
-            return out
-        out.append(frame)
-    raise AssertionError("too many frames")
-
-
-def established_pair(now: float = 0.0) -> Pair:
-    pair = Pair(
-        make_link("a", "b", incarnation=1, now=now, listen=("10.0.0.1", 1)),
-        make_link("b", None, incarnation=2, nonce=NONCE_B, now=now, listen=("10.0.0.2", 2)),
-    )
-    pair.pump(now)
-    assert pair.a.state is pair.b.state is LinkState.ESTABLISHED
-    pair.events_a.clear()
-    pair.events_b.clear()
-    return pair
 
 
 # ------------------------------------------------------------------------------------------------ establishing

@@ -13,8 +13,7 @@ from vmqpy.cluster.frame_auth import TAG_SIZE
 from vmqpy.cluster.framing import FrameType, encode_frame
 from vmqpy.cluster.link import CloseCause, Closed, DataFrame, LinkState
 
-from .helpers import NONCE_B, Pair, make_link
-from .test_link import established_pair, frames_of
+from .helpers import NONCE_B, Pair, established_pair, frames_of, make_link
 
 
 def auth_failed(events: Sequence[object]) -> bool:

@@ -22,8 +22,7 @@ import uvloop
 from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.tcp import ClusterNetwork
 
-from .helpers import COOKIE
-from .test_tcp import A, B
+from .helpers import COOKIE, A, B
 
 DETECT = 0.5
 FRAMES = 3_000

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vmqpy.broker.ports import Redirect
 from vmqpy.cluster.leader import ranking
 from vmqpy.cluster.placement import Owner, assigned_node, place, reference_for
+from vmqpy.sessions.remote import Redirect
 
 MEMBERS = ["a@127.0.0.11", "b@127.0.0.12", "c@127.0.0.13"]
 ADDRESSES = {m: {"tcp": f"127.0.0.{11 + i}:1883", "ssl": f"127.0.0.{11 + i}:8883"} for i, m in enumerate(MEMBERS)}

@@ -18,18 +18,18 @@ from typing import Any
 
 import pytest
 
-from tests.unit.broker.test_migration import TakenOverSink
+from tests.unit.broker.fakes import TakenOverSink
 from tests.unit.cluster.registration_script import ScriptedLinks, client_led_by_a, registered
-from vmqpy.broker import records
 from vmqpy.broker.broker import Broker
-from vmqpy.broker.handover import SessionImage
-from vmqpy.broker.message import Message
-from vmqpy.broker.owners import UNKNOWN_USER, pack_user
 from vmqpy.broker.persistence import SessionStore
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.config import Config
 from vmqpy.metadata.service import MetadataService
 from vmqpy.mqtt.packets import SubOptions, Subscription
+from vmqpy.sessions import records
+from vmqpy.sessions.handover import SessionImage
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.owners import UNKNOWN_USER, pack_user
 from vmqpy.storage import Storage
 
 CLIENT_ID = "alice-phone"
@@ -46,7 +46,7 @@ def node(tmp_path: Path, name: str, **config: Any) -> Iterator[tuple[Broker, Reg
     broker.nodes = lambda: ["a", "b"]
     links = ScriptedLinks()
     links.name = name
-    service = RegistrationService(links, broker, None, allow_without_leader=lambda: False,
+    service = RegistrationService(links, broker.migration, None, allow_without_leader=lambda: False,
                                   majority_serves=lambda: False)
     try:
         yield broker, service, links

@@ -41,7 +41,7 @@ async def test_the_new_owner_record_is_stamped_after_the_one_it_replaces(
     metadata.start()
     broker = Broker(Config(nodename="b@127.0.0.1"), SessionStore(storage), metadata)
     links = ScriptedLinks()
-    service = RegistrationService(links, broker, None, allow_without_leader=lambda: False,
+    service = RegistrationService(links, broker.migration, None, allow_without_leader=lambda: False,
                                   majority_serves=lambda: False)
     client_id = client_led_by_a()
     try:

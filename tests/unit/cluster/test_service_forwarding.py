@@ -1,15 +1,18 @@
-"""The cluster service hands forwarding to its ForwardDriver: FORWARD frames and `fwd_ack` reach it, the broker's
-`forward` goes through it, and `stats()` keeps the counter names and order that `vmq-admin metrics show` reads."""
+"""Forwarding between two cluster services wired as node.py wires them: the broker's `forward` goes to the
+ForwardDriver, FORWARD frames and `fwd_ack` reach it through the control table, and `stats()` keeps the counter
+names and order that `vmq-admin metrics show` reads."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from vmqpy.broker.message import Message
-from vmqpy.broker.records import forward_record
+from tests.unit.loop_turns import settle
+from vmqpy.cluster.controls import ControlTable
+from vmqpy.cluster.forward_driver import ForwardDriver
 from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.service import ClusterService
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.records import forward_record
 
 
 class StubNetwork:
@@ -39,44 +42,48 @@ class StubNetwork:
         return [body for _peer, t, body in self.frames if t is type]
 
 
-def service(name: str, network: StubNetwork, delivered: list[Any] | None = None) -> ClusterService:
+def service(name: str, network: StubNetwork, delivered: list[Any] | None = None
+            ) -> tuple[ClusterService, ControlTable]:
+    """A cluster service and its control table, as node.py builds and fills them."""
     def deliver(record: Any, now: float, peer: str, seq: int) -> bool:
         if delivered is not None:
             delivered.append((peer, seq))
         return False
 
-    return ClusterService(name, 1, ("127.0.0.1", 1), network, None,  # type: ignore[arg-type]
-                          deliver_forwarded=deliver, on_removed=lambda: None)
-
-
-async def turn() -> None:
-    for _ in range(3):
-        await asyncio.sleep(0)
+    forwarding = ForwardDriver(network, deliver)
+    replication = ForwardDriver(network, deliver, frame_type=FrameType.REPLICA, ack_op="rep_ack")
+    cluster = ClusterService(name, 1, ("127.0.0.1", 1), network, None,  # type: ignore[arg-type]
+                             forwarding=forwarding, replication=replication, on_removed=lambda: None)
+    controls = ControlTable(name)
+    for driver in (forwarding, replication):
+        controls.add_frame(driver.frame_type, driver.receive)
+        controls.add_ops(driver.control_ops())
+    return cluster, controls
 
 
 async def test_a_forward_is_delivered_acknowledged_and_its_publisher_told() -> None:
     n1_net, n2_net = StubNetwork(), StubNetwork()
     delivered: list[Any] = []
-    n1, n2 = service("n1", n1_net), service("n2", n2_net, delivered)
+    (n1, n1_controls), (_n2, n2_controls) = service("n1", n1_net), service("n2", n2_net, delivered)
     acked: list[str] = []
     record, size = forward_record(Message("t", b"x", 1, False, "pub"), [])
-    assert n1.forward("n2", record, size, lambda: acked.append("t"), lambda _why: None)
-    await turn()
+    assert n1.forwarding.forward("n2", record, size, lambda: acked.append("t"), lambda _why: None)
+    await settle()
     [batch] = n1_net.sent(FrameType.FORWARD)
-    n2._on_message("n1", FrameType.FORWARD, batch)
-    await turn()
+    n2_controls.deliver("n1", FrameType.FORWARD, batch)
+    await settle()
     assert delivered == [("n1", 1)]
     [ack] = n2_net.sent(FrameType.CONTROL)
     assert ack["op"] == "fwd_ack" and ack["upto"] == 1
-    n1._on_message("n2", FrameType.CONTROL, ack)
+    n1_controls.deliver("n2", FrameType.CONTROL, ack)
     assert acked == ["t"] and n1.stats()["forwards_unacknowledged"] == 0
 
 
 def test_stats_names_and_order() -> None:
-    assert list(service("n1", StubNetwork()).stats()) == [
+    assert list(service("n1", StubNetwork())[0].stats()) == [
         "netsplit_detected",
         "netsplit_resolved",
-        "forward_received",
+        "forward_entries_received",
         "forward_duplicates",
         "forwards_resent",
         "forwards_refused",

@@ -19,9 +19,8 @@ from vmqpy.cluster.framing import NEED_DATA, Frame, FrameDecoder, FrameType, enc
 from vmqpy.cluster.link import DataFrame, Established, Link
 from vmqpy.cluster.tcp import ClusterNetwork
 
-from .helpers import COOKIE, wait_until
+from .helpers import COOKIE, A, B, C, wait_until
 
-A, B, C = "127.0.0.11", "127.0.0.12", "127.0.0.13"
 DETECT = 1.0
 SETTLE = 5.0  # generous deadline for anything that should happen "at once"
 

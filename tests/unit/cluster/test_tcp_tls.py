@@ -21,9 +21,8 @@ from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.tcp import ClusterNetwork
 from vmqpy.config import ConfigError
 
-from .helpers import COOKIE, wait_until
+from .helpers import COOKIE, A, B, C, wait_until
 
-A, B, C = "127.0.0.11", "127.0.0.12", "127.0.0.13"
 SETTLE = 5.0
 
 

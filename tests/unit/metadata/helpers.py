@@ -1,10 +1,12 @@
-"""Shared helpers for the metadata tests: a seeded in-memory cluster."""
+"""Shared helpers for the metadata tests: a seeded in-memory cluster, and a pair of replicas wired to each other."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from vmqpy.metadata.memory_network import MemoryNetwork
+from vmqpy.metadata.replica import Replica
 
 
 def cluster(seed: int, nodes: list[str], **kwargs: Any) -> MemoryNetwork:
@@ -28,3 +30,13 @@ def settle(net: MemoryNetwork, seconds: float = 10.0) -> None:
 
 def rows(net: MemoryNetwork, node: str, table: str) -> dict[bytes, bytes]:
     return net.storage[node].get(table, {})
+
+
+def pair(**kwargs: object) -> tuple[Replica, Replica]:
+    """Replicas a and b (seeded), each the other's only peer and reachable; `kwargs` go to both."""
+    a = Replica("a", rng=random.Random(1), **kwargs)  # type: ignore[arg-type]
+    b = Replica("b", rng=random.Random(2), **kwargs)  # type: ignore[arg-type]
+    for r, other in ((a, "b"), (b, "a")):
+        r.set_peers([other])
+        r.set_reachable([other])
+    return a, b

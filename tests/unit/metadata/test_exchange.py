@@ -11,9 +11,9 @@ from dvv.dots import Counters
 from dvv.node_clock import NodeClock
 from vmqpy.metadata.exchange import Exchange, ExchangeState, plan_reply
 from vmqpy.metadata.messages import SyncReject, SyncReply, SyncRequest
-from vmqpy.metadata.replica import Logged, Output, Replica, Send
+from vmqpy.metadata.replica import Logged, Output, Replica, SendTo
 
-from .helpers import cluster, settle
+from .helpers import cluster, pair, settle
 
 
 def test_plan_reply_batches_by_key_and_reports_gaps() -> None:
@@ -99,15 +99,6 @@ def test_exchange_state_machine_accounts_and_tears_down_once() -> None:
         ex.sent(1, 13.0)
 
 
-def pair(**kwargs: object) -> tuple[Replica, Replica]:
-    a = Replica("a", rng=random.Random(1), **kwargs)  # type: ignore[arg-type]
-    b = Replica("b", rng=random.Random(2), **kwargs)  # type: ignore[arg-type]
-    for r, other in ((a, "b"), (b, "a")):
-        r.set_peers([other])
-        r.set_reachable([other])
-    return a, b
-
-
 def finish_reply(replica: Replica, out: list[Output], now: float) -> list[Output]:
     """``out`` and the outputs of the timer calls that apply the rest of a reply (a slice per call)."""
     out = list(out)
@@ -119,8 +110,8 @@ def finish_reply(replica: Replica, out: list[Output], now: float) -> list[Output
     raise AssertionError("a reply still applying after 1000 slices")
 
 
-def sends(outputs: Iterable[object], kind: type | None = None) -> list[Send]:
-    return [o for o in outputs if isinstance(o, Send) and (kind is None or isinstance(o.message, kind))]
+def sends(outputs: Iterable[object], kind: type | None = None) -> list[SendTo]:
+    return [o for o in outputs if isinstance(o, SendTo) and (kind is None or isinstance(o.message, kind))]
 
 
 def exchange_logs(outputs: Iterable[object]) -> list[dict[str, object]]:

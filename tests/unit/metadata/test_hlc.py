@@ -7,7 +7,7 @@ import random
 import pytest
 
 from vmqpy.metadata.hlc import HybridClock, Stamp
-from vmqpy.metadata.replica import Replica, Send
+from vmqpy.metadata.replica import Replica, SendTo
 from vmqpy.metadata.resolve import latest_stamp
 
 # (operation, wall seconds, received stamp or None, expected stamp as (wall_ms, logical))
@@ -73,7 +73,7 @@ def test_a_causally_later_write_wins_although_its_wall_clock_is_behind() -> None
         r.set_reachable([other])
     wall_a, wall_b = 1_000.0, 970.0
     out = a.put("p", ("k",), {"hlc": a.hlc_now(wall_a), "v": "from a"}, wall_a)
-    for send in [o for o in out if isinstance(o, Send)]:
+    for send in [o for o in out if isinstance(o, SendTo)]:
         b.receive("a", send.message, wall_b)
     stamp_b = b.hlc_now(wall_b)
     written = a.get("p", ("k",))

@@ -13,7 +13,7 @@ from dvv.node_clock import NodeClock
 from dvv.version_vector import VersionVector
 from vmqpy.metadata import messages
 from vmqpy.metadata.messages import Push, SyncReply, SyncRequest
-from vmqpy.metadata.replica import Logged, Replica, Send
+from vmqpy.metadata.replica import Logged, Replica, SendTo
 
 P = "subs"
 
@@ -42,7 +42,7 @@ def test_a_push_far_ahead_is_refused_without_allocating(counter: int) -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert not [o for o in out if not isinstance(o, Send)] and b.get(P, ("k",)) is None
+    assert not [o for o in out if not isinstance(o, SendTo)] and b.get(P, ("k",)) is None
     assert b.stats()["implausible_refused"] == 1
     assert peak < 1 << 20, f"receiving one push peaked at {peak} bytes"
     assert b.node_clock.entry("a") == (0, 0)
@@ -70,12 +70,12 @@ def test_a_push_within_bounds_is_applied_even_with_a_hole() -> None:
 def test_pushes_that_no_member_sends_are_refused(sender: str, message: Push, why: str) -> None:
     _, b = pair()
     out = b.receive(sender, message, 1.0)
-    assert not [o for o in out if not isinstance(o, Send)], why
+    assert not [o for o in out if not isinstance(o, SendTo)], why
     assert b.stats()["pushes_refused"] == 1 and b.stats()["keys"] == 0
 
 
 def _start_exchange(a: Replica) -> SyncRequest:
-    (send,) = [o for o in a.exchange_now("b", 1.0) if isinstance(o, Send)]
+    (send,) = [o for o in a.exchange_now("b", 1.0) if isinstance(o, SendTo)]
     assert isinstance(send.message, SyncRequest)
     return send.message
 

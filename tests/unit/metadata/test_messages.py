@@ -1,4 +1,4 @@
-"""Wire codec: every message round-trips; any other bytes raise DecodeError, never anything else."""
+"""Wire codec: every message round-trips; any other bytes raise MessageDecodeError, never anything else."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dvv.node_clock import NodeClock
 from dvv.version_vector import VersionVector
 from dvv.watermark import Watermark
 from vmqpy.metadata import messages
-from vmqpy.metadata.errors import DecodeError
+from vmqpy.metadata.errors import MessageDecodeError
 from vmqpy.metadata.hlc import Stamp
 from vmqpy.metadata.messages import Push, PushAck, SyncObject, SyncReject, SyncReply, SyncRequest, decode, encode
 
@@ -64,7 +64,7 @@ def test_push_container_covers_the_dot_and_stamps_encode_as_lists() -> None:
 def test_random_bytes_raise_decode_error_only(data: bytes) -> None:
     try:
         decode(data)
-    except DecodeError:
+    except MessageDecodeError:
         pass
 
 
@@ -81,7 +81,7 @@ def test_mutated_messages_raise_decode_error_or_decode(data: bytes, draw: st.Dat
         mutated = data[:pos] + draw.draw(st.binary(min_size=1, max_size=4)) + data[pos:]
     try:
         message = decode(mutated)
-    except DecodeError:
+    except MessageDecodeError:
         return
     assert encode(message)  # whatever decodes is a well-formed message
 
@@ -98,7 +98,7 @@ def test_well_formed_msgpack_of_any_shape_raises_decode_error_only(obj: object) 
     for payload in (obj, [1, 1, obj], [1, 2, obj, obj], [1, 3, 1, True, 0, obj, obj, obj, None], [1, 4, obj, obj]):
         try:
             decode(msgpack.packb(payload, use_bin_type=True))
-        except DecodeError:
+        except MessageDecodeError:
             pass
 
 
@@ -125,13 +125,13 @@ def test_well_formed_msgpack_of_any_shape_raises_decode_error_only(obj: object) 
     ],
 )
 def test_bad_payloads(payload: list[object]) -> None:
-    with pytest.raises(DecodeError):
+    with pytest.raises(MessageDecodeError):
         decode(msgpack.packb(payload, use_bin_type=True))
 
 
 def test_non_bytes_raise_decode_error() -> None:
     for bad in (None, 3, "text", object()):
-        with pytest.raises(DecodeError):
+        with pytest.raises(MessageDecodeError):
             decode(bad)  # type: ignore[arg-type]
 
 
@@ -146,5 +146,5 @@ def test_storage_rows_round_trip_and_reject_garbage() -> None:
     assert messages.unpack_container(messages.pack_single("a", 3, None, {})) == CausalContainer()
     for garbage in (b"", b"\x02\x90", b"\x01\xc1", b"\x01\x92\x90"):
         for unpack in (messages.unpack_full_key, messages.unpack_container, messages.unpack_dot):
-            with pytest.raises(DecodeError):
+            with pytest.raises(MessageDecodeError):
                 unpack(garbage)

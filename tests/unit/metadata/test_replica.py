@@ -20,7 +20,7 @@ from vmqpy.metadata.replica import (
     Logged,
     Persist,
     Replica,
-    Send,
+    SendTo,
 )
 
 from .helpers import cluster, settle, stamped
@@ -75,7 +75,7 @@ def test_pushes_go_to_reachable_members_only() -> None:
     r.set_peers(["b", "c", "d"])
     r.set_reachable(["b", "d", "x"])
     out = r.put(P, ("k",), 1, 0.0)
-    sends = [o for o in out if isinstance(o, Send)]
+    sends = [o for o in out if isinstance(o, SendTo)]
     assert sorted(s.peer for s in sends) == ["b", "d"]
     push = sends[0].message
     assert isinstance(push, Push) and push.dot == ("a", 1) and push.value == 1
@@ -86,7 +86,7 @@ def test_a_receiver_applies_once_and_ignores_duplicates() -> None:
     for r, other in ((a, "b"), (b, "a")):
         r.set_peers([other])
         r.set_reachable([other])
-    (send,) = [o for o in a.put(P, ("k",), "v", 0.0) if isinstance(o, Send)]
+    (send,) = [o for o in a.put(P, ("k",), "v", 0.0) if isinstance(o, SendTo)]
     first = b.receive("a", send.message, 0.1)
     assert [o.new for o in first if isinstance(o, Changed)] == ["v"]
     assert [o.fields["via"] for o in first if isinstance(o, Logged)] == ["broadcast"]
@@ -100,19 +100,20 @@ def test_pushes_of_acknowledged_prefixes_are_answered_once_applied() -> None:
     for r, other in ((a, "b"), (b, "a")):
         r.set_peers([other])
         r.set_reachable([other])
-    (send,) = [o for o in a.put(P, ("k",), "v", 0.0) if isinstance(o, Send)]
+    (send,) = [o for o in a.put(P, ("k",), "v", 0.0) if isinstance(o, SendTo)]
     out = b.receive("a", send.message, 0.1)
     changed = next(i for i, o in enumerate(out) if isinstance(o, Changed))
-    (ack_at,) = [i for i, o in enumerate(out) if isinstance(o, Send) and isinstance(o.message, PushAck)]
+    (ack_at,) = [i for i, o in enumerate(out) if isinstance(o, SendTo) and isinstance(o.message, PushAck)]
     assert changed < ack_at
     ack = out[ack_at]
-    assert isinstance(ack, Send) and ack.peer == "a" and ack.message == PushAck((1,))
+    assert isinstance(ack, SendTo) and ack.peer == "a" and ack.message == PushAck((1,))
     again = b.receive("a", send.message, 0.2)
-    assert [o for o in again if isinstance(o, Send) and isinstance(o.message, PushAck)] == [Send("a", PushAck((1,)))]
+    acks = [o for o in again if isinstance(o, SendTo) and isinstance(o.message, PushAck)]
+    assert acks == [SendTo("a", PushAck((1,)))]
     assert not [o for o in again if isinstance(o, Changed)], "a duplicate: held already, answered again"
-    (unacknowledged,) = [o for o in a.put("other", ("k",), "v", 0.3) if isinstance(o, Send)]
+    (unacknowledged,) = [o for o in a.put("other", ("k",), "v", 0.3) if isinstance(o, SendTo)]
     answered = b.receive("a", unacknowledged.message, 0.4)
-    assert not [o for o in answered if isinstance(o, Send) and isinstance(o.message, PushAck)]
+    assert not [o for o in answered if isinstance(o, SendTo) and isinstance(o.message, PushAck)]
     assert b.stats()["pushes_acknowledged"] == 2
     assert [o for o in a.receive("b", PushAck((1,)), 0.5) if isinstance(o, Acked)] == [Acked("b", (1,))]
     assert not [o for o in a.receive("x", PushAck((1,)), 0.5) if isinstance(o, Acked)], "not a member"
@@ -183,7 +184,7 @@ def test_next_deadline_and_timer_schedule() -> None:
     r.set_reachable(["b"])
     assert r.next_deadline() == 0.0, "a newly reachable member is synced with at once"
     out = r.on_timer(10.0)
-    assert [s.peer for s in out if isinstance(s, Send)] == ["b"]
+    assert [s.peer for s in out if isinstance(s, SendTo)] == ["b"]
     deadline = r.next_deadline()
     assert deadline is not None and 10.0 < deadline <= 10.0 + 5.0
 

@@ -11,19 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim import test_histories
+from tests.sim.histories import check_history
 from vmqpy.metadata.messages import SyncReply, SyncRequest
-from vmqpy.metadata.replica import Logged, Output, Replica, Send
+from vmqpy.metadata.replica import Logged, Output, Replica, SendTo
 
-from .helpers import cluster, settle
+from .helpers import cluster, pair, settle
 from .services import LoopbackNetwork, start, stop, wait_for
-from .test_exchange import pair
 
 SLICE_OBJECTS = Replica.APPLY_SLICE // 2  # objects of one version and no extra dot in one slice
 
 
-def sends(outputs: Iterable[Output], kind: type) -> list[Send]:
-    return [o for o in outputs if isinstance(o, Send) and isinstance(o.message, kind)]
+def sends(outputs: Iterable[Output], kind: type) -> list[SendTo]:
+    return [o for o in outputs if isinstance(o, SendTo) and isinstance(o.message, kind)]
 
 
 def logged(outputs: Iterable[Output], event: str) -> list[dict[str, object]]:
@@ -178,7 +177,7 @@ def test_histories_hold_with_slices_of_one_object(seed: int, monkeypatch: pytest
     monkeypatch.setattr(Replica, "APPLY_SLICE", 1)
     monkeypatch.setattr(Replica, "RESTRIP_SLICE", 1)
     monkeypatch.setattr(Replica, "PRUNE_SLICE", 1)
-    test_histories.test_history_converges_to_the_causal_model(seed)
+    check_history(seed)
 
 
 async def test_the_service_applies_the_slices_on_separate_turns_of_its_loop(tmp_path: Path) -> None:

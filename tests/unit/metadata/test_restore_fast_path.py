@@ -21,7 +21,7 @@ from dvv.node_clock import NodeClock
 from dvv.version_vector import VersionVector
 from vmqpy.bulk_load import FREEZE_AT, bulk_load
 from vmqpy.metadata.dot_index import DotIndex
-from vmqpy.metadata.errors import DecodeError
+from vmqpy.metadata.errors import MessageDecodeError
 from vmqpy.metadata.objects import ObjectTable, StoredObject
 from vmqpy.metadata.replica_clock import add_counters, add_dots
 from vmqpy.metadata.rows import T_OBJ, pack_container, pack_full_key, read_rows, unpack_container, unpack_full_key
@@ -135,7 +135,7 @@ def test_adopt_needs_empty_tables() -> None:
     ],
 )
 def test_rows_that_are_not_ours_are_still_refused(raw_key: bytes, raw_obj: bytes, message: str) -> None:
-    with pytest.raises(DecodeError):
+    with pytest.raises(MessageDecodeError):
         read_rows({T_OBJ: [(raw_key, raw_obj)]})
 
 

@@ -2,7 +2,7 @@
 
 The owner node runs the client's real `Session` (vmqpy.broker.session). Its journal writes go as replica
 operations (ops.py) to two replica nodes over the lossy, reordering, breaking links of the disk-loss simulation
-(test_simulation_disk_loss.World: forwarding.py's numbering and duplicate detection, ledger.py's barrier with write
+(disk_loss_world.World: forwarding.py's numbering and duplicate detection, ledger.py's barrier with write
 quorum 3, copies.py on each replica; replicas crash keeping their disk). `Endpoint` is one node's side of the
 client's connection: the session's `Sink`, protocol.py's rules for PUBLISH/PUBACK/PUBREC/PUBREL/PUBCOMP, and the
 ordered acknowledgements of ack_order.AckQueue, held until the barrier passed the writes before them. `Client` is
@@ -30,21 +30,22 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from tests.unit.replicas.test_copies import MemoryTable
-from tests.unit.replicas.test_simulation_disk_loss import CLIENT, OWNER, REPLICAS
-from tests.unit.replicas.test_simulation_disk_loss import World as ReplicatedOwner
-from vmqpy.broker.handover import SessionImage, outgoing_record
-from vmqpy.broker.message import Message, encode_record
+from tests.unit.replicas.disk_loss_world import CLIENT, OWNER, REPLICAS
+from tests.unit.replicas.disk_loss_world import World as ReplicatedOwner
+from tests.unit.replicas.tables import MemoryTable
 from vmqpy.broker.migration import SessionMigration
 from vmqpy.broker.persistence import session_record
-from vmqpy.broker.session import NullJournal, Outgoing, OutState, Session
+from vmqpy.broker.session import NullJournal, Session
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.cluster.forwarding import ForwardReceiver
 from vmqpy.mqtt.packets import Packet, Pubrel
 from vmqpy.replicas.copies import ReplicaCopies
 from vmqpy.replicas.failover import Failover
-from vmqpy.replicas.lineage import Entry
 from vmqpy.replicas.ops import Op
+from vmqpy.sessions.handover import SessionImage, outgoing_record
+from vmqpy.sessions.message import Message, encode_record
+from vmqpy.sessions.names import Entry
+from vmqpy.sessions.parts import Outgoing, OutState
 
 if TYPE_CHECKING:
     from vmqpy.broker.broker import Broker

@@ -8,7 +8,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.replicas.test_copies import MemoryTable, state
+from tests.unit.replicas.tables import MemoryTable, state
 from vmqpy.replicas.copies import REPLICA_TABLE, ReplicaCopies
 from vmqpy.replicas.ops import Op
 

@@ -7,15 +7,17 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from tests.unit.replicas.test_copies import MemoryTable
-from vmqpy.broker.handover import SessionImage, outgoing_record
-from vmqpy.broker.message import Message, encode_record
-from vmqpy.broker.session import Outgoing, Session
+from tests.unit.replicas.tables import MemoryTable
+from vmqpy.broker.lineage import names_record
+from vmqpy.broker.session import Session
 from vmqpy.broker.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
 from vmqpy.replicas.failover import Failover, merge_copies
-from vmqpy.replicas.lineage import Entry, names_record
 from vmqpy.replicas.ops import Op
+from vmqpy.sessions.handover import SessionImage, outgoing_record
+from vmqpy.sessions.message import Message, encode_record
+from vmqpy.sessions.names import Entry
+from vmqpy.sessions.parts import Outgoing
 
 
 class Links:

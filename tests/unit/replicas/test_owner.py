@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.unit.loop_turns import settle
+from tests.unit.replicas.tables import resolved
 from vmqpy.cluster.leader import ranking
 from vmqpy.replicas.ops import decode_op
 from vmqpy.replicas.owner import RETRY_DELAY, QueueReplicator
@@ -16,7 +18,10 @@ from vmqpy.replicas.owner import RETRY_DELAY, QueueReplicator
 MEMBERS = ["a@h", "b@h", "c@h"]
 
 
-class FakeTransport:
+class RecordingReplicaTransport:
+    """The replica transport (vmqpy.replicas.owner.ReplicaTransport, a ForwardDriver): records each forward with its
+    callbacks; refuses those to a node in `full`. Not an asyncio transport (tests.unit.transports.FakeTransport)."""
+
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any, Callable[[], None], Callable[[str], None]]] = []
         self.full: set[str] = set()
@@ -30,23 +35,12 @@ class FakeTransport:
         return True
 
 
-def resolved() -> Future[None]:
-    future: Future[None] = Future()
-    future.set_result(None)
-    return future
-
-
 def make(reachable: set[str], strict: bool = True, replicas: int = 3, quorum: int = 3,
-         transport: FakeTransport | None = None) -> tuple[QueueReplicator, FakeTransport]:
-    transport = transport or FakeTransport()
+         transport: RecordingReplicaTransport | None = None) -> tuple[QueueReplicator, RecordingReplicaTransport]:
+    transport = transport or RecordingReplicaTransport()
     replicator = QueueReplicator("a@h", lambda: MEMBERS, lambda n: n in reachable, transport, resolved,
                                  replicas=replicas, write_quorum=quorum, strict=lambda: strict)
     return replicator, transport
-
-
-async def settle() -> None:
-    for _ in range(3):
-        await asyncio.sleep(0)
 
 
 def test_each_journal_write_goes_to_every_replica_node_as_an_operation() -> None:
@@ -95,7 +89,7 @@ def test_the_barrier_waits_for_the_replicas(strict: bool, reachable: set[str], a
 
 def test_a_replica_that_leaves_releases_the_barrier_and_a_full_buffer_waits_in_order() -> None:
     async def run() -> None:
-        transport = FakeTransport()
+        transport = RecordingReplicaTransport()
         replicator, _ = make({"b@h", "c@h"}, transport=transport)
         order = [n for n in ranking("c1", MEMBERS) if n != "a@h"]
         transport.full.add(order[1])
@@ -124,8 +118,8 @@ def test_a_local_storage_failure_fails_the_barrier() -> None:
     async def run() -> None:
         failing: Future[None] = Future()
         failing.set_exception(OSError("disk"))
-        replicator = QueueReplicator("a@h", lambda: MEMBERS, lambda n: True, FakeTransport(), lambda: failing,
-                                     replicas=2, write_quorum=2, strict=lambda: True)
+        replicator = QueueReplicator("a@h", lambda: MEMBERS, lambda n: True, RecordingReplicaTransport(),
+                                     lambda: failing, replicas=2, write_quorum=2, strict=lambda: True)
         replicator.message("c1", 1, b"rec")
         barrier = replicator.barrier()
         await settle()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.replicas.test_copies import MemoryTable
-from vmqpy.broker.message import Message, decode_record
+from tests.unit.replicas.tables import MemoryTable, resolved
 from vmqpy.broker.persistence import SessionStore, stored_session
 from vmqpy.broker.session import NullJournal, Session
 from vmqpy.broker.stored_will import StoredWill
@@ -23,23 +21,24 @@ from vmqpy.cluster.leader import ranking
 from vmqpy.replicas.copies import ReplicaCopies
 from vmqpy.replicas.ops import decode_op
 from vmqpy.replicas.owner import QueueReplicator
-from vmqpy.replicas.rebalance import Plan, Walk, plan
+from vmqpy.replicas.rebalance import RebalancePlan, Walk, plan
 from vmqpy.replicas.rebalancer import TICK, Rebalancer, snapshot
+from vmqpy.sessions.message import Message, decode_record
 from vmqpy.storage import Storage
 
 # ------------------------------------------------------------------------------------------ plan and walk
 
 
 @pytest.mark.parametrize(("targets", "holders", "fresh", "expected"), [
-    (["b"], ["b"], False, Plan((), ())),
-    (["c"], ["b"], False, Plan(("c",), ("b",))),  # a join: c is filled, then b drops its copy
-    (["b", "c"], ["b"], False, Plan(("c",), ())),  # more replicas: c is filled, b keeps its copy
-    (["b"], ["b", "c"], False, Plan((), ("c",))),  # c is no longer a replica node
-    (["b"], [], False, Plan(("b",), ())),  # nobody had a copy (the only member before)
-    (["b", "c"], ["b", "c"], True, Plan(("b", "c"), ())),  # after a start every target is filled again
-    ([], ["b"], False, Plan((), ("b",))),  # alone now (b left: the owner.py holders are members only)
+    (["b"], ["b"], False, RebalancePlan((), ())),
+    (["c"], ["b"], False, RebalancePlan(("c",), ("b",))),  # a join: c is filled, then b drops its copy
+    (["b", "c"], ["b"], False, RebalancePlan(("c",), ())),  # more replicas: c is filled, b keeps its copy
+    (["b"], ["b", "c"], False, RebalancePlan((), ("c",))),  # c is no longer a replica node
+    (["b"], [], False, RebalancePlan(("b",), ())),  # nobody had a copy (the only member before)
+    (["b", "c"], ["b", "c"], True, RebalancePlan(("b", "c"), ())),  # after a start every target is filled again
+    ([], ["b"], False, RebalancePlan((), ("b",))),  # alone now (b left: the owner.py holders are members only)
 ])
-def test_plan(targets: list[str], holders: list[str], fresh: bool, expected: Plan) -> None:
+def test_plan(targets: list[str], holders: list[str], fresh: bool, expected: RebalancePlan) -> None:
     assert plan(targets, holders, fresh) == expected
 
 
@@ -113,12 +112,6 @@ def replicating(members: list[str], reachable: Callable[[str], bool] = lambda n:
     links = Links()
     return links, QueueReplicator("a@h", lambda: members, reachable, links, resolved, replicas=2, write_quorum=2,
                                   strict=lambda: False)
-
-
-def resolved() -> Future[None]:
-    future: Future[None] = Future()
-    future.set_result(None)
-    return future
 
 
 def client_ids() -> tuple[str, str]:

@@ -8,39 +8,17 @@ the owner's state (what a failover would adopt)."""
 
 from __future__ import annotations
 
-import os
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-import pytest
-
-from tests import randomness
-from tests.unit.replicas.test_copies import MemoryTable
-from vmqpy.cluster.forwarding import ForwardReceiver, ForwardSender, new_epoch
+from tests.unit.replicas.simulation import Owner, seeded_runs
+from tests.unit.replicas.tables import MemoryTable
+from vmqpy.cluster.forwarding import ForwardReceiver
 from vmqpy.replicas.copies import ReplicaCopies
-from vmqpy.replicas.ledger import WriteLedger
 from vmqpy.replicas.ops import Op, decode_op, encode_op
 
 OWNER, REPLICA, CLIENT = "owner", "replica", "c"
-RUNS = int(os.environ.get("REPLICA_SIM_RUNS", "200"))
-T = TypeVar("T")
-
-
-@dataclass
-class Owner:
-    """The owner's side of a simulated world: its randomness, its numbered links and its barrier."""
-
-    rng: random.Random
-    sender: ForwardSender = field(default_factory=ForwardSender)
-    epoch: int = field(default_factory=new_epoch)
-    ledger: WriteLedger = field(default_factory=WriteLedger)
-
-    def unacknowledged(self, peer: str) -> list[tuple[int, int, Any]]:
-        """What the owner sends `peer` again when its link comes back: every unacknowledged record, in order."""
-        low = self.sender.low(peer)
-        return [(seq, low, record) for seq, record, _size in self.sender.unacknowledged(peer)]
 
 
 @dataclass
@@ -149,19 +127,6 @@ def run(seed: int, steps: int = 120) -> None:
     assert world.sender.pending_count() == 0
     assert world.replica_messages() == world.owner_messages
     assert world.ledger.advance(lambda n: True, True) == world.ledger.last and world.ledger.pending() == 0
-
-
-def seeded_runs(what: str, run: Callable[[int], T]) -> list[T]:
-    """`run` for RUNS seeds from a printed base (REPLICA_SIM_SEED repeats it); a failure names its seed."""
-    base = randomness.seed("REPLICA_SIM_SEED", 1129)
-    print(f"{what} seed {base} ({RUNS} runs; REPLICA_SIM_SEED={base} to repeat)")
-    results = []
-    for i in range(RUNS):
-        try:
-            results.append(run(base + i))
-        except AssertionError as exc:
-            pytest.fail(f"seed {base + i}: {exc}")
-    return results
 
 
 def test_simulated_histories() -> None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.unit.replicas.owner_loss_world import AS_THE_BROKER_DOES, BEFORE_THE_FIX, HOLDING_SENDS, Rules, World
-from tests.unit.replicas.test_simulation import seeded_runs
+from tests.unit.replicas.simulation import seeded_runs
 
 STEPS = 160
 

@@ -7,8 +7,9 @@ import asyncio
 from concurrent.futures import Future
 from typing import Any
 
-from tests.unit.cluster.test_forward_batches import RecordingNetwork, turn
-from tests.unit.replicas.test_copies import MemoryTable
+from tests.unit.cluster.networks import RecordingNetwork
+from tests.unit.loop_turns import settle
+from tests.unit.replicas.tables import MemoryTable
 from vmqpy.cluster.forward_driver import ForwardDriver
 from vmqpy.cluster.forwarding import pack_batch
 from vmqpy.cluster.framing import FrameType
@@ -35,7 +36,7 @@ def test_operations_travel_in_replica_frames_and_are_acknowledged_after_the_repl
         owner = ForwardDriver(owner_net, lambda *_: True, frame_type=FrameType.REPLICA, ack_op="rep_ack")
         acked: list[int] = []
         owner.forward("r", encode_op(Op("put", "c", seq=1, value=b"m")), 64, on_ack=lambda: acked.append(1))
-        await turn()
+        await settle()
         [(peer, frame_type, body)] = owner_net.frames
         assert (peer, frame_type) == ("r", FrameType.REPLICA)
 
@@ -46,13 +47,13 @@ def test_operations_travel_in_replica_frames_and_are_acknowledged_after_the_repl
         replica.receive("o", body)
         replica.receive("o", pack_batch(1, 1, ["bad", "record"]))  # a malformed batch: counted, not fatal
         replica.receive("o", pack_batch(owner.epoch, 1, [2, ["nope"]]))  # a malformed operation
-        await turn()
+        await settle()
         assert replication.copies.copies_of("c")["o"].messages == {1: b"m"}
         assert replication.counters["operations_malformed"] == 1
         assert replica_net.frames == []  # nothing acknowledged before the replica's own barrier
         for future in disk.barriers:
             future.set_result(None)
-        await turn()
+        await settle()
         acks = [b for _p, t, b in replica_net.frames if t is FrameType.CONTROL]
         assert acks and acks[-1]["op"] == "rep_ack" and acks[-1]["upto"] >= 1
         owner.acknowledged("r", acks[-1])

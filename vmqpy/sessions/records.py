@@ -1,10 +1,11 @@
 """What the broker keeps in the replicated metadata store (reached through `vmqpy.broker.ports.MetadataPort`),
-and the records of publishes it forwards to other nodes.
+and the records of publishes it forwards to other nodes. The cluster reads the owner records and the nodes'
+listeners too (registration, placement, its events): they live here, where both may import them.
 
 | prefix | key | value |
 |---|---|---|
 | `session` | (mountpoint, client_id) | [stamp, owner node, clean start, expiry interval or None(, origin or |
-|   |   | None(, [user]))]: `[user]` the user that owns the session (vmqpy.broker.owners), when it is known |
+|   |   | None(, [user]))]: `[user]` the user that owns the session (vmqpy.sessions.owners), when it is known |
 | `subscription` | (mountpoint, client_id, filter) | [stamp, node, qos, no local, retain as published, |
 |   |   | retain handling, subscription id or None] |
 | `retain` | (mountpoint, topic) | [stamp, packed message] |
@@ -18,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from vmqpy.broker.message import Message, encode_record
-from vmqpy.broker.owners import UNKNOWN_USER, pack_user, unpack_user
-from vmqpy.broker.session import SubEntry
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.mqtt.topics import parse_shared
+from vmqpy.sessions.message import Message, encode_record
+from vmqpy.sessions.owners import UNKNOWN_USER, pack_user, unpack_user
+from vmqpy.sessions.parts import SubEntry
 
 SESSION = "session"
 SUBSCRIPTION = "subscription"
@@ -83,7 +84,7 @@ def session_value(
     user: str | None = UNKNOWN_USER,
 ) -> list[Any]:
     """`origin`: set when an operator moved the session of a dead node `origin` to `node`, which then
-    recreates it from the store. `user`: the session's owner (vmqpy.broker.owners), kept when known."""
+    recreates it from the store. `user`: the session's owner (vmqpy.sessions.owners), kept when known."""
     value = [stamp_list(stamp), node, clean_start, expiry]
     packed = pack_user(user)
     if origin is not None or packed is not None:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from bench import loadgen
 from bench.loadgen.paced import MAX_BURST
 from bench.loadgen.schedule import NS_PER_S_MILLI, Schedule, in_window, rate_milli
+from tests.unit.transports import FakeTransport
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.packets import Puback, Publish
 
@@ -131,26 +132,9 @@ def test_summarize_reports_the_fixed_rate_figures() -> None:
 # ------------------------------------------------------------------------------------------------ the clients
 
 
-class FakeTransport:
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.written.append(bytes(data))
-
-    def is_closing(self) -> bool:
-        return False
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def publishes(chunks: list[bytes]) -> list[Publish]:
+def publishes(data: bytes) -> list[Publish]:
     dec = Decoder(server=True, protocol_level=4)
-    dec.receive_data(b"".join(chunks))
+    dec.receive_data(data)
     out = []
     for _ in range(100_000):
         p = dec.next_packet()
@@ -168,7 +152,7 @@ def stamps(packets: list[Publish]) -> list[tuple[int, int]]:
 
 async def test_subscriber_counts_by_due_time_also_after_the_window() -> None:
     sub = loadgen.Subscriber(0, "bench/#", 0, [1])
-    sub.connection_made(FakeTransport())  # type: ignore[arg-type]
+    sub.connection_made(FakeTransport())
     now = loadgen.monotonic_ns()
     sub.w0, sub.w1 = now - 1_000_000_000, now - 500_000_000  # the window ended half a second ago
     sub.by_due_time = True
@@ -184,18 +168,18 @@ async def test_subscriber_counts_by_due_time_also_after_the_window() -> None:
 async def test_paced_qos1_publisher_waits_for_its_window_and_stamps_due_times() -> None:
     pub = loadgen.PacedPublisher(0, "bench/p", 1, rate=1000, publishers=1, window=4)
     fake = FakeTransport()
-    pub.connection_made(fake)  # type: ignore[arg-type]
+    pub.connection_made(fake)
     t0 = loadgen.monotonic_ns() - 9_500_000  # 10 messages (1 ms apart) are due already: the publisher is late
     task = pub.begin(t0, t0 + 20_000_000)  # 20 before the end
     await asyncio.sleep(0)
-    sent = publishes(fake.written)
+    sent = publishes(bytes(fake.written))
     assert pub.limit == 20 and pub.outstanding == 4
     assert stamps(sent) == [(k, t0 + k * 1_000_000) for k in range(4)]  # its due time, not the send time
     fake.written.clear()
     ids = [p.packet_id for p in sent]
     assert None not in ids
     pub.data_received(encode(Puback(ids[1] or 0), 4) + encode(Puback(ids[0] or 0), 4))
-    assert stamps(publishes(fake.written)) == [(4, t0 + 4_000_000), (5, t0 + 5_000_000)]
+    assert stamps(publishes(bytes(fake.written))) == [(4, t0 + 4_000_000), (5, t0 + 5_000_000)]
     pub.stop()  # the end: 14 due messages were never sent
     await asyncio.wait_for(task, 1)
     assert pub.result().behind == 14 and pub.sent == 6
@@ -204,16 +188,16 @@ async def test_paced_qos1_publisher_waits_for_its_window_and_stamps_due_times() 
 async def test_paced_qos0_publisher_catches_up_and_stops_at_the_end() -> None:
     pub = loadgen.PacedPublisher(0, "bench/q", 0, rate=20_000, publishers=1, tick=0)
     fake = FakeTransport()
-    pub.connection_made(fake)  # type: ignore[arg-type]
+    pub.connection_made(fake)
     now = loadgen.monotonic_ns()
     t0 = now - 10_000_000  # 200 messages due already (every 50 us)
     task = pub.begin(t0, now + 20_000_000)
     await asyncio.wait_for(task, 2)
     r = pub.result()
     assert r.behind == 0 and pub.sent == pub.limit == 600
-    sent = publishes(fake.written)
+    sent = publishes(bytes(fake.written))
     assert stamps(sent) == [(k, t0 + k * 50_000) for k in range(600)]
-    assert max(len(publishes([w])) for w in fake.written) == MAX_BURST  # the backlog, in bursts
+    assert max(len(publishes(w)) for w in fake.writes) == MAX_BURST  # the backlog, in bursts
     lags = array.array("q")
     lags.frombytes(r.send_lags)
     assert lags[0] >= 10_000_000  # the first wake-up found a message due 10 ms before

@@ -4,19 +4,42 @@ A session's subscriptions are in the replicated store, but its in-flight message
 its queue and its incoming QoS 2 state are only on the node that owns it. When the client id moves (a
 takeover on another node, a heal that resolves a duplicate, a node that leaves), the old owner sends an
 image of that state, then its messages in batches that the new owner acknowledges once they are on its disk.
-The same message record serves the node's own persistence (vmqpy.broker.persistence).
+The same message record serves the node's own persistence (vmqpy.broker.persistence). The broker builds images
+from its sessions (`SessionImage.of` reads what `ImageSource` names) and the cluster carries them
+(vmqpy.cluster.registration); neither layer's objects are needed to read one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from vmqpy.broker.message import Message
-from vmqpy.broker.session import Outgoing, OutState, Session, SubEntry
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.mqtt.topics import parse_shared
-from vmqpy.replicas.lineage import Entry, pack_entries, unpack_entries
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.names import Entry, pack_entries, unpack_entries
+from vmqpy.sessions.parts import Outgoing, OutState, SubEntry
+
+
+class ImageSource(Protocol):
+    """What an image is made of: the parts of a session (vmqpy.broker.session.Session) that move with it."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def protocol_level(self) -> int: ...
+
+    @property
+    def expiry_interval(self) -> float | None: ...
+
+    @property
+    def awaiting_release(self) -> AbstractSet[int]: ...
+
+    @property
+    def subscriptions(self) -> Mapping[str, SubEntry]: ...
 
 
 def outgoing_record(out: Outgoing) -> list[Any]:
@@ -61,7 +84,7 @@ class SessionImage:
     expiry_interval: float | None = None
     awaiting_release: list[int] = field(default_factory=list)
     subscriptions: list[SubEntry] = field(default_factory=list)
-    # the names of the messages the sending node recovered from an old owner's copies (vmqpy.replicas.lineage)
+    # the names of the messages the sending node recovered from an old owner's copies (vmqpy.broker.lineage)
     lineage: list[Entry] = field(default_factory=list)
     source: str | None = None  # the node that sent this image (set by the receiver; not in the frame)
     # the session is another user's and stays where it is (session.foreign_user = refuse; not in the image's
@@ -69,7 +92,7 @@ class SessionImage:
     foreign: bool = False
 
     @classmethod
-    def of(cls, session: Session) -> SessionImage:
+    def of(cls, session: ImageSource) -> SessionImage:
         return cls(session.client_id, True, session.protocol_level, session.expiry_interval,
                    sorted(session.awaiting_release), list(session.subscriptions.values()))
 
@@ -114,6 +137,7 @@ class Ticket:
 
 
 __all__ = [
+    "ImageSource",
     "RegistrationRefused",
     "SessionImage",
     "Ticket",

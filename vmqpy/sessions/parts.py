@@ -1,6 +1,7 @@
 """The plain records a session (vmqpy.broker.session) is made of and answers with: a message on its way to the
 client (`Outgoing`, in its `OutState`), a subscription (`SubEntry`) and what became of a delivery (`Delivery`).
-vmqpy.broker.session re-exports them; the session's persistence, handover and replicas read and write them.
+The broker's sessions, their persistence and handover, the cluster's registration and the queue replicas read and
+write them.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from vmqpy.broker.message import Message
 from vmqpy.mqtt.packets import SubOptions
+from vmqpy.sessions.message import Message
 
 __all__ = ["Delivery", "OutState", "Outgoing", "SubEntry"]
 

@@ -12,8 +12,9 @@ over to a session that has some; `admit` keeps only the messages it has not seen
 persisted in the node's storage (table `lineage`), travels with the session when it moves on to another node
 (`carried`, `inherit`: that node may be the one the old owner hands over to) and, through `on_added`, with the
 session's queue replicas (a node that recovers the session from this node's copies inherits it), and is
-forgotten when the session
-leaves this node or the old owner leaves the cluster (`prune`). Pure: no I/O beyond the storage port.
+forgotten when the session leaves this node or the old owner leaves the cluster (`prune`). It is session state
+the broker keeps (vmqpy.broker.migration); the names' wire form, shared with the session image, is
+vmqpy.sessions.names. Pure: no I/O beyond the storage port.
 """
 
 from __future__ import annotations
@@ -21,22 +22,23 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgpack
 
-from vmqpy.broker.message import Message
+from vmqpy.sessions.message import Message
+from vmqpy.sessions.names import Entry, Name, pack_entries, unpack_entries
 
-__all__ = ["CARRIED_MAX", "HANDED_OVER", "LINEAGE_TABLE", "Entry", "Lineage", "LineageStorage", "Name", "fingerprint"]
+__all__ = [
+    "CARRIED_MAX", "HANDED_OVER", "LINEAGE_TABLE", "Lineage", "LineageStorage", "entries_of", "fingerprint",
+    "names_record",
+]
 
 LINEAGE_TABLE = "lineage"
 # The owner recorded for a message handed over by a node this one did not know (entries of earlier versions):
 # such an entry guards against every owner.
 HANDED_OVER = ""
 CARRIED_MAX = 20_000  # names carried with a session to its next node (about 20 bytes each in the frame)
-
-Name = tuple[int, bytes]  # (the old owner's sequence number, the digest of the message)
-Entry = tuple[str, int, bytes]  # (the owner, its sequence number, the digest): one remembered name
 
 
 def fingerprint(message: Message) -> bytes:
@@ -80,14 +82,6 @@ def _parse(key: bytes) -> tuple[str, str, int]:
     return client_id, owner, seq
 
 
-def pack_entries(entries: list[Entry]) -> dict[str, list[Any]]:
-    """Entries as a frame carries them: per owner, its sequence numbers and digests in turn."""
-    packed: dict[str, list[Any]] = {}
-    for owner, seq, digest in entries:
-        packed.setdefault(owner, []).extend((seq, digest))
-    return packed
-
-
 def names_record(entries: list[Entry]) -> bytes:
     """Entries as a `lin` replica operation carries them: msgpack of `pack_entries`."""
     return bytes(msgpack.packb(pack_entries(entries)))
@@ -96,22 +90,6 @@ def names_record(entries: list[Entry]) -> bytes:
 def entries_of(record: bytes) -> list[Entry]:
     """The inverse of `names_record`; ValueError (or msgpack's own errors) for anything else."""
     return unpack_entries(msgpack.unpackb(record))
-
-
-def unpack_entries(data: Any) -> list[Entry]:
-    """The inverse of `pack_entries`; ValueError for anything else."""
-    if not isinstance(data, dict):
-        raise ValueError("lineage: not a map")
-    entries: list[Entry] = []
-    for owner, flat in data.items():
-        if not isinstance(owner, str) or not isinstance(flat, list) or len(flat) % 2:
-            raise ValueError("lineage: malformed owner entry")
-        for i in range(0, len(flat), 2):
-            seq, digest = flat[i], flat[i + 1]
-            if type(seq) is not int or not 0 <= seq < 1 << 64 or not isinstance(digest, bytes):
-                raise ValueError("lineage: malformed name")
-            entries.append((owner, seq, digest))
-    return entries
 
 
 class Lineage:

@@ -12,28 +12,9 @@ from typing import Any
 import pytest
 
 from bench import loadgen
+from tests.unit.transports import FakeTransport
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.packets import Puback, Publish
-
-
-class FakeTransport:
-    """Collects what a client writes."""
-
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-        self.closing = False
-
-    def write(self, data: bytes) -> None:
-        self.written.append(bytes(data))
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closing = True
 
 
 def decode_all(data: bytes, server: bool) -> list[Any]:
@@ -143,7 +124,7 @@ async def test_subscriber_accounts_every_split_of_the_stream() -> None:
     for step in (1, 2, 3, 7, 64, len(stream)):
         sub = loadgen.Subscriber(0, "bench/#", 1, [3, 4])
         fake = FakeTransport()
-        sub.connection_made(fake)  # type: ignore[arg-type]
+        sub.connection_made(fake)
         sub.w0, sub.w1 = 0, 1 << 62  # everything is in the window
         for i in range(0, len(stream), step):
             sub.data_received(stream[i : i + step])
@@ -153,7 +134,7 @@ async def test_subscriber_accounts_every_split_of_the_stream() -> None:
         assert sub.seen[4][0] == 1
         assert sub.next_seq[3] == 6 and sub.next_seq[4] == 1
         assert len(sub.latencies) == 6 and min(sub.latencies) > 0
-        acks = decode_all(b"".join(fake.written), server=True)
+        acks = decode_all(bytes(fake.written), server=True)
         assert acks == [Puback(seq + 10) for seq in (0, 1, 2, 1, 5)]
         assert sub.complete({3: 6, 4: 1}) is False  # 3 and 4 of source 3 never came
         assert sub.complete({3: 3, 4: 1}) is True
@@ -162,9 +143,9 @@ async def test_subscriber_accounts_every_split_of_the_stream() -> None:
 async def test_publisher_window_and_acks() -> None:
     pub = loadgen.Publisher(2, "bench/p", 1, window=4)
     fake = FakeTransport()
-    pub.connection_made(fake)  # type: ignore[arg-type]
+    pub.connection_made(fake)
     pub.start_window()
-    sent = decode_all(b"".join(fake.written), server=True)
+    sent = decode_all(bytes(fake.written), server=True)
     assert [loadgen.HEADER.unpack_from(p.payload)[:2] for p in sent] == [(2, 0), (2, 1), (2, 2), (2, 3)]
     assert pub.outstanding == 4
     ids = [p.packet_id for p in sent]
@@ -174,7 +155,7 @@ async def test_publisher_window_and_acks() -> None:
     pub.data_received(data[:3])
     pub.data_received(data[3:])
     assert (pub.acked, pub.outstanding, pub.unexpected_acks, pub.sent) == (2, 4, 1, 6)
-    more = decode_all(b"".join(fake.written), server=True)
+    more = decode_all(bytes(fake.written), server=True)
     assert [loadgen.HEADER.unpack_from(p.payload)[1] for p in more] == [4, 5]
     assert len({p.packet_id for p in [*sent, *more]}) == 6  # no identifier in flight is reused
     pub.stop()
@@ -188,7 +169,7 @@ async def test_qos0_publisher_waits_for_its_window() -> None:
     fb = [0]
     pub = loadgen.Publisher(0, "bench/q", 0, window=64, batch=32, feedback=fb)
     fake = FakeTransport()
-    pub.connection_made(fake)  # type: ignore[arg-type]
+    pub.connection_made(fake)
     pub.w0 = 0
     task = asyncio.ensure_future(pub.flood(loadgen.monotonic_ns() + 200_000_000))
     await asyncio.sleep(0.05)
@@ -197,4 +178,4 @@ async def test_qos0_publisher_waits_for_its_window() -> None:
     await asyncio.sleep(0.05)
     assert pub.sent == 96
     await task
-    assert len(decode_all(b"".join(fake.written), server=True)) == pub.sent
+    assert len(decode_all(bytes(fake.written), server=True)) == pub.sent

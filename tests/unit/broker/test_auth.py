@@ -22,7 +22,7 @@ from vmqpy.broker.auth import (
     verify_password,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_hash_and_verify() -> None:

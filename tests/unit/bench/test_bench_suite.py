@@ -21,7 +21,7 @@ from bench.suite_report import (
     write_summary,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 COMPARE_SUMMARY: list[dict[str, Any]] = [
     {"scenario": "qos1-pairs10", "qos": 1, "broker": "vmqpy", "runs": 1, "failed": 0, "rate": 10_000.0,
