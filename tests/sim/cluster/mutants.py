@@ -22,7 +22,7 @@ def _subscriptions_kept() -> contextlib.AbstractContextManager[Any]:
 
 def _handover_without_messages() -> contextlib.AbstractContextManager[Any]:
     """A takeover moves the session to its new node without the messages queued for it at the old one."""
-    return mock.patch("vmqpy.cluster.registration.pack_messages", lambda batch: [])
+    return mock.patch("vmqpy.cluster.transfer.pack_messages", lambda batch: [])
 
 
 def _old_connection_kept() -> contextlib.AbstractContextManager[Any]:

@@ -38,6 +38,7 @@ PREFIXES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("vmqpy/cluster/forward_driver.py", ("cluster.", "queue_replica.transport_")),
     ("vmqpy/cluster/service.py", ("cluster.",)),
     ("vmqpy/cluster/registration.py", ("registration.",)),
+    ("vmqpy/cluster/transfer.py", ("registration.",)),
     ("vmqpy/cluster/tcp.py", ("cluster.links.",)),
     ("vmqpy/cluster/memory_links.py", ("cluster.links.",)),
     ("vmqpy/metadata/", ("metadata.",)),
