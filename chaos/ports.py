@@ -78,13 +78,7 @@ def free_port(host: str) -> int:
 
 def port_free_on_all(port: int, hosts: list[str]) -> bool:
     """Whether `port` can be bound on every address of `hosts` right now."""
-    for host in hosts:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                return False
-    return True
+    return all(_bindable(host, port) for host in hosts)
 
 
 def common_port(hosts: list[str]) -> int:

@@ -134,22 +134,21 @@ def module_resources(path: Path) -> frozenset[str]:
     return _held(path)[0]
 
 
-def lane_of(source: str, addresses: bool = True) -> str:
-    """The lane of a module whose text is `source`: where its clusters go (block 0 only for the modules that hold
-    it)."""
-    held = resources_of(source, addresses)
-    if BLOCK0 in held:
-        return FIXED
-    if held or _CLUSTER.search(source):
-        return CLUSTER
-    return FREE
-
-
-def module_lane(path: Path) -> str:
-    held, clusters = _held(path)
+def _lane(held: frozenset[str], clusters: bool) -> str:
+    """Where a module's clusters go: block 0 only for the modules that hold it."""
     if BLOCK0 in held:
         return FIXED
     return CLUSTER if held or clusters else FREE
+
+
+def lane_of(source: str, addresses: bool = True) -> str:
+    """The lane of a module whose text is `source` (its helper modules left out)."""
+    return _lane(resources_of(source, addresses), bool(_CLUSTER.search(source)))
+
+
+def module_lane(path: Path) -> str:
+    """The lane of the module at `path`, its helper modules included."""
+    return _lane(*_held(path))
 
 
 def groups_of(paths: Iterable[Path]) -> dict[Path, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.broker.fakes import Auth_, Policy
 from vmqpy.broker.decisions import Close, RefuseConnect, Register, Send
 from vmqpy.broker.protocol import ConnectionMachine, Phase
 from vmqpy.broker.session import Session
@@ -19,29 +20,9 @@ NOW = 1_000.0
 CONFIG = Config(connect_timeout=10.0, failed_login_delay=2.0)
 
 
-class Credentials:
-    """A credential check that refuses with `refusal` (None: accepts)."""
-
-    def __init__(self, refusal: int | None = None) -> None:
-        self.refusal = refusal
-
-    def check(self, username: str | None, password: bytes | None) -> int | None:
-        return self.refusal
-
-
-class Ready:
-    """The netsplit policy of a node that serves everything."""
-
-    def may(self, operation: str) -> bool:
-        return True
-
-    def reason(self) -> str:
-        return ""
-
-
 def fresh(refusal: int | None = None) -> ConnectionMachine:
     """A machine before CONNECT."""
-    return ConnectionMachine(CONFIG, Credentials(refusal), Ready(), new_client_id=lambda: "assigned-1")
+    return ConnectionMachine(CONFIG, Auth_(refusal), Policy(), new_client_id=lambda: "assigned-1")
 
 
 def registering(level: int) -> ConnectionMachine:
