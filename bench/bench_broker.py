@@ -11,8 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from vmqpy.broker.retained import RetainedStore
-from vmqpy.broker.trie import SubscriptionTrie
+from vmqpy.broker.core.retained import RetainedStore
+from vmqpy.mqtt.trie import SubscriptionTrie
 from vmqpy.storage import Storage
 
 

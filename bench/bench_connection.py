@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from vmqpy.broker.auth import Authenticator
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.connection import MQTTConnection
-from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.access.auth import Authenticator
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.persistence import SessionStore
+from vmqpy.broker.driver.connection import MQTTConnection
 from vmqpy.config import Config
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.packets import Connect, Puback, Publish, SubOptions, Subscribe, Subscription

@@ -24,8 +24,8 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.persistence import SessionStore
 from vmqpy.cluster.forward_driver import ForwardDriver
 from vmqpy.cluster.framing import FrameType
 from vmqpy.config import Config

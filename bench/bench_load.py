@@ -35,8 +35,8 @@ from pathlib import Path
 from bench.bench_retained import PAYLOAD, topic_of
 from bench.curves_common import CurveNode
 from vmqpy import config as config_module
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.persistence import SessionStore
 from vmqpy.cluster.membership import load_incarnation
 from vmqpy.node import Node
 from vmqpy.sessions.message import Message

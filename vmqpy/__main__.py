@@ -18,7 +18,8 @@ from pathlib import Path
 import structlog
 
 from vmqpy import __version__, config, logconfig, vernemq_conf
-from vmqpy.broker import acl, auth, tls
+from vmqpy.broker.access import acl, auth
+from vmqpy.broker.listeners import tls
 
 #: The umask of `vmqpy start`: files 0600, directories 0700 (docs/operations.md, "Disk budget of a node").
 PRIVATE_UMASK = 0o077

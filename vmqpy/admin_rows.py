@@ -9,7 +9,7 @@ import base64
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from vmqpy.broker.session import Session
+    from vmqpy.broker.core.session import Session
 
 Row = dict[str, Any]
 

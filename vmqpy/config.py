@@ -72,7 +72,7 @@ class Config:
     max_offline_messages: int = 1000
     max_queued_bytes: int = 8 * 1024 * 1024  # bytes (payload and topic) a session's queue holds; 0: no bound
     queue_max_stall: float = 5.0  # queue.max_stall: seconds a congested subscriber may hold publishers back; 0: ever
-    queue_overflow: str = "queue"  # queue.overflow: queue, drop or disconnect (vmqpy.broker.stalls)
+    queue_overflow: str = "queue"  # queue.overflow: queue, drop or disconnect (vmqpy.broker.core.stalls)
     persistent_client_expiration: float | None = None
     max_message_size: int = 1024 * 1024  # 0: MQTT's own limit (256 MB)
     max_client_id_size: int = 65535
@@ -136,9 +136,9 @@ class Config:
     connect_budget: int = 16 * 1024 * 1024  # mqtt.connect_budget
     max_message_rate: int = 0
     max_subscriptions_per_client: int = 0
-    session_foreign_user: str = "clean"  # session.foreign_user: clean or refuse (vmqpy.broker.owners)
+    session_foreign_user: str = "clean"  # session.foreign_user: clean or refuse (vmqpy.sessions.owners)
     session_client_id_prefix: str = ""  # session.client_id_prefix: "" any; %u the user name
-    retain_max_per_client: int = 10_000  # retain.max_per_client; 0: no limit (vmqpy.broker.retain_quota)
+    retain_max_per_client: int = 10_000  # retain.max_per_client; 0: no limit (vmqpy.broker.access.retain_quota)
     retain_max_bytes_per_client: int = 64 << 20  # retain.max_bytes_per_client; 0: no limit
     upgrade_outgoing_qos: bool = False
     retry_interval: float = 20.0

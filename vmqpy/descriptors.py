@@ -11,7 +11,8 @@ the soft limit, minus what the node had open before its listeners opened, minus 
 (`listener.http.max_connections` each), minus the cluster port's sockets before their handshake
 (`cluster.max_pending_links`, vmqpy.cluster.pending_links), minus SPARE descriptors for established cluster links,
 log and store files and TLS reloads. A listener over it accepts the socket and closes it at once
-(vmqpy.broker.listener_limit), so a flood of sockets never takes the descriptor an operator's `vmq-admin` needs.
+(vmqpy.broker.listeners.listener_limit), so a flood of sockets never takes the descriptor an operator's `vmq-admin`
+needs.
 It is also the default of `listener.max_connections` (an explicit value below it limits one listener further).
 """
 

@@ -16,8 +16,8 @@ from admin import session_table
 from admin.errors import CommandError
 from vmqpy import __version__, admin_rows, runtime_settings
 from vmqpy import config as config_module
-from vmqpy.broker import operator_actions
-from vmqpy.broker.trace import Trace, TraceOptions
+from vmqpy.broker.core import operator_actions
+from vmqpy.broker.operations.trace import Trace, TraceOptions
 from vmqpy.cluster.admin_calls import AdminCalls, Answers, Handler
 from vmqpy.cluster.errors import CommandRefused
 from vmqpy.cluster.policy import LEFT_REASON, OPERATIONS
@@ -25,7 +25,7 @@ from vmqpy.mqtt.topics import validate_topic_filter, validate_topic_name
 from vmqpy.sessions import records
 
 if TYPE_CHECKING:
-    from vmqpy.broker.broker import Broker
+    from vmqpy.broker.core.broker import Broker
     from vmqpy.cluster.departure import Departure
     from vmqpy.cluster.events import ClusterEvents
     from vmqpy.cluster.policy import Policy
@@ -477,7 +477,7 @@ class NodeFacade:
     async def trace_client(
         self, client_id: str, *, rate_max: int, rate_interval: float, payload_limit: int, stop_after: float
     ) -> AsyncIterator[str]:
-        """A trace of `client_id`'s connections on this node (vmqpy.broker.trace): those there now and those
+        """A trace of `client_id`'s connections on this node (vmqpy.broker.operations.trace): those there now and those
         that connect while it runs. Lines are handed out every TRACE_POLL seconds; closing the iterator (the
         operator's terminal went away) stops the trace."""
         tracers = self._broker.tracers

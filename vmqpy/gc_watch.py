@@ -22,7 +22,7 @@ or more (its objects have lived through every collection: the node's long-lived 
 everything alive out of the collector's sight (`gc.freeze`, as after a start-up load) and start the count of old
 objects again from zero, so that the next full pass walks only what was built since. The price: a reference cycle
 among frozen objects that later turns into garbage is never collected. What the node keeps for long makes no
-such cycles (a closed connection is freed by reference counting: tests/unit/broker/test_connection_garbage.py;
+such cycles (a closed connection is freed by reference counting: tests/unit/broker/driver/test_connection_garbage.py;
 the stored records are tuples, lists, dicts and messages). The freezes are counted (`vmqpy_gc_freezes`); the size
 of the frozen set is not reported, because `gc.get_freeze_count()` walks the whole set on every call.
 """

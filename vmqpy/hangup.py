@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import structlog
 
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.tls import ClusterContexts, ListenerContexts
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.listeners.tls import ClusterContexts, ListenerContexts
 from vmqpy.config_values import ConfigError
 
 log = structlog.get_logger("vmqpy.node")

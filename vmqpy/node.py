@@ -19,19 +19,19 @@ from admin.http import start_api
 from admin.keys import KeyStore, ensure_node_key, migrate_file_keys
 from vmqpy import config as config_module
 from vmqpy import logconfig, sdnotify
-from vmqpy.broker import systree
-from vmqpy.broker.address_limit import AddressLimits
-from vmqpy.broker.auth import Authenticator, parse_password_file
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.connection import MQTTConnection
-from vmqpy.broker.listener_control import ListenerControl
-from vmqpy.broker.listeners import Listeners
-from vmqpy.broker.live_connections import LiveConnections
-from vmqpy.broker.login_pool import LoginPool
-from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.systree import SysTreePublisher
-from vmqpy.broker.tls import ClusterContexts, ListenerContexts, cluster_contexts, https_context
-from vmqpy.broker.tls import settings_of as tls_settings_of
+from vmqpy.broker.access.auth import Authenticator, parse_password_file
+from vmqpy.broker.access.login_pool import LoginPool
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.persistence import SessionStore
+from vmqpy.broker.driver.connection import MQTTConnection
+from vmqpy.broker.driver.live_connections import LiveConnections
+from vmqpy.broker.listeners.address_limit import AddressLimits
+from vmqpy.broker.listeners.listener_control import ListenerControl
+from vmqpy.broker.listeners.listeners import Listeners
+from vmqpy.broker.listeners.tls import ClusterContexts, ListenerContexts, cluster_contexts, https_context
+from vmqpy.broker.listeners.tls import settings_of as tls_settings_of
+from vmqpy.broker.operations import systree
+from vmqpy.broker.operations.systree import SysTreePublisher
 from vmqpy.cluster.admin_calls import AdminCalls
 from vmqpy.cluster.controls import ControlTable
 from vmqpy.cluster.departure import Departure
@@ -130,7 +130,7 @@ class Node:
             links = None if network is None else ReplicaLinks(network, incarnations)
             metadata = await stack.enter_async_context(self._metadata(storage, incarnation, links))
             broker = self.broker = Broker(self.config, SessionStore(storage), metadata, policy=self.policy)
-            broker.lane.schedule = loop.call_soon  # deferred work: 0.5 ms a loop turn (vmqpy.broker.turn_budget)
+            broker.lane.schedule = loop.call_soon  # deferred work: 0.5 ms a loop turn (vmqpy.broker.core.turn_budget)
             lane = broker.lane
             # ended sessions' subscriptions: a slice a step of the bulk lane
             broker.sweeper.schedule = lambda step: lane.add(step, loop.call_soon)
@@ -151,7 +151,7 @@ class Node:
             await stack.enter_async_context(self._access_reload(broker))
             await stack.enter_async_context(self._admin_api(facade))
             # once the listeners are closed (their sessions ended), the subscriptions still waiting to be swept go
-            # before the cluster and the metadata store close (vmqpy.broker.sweeper)
+            # before the cluster and the metadata store close (vmqpy.broker.core.sweeper)
             stack.callback(broker.sweeper.drain)
             await stack.enter_async_context(self._listeners(broker, storage))
             if self.cluster is not None and self.config.persistent_session_placement == "assigned":
@@ -525,11 +525,11 @@ class Node:
 
     @contextlib.asynccontextmanager
     async def _access_reload(self, broker: Broker) -> AsyncIterator[None]:
-        """The ACL and password files in force (vmqpy.broker.access; loaded before the broker's sessions are
+        """The ACL and password files in force (vmqpy.broker.access.control; loaded before the broker's sessions are
         restored) looked at every `vmq_acl.acl_reload_interval` and `vmq_passwd.password_reload_interval` seconds
         (0: never) and reloaded when they changed. The login pool (`auth.hash_workers`, `auth.hash_queue`) runs as
         long."""
-        # passwords are hashed in the login pool's threads, not on the event loop (vmqpy.broker.login_pool)
+        # passwords are hashed in the login pool's threads, not on the event loop (vmqpy.broker.access.login_pool)
         logins = broker.logins = LoginPool(self.config.hash_workers, self.config.hash_queue)
         broker.access.authenticator.deferred = True
 
@@ -552,7 +552,7 @@ class Node:
 
     @contextlib.asynccontextmanager
     async def _systree(self, broker: Broker, facade: NodeFacade) -> AsyncIterator[None]:
-        """The `$SYS` tree (vmqpy.broker.systree): a round every `systree_interval` milliseconds, unless
+        """The `$SYS` tree (vmqpy.broker.operations.systree): a round every `systree_interval` milliseconds, unless
         `systree_enabled` is off or the interval is 0."""
         interval = systree.period(self.config.systree_enabled, self.config.systree_interval)
         if interval is None:

@@ -20,7 +20,7 @@ from vmqpy.gc_watch import GcWatch
 from vmqpy.stall_watch import StallSampler, StallWatch
 
 if TYPE_CHECKING:
-    from vmqpy.broker.broker import Broker
+    from vmqpy.broker.core.broker import Broker
 
 log = structlog.get_logger("vmqpy.node")
 

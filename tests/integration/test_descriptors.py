@@ -1,4 +1,4 @@
-"""File descriptors and connection counts on a real node (vmqpy.descriptors, vmqpy.broker.address_limit,
+"""File descriptors and connection counts on a real node (vmqpy.descriptors, vmqpy.broker.listeners.address_limit,
 admin.connection_cap): the node raises its soft open files limit to the hard one; idle MQTT sockets at the limit
 leave `/health` and `vmq-admin` answering; one address cannot fill the node and lock another out (behind the
 PROXY protocol, the client's address counts); idle and trickling admin connections are closed and capped.

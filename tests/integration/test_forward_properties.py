@@ -1,5 +1,5 @@
 """What a publish carries survives forwarding to another node, in both forms of the forward record (compact for a
-plain message, full for one with MQTT 5 properties: vmqpy/broker/forward_wire.py): payload, order, retain flag
+plain message, full for one with MQTT 5 properties: vmqpy/broker/core/forward_wire.py): payload, order, retain flag
 (retain as published), user properties, content type, message expiry, the subscriber's subscription identifier,
 and the QoS downgrade per subscription. Two real nodes on 127.0.0.11-12, paho clients on different nodes."""
 

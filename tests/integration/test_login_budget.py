@@ -26,7 +26,7 @@ from tests.integration.admin_api import metrics
 from tests.integration.clients import RawClient, unique
 from tests.integration.conftest import REPO, Broker, free_port, wait_until
 from tests.integration.password_guesses import LIMIT, Guesses
-from vmqpy.broker.proxy_protocol import Address, encode_v1
+from vmqpy.broker.listeners.proxy_protocol import Address, encode_v1
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's login pool and failed-login throttle")]
 

@@ -1,5 +1,5 @@
 """The PROXY protocol on an MQTT listener (`listener.tcp.NAME.proxy_protocol = on`, docs/load-balancing.md):
-raw sockets send v1 and v2 headers made by vmqpy.broker.proxy_protocol's encoders, then MQTT; the client's
+raw sockets send v1 and v2 headers made by vmqpy.broker.listeners.proxy_protocol's encoders, then MQTT; the client's
 address from the header is what `vmq-admin session show` lists; bad headers close the socket, are counted and
 logged, and the node keeps serving. A listener without the option closes a socket that sends a header."""
 
@@ -15,7 +15,7 @@ import pytest
 from tests.integration.admin_api import metric, sessions
 from tests.integration.clients import CONNACK, RawClient, enc_connect, unique
 from tests.integration.conftest import Broker, free_port, wait_until
-from vmqpy.broker.proxy_protocol import Address, Command, Family, encode_v1, encode_v2
+from vmqpy.broker.listeners.proxy_protocol import Address, Command, Family, encode_v1, encode_v2
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's PROXY protocol listener option")]
 

@@ -33,7 +33,7 @@ from tests.integration.admin_api import admin, metric, sessions
 from tests.integration.clients import CONNACK, PahoClient, RawClient, enc_connect, unique
 from tests.integration.conftest import Broker, free_port, port_open, wait_until
 from tests.integration.pki import Pki, organization, pki, tls_raw
-from vmqpy.broker.proxy_protocol import Address, Family, encode_v1, encode_v2
+from vmqpy.broker.listeners.proxy_protocol import Address, Family, encode_v1, encode_v2
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy's PROXY protocol and TLS listeners")]
 

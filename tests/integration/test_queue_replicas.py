@@ -61,7 +61,7 @@ def test_leave_of_a_dead_node_recovers_its_queues(default_mode: list[ClusterNode
     """Issue 18 test (5): the sessions of a dead node whose disk is gone are recreated elsewhere by
     `vmq-admin cluster leave node=DEAD`, with their messages, from the queue replicas. And the will of a
     persistent client connected to A when it died, kept in its replicated session record
-    (vmqpy.broker.stored_will), is published by the node that recovers the session: its connection was lost."""
+    (vmqpy.broker.core.stored_will), is published by the node that recovers the session: its connection was lost."""
     a, b, c = default_mode
     ids, _topics, payloads = queue_offline(a, b, "leave")
     will_topic = unique("replicas/will/")

@@ -165,7 +165,7 @@ def test_a_publish_right_after_the_suback_reaches_the_subscriber_from_every_node
     assert not load.errors, load.errors
     assert load.published > 0 and load.churned > 0, "the background load did not run"
     assert lost == [], f"{len(lost)} of {ROUNDS} messages published right after the SUBACK were lost: {lost[:20]}"
-    # A long SUBSCRIBE is handled a slice a loop turn (vmqpy.broker.subscribe_slices): its one SUBACK waits for
+    # A long SUBSCRIBE is handled a slice a loop turn (vmqpy.broker.driver.subscribe_slices): its one SUBACK waits for
     # the routes of every slice.
     base = unique("long-")
     filters = [f"{base}/{i}" for i in range(LONG_SUBSCRIBE)]

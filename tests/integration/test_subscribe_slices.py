@@ -244,7 +244,7 @@ def test_a_clean_start_replacing_a_session_of_many_subscriptions_lets_other_clie
 def test_a_node_stopping_while_it_sweeps_removes_every_subscription_first(
         tmp_path: Path, started: list[Broker]) -> None:
     """A clean session holding 20,000 subscriptions ends and the node is stopped at once, while its sweeper may
-    still remove them a slice a turn (vmqpy.broker.sweeper): the node removes the rest before its metadata store
+    still remove them a slice a turn (vmqpy.broker.core.sweeper): the node removes the rest before its metadata store
     closes (`drain`), so that its database holds none of them, and it logs no failed step. (Seen once without
     `drain`, in a run of test_hostile_clients.py: "bulk lane step failed ... storage is closed" at the stop.)"""
     node = start_node(tmp_path, started)

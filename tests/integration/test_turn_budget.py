@@ -1,5 +1,5 @@
 """One client's flood of small packets cannot hold the other clients back until it is dispatched
-(vmqpy.broker.turn_budget; docs/security.md, threat model): a real node, raw clients.
+(vmqpy.broker.core.turn_budget; docs/security.md, threat model): a real node, raw clients.
 
 A client writes 200,000 small QoS 0 PUBLISH packets (about 1.8 MB, to a topic nobody subscribes to) in one go,
 then a PINGREQ: its PINGRESP says the node has dispatched them all. Meanwhile a well-behaved client on the same

@@ -34,7 +34,7 @@ KEEPALIVE_TIMING = pytest.mark.vmqpy_only(
 @pytest.mark.parametrize("version", VERSIONS)
 def test_keepalive_silent_client_disconnected(broker, clients, version):
     """Closed, and not early. When exactly (1.5 x the keep alive) is checked with the time
-    passed in by tests/unit/broker/test_protocol.py::test_keepalive_expires_after_one_and_a_half_intervals."""
+    passed in by tests/unit/broker/machine/test_protocol.py::test_keepalive_expires_after_one_and_a_half_intervals."""
     c = clients.raw(broker, version, connect=False)
     c.connect(unique("ka-"), keepalive=1)
     t0 = time.monotonic()
@@ -71,8 +71,8 @@ def test_keepalive_pings_keep_connection_open(broker, clients, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_will_published_on_keepalive_expiry(broker, clients, version):
     """The will comes, and not early. When exactly: the keep alive by
-    tests/unit/broker/test_protocol.py::test_keepalive_expires_after_one_and_a_half_intervals, the will at
-    close by tests/unit/broker/test_wills.py::test_a_will_without_delay_is_published_at_close."""
+    tests/unit/broker/machine/test_protocol.py::test_keepalive_expires_after_one_and_a_half_intervals, the will at
+    close by tests/unit/broker/core/test_wills.py::test_a_will_without_delay_is_published_at_close."""
     topic = unique("will/ka/")
     sub = clients.paho(broker, version)
     sub.subscribe(topic, qos=1)
@@ -153,7 +153,7 @@ def test_will_retained(broker, clients, version):
 
 def test_will_delay_interval_v5(broker, clients):
     """The delayed will comes, and not early. When exactly (at the delay, not 1 ms before) is checked by
-    tests/unit/broker/test_wills.py::test_a_delayed_will_is_published_when_its_delay_is_over."""
+    tests/unit/broker/core/test_wills.py::test_a_delayed_will_is_published_when_its_delay_is_over."""
     topic = unique("will/delay/")
     sub = clients.paho(broker, 5)
     sub.subscribe(topic, qos=1)
@@ -169,7 +169,7 @@ def test_will_delay_interval_v5(broker, clients):
 
 def test_will_delay_cancelled_by_reconnect_v5(broker, clients):
     """Also checked with the time passed in by
-    tests/unit/broker/test_wills.py::test_a_reconnect_within_the_delay_resuming_the_session_cancels_the_will."""
+    tests/unit/broker/core/test_wills.py::test_a_reconnect_within_the_delay_resuming_the_session_cancels_the_will."""
     topic = unique("will/cancel/")
     marker = topic + "-marker"
     sub = clients.paho(broker, 5)
@@ -195,7 +195,7 @@ def test_will_delay_cancelled_by_reconnect_v5(broker, clients):
 def test_will_published_at_session_end_before_delay_v5(broker, clients):
     """The will is published when the session ends, even if the will delay is longer, and not early. When
     exactly (at the session expiry) is checked by
-    tests/unit/broker/test_wills.py::test_the_will_delay_is_capped_by_the_session_expiry."""
+    tests/unit/broker/core/test_wills.py::test_the_will_delay_is_capped_by_the_session_expiry."""
     topic = unique("will/sess/")
     sub = clients.paho(broker, 5)
     sub.subscribe(topic, qos=1)

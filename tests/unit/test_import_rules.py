@@ -2,13 +2,15 @@
 
 Every import of every module of vmqpy, dvv, admin, chaos and spark_analytics counts, wherever it is written: at the
 top, inside a function, or under `if TYPE_CHECKING:` (a type is still a dependency). A module belongs to a room:
-a package of vmqpy (`vmqpy.broker`, `vmqpy.cluster`, `vmqpy.metadata`, `vmqpy.mqtt`, `vmqpy.replicas`,
-`vmqpy.sessions`), a top-level module of vmqpy (each its own room: `vmqpy.node`, `vmqpy.config`, ...), or `dvv`,
-`admin`, `chaos`, `spark_analytics`. The rules are about rooms:
+a package of vmqpy (`vmqpy.cluster`, `vmqpy.metadata`, `vmqpy.mqtt`, `vmqpy.replicas`, `vmqpy.sessions`), one of the
+broker's rooms (`vmqpy.broker.core`, `.machine`, `.driver`, `.listeners`, `.access`, `.operations`), a top-level
+module of vmqpy (each its own room: `vmqpy.node`, `vmqpy.config`, ...), or `dvv`, `admin`, `chaos`,
+`spark_analytics`. The rules are about rooms:
 
 - `dvv` and `vmqpy.mqtt` import nothing of the project; `vmqpy.sessions` (the values the broker and the cluster
   share) only `vmqpy.mqtt`; `vmqpy.metadata` only `dvv` and the node's storage; the cluster nothing of the
-  broker or the replicas; the broker nothing of the cluster or the replicas;
+  broker or the replicas; the broker nothing of the cluster or the replicas, and each of its rooms only the rooms
+  below it (listeners, driver, machine, core, then access and operations at the bottom);
 - `admin`, `chaos` and `spark_analytics` import nothing of vmqpy;
 - no package imports the composition modules (node.py, facade.py and the modules only they use);
 - no cycle between rooms;
@@ -55,7 +57,14 @@ def room(module: str) -> str:
     """The room of a module of the project: its package below vmqpy or the top-level module itself (both
     `vmqpy.<name>`), `vmqpy` for the package's own `__init__`, or its top (`dvv`, `admin`, ...)."""
     parts = module.split(".")
+    if parts[:2] == ["vmqpy", "broker"] and len(parts) > 2:
+        return ".".join(parts[:3])
     return parts[0] if parts[0] != "vmqpy" or len(parts) == 1 else f"vmqpy.{parts[1]}"
+
+
+def service(room_name: str) -> str:
+    """The service a room is part of: the broker's rooms are the broker."""
+    return "vmqpy.broker" if room_name.startswith("vmqpy.broker") else room_name
 
 
 def is_package(name: str) -> bool:
@@ -103,6 +112,7 @@ def all_imports() -> list[Import]:
     return [found for top in TOPS for path in sorted((ROOT / top).rglob("*.py")) for found in imports_of(path)]
 
 
+_BROKER_BASE = frozenset({"vmqpy.mqtt", "vmqpy.sessions"})
 #: the rooms each package may import (besides itself and the top-level modules of vmqpy that are not COMPOSITION)
 ALLOWED: dict[str, frozenset[str]] = {
     "dvv": frozenset(),
@@ -110,8 +120,17 @@ ALLOWED: dict[str, frozenset[str]] = {
     "vmqpy.sessions": frozenset({"vmqpy.mqtt"}),
     "vmqpy.metadata": frozenset({"dvv"}),
     "vmqpy.cluster": frozenset({"dvv", "vmqpy.metadata", "vmqpy.mqtt", "vmqpy.sessions"}),
-    "vmqpy.broker": frozenset({"vmqpy.mqtt", "vmqpy.sessions"}),
-    "vmqpy.replicas": frozenset({"vmqpy.broker", "vmqpy.cluster", "vmqpy.metadata", "vmqpy.mqtt", "vmqpy.sessions"}),
+    "vmqpy.broker": frozenset(),
+    "vmqpy.broker.access": _BROKER_BASE,
+    "vmqpy.broker.operations": _BROKER_BASE,
+    "vmqpy.broker.core": _BROKER_BASE | {"vmqpy.broker.access", "vmqpy.broker.operations"},
+    "vmqpy.broker.machine": _BROKER_BASE | {"vmqpy.broker.core", "vmqpy.broker.access"},
+    "vmqpy.broker.driver": _BROKER_BASE | {"vmqpy.broker.machine", "vmqpy.broker.core", "vmqpy.broker.access",
+                                           "vmqpy.broker.operations"},
+    "vmqpy.broker.listeners": _BROKER_BASE | {"vmqpy.broker.driver", "vmqpy.broker.machine", "vmqpy.broker.core",
+                                              "vmqpy.broker.access", "vmqpy.broker.operations"},
+    "vmqpy.replicas": frozenset({"vmqpy.broker.core", "vmqpy.cluster", "vmqpy.metadata", "vmqpy.mqtt",
+                                 "vmqpy.sessions"}),
     "admin": frozenset(),
     "chaos": frozenset(),
     "spark_analytics": frozenset(),
@@ -243,7 +262,7 @@ def test_only_node_py_imports_every_service() -> None:
     services_of: dict[str, set[str]] = defaultdict(set)
     where: dict[str, str] = {}
     for found in all_imports():
-        target = room(found.target)
+        target = service(room(found.target))
         if target in SERVICES:
             module = module_name(found.source)
             services_of[module].add(target)
@@ -258,7 +277,7 @@ def test_the_rules_see_type_checking_function_and_relative_imports() -> None:
     text = (
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from vmqpy.broker.session import Session\n"
+        "    from vmqpy.broker.core.session import Session\n"
         "def f() -> None:\n"
         "    from vmqpy.replicas import ledger\n"
         "from . import leader\n"
@@ -266,7 +285,7 @@ def test_the_rules_see_type_checking_function_and_relative_imports() -> None:
     )
     found = sorted(imports_of(ROOT / "vmqpy" / "cluster" / "example.py", text), key=lambda imp: imp.line)
     assert [(imp.line, imp.target) for imp in found] == [
-        (3, "vmqpy.broker.session"), (5, "vmqpy.replicas.ledger"), (6, "vmqpy.cluster.leader"), (7, "vmqpy.node"),
+        (3, "vmqpy.broker.core.session"), (5, "vmqpy.replicas.ledger"), (6, "vmqpy.cluster.leader"), (7, "vmqpy.node"),
     ]
     rules = [broken(imp) for imp in found]
     assert rules[2] is None  # its own room
@@ -277,7 +296,7 @@ def test_the_rules_see_type_checking_function_and_relative_imports() -> None:
 
 
 def test_a_top_level_module_is_a_rule_for_closed_rooms_only() -> None:
-    assert broken(Import(ROOT / "vmqpy/broker/broker.py", 1, "vmqpy.config")) is None
+    assert broken(Import(ROOT / "vmqpy/broker/core/broker.py", 1, "vmqpy.config")) is None
     assert broken(Import(ROOT / "vmqpy/metadata/service.py", 1, "vmqpy.storage")) is None
     assert broken(Import(ROOT / "vmqpy/mqtt/codec.py", 1, "vmqpy.storage")) is not None
     assert broken(Import(ROOT / "admin/http.py", 1, "vmqpy.heap_trim")) is not None

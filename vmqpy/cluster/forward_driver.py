@@ -1,6 +1,6 @@
 """Forwarding of publishes between nodes over the node links: the asyncio side of forwarding.py.
 
-The publishes' `ForwardDriver` is the broker's `Forwarder` (vmqpy.broker.ports; node.py hands it over; the queue
+The publishes' `ForwardDriver` is the broker's `Forwarder` (vmqpy.broker.core.ports; node.py hands it over; the queue
 replicas have a second one: vmqpy.replicas). It collects the forwards to each node during one turn of the event
 loop and the next, and sends them as one FORWARD frame at the end of the second turn (or sooner, once
 `BATCH_BYTES` are collected); it delivers the batches that arrive (each in one call of the broker's when it has

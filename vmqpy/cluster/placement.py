@@ -88,7 +88,7 @@ class ListenerStore(Protocol):
 
 
 class AssignedServers:
-    """The `Placement` of a node with `persistent_session_placement = assigned` (vmqpy.broker.ports): reads the
+    """The `Placement` of a node with `persistent_session_placement = assigned` (vmqpy.broker.core.ports): reads the
     owner records and the advertised addresses of the members (records.NODE_LISTENERS, which every node writes
     for itself: `advertise`) from the metadata store, and the members and their reachability from the cluster."""
 

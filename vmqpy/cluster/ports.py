@@ -15,7 +15,7 @@ from vmqpy.sessions.remote import RemoteWait
 
 
 class LocalSession(Protocol):
-    """A session kept on this node, as the cluster reads it (vmqpy.broker.session.Session)."""
+    """A session kept on this node, as the cluster reads it (vmqpy.broker.core.session.Session)."""
 
     @property
     def client_id(self) -> str: ...
@@ -41,7 +41,7 @@ class LocalSession(Protocol):
 
 class BrokerPort(Protocol):
     """What registration, departure and the queue replicas' failover need of the node's broker: the object that
-    moves its sessions (vmqpy.broker.migration.SessionMigration implements it; node.py hands it over)."""
+    moves its sessions (vmqpy.broker.core.migration.SessionMigration implements it; node.py hands it over)."""
 
     def local_sessions(self) -> Sequence[LocalSession]:
         """The sessions kept on this node now (online, offline or moving away)."""

@@ -13,7 +13,7 @@ was read before `start_tls` took the socket over and lost: both ends then waited
 dialer's TLS handshake timeout, on every retry while the node stayed that slow (a `cluster join` refused
 after "SSL handshake is taking longer than 2 seconds"). Before `connection_made` returns nothing has been
 read (asyncio's and uvloop's transports alike), so the new transport sees the whole stream; the same way as
-the MQTT TLS listeners (vmqpy.broker.handshake_prelude).
+the MQTT TLS listeners (vmqpy.broker.listeners.handshake_prelude).
 """
 
 from __future__ import annotations

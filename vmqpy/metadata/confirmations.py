@@ -8,7 +8,7 @@ passed (it is then *late*: counted and logged by the driver). It never fails: th
 case, the wait only decides when. :class:`Confirmations` keeps the open ones of a node.
 
 The interface of a done-able wait (``done``, ``error``, ``add_done_callback``) is the one the connection's
-acknowledgement queue takes (vmqpy.broker.ack_order), so a SUBACK waits for a confirmation as a PUBACK of a
+acknowledgement queue takes (vmqpy.broker.driver.ack_order), so a SUBACK waits for a confirmation as a PUBACK of a
 forwarded publish waits for the other nodes' acknowledgements.
 """
 
@@ -25,7 +25,7 @@ class Confirmation:
 
     __slots__ = ("_callbacks", "deadline", "late", "pairs", "sealed", "unanswered")
 
-    error: None = None  # a confirmation never fails (vmqpy.broker.ack_order reads it)
+    error: None = None  # a confirmation never fails (vmqpy.broker.driver.ack_order reads it)
 
     def __init__(self, deadline: float) -> None:
         self.pairs: set[tuple[str, int]] = set()  # (peer, counter) not acknowledged yet

@@ -94,7 +94,7 @@ class LongSubscribe:
     its fixed header, packet identifier and properties decoded, its filters not yet. `decode` reads them a slice
     at a time (a 1 MiB SUBSCRIBE holds up to 262,141 one-character filters: 0.5-0.75 s to decode in one piece, at
     about 2.4 us a filter), so that the caller can spread them over several turns of its loop
-    (vmqpy.broker.subscribe_slices); once `done`, `packet()` is the Subscribe decoded whole. The errors are those
+    (vmqpy.broker.driver.subscribe_slices); once `done`, `packet()` is the Subscribe decoded whole. The errors are those
     of a whole decode, raised by the `decode` call that reaches the bad filter."""
 
     __slots__ = ("_body", "_position", "_v5", "packet_id", "properties", "subscriptions")

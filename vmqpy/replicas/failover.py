@@ -23,10 +23,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from vmqpy.broker.lineage import entries_of
-from vmqpy.broker.persistence import stored_session
-from vmqpy.broker.session import Session
-from vmqpy.broker.stored_will import StoredWill
+from vmqpy.broker.core.lineage import entries_of
+from vmqpy.broker.core.persistence import stored_session
+from vmqpy.broker.core.session import Session
+from vmqpy.broker.core.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
 from vmqpy.sessions.handover import SessionImage, outgoing_from_record
 from vmqpy.sessions.message import decode_record
@@ -50,7 +50,7 @@ class FetchLinks(Protocol):
 
 
 class Adopter(Protocol):
-    """What failover needs of the broker (vmqpy.broker.broker.Broker)."""
+    """What failover needs of the broker (vmqpy.broker.core.broker.Broker)."""
 
     def adopt_offline(self, image: SessionImage, now: float) -> Session: ...
 
@@ -60,7 +60,7 @@ class Adopter(Protocol):
         """`origin`: the old owner whose replica copies `outs` are (their seqs are its numbers)."""
 
     def inherit_lineage(self, client_id: str, entries: list[Entry], sender: str) -> None:
-        """The lineage found in the copies of the lost owner `sender` (vmqpy.broker.lineage)."""
+        """The lineage found in the copies of the lost owner `sender` (vmqpy.broker.core.lineage)."""
 
     def owner_of(self, client_id: str) -> str | None: ...
 
@@ -75,7 +75,7 @@ class _Fetch:
 
 
 def recovered_will(client_id: str, copies: dict[str, Copy]) -> StoredWill | None:
-    """The will in the session records of the lost owners' copies (vmqpy.broker.stored_will); of two owners (a
+    """The will in the session records of the lost owners' copies (vmqpy.broker.core.stored_will); of two owners (a
     session that moved between them), one kept while its client was connected first, else the one due last."""
     found: list[tuple[bool, float, str, StoredWill]] = []
     for owner, copy in copies.items():

@@ -2,7 +2,7 @@
 
 Each record names the client id; the replica keys what it keeps by (owner node, client id, ...), the owner
 being the node that sent it. The message and session values are the owner's own storage records (bytes,
-vmqpy.broker.persistence), kept as they are.
+vmqpy.broker.core.persistence), kept as they are.
 
 ==========  =====================================  ================================================
 op          record                                 meaning

@@ -1,7 +1,7 @@
 """The owner side: every journal write of a persistent session also goes to the session's replica nodes, and
 the barrier that gates acknowledgements waits for them (docs/replication.md, "Queue replicas").
 
-`QueueReplicator` is given to the node's SessionStore (vmqpy.broker.persistence): for each write it numbers a
+`QueueReplicator` is given to the node's SessionStore (vmqpy.broker.core.persistence): for each write it numbers a
 replica operation (ops.py), sends it to each replica node (placement.py) over the replica transport (a second
 `ForwardDriver`: numbered, batched per node per turn of the event loop, acknowledged by the replica after its
 own storage barrier, sent again after a broken link, failed when the node leaves) and records it in the

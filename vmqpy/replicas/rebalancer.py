@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from vmqpy.broker.session import Session
+from vmqpy.broker.core.session import Session
 from vmqpy.replicas.owner import QueueReplicator
 from vmqpy.replicas.rebalance import Walk, plan
 from vmqpy.sessions.handover import outgoing_record
@@ -40,7 +40,7 @@ CHEAP_PER_TICK = 1000  # sessions a tick looks at before the rate (about 20 ms o
 
 
 def snapshot(session: Session, record: bytes | None = None) -> tuple[bytes, list[int], list[tuple[int, bytes]]]:
-    """What `session`'s journal holds (vmqpy.broker.persistence records): its session record (`record`: as the
+    """What `session`'s journal holds (vmqpy.broker.core.persistence records): its session record (`record`: as the
     journal stored it, with its will; else the three plain fields), its incoming QoS 2 packet ids, its messages
     (in flight, and queued QoS 1/2) by seq."""
     if record is None:

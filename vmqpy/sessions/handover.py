@@ -4,7 +4,7 @@ A session's subscriptions are in the replicated store, but its in-flight message
 its queue and its incoming QoS 2 state are only on the node that owns it. When the client id moves (a
 takeover on another node, a heal that resolves a duplicate, a node that leaves), the old owner sends an
 image of that state, then its messages in batches that the new owner acknowledges once they are on its disk.
-The same message record serves the node's own persistence (vmqpy.broker.persistence). The broker builds images
+The same message record serves the node's own persistence (vmqpy.broker.core.persistence). The broker builds images
 from its sessions (`SessionImage.of` reads what `ImageSource` names) and the cluster carries them
 (vmqpy.cluster.registration); neither layer's objects are needed to read one.
 """
@@ -24,7 +24,7 @@ from vmqpy.sessions.parts import Outgoing, OutState, SubEntry
 
 
 class ImageSource(Protocol):
-    """What an image is made of: the parts of a session (vmqpy.broker.session.Session) that move with it."""
+    """What an image is made of: the parts of a session (vmqpy.broker.core.session.Session) that move with it."""
 
     @property
     def client_id(self) -> str: ...
@@ -84,7 +84,7 @@ class SessionImage:
     expiry_interval: float | None = None
     awaiting_release: list[int] = field(default_factory=list)
     subscriptions: list[SubEntry] = field(default_factory=list)
-    # the names of the messages the sending node recovered from an old owner's copies (vmqpy.broker.lineage)
+    # the names of the messages the sending node recovered from an old owner's copies (vmqpy.broker.core.lineage)
     lineage: list[Entry] = field(default_factory=list)
     source: str | None = None  # the node that sent this image (set by the receiver; not in the frame)
     # the session is another user's and stays where it is (session.foreign_user = refuse; not in the image's

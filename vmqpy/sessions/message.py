@@ -47,7 +47,7 @@ class Message:
                forward_id: int | None = None, arrived_ns: int = 0) -> Message:
         """`Message(topic, payload, qos, retain, publisher)` with nothing else to pass on, built for the hot paths
         (every publish read from a client, every forward read from another node): the slots set directly, about
-        a third cheaper than the dataclass's keyword-capable `__init__` (tests/unit/broker/test_message_simple.py
+        a third cheaper than the dataclass's keyword-capable `__init__` (tests/unit/sessions/test_message_simple.py
         checks that it sets every field as `__init__` does)."""
         message = _new(cls)
         message.topic = topic
@@ -154,7 +154,7 @@ def plain_record(data: Any) -> bool:
     """Whether `data` is the record `Message.pack` makes of a plain message (no property, no expiry, no forward
     id) with the exact types msgpack gives back. `Message.unpack` of such a record cannot fail and gives a
     message that never expires, so a holder may keep the record and unpack it when it is first needed (the
-    retained tree does at a restart: vmqpy.broker.retained). Any other record is for `Message.unpack` now
+    retained tree does at a restart: vmqpy.broker.core.retained). Any other record is for `Message.unpack` now
     (which refuses it, or takes what it can, as it always did)."""
     return (
         type(data) is list and len(data) == 8 and type(data[0]) is str and type(data[1]) is bytes

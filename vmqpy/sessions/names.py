@@ -2,7 +2,7 @@
 
 A message is named by its old owner's sequence number for the session and a digest of its record; an `Entry`
 remembers one name with the owner it came from (docs/replication.md, "Divergent copies"). The broker's lineage
-(vmqpy.broker.lineage) keeps them; a session image (vmqpy.sessions.handover) and the queue replicas' `lin`
+(vmqpy.broker.core.lineage) keeps them; a session image (vmqpy.sessions.handover) and the queue replicas' `lin`
 operations carry them, packed per owner.
 """
 

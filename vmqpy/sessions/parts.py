@@ -1,4 +1,4 @@
-"""The plain records a session (vmqpy.broker.session) is made of and answers with: a message on its way to the
+"""The plain records a session (vmqpy.broker.core.session) is made of and answers with: a message on its way to the
 client (`Outgoing`, in its `OutState`), a subscription (`SubEntry`) and what became of a delivery (`Delivery`).
 The broker's sessions, their persistence and handover, the cluster's registration and the queue replicas read and
 write them.

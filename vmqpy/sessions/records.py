@@ -1,4 +1,4 @@
-"""What the broker keeps in the replicated metadata store (reached through `vmqpy.broker.ports.MetadataPort`),
+"""What the broker keeps in the replicated metadata store (reached through `vmqpy.broker.core.ports.MetadataPort`),
 and the records of publishes it forwards to other nodes. The cluster reads the owner records and the nodes'
 listeners too (registration, placement, its events): they live here, where both may import them.
 

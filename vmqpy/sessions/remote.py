@@ -14,7 +14,7 @@ __all__ = ["Redirect", "RemoteWait"]
 
 
 class RemoteWait(Protocol):
-    """Something other nodes complete: a forward's acknowledgements (vmqpy.broker.remote_ack.RemoteAck), the
+    """Something other nodes complete: a forward's acknowledgements (vmqpy.broker.core.remote_ack.RemoteAck), the
     members applying some writes (vmqpy.metadata.confirmations.Confirmation). Done once, failed or not."""
 
     @property

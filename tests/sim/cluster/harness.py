@@ -30,8 +30,8 @@ from typing import Any
 import structlog
 
 from vmqpy import config as config_module
-from vmqpy.broker.connection import MQTTConnection
-from vmqpy.broker.listeners import Listeners
+from vmqpy.broker.driver.connection import MQTTConnection
+from vmqpy.broker.listeners.listeners import Listeners
 from vmqpy.cluster.memory_links import MemoryCluster, MemoryLinks
 from vmqpy.config import Config
 from vmqpy.mqtt.decoder import Decoder

@@ -17,7 +17,7 @@ from unittest import mock
 def _subscriptions_kept() -> contextlib.AbstractContextManager[Any]:
     """An ended clean session's subscriptions are never removed (the sweeper forgets them): their records stay
     in the store, and the nodes route to a client that is gone."""
-    return mock.patch("vmqpy.broker.sweeper.SubscriptionSweeper.add", lambda self, client_id, filters: None)
+    return mock.patch("vmqpy.broker.core.sweeper.SubscriptionSweeper.add", lambda self, client_id, filters: None)
 
 
 def _handover_without_messages() -> contextlib.AbstractContextManager[Any]:
@@ -28,7 +28,7 @@ def _handover_without_messages() -> contextlib.AbstractContextManager[Any]:
 def _old_connection_kept() -> contextlib.AbstractContextManager[Any]:
     """A takeover from another node moves the session but leaves its old connection open: the client id is live
     on two nodes."""
-    from vmqpy.broker.broker import Broker
+    from vmqpy.broker.core.broker import Broker
 
     def disconnect_for_move(self: Broker, session: Any, now: float, clean: bool, reason: str,
                             takeover: bool = True) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from admin.metric_table import HISTOGRAMS, INACTIVE_SESSIONS, PATTERNS, SPECS
 from admin.prometheus import exposed_names, families
-from vmqpy.broker.connection import RECEIVED_COUNTERS
+from vmqpy.broker.driver.connection import RECEIVED_COUNTERS
 from vmqpy.client_metrics import SENT_COUNTERS
 from vmqpy.cluster.link_counters import LinkCounters
 
@@ -54,16 +54,16 @@ DYNAMIC: dict[tuple[str, str], str] = {
     ("vmqpy/client_metrics.py", "counter[self._keys[bisect_left(self.bounds, us)]]"): "histogram buckets",
     ("vmqpy/client_metrics.py", "counter[self._sum]"): "histogram sums",
     # the packet counters `mqtt_<packet>_received` / `_sent`, by packet type: test_every_packet_counter_is_published
-    ("vmqpy/broker/connection.py", "self.broker.metrics[counter]"): "RECEIVED_COUNTERS",
-    ("vmqpy/broker/connection.py", "self.broker.metrics[sent]"): "vmqpy.client_metrics.SENT_COUNTERS",
+    ("vmqpy/broker/driver/connection.py", "self.broker.metrics[counter]"): "RECEIVED_COUNTERS",
+    ("vmqpy/broker/driver/connection.py", "self.broker.metrics[sent]"): "vmqpy.client_metrics.SENT_COUNTERS",
     # the attribute holds one of the module's `..._METRIC` constants (read as keys below)
-    ("vmqpy/broker/listener_limit.py", "self.metrics[self.metric]"): "the module's _METRIC constants",
-    ("vmqpy/broker/listener_limit.py", "metrics[metric]"): "the module's _METRIC constants",
-    ("vmqpy/broker/preludes.py", "self.metrics[self.metric]"): "the module's _METRIC constants",
-    ("vmqpy/broker/address_limit.py", "self.metrics[metric]"): "the module's _METRIC constants",
+    ("vmqpy/broker/listeners/listener_limit.py", "self.metrics[self.metric]"): "the module's _METRIC constants",
+    ("vmqpy/broker/listeners/listener_limit.py", "metrics[metric]"): "the module's _METRIC constants",
+    ("vmqpy/broker/listeners/preludes.py", "self.metrics[self.metric]"): "the module's _METRIC constants",
+    ("vmqpy/broker/listeners/address_limit.py", "self.metrics[metric]"): "the module's _METRIC constants",
     # keyed by a peer, an address or a row: not counters of the node
     ("vmqpy/metadata/rows.py", "counters[counter]"): "a dump's per-row counts",
-    ("vmqpy/broker/address_limit.py", "counter[address]"): "connections per client address",
+    ("vmqpy/broker/listeners/address_limit.py", "counter[address]"): "connections per client address",
 }
 
 
@@ -290,14 +290,14 @@ def test_the_scan_finds_known_counters() -> None:
     """The scan is not blind: counters of each kind of site are among its finds."""
     writes, _ = scan()
     found = {(w.path, w.key) for w in writes}
-    for expected in [("vmqpy/broker/broker.py", "publish_received"),  # self.metrics["..."] += 1
-                     ("vmqpy/broker/linger.py", "socket_linger_cut"),  # a constant of the module
-                     ("vmqpy/broker/broker.py", "queue_overflow_kept"),  # a loop over a tuple constant
+    for expected in [("vmqpy/broker/core/broker.py", "publish_received"),  # self.metrics["..."] += 1
+                     ("vmqpy/broker/driver/linger.py", "socket_linger_cut"),  # a constant of the module
+                     ("vmqpy/broker/core/broker.py", "queue_overflow_kept"),  # a loop over a tuple constant
                      ("vmqpy/cluster/registration.py", "handovers_in_progress"),  # stats()'s out[...] = ...
                      ("vmqpy/replicas/owner.py", "operations_pending"),  # stats()'s dict literal
                      ("vmqpy/metadata/replica.py", "gc_runs"),
                      ("vmqpy/facade.py", "broker.subscriptions_sweeping"),  # NodeFacade.metrics()'s own keys
-                     ("vmqpy/broker/forwards.py", "forward_delivered")]:
+                     ("vmqpy/broker/core/forwards.py", "forward_delivered")]:
         assert expected in found, expected
 
 

@@ -1,4 +1,4 @@
-"""admin.prometheus (the published names of the node's counters) and vmqpy.broker.client_metrics (the counters
+"""admin.prometheus (the published names of the node's counters) and vmqpy.client_metrics (the counters
 the connection driver keeps for them)."""
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def test_spec_names_are_unique_per_label_set_and_valid() -> None:
         assert spec.sources and spec.help
 
 
-# -- vmqpy.broker.client_metrics --------------------------------------------------------------------------------
+# -- vmqpy.client_metrics --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("seconds", "key"), [
     (0.0, "connect_latency_le_1000"),

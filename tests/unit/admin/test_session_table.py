@@ -13,7 +13,7 @@ from hypothesis import strategies as hs
 from admin import session_table as st
 from admin.params import FILTERABLE, ColumnFilter
 from vmqpy import admin_rows
-from vmqpy.broker.session import Session
+from vmqpy.broker.core.session import Session
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.sessions.message import Message
 from vmqpy.sessions.parts import SubEntry

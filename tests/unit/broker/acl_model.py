@@ -9,7 +9,7 @@ import itertools
 
 from hypothesis import strategies as st
 
-from vmqpy.broker.acl import Access
+from vmqpy.broker.access.acl import Access
 
 from .reference import ref_matches
 

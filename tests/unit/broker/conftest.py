@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.broker.fakes import MemoryMetadata
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.persistence import SessionStore
 from vmqpy.config import Config
 from vmqpy.storage import Storage
 

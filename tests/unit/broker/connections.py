@@ -9,13 +9,13 @@ from typing import Any
 
 from tests.unit.broker.fakes import MemoryMetadata
 from tests.unit.transports import FakeTransport
-from vmqpy.broker.auth import Authenticator
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.connection import MQTTConnection
-from vmqpy.broker.listeners import Listeners
-from vmqpy.broker.persistence import SessionStore
-from vmqpy.broker.tls import ListenerContexts
-from vmqpy.broker.tls import settings_of as tls_settings_of
+from vmqpy.broker.access.auth import Authenticator
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.persistence import SessionStore
+from vmqpy.broker.driver.connection import MQTTConnection
+from vmqpy.broker.listeners.listeners import Listeners
+from vmqpy.broker.listeners.tls import ListenerContexts
+from vmqpy.broker.listeners.tls import settings_of as tls_settings_of
 from vmqpy.config import Config
 from vmqpy.mqtt.codec import NEED_DATA, Decoder, encode
 from vmqpy.mqtt.packets import Connect, Packet

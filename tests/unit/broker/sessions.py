@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vmqpy.broker.session import Session
+from vmqpy.broker.core.session import Session
 from vmqpy.mqtt.packets import SubOptions
 from vmqpy.sessions.message import Message
 from vmqpy.sessions.parts import SubEntry

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tests.unit.broker.fakes import RecordingSink
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.negotiation import Accepted
-from vmqpy.broker.session import Session
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.session import Session
+from vmqpy.broker.machine.negotiation import Accepted
 from vmqpy.mqtt.packets import SubOptions, Subscription
 
 WILL_TOPIC = "will/c1"

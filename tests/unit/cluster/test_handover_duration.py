@@ -1,4 +1,4 @@
-"""The handover duration histogram (vmqpy.broker.client_metrics.HANDOVER_DURATION) of a registration: observed
+"""The handover duration histogram (vmqpy.client_metrics.HANDOVER_DURATION) of a registration: observed
 once when a session taken over from another node is live here, never for a registration without a handover or a
 connect that failed. One real RegistrationService (node b) over a real Broker; the test plays the leader and the
 old owner (node a) with tests/unit/cluster/registration_script.py."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.cluster.registration_script import ScriptedLinks, client_led_by_a, registered
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.persistence import SessionStore
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.config import Config
 from vmqpy.metadata.service import MetadataService

@@ -14,8 +14,8 @@ import pytest
 from tests.unit.cluster.registration_script import ScriptedLinks
 from tests.unit.loop_turns import settle
 from tests.unit.metadata.services import wait_for
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.persistence import SessionStore
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.config import Config
 from vmqpy.metadata import messages

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.unit.cluster.registration_script import ScriptedLinks, client_led_by_a, registered
-from vmqpy.broker.broker import Broker
-from vmqpy.broker.persistence import SessionStore
+from vmqpy.broker.core.broker import Broker
+from vmqpy.broker.core.persistence import SessionStore
 from vmqpy.cluster.registration import RegistrationService
 from vmqpy.config import Config
 from vmqpy.metadata.hlc import Stamp

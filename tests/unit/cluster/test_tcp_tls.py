@@ -1,5 +1,6 @@
 """ClusterNetwork over TLS (cluster.tls.*): certificates from the cluster CA link, others are refused and logged;
-the contexts of vmqpy/broker/tls.py (files checked at start, reload). Certificates are made here with trustme."""
+the contexts of vmqpy/broker/listeners/tls.py (files checked at start, reload). Certificates are made here with
+trustme."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 import structlog
 import trustme
 
-from vmqpy.broker.tls import ClusterContexts, build_client_context, cluster_settings
+from vmqpy.broker.listeners.tls import ClusterContexts, build_client_context, cluster_settings
 from vmqpy.cluster.errors import ClusterUsageError
 from vmqpy.cluster.framing import FrameType
 from vmqpy.cluster.tcp import ClusterNetwork

@@ -217,7 +217,7 @@ async def test_a_node_survives_hostile_frames_and_keeps_replicating(tmp_path: Pa
 
 def test_known_to_says_whether_a_peer_had_a_keys_current_value_when_it_reported() -> None:
     """The broker passes a late forward on to a moved subscriber's new node unless the sender had the new
-    route (vmqpy/broker/broker.py `_pass_on`)."""
+    route (vmqpy/broker/core/broker.py `_pass_on`)."""
     a = Replica("a", rng=random.Random(1))
     a.set_peers(["a", "b"])
     a.set_reachable(["b"])

@@ -148,7 +148,8 @@ def test_empty_receive_is_noop() -> None:
 def test_a_long_subscribe_decoded_in_slices_is_the_subscribe_decoded_whole(data: st.DataObject, level: int,
                                                                            most: int) -> None:
     """A decoder with `long_subscribe` returns a SUBSCRIBE whose filters take more bytes as a LongSubscribe;
-    decoding its filters `most` at a time ends with the packet a whole decode gives (vmqpy.broker.subscribe_slices
+    decoding its filters `most` at a time ends with the packet a whole decode gives
+    (vmqpy.broker.driver.subscribe_slices
     decodes a slice a loop turn)."""
     packet = data.draw(mst.subscribes(level))
     whole = decode_one(server(level), encode(packet, level))

@@ -1,6 +1,6 @@
 """The world of the owner-loss simulation (test_simulation_owner_loss.py, which says what it checks).
 
-The owner node runs the client's real `Session` (vmqpy.broker.session). Its journal writes go as replica
+The owner node runs the client's real `Session` (vmqpy.broker.core.session). Its journal writes go as replica
 operations (ops.py) to two replica nodes over the lossy, reordering, breaking links of the disk-loss simulation
 (disk_loss_world.World: forwarding.py's numbering and duplicate detection, ledger.py's barrier with write
 quorum 3, copies.py on each replica; replicas crash keeping their disk). `Endpoint` is one node's side of the
@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any, cast
 from tests.unit.replicas.disk_loss_world import CLIENT, OWNER, REPLICAS
 from tests.unit.replicas.disk_loss_world import World as ReplicatedOwner
 from tests.unit.replicas.tables import MemoryTable
-from vmqpy.broker.migration import SessionMigration
-from vmqpy.broker.persistence import session_record
-from vmqpy.broker.session import NullJournal, Session
-from vmqpy.broker.stored_will import StoredWill
+from vmqpy.broker.core.migration import SessionMigration
+from vmqpy.broker.core.persistence import session_record
+from vmqpy.broker.core.session import NullJournal, Session
+from vmqpy.broker.core.stored_will import StoredWill
 from vmqpy.cluster.forwarding import ForwardReceiver
 from vmqpy.mqtt.packets import Packet, Pubrel
 from vmqpy.replicas.copies import ReplicaCopies
@@ -48,7 +48,7 @@ from vmqpy.sessions.names import Entry
 from vmqpy.sessions.parts import Outgoing, OutState
 
 if TYPE_CHECKING:
-    from vmqpy.broker.broker import Broker
+    from vmqpy.broker.core.broker import Broker
 
 __all__ = ["AS_THE_BROKER_DOES", "HOLDING_SENDS", "Rules", "World"]
 
@@ -61,7 +61,7 @@ CLIENT_IDS = 3  # packet ids the client uses for its own QoS 2 publishes (reused
 class Rules:
     """Which packets to the client the simulated connection holds until the barrier passed the writes issued
     before them (the broker holds all four since 2026-11-27: `AS_THE_BROKER_DOES`, which
-    tests/unit/broker/test_qos2_held.py checks on the real connection; before, it held none: `BEFORE_THE_FIX`),
+    tests/unit/broker/driver/test_qos2_held.py checks on the real connection; before, it held none: `BEFORE_THE_FIX`),
     and mutations the simulation must catch."""
 
     hold_publish: bool = False  # a QoS 2 PUBLISH, until its in-flight state (packet id) is on the replicas
@@ -199,7 +199,7 @@ class Endpoint:
     def take_over(self, reason_code: int = 0) -> tuple[Message | None, float]:
         return None, 0.0
 
-    # the connection's rules (vmqpy/broker/protocol.py)
+    # the connection's rules (vmqpy/broker/machine/protocol.py)
     def receive(self, pkt: Pkt) -> None:
         session, now, world = self.session, self.world.now, self.world
         if pkt.kind == "puback":
@@ -227,7 +227,7 @@ class Endpoint:
 
 class ReplicatingJournal:
     """The owner's SessionStore as the replicas see it: each journal write is one replica operation to both
-    replica nodes (vmqpy.broker.persistence -> vmqpy.replicas.owner)."""
+    replica nodes (vmqpy.broker.core.persistence -> vmqpy.replicas.owner)."""
 
     def __init__(self, world: World) -> None:
         self.world = world
@@ -406,7 +406,7 @@ class World(ReplicatedOwner):
 
 
 class RecoveringBroker:
-    """What SessionMigration uses of vmqpy.broker.broker.Broker on the recovering node (its own disk is safe: its
+    """What SessionMigration uses of vmqpy.broker.core.broker.Broker on the recovering node (its own disk is safe: its
     journal is not simulated)."""
 
     def __init__(self) -> None:
@@ -434,7 +434,7 @@ class RecoveringBroker:
         pass
 
     def get(self, prefix: Any, key: Any) -> Any:
-        return None  # no owner record: the recovered session's owner user stays unknown (vmqpy.broker.owners)
+        return None  # no owner record: the recovered session's owner user stays unknown (vmqpy.sessions.owners)
 
 
 class Adopter:

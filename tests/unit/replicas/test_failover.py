@@ -8,9 +8,9 @@ from concurrent.futures import Future
 from typing import Any
 
 from tests.unit.replicas.tables import MemoryTable
-from vmqpy.broker.lineage import names_record
-from vmqpy.broker.session import Session
-from vmqpy.broker.stored_will import StoredWill
+from vmqpy.broker.core.lineage import names_record
+from vmqpy.broker.core.session import Session
+from vmqpy.broker.core.stored_will import StoredWill
 from vmqpy.replicas.copies import Copy, ReplicaCopies
 from vmqpy.replicas.failover import Failover, merge_copies
 from vmqpy.replicas.ops import Op
@@ -215,7 +215,7 @@ def test_a_recovery_whose_session_moved_while_it_waited_is_passed_to_the_new_nod
 
 def test_the_will_kept_in_a_lost_owners_session_record_goes_to_the_broker_with_its_messages() -> None:
     """The copy's session record carries the will of a client connected to the owner when it died
-    (vmqpy.broker.stored_will): the recovery hands it to the broker, which publishes it when due."""
+    (vmqpy.broker.core.stored_will): the recovery hands it to the broker, which publishes it when due."""
     will = StoredWill(Message("will/c", b"gone", 1, publisher="c"), 0.0, None, "alice")
     ops = [Op("session", "c", value=encode_record([5, 600.0, None, will.pack()])),
            Op("put", "c", seq=1, value=_record(1))]

@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vmqpy.broker.lineage import CARRIED_MAX, HANDED_OVER, LINEAGE_TABLE, Lineage, entries_of, fingerprint, names_record
+from vmqpy.broker.core.lineage import (
+    CARRIED_MAX,
+    HANDED_OVER,
+    LINEAGE_TABLE,
+    Lineage,
+    entries_of,
+    fingerprint,
+    names_record,
+)
 from vmqpy.sessions.message import Message
 from vmqpy.sessions.names import Entry, Name, pack_entries, unpack_entries
 from vmqpy.storage import Storage

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.replicas.tables import MemoryTable, resolved
-from vmqpy.broker.persistence import SessionStore, stored_session
-from vmqpy.broker.session import NullJournal, Session
-from vmqpy.broker.stored_will import StoredWill
+from vmqpy.broker.core.persistence import SessionStore, stored_session
+from vmqpy.broker.core.session import NullJournal, Session
+from vmqpy.broker.core.stored_will import StoredWill
 from vmqpy.cluster.leader import ranking
 from vmqpy.replicas.copies import ReplicaCopies
 from vmqpy.replicas.ops import decode_op

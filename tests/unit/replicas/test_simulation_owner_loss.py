@@ -27,7 +27,7 @@ the failover (`REPLICA_SIM_SEED`, `REPLICA_SIM_RUNS` repeat or lengthen the seed
 Found by this simulation (2026-11-27), and fixed: the connection wrote a QoS 2 PUBLISH, a PUBREL, a PUBCOMP and
 the PUBREC of a resent PUBLISH at once, before the replica writes they follow from passed the barrier, and the
 exactly-once invariants failed (`BEFORE_THE_FIX`, test_with_the_four_written_at_once_qos2_breaks); with those
-four held for the barrier (`HOLDING_SENDS`, what the connection does now: tests/unit/broker/test_qos2_held.py)
+four held for the barrier (`HOLDING_SENDS`, what the connection does now: tests/unit/broker/driver/test_qos2_held.py)
 they hold, and removing any one hold fails them again (test_a_mutation_is_caught).
 """
 
