@@ -17,12 +17,20 @@ The checkers (`check(outcome)`), each one promise of docs/ (the kind of problem 
 * diverged: every node's metadata store holds the same records (sessions, subscriptions, retained, membership);
 * resurrected: no record of a clean-session client that left is found on any node;
 * forgotten: a persistent session is not gone (CONNACK without session present) unless a disk was lost;
-* stuck: every subscriber connects again after the history.
+* stuck: every subscriber connects again after the history;
+* vanished: every write a node's replication log records (md_write) reached every member: once settled, each
+  node's store has seen its dot (it holds it, or a later write that replaced it). Not judged: what a node logged
+  before a kill -9 (a write the kill interrupted before it was durable may be in the log), and what a node the
+  cluster removed wrote before it learned it (docs/cluster.md: a node removed while out of reach loses what it
+  wrote meanwhile; a reachable one's writes reach the members before its removal). Judged: what a node writes
+  once it knows it left (it serves nothing and links to no one, and its rejoin empties its store: such a write
+  would be a version in the log that no member ever had, which a convergence audit of the logs trips on).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import tempfile
 import time
@@ -31,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dvv.node_clock import NodeClock
 from vmqpy.cluster.membership import MEMBERSHIP
 from vmqpy.sessions import records
 
@@ -152,6 +161,22 @@ class Sent:
     acked_at: float | None = None
 
 
+@dataclass(frozen=True)
+class Logged:
+    """A write a node's replication log records (an md_write line; docs/replication-log.md)."""
+
+    node: str  # the node whose log holds it (its label)
+    dot: tuple[str, int]  # [replica id, counter]
+    prefix: str
+    key: Any
+    op: str  # put or delete
+    removed: bool = False  # the cluster removed the incarnation that wrote it (and the node learned it)
+    known: bool = False  # written after the node learned it (it left: its store should take no write)
+
+    def __str__(self) -> str:
+        return f"{self.op} of {self.prefix} {self.key!r} (dot {self.dot[0]} {self.dot[1]}) logged by {self.node}"
+
+
 @dataclass
 class Outcome:
     history: History
@@ -164,6 +189,9 @@ class Outcome:
     stores: dict[str, dict[str, dict[Any, Any]]] = field(default_factory=dict)  # node -> prefix -> key -> value
     left_clean: list[str] = field(default_factory=list)  # clean-session clients that disconnected
     connected_at_end: dict[str, bool] = field(default_factory=dict)
+    # every write the nodes' replication logs record (md_write), but those a node logged before it was killed
+    logged: list[Logged] = field(default_factory=list)
+    clocks: dict[str, NodeClock] = field(default_factory=dict)  # node -> every dot its metadata store has seen
     errors: list[str] = field(default_factory=list)  # exceptions in the nodes' callbacks
     trace: list[str] = field(default_factory=list)  # the clients' and the faults' events, in time order
     cpu: float = 0.0
@@ -187,6 +215,7 @@ class Player:
         self.lost_disk: set[str] = set()  # nodes that crashed without their disk and have not joined again
         self.seq = 0
         self.sessions_of: dict[str, set[str]] = {}  # subscriber -> nodes that held its session
+        self.log_from: dict[str, int] = {}  # node -> lines of its replication log written before it was killed
         for sub in self.subscribers:
             sub.on_connack = self._connack_hook(sub)
             self.outcome.deliveries[sub.client_id] = []
@@ -311,6 +340,8 @@ class Player:
                     if slot.name in nodes:
                         self.outcome.disk_lost.setdefault(sub, []).append(self.now())
             await slot.crash(keep_disk)
+            # a kill -9 may leave in the log writes it interrupted before they were durable: not judged
+            self.log_from[node] = len(_log_lines(slot)) if keep_disk else 0
             if not keep_disk:
                 self.lost_disk.add(node)
         elif op.kind == "restart":
@@ -425,6 +456,10 @@ class Player:
                 if conn.client_id and conn.session is not None and not conn.closing:
                     outcome.live_sessions.setdefault(conn.client_id, []).append(f"a connection on {slot.label}")
             outcome.stores[slot.name] = {prefix: dict(node.metadata.fold(prefix)) for prefix in PREFIXES}
+            assert node.metadata.replica is not None
+            outcome.clocks[slot.name] = node.metadata.replica.node_clock
+        for slot in self.cluster.slots:
+            outcome.logged += _writes(slot.label, _log_lines(slot), self.log_from.get(slot.label, 0))
 
     async def stop(self) -> None:
         for client in (*self.subscribers, *self.publishers):
@@ -478,7 +513,45 @@ def check(outcome: Outcome) -> list[str]:
             for key in store[prefix]:
                 if any(part in outcome.left_clean for part in _parts(key)):
                     problems.append(f"resurrected: {prefix} {key!r} of a clean session that ended, on {name}")
+    for write in outcome.logged:
+        if write.removed and not write.known:
+            continue  # what a removed node wrote before it knew may go with it (when it was out of reach)
+        missing = [name for name, clock in outcome.clocks.items() if write.dot not in clock]
+        if missing:
+            problems.append(f"vanished: {write} never reached {', '.join(sorted(missing))}")
     return problems
+
+
+def _log_lines(slot: Slot) -> list[str]:
+    """The lines of `slot`'s replication log on disk (every node's log is the default file of its data dir)."""
+    path = slot.data_dir / "replication.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _writes(node: str, lines: list[str], start: int) -> list[Logged]:
+    """The md_write lines of `node`'s log from line `start` on (docs/replication-log.md), each marked `removed`
+    when the cluster removed its incarnation and the node learned it (a `cluster_view` listing it alone after
+    one that listed other members), and `known` when it was written after that."""
+    shared: set[str] = set()  # incarnations whose views listed other members
+    left: set[str] = set()  # incarnations that learned they were removed
+    found: list[tuple[dict[str, Any], bool]] = []
+    for number, line in enumerate(lines):
+        record = json.loads(line)
+        if record["event"] == "cluster_view":
+            incarnation = record["hlc"][2]  # the stamp of a view is the node's own
+            if record["members"] != [record["node"]]:
+                shared.add(incarnation)
+            elif incarnation in shared:
+                left.add(incarnation)
+        elif record["event"] == "md_write" and number >= start:
+            found.append((record, record["dot"][0] in left))
+    out: list[Logged] = []
+    for record, known in found:
+        replica, counter = record["dot"]
+        key = record["key"]
+        out.append(Logged(node, (replica, counter), record["prefix"], tuple(key) if isinstance(key, list) else key,
+                          record["op"], known=known, removed=replica in left))
+    return out
 
 
 def _parts(key: Any) -> tuple[Any, ...]:

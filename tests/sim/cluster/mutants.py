@@ -47,6 +47,15 @@ def _joining_node_serves() -> contextlib.AbstractContextManager[Any]:
     return mock.patch.object(Policy, "joining", property(lambda self: False, lambda self, value: None))
 
 
+def _left_node_writes() -> contextlib.AbstractContextManager[Any]:
+    """The fix of 333f026 reverted (chaos membership-churn, docs/chaos.md finding 5): the metadata store of a
+    node that left is not frozen: it goes on writing (session and subscription records, write-backs, GC) until its
+    rejoin empties it, and its replication log records writes that reach no member."""
+    from vmqpy.metadata.service import MetadataService
+
+    return mock.patch.object(MetadataService, "freeze", lambda self: None)
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -72,5 +81,6 @@ MUTANTS: dict[str, Mutant] = {
         Mutant("handover-without-messages", "lost", "calm", (0, 3, 4), _handover_without_messages),
         Mutant("old-connection-kept", "sessions", "calm", (0, 3, 4), _old_connection_kept),
         Mutant("joining-node-serves", "forgotten", "churn", (1, 6), _joining_node_serves),
+        Mutant("left-node-writes", "vanished", "churn", (0, 5), _left_node_writes),
     )
 }

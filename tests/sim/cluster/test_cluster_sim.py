@@ -24,7 +24,7 @@ from tests import randomness
 
 from .run import HISTORIES, Result, play
 
-CHECKS = ("lost", "duplicated", "sessions", "diverged", "resurrected", "forgotten", "stuck")
+CHECKS = ("lost", "duplicated", "sessions", "diverged", "resurrected", "forgotten", "stuck", "vanished")
 DUPLICATES = "QoS 2 delivered twice after a takeover during routing"
 #: (profile, check) -> the finding it fails on (docs/testing.md, "What the simulation found"): those the fixed
 #: seeds of `make test` hit, and under `make test-long` also those seen on other seeds
