@@ -140,7 +140,7 @@ class MQTTConnection(asyncio.Protocol):
         # closed, the abort of a socket that does not drain) and the time it is armed for
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
-        self.keepalive_bucket: set[keepalive.Watched] | None = None  # where it waits in the node's keep-alive wheel
+        self.keepalive_bucket: keepalive.Bucket | None = None  # where it waits in the node's keep-alive wheel
         self.retries = False  # resends of what the client leaves unacknowledged (3.1.1 with retry_interval)
         self.acks = AckQueue(self.loop, storage, self._ack_failed)  # acknowledgements, durable and in order
         self.registering = False  # its password is checked, or its client id registered: nothing is read
@@ -327,7 +327,7 @@ class MQTTConnection(asyncio.Protocol):
         self.gate.close()
         self.acks.close()
         self.cancel_timer()  # also the abort's: the socket is gone
-        keepalive.Buckets.discard(self)
+        keepalive.of_loop(self.loop).buckets.discard(self)
         self.broker.metrics["socket_close"] += 1
         connect_flow.disconnected(self, exc)
 

@@ -11,7 +11,10 @@ time of the check).
 
 `Buckets` is the pure part (times are arguments); `KeepAlives` arms the one timer of a loop. A connection knows the
 set it is in (`Watched.keepalive_bucket`), so taking it out when its socket goes is a set discard, and a connection
-that is gone is referenced by no bucket.
+that is gone is referenced by no bucket. A bucket emptied that way is dropped at once, and the heap of bucket numbers
+is rebuilt when the numbers of dropped buckets outnumber the live ones: what the wheel holds is bounded by the live
+connections, not by the clients that came and went within 1.5 keep alives (up to 65,535 s x 1.5 at one bucket per
+0.1 s, a million empty sets, had they stayed until due).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ GRAIN = 0.1  # seconds: the width of a bucket, the most a check may run after it
 class Watched(Protocol):
     """What the wheel checks: a connection with a slot for the bucket it waits in."""
 
-    keepalive_bucket: set[Watched] | None
+    keepalive_bucket: Bucket | None
 
 
 Check = Callable[[Any, float], None]  # the check of an item taken out of its bucket at (or a grain after) its time
@@ -52,14 +55,27 @@ def bucket_of(at: float) -> int:
     return number - 1 if (number - 1) * GRAIN >= at else number
 
 
+class Bucket(set[Watched]):
+    """The items due within one GRAIN; it knows its number, so that emptying it can drop it."""
+
+    __slots__ = ("number",)
+
+    def __init__(self, number: int) -> None:
+        super().__init__()
+        self.number = number
+
+
+STALE_SLACK = 64  # numbers of dropped buckets the heap may hold beyond the live ones before it is rebuilt
+
+
 class Buckets:
     """Items by the bucket of the time they are due at; no clock of its own."""
 
     __slots__ = ("_by_number", "_numbers")
 
     def __init__(self) -> None:
-        self._by_number: dict[int, set[Watched]] = {}
-        self._numbers: list[int] = []  # a heap of the keys of `_by_number`
+        self._by_number: dict[int, Bucket] = {}
+        self._numbers: list[int] = []  # a heap of the keys of `_by_number`, and of some dropped buckets' numbers
 
     def __len__(self) -> int:
         return sum(len(items) for items in self._by_number.values())
@@ -68,33 +84,46 @@ class Buckets:
         """`item` is due at `at` (out of any bucket it was in before)."""
         old = item.keepalive_bucket
         if old is not None:
-            old.discard(item)
+            self._leave(old, item)
         number = bucket_of(at)
         items = self._by_number.get(number)
         if items is None:
-            items = self._by_number[number] = set()
+            items = self._by_number[number] = Bucket(number)
             heapq.heappush(self._numbers, number)
         items.add(item)
         item.keepalive_bucket = items
 
-    @staticmethod
-    def discard(item: Watched) -> None:
+    def discard(self, item: Watched) -> None:
         """`item` is due at no time any more."""
         items = item.keepalive_bucket
         if items is not None:
-            items.discard(item)
+            self._leave(items, item)
             item.keepalive_bucket = None
 
+    def _leave(self, items: Bucket, item: Watched) -> None:
+        items.discard(item)
+        if items or self._by_number.get(items.number) is not items:
+            return
+        del self._by_number[items.number]
+        if len(self._numbers) > 2 * len(self._by_number) + STALE_SLACK:
+            self._numbers = list(self._by_number)
+            heapq.heapify(self._numbers)
+
     def next_due(self) -> float | None:
-        """When the earliest bucket is due (None when there is none); an emptied bucket still counts until then."""
-        return self._numbers[0] * GRAIN if self._numbers else None
+        """When the earliest bucket is due (None when there is none)."""
+        numbers = self._numbers
+        while numbers and numbers[0] not in self._by_number:
+            heapq.heappop(numbers)
+        return numbers[0] * GRAIN if numbers else None
 
     def pop_due(self, now: float) -> list[Watched]:
         """The items of every bucket due at `now`, out of their buckets, earliest bucket first."""
         due: list[Watched] = []
         numbers = self._numbers
         while numbers and numbers[0] * GRAIN <= now:
-            items = self._by_number.pop(heapq.heappop(numbers))
+            items = self._by_number.pop(heapq.heappop(numbers), None)
+            if items is None:  # dropped when it was emptied
+                continue
             for item in items:
                 item.keepalive_bucket = None
             due.extend(items)

@@ -18,7 +18,7 @@ from vmqpy.broker.core.broker import Broker
 from vmqpy.broker.core.persistence import SessionStore
 from vmqpy.broker.driver import keepalive
 from vmqpy.broker.driver.connection import MQTTConnection
-from vmqpy.broker.driver.keepalive import GRAIN, Buckets, KeepAlives, bucket_of
+from vmqpy.broker.driver.keepalive import GRAIN, STALE_SLACK, Buckets, KeepAlives, bucket_of
 from vmqpy.config import Config
 from vmqpy.mqtt.codec import encode
 from vmqpy.mqtt.packets import Connack, Connect, Disconnect, Pingreq
@@ -32,7 +32,7 @@ class Item:
 
     def __init__(self, name: int) -> None:
         self.name = name
-        self.keepalive_bucket: set[keepalive.Watched] | None = None
+        self.keepalive_bucket: keepalive.Bucket | None = None
         self.checked: list[float] = []
 
     def keepalive_check(self, now: float) -> None:
@@ -74,9 +74,10 @@ def test_an_item_added_again_is_due_only_at_its_new_time_and_a_discarded_one_nev
     buckets.add(a, 1.0)
     buckets.add(b, 1.0)
     buckets.add(a, 5.0)
-    Buckets.discard(b)
+    buckets.discard(b)
     assert b.keepalive_bucket is None and len(buckets) == 1
-    assert buckets.pop_due(4.9) == [], "the emptied bucket of 1.0 yields nothing"
+    assert buckets.next_due() == pytest.approx(5.0), "the emptied bucket of 1.0 is gone"
+    assert buckets.pop_due(4.9) == []
     assert buckets.pop_due(5.0) == [a]
 
 
@@ -96,7 +97,7 @@ def test_never_early_never_more_than_a_grain_late(ops: list[tuple[str, int, floa
             buckets.add(item, at)
             due[index] = at
         elif op == "discard":
-            Buckets.discard(item)
+            buckets.discard(item)
             due.pop(index, None)
         else:
             now += value
@@ -108,6 +109,27 @@ def test_never_early_never_more_than_a_grain_late(ops: list[tuple[str, int, floa
             assert all(at > now - GRAIN for at in due.values()), "later than a grain"
         assert len(buckets) == len(due)
         assert all((items[i].keepalive_bucket is not None) == (i in due) for i in range(6))
+        assert len(buckets._by_number) <= len(due), "a bucket that holds nobody is dropped"
+        assert len(buckets._numbers) <= 2 * len(buckets._by_number) + STALE_SLACK
+
+
+def test_clients_that_came_and_went_leave_no_bucket_behind() -> None:
+    """100,000 connections with the longest keep alive (65,535 s, checked 1.5 times that later), one every 0.1 s
+    of the loop's clock, each gone before its check: the wheel ends as empty as it began, and its heap never holds
+    more than twice the live buckets (plus a slack), where before every emptied set stayed until its time came."""
+    buckets = Buckets()
+    longest = 65_535 * 1.5
+    live: list[Item] = []
+    for i in range(100_000):
+        item = Item(i)
+        buckets.add(item, i * GRAIN + longest)
+        live.append(item)
+        if len(live) > 10:
+            buckets.discard(live.pop(0))
+        assert len(buckets._numbers) <= 2 * len(buckets._by_number) + STALE_SLACK
+    for item in live:
+        buckets.discard(item)
+    assert buckets._by_number == {} and buckets.next_due() is None and len(buckets) == 0
 
 
 async def test_the_loop_timer_checks_each_item_not_before_its_time() -> None:
