@@ -566,11 +566,5 @@ class Broker:
     def queued(self) -> int:
         return sum(len(s.queue) + len(s.inflight) for s in self.sessions.values())
 
-    # Holding publishes back across nodes: vmqpy.broker.core.holdback (`backpressure`).
-
-    def wait_for_node(self, node: str, callback: Callable[[], None]) -> None:
-        """Call `callback` once `node` is no longer congested (at once when it is not)."""
-        self.backpressure.wait_for_node(node, callback)
-
 
 __all__ = ["Broker"]

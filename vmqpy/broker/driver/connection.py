@@ -569,7 +569,7 @@ class MQTTConnection(asyncio.Protocol):
             self.write_packet(decision.packet)
         elif kind is Throttle:
             assert isinstance(decision, Throttle)
-            self.gate.block(decision.result, self.broker.wait_for_node)
+            self.gate.block(decision.result, self.broker.backpressure.wait_for_node)
         elif kind is SubscribeTo:
             assert isinstance(decision, SubscribeTo)
             self._subscribe(decision.packet, decision.refused)
