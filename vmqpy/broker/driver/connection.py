@@ -97,11 +97,11 @@ class MQTTConnection(asyncio.Protocol):
 
     # No attribute dictionary: a node holds one of these per client (about 1.5 KB less each, docs/performance.md).
     __slots__ = (
-        "__weakref__", "_connect_at", "_log", "_peer", "_rate", "_subscribing", "_timer", "_timer_at",
+        "__weakref__", "_connect_at", "_log", "_peer", "_rate", "_timer", "_timer_at",
         "_yield_paused", "_yielded", "acks", "announced", "asked_client_id", "broker", "client_id", "closing",
         "config", "connect_waited", "decoder", "gate", "identity_as_username", "keep_alive", "keepalive_bucket",
         "last_received", "listener", "loop", "machine", "normal_close", "on_connected", "on_lost", "refusing",
-        "registering", "retries", "session", "storage", "traces", "transport", "username", "writer",
+        "registering", "retries", "session", "storage", "subscribing", "traces", "transport", "username", "writer",
     )
 
     def __init__(
@@ -144,7 +144,7 @@ class MQTTConnection(asyncio.Protocol):
         self.retries = False  # resends of what the client leaves unacknowledged (3.1.1 with retry_interval)
         self.acks = AckQueue(self.loop, storage, self._ack_failed)  # acknowledgements, durable and in order
         self.registering = False  # its password is checked, or its client id registered: nothing is read
-        self._subscribing = False  # a SUBSCRIBE of many filters is added a slice a turn: nothing is read meanwhile
+        self.subscribing = False  # a SUBSCRIBE of many filters is added a slice a turn: nothing is read meanwhile
         self._yielded = False  # its packets took a turn's budget: the rest waits in the bulk lane (turn_budget)
         self._yield_paused = False  # meanwhile it read YIELDED_READ_LIMIT bytes more: reading paused
         self.refusing = False  # a refused login waits for its CONNACK (auth.failed_login_delay): nothing is read
@@ -198,15 +198,6 @@ class MQTTConnection(asyncio.Protocol):
         kind, dot, _name = self.listener.partition(".")
         return kind if dot else "tcp"
 
-    @property
-    def _blocked_on(self) -> int:
-        """The read gate's count of what blocks reading (vmqpy.broker.driver.subscribe_slices counts its hold here)."""
-        return self.gate.blocked_on
-
-    @_blocked_on.setter
-    def _blocked_on(self, count: int) -> None:
-        self.gate.blocked_on = count
-
     def connect_took(self, loop_now: float) -> float:
         """Seconds from the CONNECT read to `loop_now` (its CONNACK written); the time is not kept after."""
         took = loop_now - self._connect_at
@@ -254,7 +245,7 @@ class MQTTConnection(asyncio.Protocol):
             if first is not None:
                 self._dispatch(first, now, arrived_ns)
             while (not self.closing and not self.registering and not gate.rate_until and not self.refusing
-                   and not self._subscribing and not self._yielded):
+                   and not self.subscribing and not self._yielded):
                 packet = decoder.next_packet()
                 if packet is NEED_DATA:
                     break
@@ -274,7 +265,6 @@ class MQTTConnection(asyncio.Protocol):
         if writer.pending() > queued:  # its answers leave now, not after the turn's later callbacks (the bulk lane)
             writer.flush()
 
-    _process = process  # vmqpy.broker.driver.subscribe_slices' name for it
 
     def _yield_turn(self) -> None:
         """This client's packets took the turn's budget (vmqpy.broker.core.turn_budget): the rest of what it sent is
@@ -545,7 +535,6 @@ class MQTTConnection(asyncio.Protocol):
         for trace in running:
             trace.packet(direction, peer, packet, now)
 
-    _trace = trace  # vmqpy.broker.driver.subscribe_slices' name for it
 
     def carry_out(self, decision: Decision) -> None:
         """Do what the machine decided (a `Route` is carried out where packets are dispatched, `_dispatch`, the
@@ -606,7 +595,6 @@ class MQTTConnection(asyncio.Protocol):
         else:
             raise TypeError(f"not a decision to carry out here: {decision!r}")
 
-    _carry_out = carry_out  # vmqpy.broker.driver.subscribe_slices' name for it
 
     def _note(self, why: str, warn: bool, packet: Packet | None) -> None:
         fields = {"qos": 1 if isinstance(packet, Puback) else 2} if packet is not None else {}

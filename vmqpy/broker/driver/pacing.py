@@ -19,14 +19,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from vmqpy.broker.core.router import RouteResult
 
-if TYPE_CHECKING:
-    from vmqpy.broker.driver.connection import MQTTConnection
-
-__all__ = ["ReadGate", "set_reading"]
+__all__ = ["ReadGate"]
 
 
 class ReadGate:
@@ -99,9 +95,3 @@ class ReadGate:
     def close(self) -> None:
         """The connection closed: the socket is paused or resumed no more (a lingering close drains it)."""
         self.transport = None
-
-
-def set_reading(conn: MQTTConnection) -> None:
-    """Tell `conn`'s socket whether it is read now (for vmqpy.broker.driver.subscribe_slices, which counts its hold in
-    `MQTTConnection._blocked_on`)."""
-    conn.gate.update()

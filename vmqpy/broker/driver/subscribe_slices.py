@@ -33,7 +33,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from vmqpy.broker.core.turn_budget import SlicePace
-from vmqpy.broker.driver import pacing
 from vmqpy.broker.machine.decisions import Reply, SubscribeTo, suback_codes
 from vmqpy.broker.operations.trace import RECEIVED
 from vmqpy.mqtt import reason_codes as rc
@@ -100,15 +99,15 @@ def _decode_step(conn: MQTTConnection, long: LongSubscribe, pace: SlicePace) -> 
         return
     if conn.machine.connected_now and sliced(packet):
         if conn.traces:
-            conn._trace(RECEIVED, packet, time.time())
+            conn.trace(RECEIVED, packet, time.time())
         _step(conn, _Progress(packet, confirm=conn.broker.route_confirmation()))  # reading held until its SUBACK
         return
     _release(conn)
-    conn._process(packet)  # as any SUBSCRIBE (traced there), then what the client sent meanwhile
+    conn.process(packet)  # as any SUBSCRIBE (traced there), then what the client sent meanwhile
 
 
 def _step(conn: MQTTConnection, progress: _Progress) -> None:
-    """One slice (a loop callback: a protocol error ends the connection here, as `MQTTConnection._process` does)."""
+    """One slice (a loop callback: a protocol error ends the connection here, as `MQTTConnection.process` does)."""
     try:
         _slice(conn, progress)
     except Exception as exc:
@@ -116,7 +115,7 @@ def _step(conn: MQTTConnection, progress: _Progress) -> None:
 
 
 def _failed(conn: MQTTConnection, exc: Exception) -> None:
-    """A slice's error ends the connection, as one in `MQTTConnection._process` does: a protocol error with its
+    """A slice's error ends the connection, as one in `MQTTConnection.process` does: a protocol error with its
     reason code, anything else as an internal error (called in the `except` block, which the log line shows)."""
     _release(conn)
     if isinstance(exc, RemoteProtocolError):
@@ -148,7 +147,7 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
             progress.codes += suback_codes(len(chunk.subscriptions), refused, codes)
             progress.added += added
         else:  # not expected of a SUBSCRIBE: carried out as usual
-            conn._carry_out(decision)
+            conn.carry_out(decision)
     pace.done(len(chunk.subscriptions))
     if progress.position < len(packet.subscriptions):
         conn.broker.lane.add(partial(_step, conn, progress), conn.loop.call_soon)
@@ -163,7 +162,7 @@ def _slice(conn: MQTTConnection, progress: _Progress) -> None:
 
     conn.acks.after(session.persistent, answer, conn.broker.routes_applied(progress.confirm))
     _release(conn)
-    conn._process()  # what the client sent meanwhile
+    conn.process()  # what the client sent meanwhile
 
 
 def unsubscribe_sliced(packet: Unsubscribe) -> bool:
@@ -180,7 +179,7 @@ def start_unsubscribe(conn: MQTTConnection, packet: Unsubscribe) -> None:
 
 def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, codes: list[int],
                       pace: SlicePace, confirm: Any) -> None:
-    """One slice (a loop callback: an error ends the connection here, as `MQTTConnection._process` does)."""
+    """One slice (a loop callback: an error ends the connection here, as `MQTTConnection.process` does)."""
     session = conn.session
     if conn.closing or session is None:
         _release(conn)
@@ -199,7 +198,7 @@ def _unsubscribe_step(conn: MQTTConnection, packet: Unsubscribe, begin: int, cod
     reply = Unsuback(packet.packet_id, codes)
     conn.acks.after(session.persistent, lambda: conn.write_packet(reply), conn.broker.routes_applied(confirm))
     _release(conn)
-    conn._process()  # what the client sent meanwhile
+    conn.process()  # what the client sent meanwhile
 
 
 def _deliver_retained(conn: MQTTConnection, added: list[tuple[SubEntry, bool]], begin: int,
@@ -215,13 +214,13 @@ def _deliver_retained(conn: MQTTConnection, added: list[tuple[SubEntry, bool]], 
 
 
 def _hold(conn: MQTTConnection) -> None:
-    conn._subscribing = True
-    conn._blocked_on += 1  # reading paused, as for a congested subscriber (pacing.set_reading)
-    pacing.set_reading(conn)
+    conn.subscribing = True
+    conn.gate.blocked_on += 1  # reading paused, as for a congested subscriber
+    conn.gate.update()
 
 
 def _release(conn: MQTTConnection) -> None:
-    if conn._subscribing:
-        conn._subscribing = False
-        conn._blocked_on -= 1
-        pacing.set_reading(conn)
+    if conn.subscribing:
+        conn.subscribing = False
+        conn.gate.blocked_on -= 1
+        conn.gate.update()
