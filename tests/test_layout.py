@@ -82,11 +82,11 @@ def test_the_check_sees_every_form_of_import() -> None:
     """Each way of importing a test module is found; importing a helper module, or a `test_`-named function
     from a helper module, is not."""
     source = "\n".join([
-        "import tests.unit.broker.test_session",
-        "from tests.unit.broker.test_session import x",
-        "from tests.unit.broker import test_session",
-        "from .test_session import x",
-        "from . import test_session",
+        "import tests.unit.broker.test_purity",
+        "from tests.unit.broker.test_purity import x",
+        "from tests.unit.broker import test_purity",
+        "from .test_purity import x",
+        "from . import test_purity",
         "from .turns import Loop",
         "from tests.unit.broker.turns import test_helper",
         "from tests.unit.broker import turns",
@@ -95,6 +95,6 @@ def test_the_check_sees_every_form_of_import() -> None:
     ])
     probe = TESTS / "unit" / "broker" / "probe.py"  # not written: its path resolves the relative imports
     assert list(imports_of_test_modules(probe, source)) == [
-        *[(line, "tests.unit.broker.test_session") for line in range(1, 6)],
+        *[(line, "tests.unit.broker.test_purity") for line in range(1, 6)],
         (9, "tests.test_layout"),
     ]
