@@ -32,28 +32,26 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy --strict dvv vmqpy admin chaos tests/unit
 
-# Three runs: the pure tests (tests/unit, tests/sim: CPU-bound, no sockets shared between tests) on both cores with
-# pytest-xdist; then the integration and Spark tests on INTEGRATION_WORKERS xdist workers (mostly waiting on node
-# processes: more workers than cores), each worker with its own loopback block, iptables chain and port slice,
-# whole modules per worker, the modules that name fixed addresses one after another (tests/lanes.py); last the
-# `serial` modules, which measure a client's latency or the broker's CPU, alone. All always run; the target fails
-# if any does. The sources are compiled to bytecode first: every node process,
-# `vmq-admin` call and chaos run is a new interpreter, which otherwise compiles every module it imports again
-# when bytecode is not written (PYTHONDONTWRITEBYTECODE, as on CI), ~0.25 s of CPU per node start.
+# Two runs. First every test but the `serial` ones on TEST_WORKERS pytest-xdist workers (more workers than cores: the
+# integration tests mostly wait on node processes, and the pure tests of tests/unit and tests/sim, CPU-bound, fill
+# that time), whole modules per worker, each worker with its own loopback block, iptables chain and port slice, the
+# modules that name fixed addresses one after another (tests/lanes.py); then the `serial` modules, which measure a
+# client's latency or the broker's CPU, alone. Both always run; the target fails if either does. The sources are
+# compiled to bytecode first: every node process, `vmq-admin` call and chaos run is a new interpreter, which
+# otherwise compiles every module it imports again when bytecode is not written (PYTHONDONTWRITEBYTECODE, as on
+# CI), ~0.25 s of CPU per node start.
 # TEST_PROFILE (tests/randomness.py): `ci`, derandomized (hypothesis draws the same examples on every machine, seeded
 # tests run their fixed seeds), so a green `make test` here is green on the next clone; `long` is `make test-long`'s.
 PURE_TESTS := tests/unit tests/sim
 COMPILED := vmqpy dvv admin chaos spark_analytics bench tests
 TEST_PROFILE ?= ci
-INTEGRATION_WORKERS ?= 4
-OTHER_TESTS := $(addprefix --ignore=,$(PURE_TESTS)) tests
+TEST_WORKERS ?= 6
 pytest: venv
 	@$(BIN)/python -m compileall -q -j 2 $(COMPILED) >/dev/null || true  # a module that does not compile fails in pytest
 	@export TEST_PROFILE=$(TEST_PROFILE); status=0; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist worksteal $(PURE_TESTS) || status=$$?; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 -n $(INTEGRATION_WORKERS) --dist loadscope \
-		-m "not serial" $(OTHER_TESTS) || status=$$?; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m serial $(OTHER_TESTS) || status=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadscope \
+		-m "not serial" tests || status=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m serial tests || status=$$?; \
 	exit $$status
 
 test: debian-deps venv lint typecheck pytest
