@@ -1,12 +1,14 @@
-"""CPU time of one node's connection path per QoS 1 message, in process, without sockets or a load generator.
+"""CPU time of one node's connection path per QoS 1 (or QoS 0) message, in process, without sockets or a load
+generator.
 
 A QoS 1 publisher and a QoS 1 subscriber (MQTT 5.0) on one Broker over an in-memory transport: batches of 20
 PUBLISHes in, the deliveries decoded and acknowledged back. Reported: process CPU time per message (the
 publisher's PUBLISH and PUBACK, the delivery and the subscriber's PUBACK, plus this script's own decoding of the
-deliveries, which is the same for every revision). Another revision: run this file with `PYTHONPATH=DIR`, DIR a
-checkout of that revision (e.g. a `git worktree`).
+deliveries, which is the same for every revision). `--qos 0`: the same with QoS 0 PUBLISHes (nothing to
+acknowledge). Another revision: run this file with `PYTHONPATH=DIR`, DIR a checkout of that revision (e.g. a
+`git worktree`, or `git archive REV | tar -x -C DIR`).
 
-    .venv/bin/python bench/bench_connection.py [MESSAGES]
+    .venv/bin/python bench/bench_connection.py [MESSAGES] [--qos 0|1]
 """
 
 from __future__ import annotations
@@ -109,8 +111,8 @@ class MemoryTransport:
         pass
 
 
-async def measure(messages: int) -> float:
-    """CPU microseconds per message."""
+async def measure(messages: int, qos: int = 1) -> float:
+    """CPU microseconds per message of `qos` (1: the subscriber acknowledges every delivery)."""
     config = Config()
     broker = Broker(config, SessionStore(None), OneNodeMetadata())  # type: ignore[arg-type]
     auth = Authenticator.__new__(Authenticator)
@@ -127,7 +129,7 @@ async def measure(messages: int) -> float:
     publisher, to_publisher = connect("pub")
     await asyncio.sleep(0.01)
     decoder = Decoder(server=False, protocol_level=5)
-    batch = b"".join(encode(Publish("t/x", b"p" * 64, 1, packet_id=i + 1), 5) for i in range(BATCH))
+    batch = b"".join(encode(Publish("t/x", b"p" * 64, qos, packet_id=i + 1 if qos else None), 5) for i in range(BATCH))
     started = time.process_time()
     for _ in range(messages // BATCH):
         publisher.data_received(batch)
@@ -138,17 +140,24 @@ async def measure(messages: int) -> float:
             packet = decoder.next_packet()
             if packet is NEED_DATA:
                 break
-            if type(packet) is Publish:
+            if type(packet) is Publish and qos:
                 acks.append(encode(Puback(packet.packet_id or 0), 5))
-        subscriber.data_received(b"".join(acks))
-        await asyncio.sleep(0)
+        if acks:
+            subscriber.data_received(b"".join(acks))
+            await asyncio.sleep(0)
         to_publisher.take()
     return (time.process_time() - started) / messages * 1e6
 
 
 def main() -> None:
-    messages = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    print(f"{asyncio.run(measure(messages)):.2f} us of CPU per QoS 1 message ({messages} messages)")
+    args = sys.argv[1:]
+    qos = 1
+    if "--qos" in args:
+        at = args.index("--qos")
+        qos = int(args[at + 1])
+        del args[at:at + 2]
+    messages = int(args[0]) if args else 100_000
+    print(f"{asyncio.run(measure(messages, qos)):.2f} us of CPU per QoS {qos} message ({messages} messages)")
 
 
 if __name__ == "__main__":

@@ -116,8 +116,15 @@ def encode_plain_publish(topic: str, payload: bytes, qos: int, retain: bool, dup
                          level: int) -> bytes:
     """The bytes of a PUBLISH without properties for a connection of `level` (3, 4 or 5): what `encode` gives for
     `Publish(topic, payload, qos, retain, dup, packet_id)`, without building the packet (the delivery path)."""
-    t = _topic_name(topic)
+    try:  # _topic_name, inline (every delivery)
+        t = topic.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise LocalProtocolError("PUBLISH topic cannot be encoded as UTF-8") from e
     tl = len(t)
+    if tl > 0xFFFF:
+        raise LocalProtocolError("PUBLISH topic is longer than 65535 bytes")
+    if "+" in topic or "#" in topic or "\x00" in topic:
+        raise LocalProtocolError(f"PUBLISH topic {topic!r} is not a valid topic name")
     if level == 5:
         pb = b"\x00"
         if not tl:
@@ -138,7 +145,9 @@ def encode_plain_publish(topic: str, payload: bytes, qos: int, retain: bool, dup
     elif qos == 1 or qos == 2:
         if dup:
             first |= 0x08
-        pid = _packet_id(packet_id, "PUBLISH QoS>0")
+        if packet_id is None or not 0 < packet_id <= 0xFFFF:  # _packet_id, inline
+            raise LocalProtocolError(f"PUBLISH QoS>0 needs a packet identifier in 1..65535, got {packet_id!r}")
+        pid = packet_id.to_bytes(2, "big")
     else:
         raise LocalProtocolError(f"PUBLISH QoS {qos!r}")
     rl = 2 + tl + len(pid) + len(pb) + len(payload)

@@ -113,6 +113,7 @@ class Router:
         self._local_matches: dict[str, list[tuple[str, Hashable, SubEntry]]] = {}
         self._rng = rng or random.Random()
         self._remote: SubscriptionTrie[Hashable, SubEntry] = SubscriptionTrie()
+        self._any_remote = False  # whether `_remote` holds any (read for every message: no `__len__` call)
         # topic -> (nodes with a plain matching subscription, shared group -> the nodes of its members): the
         # remote subscriptions change far less often than publishes arrive; emptied on every change
         self._remote_routes: dict[str, tuple[tuple[str, ...], dict[Group, list[str]]]] = {}
@@ -147,10 +148,12 @@ class Router:
     def add_remote(self, node: str, client_id: str, entry: SubEntry) -> None:
         """A subscription of a session on another node: publishes matching it are forwarded to that node."""
         self._remote.add(entry.match_filter, (node, client_id, entry.group), entry)
+        self._any_remote = True
         self._remote_routes.clear()
 
     def remove_remote(self, node: str, client_id: str, entry: SubEntry) -> None:
         self._remote.remove(entry.match_filter, (node, client_id, entry.group))
+        self._any_remote = len(self._remote) > 0
         self._remote_routes.clear()
 
     def _routes_elsewhere(self, topic: str) -> tuple[tuple[str, ...], dict[Group, list[str]]]:
@@ -205,9 +208,11 @@ class Router:
                         self.sweeping and self._stale(str(only), entry)):
                     ids = [] if entry.subscription_id is None else [entry.subscription_id]
                     opts = entry.options
+                    # a plain subscription's trie key is its client id (`_trie_key`): a str, no `str()` call for it
                     if guard is None or not guard.withholds(str(only), message.topic):
-                        self._deliver(result, str(only), message, opts.qos, opts.retain_as_published, ids, now)
-            if only_groups is None and self._remote:
+                        self._deliver(result, only, message, opts.qos, opts.retain_as_published, ids,  # type: ignore[arg-type]
+                                      now)
+            if only_groups is None and self._any_remote:
                 self._choose_remote(result, message, {})
             return result
         targets: dict[str, _Target] = {}
@@ -245,7 +250,7 @@ class Router:
         """For a publish on this node: the nodes with a plain matching subscription go into `result.remote`, and
         each shared group (members here and elsewhere) gets one member by the policy. Returns the members here
         that were chosen; the groups served elsewhere are added to their node's forward."""
-        plain, remote_groups = self._routes_elsewhere(message.topic) if self._remote else ((), {})
+        plain, remote_groups = self._routes_elsewhere(message.topic) if self._any_remote else ((), {})
         for node in plain:
             result.remote.setdefault(node, [])
         if not local_groups and not remote_groups:
@@ -285,7 +290,9 @@ class Router:
         session = self._sessions.get(client_id)
         if session is None:
             return
-        qos = sub_qos if self.upgrade_qos else min(message.qos, sub_qos)  # outgoing_qos, inline: the hot path
+        qos = message.qos  # outgoing_qos, inline (the hot path), without a call to min
+        if self.upgrade_qos or sub_qos < qos:
+            qos = sub_qos
         outcome = session.deliver(message, qos, message.retain and retain_as_published, subscription_ids, now)
         if outcome is _DROPPED:
             result.dropped += 1

@@ -238,9 +238,12 @@ class MQTTConnection(asyncio.Protocol):
         arrived_ns = monotonic_ns()  # when the PUBLISHes of this read arrived (publish-to-delivery latency)
         decoder = self.decoder
         writer = self.writer
+        out = writer.out  # the writer's queue (Writer.pending, inline: twice a read)
         gate = self.gate
         until = perf_counter() + TURN_BUDGET
-        queued = writer.pending()
+        queued = len(out)
+        scheduled = writer.scheduled
+        writer.scheduled = True  # what this read answers is flushed below: no flush callback for it
         try:
             if first is not None:
                 self._dispatch(first, now, arrived_ns)
@@ -262,7 +265,9 @@ class MQTTConnection(asyncio.Protocol):
         except Exception:
             self.log.exception("internal error on connection")
             self.protocol_error(rc.UNSPECIFIED_ERROR)
-        if writer.pending() > queued:  # its answers leave now, not after the turn's later callbacks (the bulk lane)
+        finally:
+            writer.scheduled = scheduled
+        if len(out) > queued:  # its answers leave now, not after the turn's later callbacks (the bulk lane)
             writer.flush()
 
 
@@ -508,7 +513,13 @@ class MQTTConnection(asyncio.Protocol):
                 result = self.broker.publish(message, now)
                 if qos or result.congested or result.congested_nodes:
                     for follow in machine.routed(qos, packet_id, result):
-                        self.carry_out(follow)
+                        # carry_out's Reply without a note, inline (the PUBACK of every QoS 1 PUBLISH)
+                        if type(follow) is Reply and follow.note is None and self.acks.free(follow.durable,
+                                                                                             follow.remote):
+                            machine.reply_sent(follow.packet)
+                            self.write_packet(follow.packet)
+                        else:
+                            self.carry_out(follow)
             else:
                 self.carry_out(decision)
 

@@ -35,33 +35,38 @@ __all__ = ["Writer"]
 class Writer:
     """The bytes of one connection on their way to its socket."""
 
-    __slots__ = ("_flush_scheduled", "_out", "closed", "loop", "state", "transport", "writable")
+    __slots__ = ("closed", "loop", "out", "scheduled", "state", "transport", "writable")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, state: ConnectionState) -> None:
         self.loop = loop
         self.state = state  # the machine's: the protocol level and the outgoing topic aliases
         self.transport: asyncio.Transport | None = None
-        self._out: list[bytes] = []
-        self._flush_scheduled = False
+        # the writes queued for the next flush: always this list (emptied, never replaced), so that the driver
+        # compares its length before and after a read without a call (`pending`, inline)
+        self.out: list[bytes] = []
+        # a flush is due in this pass of the event loop (scheduled with the first bytes queued). The driver sets it
+        # while it dispatches a read, whose answers it flushes itself at the end (no callback for them), and puts it
+        # back after (MQTTConnection.process)
+        self.scheduled = False
         self.writable = True  # False while the socket's buffer is above its high water mark (`pause`)
         self.closed = False  # nothing more leaves (the connection closed; what it had queued was flushed)
 
     def pending(self) -> int:
         """How many writes wait for the next flush."""
-        return len(self._out)
+        return len(self.out)
 
     def data(self, data: bytes) -> None:
         """Queue bytes, to leave with everything else queued in this pass of the event loop."""
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
+        self.out.append(data)
+        if not self.scheduled:
+            self.scheduled = True
             self.loop.call_soon(self.flush)
 
     def packet(self, packet: Packet) -> None:
         """Queue `packet`, encoded for the connection's protocol level."""
-        self._out.append(encode(packet, self.state.level))  # `data`, inline
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
+        self.out.append(encode(packet, self.state.level))  # `data`, inline
+        if not self.scheduled:
+            self.scheduled = True
             self.loop.call_soon(self.flush)
 
     def publish(self, message: Message, qos: int, retain: bool, packet_id: int | None, subscription_ids: list[int],
@@ -94,15 +99,15 @@ class Writer:
                 if known:
                     publish.topic = ""
             data = encode(publish, level)
-        self._out.append(data)  # `data`, inline: this runs for every delivery
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
+        self.out.append(data)  # `data`, inline: this runs for every delivery
+        if not self.scheduled:
+            self.scheduled = True
             self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
         """Write what is queued in one write (dropped once `closed`, or when the socket is closing)."""
-        self._flush_scheduled = False
-        out = self._out
+        self.scheduled = False
+        out = self.out
         if not out:
             return
         transport = self.transport

@@ -77,6 +77,7 @@ from vmqpy.config import Config
 from vmqpy.mqtt import reason_codes as rc
 from vmqpy.mqtt.errors import ProtocolViolation, RemoteProtocolError
 from vmqpy.mqtt.packets import (
+    NO_PROPERTIES,
     Auth,
     Connect,
     Disconnect,
@@ -93,7 +94,7 @@ from vmqpy.mqtt.packets import (
     Unsuback,
     Unsubscribe,
 )
-from vmqpy.mqtt.topics import parse_shared, too_deep, validate_topic_filter
+from vmqpy.mqtt.topics import parse_shared, validate_topic_filter
 from vmqpy.sessions.message import Message
 
 __all__ = ["LOGIN_REFUSALS", "RETRY_RECHECK", "ConnectionMachine", "ConnectionState", "Phase"]
@@ -109,6 +110,7 @@ UNCHECKED_LOGINS = {
 # The decisions made for every PUBLISH, built in C (a named tuple's own constructor is a Python function).
 _new_route: Callable[[tuple[Message, int, int]], Route] = partial(tuple.__new__, Route)
 _new_reply: Callable[[tuple[Packet, bool, RemoteAck | None, str | None, bool]], Reply] = partial(tuple.__new__, Reply)
+_simple_message = Message.simple  # the class method bound once (every PUBLISH without properties)
 _PONG: Decisions = (Send(Pingresp()),)  # the answer to every PINGREQ (a packet without fields: one serves all)
 
 
@@ -249,9 +251,11 @@ class ConnectionMachine(OutboundRules):
         if alias is not None:
             assert state.aliases_in is not None  # a 5.0 client's (only 5.0 has properties)
             packet.topic = inbound_topic(state.aliases_in, state.aliases_in_maximum, packet.topic, alias)
-        if too_deep(packet.topic, self.config.topic_max_depth):  # 5.0: DISCONNECT 0x90; 3.1.1: the socket closed
-            raise RemoteProtocolError(f"PUBLISH topic deeper than topic_max_depth = {self.config.topic_max_depth} "
-                                      "levels", rc.TOPIC_NAME_INVALID)
+        topic = packet.topic
+        max_depth = self.config.topic_max_depth
+        if max_depth > 0 and topic.count("/") >= max_depth:  # too_deep, inline. 5.0: DISCONNECT 0x90; 3.1.1: closed
+            raise RemoteProtocolError(f"PUBLISH topic deeper than topic_max_depth = {max_depth} levels",
+                                      rc.TOPIC_NAME_INVALID)
         qos = packet.qos
         packet_id = packet.packet_id or NO_PACKET_ID
         if qos == 2 and packet_id in session.awaiting_release:  # a resend: routed already, not again; answered
@@ -262,12 +266,17 @@ class ConnectionMachine(OutboundRules):
                     Pubrec(packet_id, rc.IMPLEMENTATION_SPECIFIC_ERROR)
                 return (Reply(refusal, note="publish refused: the cluster is not ready"),)
             return (Unanswered("publish refused: the cluster is not ready"),)
-        if self.access is not None and self.access.acl is not None and not self._may_publish(packet.topic):
+        access = self.access
+        if access is not None and access.acl is not None and not self._may_publish(topic):
             return self._publish_refused(qos, packet_id)
         if qos and state.unacked_qos1 + len(state.unreleased_qos2) >= state.receive_maximum:
             raise RemoteProtocolError("more unacknowledged QoS 1/2 PUBLISHes than Receive Maximum",
                                       rc.RECEIVE_MAXIMUM_EXCEEDED)
-        return (_new_route((Message.from_publish(packet, state.client_id, now), qos, packet_id)),)
+        if packet.properties is NO_PROPERTIES:  # the decoder's for a PUBLISH without any: from_publish's own case
+            message = _simple_message(topic, packet.payload, qos, packet.retain, state.client_id)
+        else:
+            message = Message.from_publish(packet, state.client_id, now)
+        return (_new_route((message, qos, packet_id)),)
 
     def publish(self, packet: Publish, now: float) -> Message | Decisions:
         """The message a PUBLISH after CONNECT routes, or the decisions that answer it instead: `receive`'s `Route`
@@ -330,7 +339,7 @@ class ConnectionMachine(OutboundRules):
             return (Unanswered("publish refused: cluster buffer full", warn=True),)
         if qos == 1:
             state.unacked_qos1 += 1
-            reply = _new_reply((Puback(packet_id), result.durable, result.remote_ack, None, False))
+            reply = _new_reply((Puback(packet_id, 0, NO_PROPERTIES), result.durable, result.remote_ack, None, False))
             return (reply, *throttle) if throttle else (reply,)
         session = state.session
         assert session is not None
@@ -349,8 +358,9 @@ class ConnectionMachine(OutboundRules):
     # ------------------------------------------------------------------------------------------ the rest
 
     def _puback(self, packet: Packet, now: float) -> Decisions:
-        assert isinstance(packet, Puback) and self.state.session is not None
-        self.state.session.on_puback(packet.packet_id, now)
+        session = self.state.session
+        assert type(packet) is Puback and session is not None  # (every QoS 1 delivery's: no isinstance call)
+        session.on_puback(packet.packet_id, now)
         return ()
 
     def _pubrec(self, packet: Packet, now: float) -> Decisions:

@@ -63,6 +63,26 @@ def test_remote_nodes_get_one_forward_each_and_shared_groups_prefer_local() -> N
     assert "n2" not in router.route(Message("t/x", b"2", 1), 0.0).remote
 
 
+def test_a_single_local_subscriber_and_remote_subscriptions_that_come_and_go() -> None:
+    """The one-plain-subscriber path asks for other nodes only while some remote subscription is held (the router
+    remembers whether any is): forwarded while there is one, not after the last one left, again once one is back."""
+    sessions: dict[str, Session] = {}
+    online(sessions, "local")
+    router = Router(sessions)
+    router.add("local", entry("t/x"))
+    assert router.route(Message("t/x", b"0", 1), 0.0).remote == {}
+    router.add_remote("n2", "r1", entry("t/#"))
+    router.add_remote("n3", "r2", entry("t/+"))
+    assert router.route(Message("t/x", b"1", 1), 0.0).remote == {"n2": [], "n3": []}
+    router.remove_remote("n2", "r1", entry("t/#"))
+    assert router.route(Message("t/x", b"2", 1), 0.0).remote == {"n3": []}
+    router.remove_remote("n3", "r2", entry("t/+"))
+    assert router.route(Message("t/x", b"3", 1), 0.0).remote == {}
+    router.add_remote("n3", "r2", entry("t/+"))
+    result = router.route(Message("t/x", b"4", 1), 0.0)
+    assert result.remote == {"n3": []} and result.matched == 1
+
+
 def test_forwarded_message_serves_only_the_named_groups() -> None:
     sessions: dict[str, Session] = {}
     plain, member = online(sessions, "plain"), online(sessions, "member")

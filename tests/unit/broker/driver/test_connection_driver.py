@@ -26,6 +26,7 @@ from vmqpy.mqtt.packets import (
     Connect,
     Disconnect,
     Pingreq,
+    Pingresp,
     Puback,
     Publish,
     Suback,
@@ -58,6 +59,24 @@ async def turns_until(done: Callable[[], bool], turns: int = 10_000) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError(f"not done after {turns} loop turns")
+
+
+async def test_the_answers_of_a_read_leave_at_its_end_in_one_write_and_later_writes_are_flushed(
+        storage: Storage) -> None:
+    """The PUBACKs a read answers are written when the read is dispatched, in one write and without a flush callback
+    (the driver holds the writer's `scheduled` meanwhile, MQTTConnection.process); after it the writer schedules
+    its own flush again for a write outside a read (a delivery)."""
+    conn, transport, _broker = connection(storage, Config(nodename="b"))
+    await received(transport, 5)  # the CONNACK
+    transport.writes.clear()
+    conn.data_received(b"".join(encode(Publish("t", b"x", 1, packet_id=i), 5) for i in (1, 2, 3)))
+    assert transport.writes == [b"".join(encode(Puback(i), 5) for i in (1, 2, 3))]  # before the loop turns
+    assert not conn.writer.scheduled and not conn.writer.out
+    conn.writer.packet(Pingresp())
+    assert conn.writer.scheduled
+    await asyncio.sleep(0)
+    assert transport.writes[-1] == encode(Pingresp(), 5) and not conn.writer.scheduled
+    conn.connection_lost(None)
 
 
 async def test_no_rate_no_pause(storage: Storage) -> None:
