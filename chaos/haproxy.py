@@ -20,6 +20,7 @@ from chaos import processes
 from chaos.errors import HarnessError
 from chaos.node import REPO
 from chaos.ports import free_port, port_open
+from chaos.zygote import NodeProcess
 
 HAPROXY = Path("/usr/sbin/haproxy")
 SHIPPED = REPO / "deploy" / "haproxy" / "haproxy.cfg"
@@ -94,7 +95,7 @@ class Balancer:
         self.proxy_protocol = proxy_protocol
         self.maxconn = maxconn
         self.sticky = sticky
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: NodeProcess | None = None
 
     @staticmethod
     def missing() -> str | None:

@@ -21,6 +21,7 @@ from typing import Any, Self
 from chaos import processes
 from chaos.errors import HarnessError
 from chaos.ports import listening, port_open
+from chaos.zygote import NodeProcess
 
 REPO = Path(__file__).resolve().parents[1]
 START_DEADLINE_S = 30.0
@@ -47,7 +48,7 @@ class Node:
     settings: dict[str, str] = field(default_factory=dict)  # configuration keys over the defaults below
     cluster_host: str = ""  # what the node listens on and advertises for the cluster (default: its address)
     env: dict[str, str] = field(default_factory=dict)  # added to the process environment (libfaketime, ...)
-    proc: subprocess.Popen[bytes] | None = None
+    proc: NodeProcess | None = None
     paused: bool = False
     pids: list[int] = field(default_factory=list)  # every process started for this node
     owned: bool = True  # False: a node of an existing cluster (--attach), never started, stopped or signalled

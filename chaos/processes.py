@@ -1,6 +1,7 @@
 """Every node process the harness started, by PID: start one with its output in a log file, stop one (SIGCONT,
 SIGTERM, then SIGKILL), kill one, and stop every one still running when the harness exits. A process is only
-ever signalled through the PID it was started with, never found by name."""
+ever signalled through the PID it was started with, never found by name. A `python -m vmqpy` command is forked
+from the zygote (chaos/zygote.py: a child of another process, still stopped and killed by its PID here)."""
 
 from __future__ import annotations
 
@@ -10,21 +11,25 @@ import signal
 import subprocess
 from pathlib import Path
 
+from chaos import zygote
+from chaos.zygote import NodeProcess
+
 STOP_GRACE_S = 10.0  # how long a SIGTERM may take before SIGKILL
 
-_live: dict[int, subprocess.Popen[bytes]] = {}
+_live: dict[int, NodeProcess] = {}
 
 
-def spawn(command: list[str], log: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """Start `command` in a session of its own, stdout and stderr appended to `log`."""
+def spawn(command: list[str], log: Path, cwd: Path, env: dict[str, str]) -> NodeProcess:
+    """Start `command` in a session of its own, stdout and stderr appended to `log` (a node: forked from the
+    zygote, chaos.zygote.popen)."""
     with log.open("ab") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=str(cwd), env=env, start_new_session=True)
+        proc = zygote.popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            cwd=str(cwd), env=env, start_new_session=True)
     _live[proc.pid] = proc
     return proc
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
+def stop(proc: NodeProcess) -> None:
     """SIGCONT (a paused process cannot stop), SIGTERM, then SIGKILL after STOP_GRACE_S: by PID only."""
     if proc.poll() is None:
         for sig in (signal.SIGCONT, signal.SIGTERM):
@@ -40,7 +45,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     _live.pop(proc.pid, None)
 
 
-def kill(proc: subprocess.Popen[bytes]) -> None:
+def kill(proc: NodeProcess) -> None:
     """SIGKILL (`kill -9`) and wait for the exit."""
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGKILL)

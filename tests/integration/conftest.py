@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from chaos import ports
+from chaos import ports, zygote
+from chaos.zygote import NodeProcess
 from tests import lanes, randomness
 from tests.integration.clients import HOST, PahoClient, RawClient, unique
 
@@ -203,7 +204,7 @@ class Broker:
         self.log = workdir / "broker.log"
         self.config_file = workdir / ("mosquitto.conf" if kind == "mosquitto" else "vmqpy.conf")
         self.extra = dict(extra or {})
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: NodeProcess | None = None
         self.exit_codes: list[int] = []
         self.starts = 0
 
@@ -241,8 +242,9 @@ class Broker:
         with open(self.log, "ab") as logf:
             logf.write(f"---- start #{self.starts}: {' '.join(self.command())}\n".encode())
             logf.flush()
-            self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT, cwd=str(REPO),
-                                         env=env, start_new_session=True)
+            # A vmqpy node is forked from the zygote (chaos.zygote.popen); mosquitto's command is started as is.
+            self.proc = zygote.popen(self.command(), stdout=logf, stderr=subprocess.STDOUT, cwd=str(REPO),
+                                     env=env, start_new_session=True)
         deadline = time.monotonic() + START_DEADLINE
         while not (port_open(self.port) and self._all_listeners_open(self.starts)):
             if self.proc.poll() is not None:

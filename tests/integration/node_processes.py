@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from chaos import zygote
 from tests.integration.conftest import REPO, port_open, wait_until
 
 
@@ -47,9 +48,9 @@ class Node:
     def __init__(self, conf: Path, *args: str, env: dict[str, str] | None = None):
         self.log = conf.with_suffix(".log")
         self.logf = open(self.log, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "vmqpy", "start", "--config", str(conf), *args],
-                                     stdout=self.logf, stderr=subprocess.STDOUT, cwd=str(REPO),
-                                     env=env or env_for(), start_new_session=True)
+        self.proc = zygote.popen([sys.executable, "-m", "vmqpy", "start", "--config", str(conf), *args],
+                                 stdout=self.logf, stderr=subprocess.STDOUT, cwd=str(REPO),
+                                 env=env or env_for(), start_new_session=True)
 
     def wait_listening(self, port: int) -> None:
         wait_until(lambda: port_open(port) or self.proc.poll() is not None, 15, what=f"port {port}")

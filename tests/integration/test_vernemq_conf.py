@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from chaos import zygote
 from tests.integration.clients import DISCONNECT, RawClient, unique
 from tests.integration.conftest import REPO, free_port, port_open, wait_until
 from tests.integration.node_processes import Node, env_for, nodes, run_start, write_conf
@@ -176,9 +177,9 @@ class StartedNode:
     def __init__(self, conf: Path):
         self.stderr_path = conf.with_suffix(".stderr")
         self.stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "vmqpy", "start", "--config", str(conf)],
-                                     stdout=subprocess.DEVNULL, stderr=self.stderr, cwd=str(REPO), env=env_for(),
-                                     start_new_session=True)
+        self.proc = zygote.popen([sys.executable, "-m", "vmqpy", "start", "--config", str(conf)],
+                                 stdout=subprocess.DEVNULL, stderr=self.stderr, cwd=str(REPO), env=env_for(),
+                                 start_new_session=True)
 
     def wait_listening(self, port: int) -> None:
         wait_until(lambda: port_open(port) or self.proc.poll() is not None, 20, what=f"port {port}")

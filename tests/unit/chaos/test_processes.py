@@ -6,18 +6,18 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from chaos import processes
+from chaos.zygote import NodeProcess
 
 SLEEP = shutil.which("sleep")
 pytestmark = pytest.mark.skipif(SLEEP is None, reason="needs the sleep command")
 
 
-def _sleeper(tmp_path: Path) -> subprocess.Popen[bytes]:
+def _sleeper(tmp_path: Path) -> NodeProcess:
     assert SLEEP is not None
     return processes.spawn([SLEEP, "30"], tmp_path / "sleep.log", tmp_path, {})
 
