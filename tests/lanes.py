@@ -200,6 +200,10 @@ def _groups_under(root: Path) -> tuple[dict[str, str], dict[str, int]]:
 #: none of them starts last and keeps one worker busy while the others have finished), then the modules that
 #: start clusters (a few long tests each), then the single-node modules (many short ones).
 RANKS: Final = ("groups", CLUSTER, FREE)
+#: The pure tests (`make test` runs them in the same session): each test is a work unit of its own, the simulations'
+#: first (they take tens of seconds each and would otherwise end the run alone), the unit tests last.
+PURE_FOLDERS: Final = ("tests/unit/", "tests/sim/")
+SIM_FOLDER: Final = "tests/sim/"
 
 
 def rank_of(group: str, lane: str) -> int:
@@ -219,13 +223,20 @@ class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships 
 
     def _split_scope(self, nodeid: str) -> str:
         module = nodeid.split("::", 1)[0]
+        if module.startswith(PURE_FOLDERS):
+            return nodeid  # a pure test shares nothing with another: each is a unit, the last ones fill the tail
         return self._groups.get(module, module)
+
+    def _rank(self, scope: str) -> int:
+        if scope.startswith(SIM_FOLDER):
+            return 0  # the simulations' tests are long and CPU-bound: with the long groups, not after everything
+        return self._ranks.get(scope, len(RANKS))
 
     def _assign_work_unit(self, node: Any) -> None:
         if not self._ordered:
             self._ordered = True
             units = sorted(self.workqueue.items(),
-                           key=lambda unit: (self._ranks.get(unit[0], len(RANKS)), -len(unit[1])))
+                           key=lambda unit: (self._rank(unit[0]), -len(unit[1])))
             self.workqueue.clear()
             self.workqueue.update(units)
         super()._assign_work_unit(node)
