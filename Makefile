@@ -45,7 +45,7 @@ typecheck: venv
 PURE_TESTS := tests/unit tests/sim
 COMPILED := vmqpy dvv admin chaos spark_analytics bench tests
 TEST_PROFILE ?= ci
-TEST_WORKERS ?= 8
+TEST_WORKERS ?= 6
 pytest: venv
 	@$(BIN)/python -m compileall -q -j 2 $(COMPILED) >/dev/null || true  # a module that does not compile fails in pytest
 	@export TEST_PROFILE=$(TEST_PROFILE); status=0; \

@@ -200,9 +200,10 @@ def _groups_under(root: Path) -> tuple[dict[str, str], dict[str, int]]:
 #: none of them starts last and keeps one worker busy while the others have finished), then the modules that
 #: start clusters (a few long tests each), then the single-node modules (many short ones).
 RANKS: Final = ("groups", CLUSTER, FREE)
-#: The pure tests (`make test` runs them in the same session): each test is a work unit of its own, the simulations'
-#: first (they take tens of seconds each and would otherwise end the run alone), the unit tests last.
-PURE_FOLDERS: Final = ("tests/unit/", "tests/sim/")
+#: The pure tests run in the same session, a module a unit (the simulations' modules share histories and state
+#: spaces computed once per process among their tests: a test a unit computed them on every worker, 165 s more
+#: CPU in one run): the simulations' modules with the long groups (tens of seconds each, they would otherwise end
+#: the run alone), the unit tests' modules last.
 SIM_FOLDER: Final = "tests/sim/"
 
 
@@ -223,8 +224,6 @@ class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships 
 
     def _split_scope(self, nodeid: str) -> str:
         module = nodeid.split("::", 1)[0]
-        if module.startswith(PURE_FOLDERS):
-            return nodeid  # a pure test shares nothing with another: each is a unit, the last ones fill the tail
         return self._groups.get(module, module)
 
     def _rank(self, scope: str) -> int:
