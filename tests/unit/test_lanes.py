@@ -115,7 +115,7 @@ def test_the_scheduler_keeps_a_group_in_one_unit_and_sends_the_long_ones_first(t
         units.setdefault(scheduling._split_scope(nodeid), {})[nodeid] = False
     assert list(units) == ["integration/test_c.py", "fixed-block0", "integration/test_d.py"]
     assert scheduling._split_scope("tests/unit/test_u.py::test_u") == "tests/unit/test_u.py"
-    assert scheduling._rank("tests/sim/test_s.py") == 0
+    assert scheduling._rank("tests/sim/test_s.py") == len(lanes.RANKS)
     assert scheduling._rank("tests/unit/test_u.py") == len(lanes.RANKS)
     sent: list[list[int]] = []
 
