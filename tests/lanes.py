@@ -200,11 +200,6 @@ def _groups_under(root: Path) -> tuple[dict[str, str], dict[str, int]]:
 #: none of them starts last and keeps one worker busy while the others have finished), then the modules that
 #: start clusters (a few long tests each), then the single-node modules (many short ones).
 RANKS: Final = ("groups", CLUSTER, FREE)
-#: The pure tests run in the same session, their modules after everything else: each a unit (a simulation module's
-#: tests share the histories and state spaces it computes once per process; a test a unit made every worker compute
-#: them, 165 s more CPU in one run), and last, where they fill the CPU the integration tests' end leaves (handed out
-#: with the long groups instead, they slowed those groups' Spark and chaos set-ups by a quarter: 8 min 19 s for the
-#: main pass against 7 min 21 s).
 
 
 def rank_of(group: str, lane: str) -> int:
@@ -227,6 +222,11 @@ class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships 
         return self._groups.get(module, module)
 
     def _rank(self, scope: str) -> int:
+        """A unit's place in RANKS; the pure tests' modules (tests/unit, tests/sim: no group) come after everything
+        else, a module a unit (a simulation module's tests share the histories and state spaces it computes once per
+        process; a test a unit made every worker compute them, 165 s more CPU in one run), where they fill the CPU
+        the integration tests' end leaves (handed out with the long groups instead, they slowed those groups' Spark
+        and chaos set-ups: 8 min 19 s for the main pass against 7 min 21 s)."""
         return self._ranks.get(scope, len(RANKS))
 
     def _assign_work_unit(self, node: Any) -> None:
