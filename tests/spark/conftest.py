@@ -19,7 +19,7 @@ from spark_analytics.readers import read_logs
 from spark_analytics.session import build_session
 
 TEST_CONF = {
-    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     "spark.sql.adaptive.enabled": "false",  # tiny inputs: fewer jobs per query
     "spark.ui.showConsoleProgress": "false",
@@ -28,6 +28,12 @@ TEST_CONF = {
     "spark.driver.host": "127.0.0.1",
     # short-lived JVM on small data: the C1 compiler warms up sooner, one GC thread
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    # Interpreted expressions, no generated Java: on inputs of a few hundred lines compiling each query's code
+    # costs more than running it (tests/spark alone: 221 s of CPU with generated code and four partitions, 163 s
+    # without and two). The
+    # report itself keeps Spark's defaults; the standalone-cluster test (`make test-long`) runs it with them.
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 
 

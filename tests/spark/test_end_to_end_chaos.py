@@ -29,10 +29,10 @@ HEAL_SEEN_WITHIN_S = 15
 def chaos_report(short_chaos_run: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     run = short_chaos_run
     out = tmp_path_factory.mktemp("chaos-report")
-    # the JVM options of the tests' own session (conftest.TEST_CONF): a short run on small data
-    jvm = f"spark.driver.extraJavaOptions={TEST_CONF['spark.driver.extraJavaOptions']}"
+    # the settings of the tests' own session (conftest.TEST_CONF): a short run on small data
+    settings = [arg for key, value in TEST_CONF.items() for arg in ("--conf", f"{key}={value}")]
     command = [sys.executable, "-m", "spark_analytics", "report", "--logs", str(run),
-               "--history", str(run / "history.jsonl"), "--out", str(out), "--master", "local[2]", "--conf", jvm]
+               "--history", str(run / "history.jsonl"), "--out", str(out), "--master", "local[2]", *settings]
     done = subprocess.run(command, cwd=str(REPO), capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "safety: lost" in done.stdout
