@@ -30,8 +30,8 @@ TEST_CONF = {
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     # Interpreted expressions, no generated Java: on inputs of a few hundred lines compiling each query's code
     # costs more than running it (tests/spark alone: 221 s of CPU with generated code and four partitions, 163 s
-    # without and two). The
-    # report itself keeps Spark's defaults; the standalone-cluster test (`make test-long`) runs it with them.
+    # without and two). The report itself keeps Spark's defaults; the standalone-cluster test (`make test-long`)
+    # runs it with them.
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
