@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-stop test test-long venv debian-deps lint typecheck pytest bench bench-deps chaos clean
+.PHONY: demo demo-stop test test-long venv debian-deps lint typecheck pytest pytest-prepare pytest-run bench bench-deps chaos clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,32 +29,49 @@ demo-stop:
 lint: venv
 	$(BIN)/ruff check vmqpy dvv admin chaos spark_analytics tests bench
 
+TYPED := dvv vmqpy admin chaos tests/unit
 typecheck: venv
-	$(BIN)/mypy --strict dvv vmqpy admin chaos tests/unit
+	$(BIN)/mypy --strict $(TYPED)
 
 # Two runs. First every test but the `serial` ones on TEST_WORKERS pytest-xdist workers (more workers than cores: the
 # integration tests mostly wait on node processes, and the pure tests of tests/unit and tests/sim, CPU-bound, fill
 # that time), whole modules per worker, each worker with its own loopback block, iptables chain and port slice, the
 # modules that name fixed addresses one after another (tests/lanes.py); then the `serial` modules, which measure a
-# client's latency or the broker's CPU, alone. Both always run; the target fails if either does. The sources are
-# compiled to bytecode first: every node process, `vmq-admin` call and chaos run is a new interpreter, which
-# otherwise compiles every module it imports again when bytecode is not written (PYTHONDONTWRITEBYTECODE, as on
-# CI), ~0.25 s of CPU per node start.
+# client's latency or the broker's CPU, alone (only their files are collected: `tests.lanes serial-paths`). Both
+# always run; the target fails if either does.
+# Before them (`pytest-prepare`) the sources are compiled to bytecode, and the test modules' assertion rewriting
+# (pytest's, cached in __pycache__) is done once: every node process, `vmq-admin` call and chaos run is a new
+# interpreter, and every pytest process collects every test module, each of which otherwise compiles or rewrites
+# again what it imports when bytecode is not written (PYTHONDONTWRITEBYTECODE, as on CI): ~0.25 s of CPU per node
+# start, ~8 s per pytest process (7 of them).
 # TEST_PROFILE (tests/randomness.py): `ci`, derandomized (hypothesis draws the same examples on every machine, seeded
 # tests run their fixed seeds), so a green `make test` here is green on the next clone; `long` is `make test-long`'s.
 PURE_TESTS := tests/unit tests/sim
 COMPILED := vmqpy dvv admin chaos spark_analytics bench tests
 TEST_PROFILE ?= ci
 TEST_WORKERS ?= 6
-pytest: venv
+pytest-prepare: venv
 	@$(BIN)/python -m compileall -q -j 2 $(COMPILED) >/dev/null || true  # a module that does not compile fails in pytest
+	@env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -p no:cacheprovider --collect-only tests >/dev/null \
+		|| true  # a module that does not import fails in the runs below, with its error
+
+pytest-run: venv
 	@export TEST_PROFILE=$(TEST_PROFILE); status=0; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadscope \
 		-m "not serial" tests || status=$$?; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m serial tests || status=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m serial \
+		$$($(BIN)/python -m tests.lanes serial-paths) || status=$$?; \
 	exit $$status
 
-test: debian-deps venv lint typecheck pytest
+pytest: pytest-prepare pytest-run
+
+# The type check runs beside pytest-prepare (each uses one core); its output is shown when both are done.
+test: debian-deps venv lint
+	@$(BIN)/mypy --strict $(TYPED) > $(VENV)/typecheck.out 2>&1 & checking=$$!; \
+	$(MAKE) --no-print-directory pytest-prepare; prepared=$$?; \
+	wait $$checking; typed=$$?; echo "$(BIN)/mypy --strict $(TYPED)"; cat $(VENV)/typecheck.out; \
+	[ $$typed = 0 ] && [ $$prepared = 0 ]
+	@$(MAKE) --no-print-directory pytest-run
 
 # The long runs left out of `make test` (README): the pure tests under the randomized profile (new hypothesis
 # examples and simulation seeds each run, 500 examples per property that sets no count of its own), the report on a standalone Spark cluster, a whole tiny `make bench`,

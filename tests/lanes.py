@@ -226,8 +226,12 @@ class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships 
         else, a module a unit (a simulation module's tests share the histories and state spaces it computes once per
         process; a test a unit made every worker compute them, 165 s more CPU in one run), where they fill the CPU
         the integration tests' end leaves (handed out with the long groups instead, they slowed those groups' Spark
-        and chaos set-ups: 8 min 19 s for the main pass against 7 min 21 s)."""
-        return self._ranks.get(scope, len(RANKS))
+        and chaos set-ups: 8 min 19 s for the main pass against 7 min 21 s). Of the pure modules the simulations
+        (tests/sim: a few tests of up to a minute and a half) go before tests/unit (thousands of short tests), so
+        that the pass ends on short units rather than one worker playing a simulation while the others are done."""
+        if scope in self._ranks:
+            return self._ranks[scope]
+        return len(RANKS) if scope.startswith("tests/sim/") else len(RANKS) + 1
 
     def _assign_work_unit(self, node: Any) -> None:
         if not self._ordered:
@@ -282,9 +286,23 @@ class Placement:
 PLACEMENT = Placement()
 
 
+def serial_paths(root: Path) -> list[str]:
+    """The files of the SERIAL modules under the rootdir `root`, relative to it: the serial run collects only these."""
+    return sorted(str(path.relative_to(root)) for folder in ("integration", "spark")
+                  for path in (root / "tests" / folder).glob("test_*.py") if path.stem in SERIAL)
+
+
 def place(lane: str, worker: Worker | None = None) -> Placement:
     """Point PLACEMENT at `lane`'s block and chain on this worker, and return it."""
     worker = worker or Worker.current()
     PLACEMENT.first_host = worker.first_host(lane)
     PLACEMENT.chain = worker.chain(lane)
     return PLACEMENT
+
+
+if __name__ == "__main__":  # `python -m tests.lanes serial-paths` (the Makefile's serial run)
+    import sys
+
+    if sys.argv[1:] != ["serial-paths"]:
+        sys.exit("usage: python -m tests.lanes serial-paths")
+    print(" ".join(serial_paths(Path.cwd())))

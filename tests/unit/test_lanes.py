@@ -115,8 +115,8 @@ def test_the_scheduler_keeps_a_group_in_one_unit_and_sends_the_long_ones_first(t
         units.setdefault(scheduling._split_scope(nodeid), {})[nodeid] = False
     assert list(units) == ["integration/test_c.py", "fixed-block0", "integration/test_d.py"]
     assert scheduling._split_scope("tests/unit/test_u.py::test_u") == "tests/unit/test_u.py"
-    assert scheduling._rank("tests/sim/test_s.py") == len(lanes.RANKS)
-    assert scheduling._rank("tests/unit/test_u.py") == len(lanes.RANKS)
+    assert scheduling._rank("tests/sim/test_s.py") == len(lanes.RANKS)  # the simulations before the unit tests
+    assert scheduling._rank("tests/unit/test_u.py") == len(lanes.RANKS) + 1
     sent: list[list[int]] = []
 
     class Worker:
@@ -128,3 +128,10 @@ def test_the_scheduler_keeps_a_group_in_one_unit_and_sends_the_long_ones_first(t
     for _ in units:
         scheduling._assign_work_unit(worker)
     assert sent == [[3, 4], [5], [0, 1, 2]]  # the fixed group, the cluster module, the single-node one
+
+
+def test_the_serial_run_collects_every_serial_module() -> None:
+    root = Path(__file__).resolve().parents[2]
+    paths = lanes.serial_paths(root)
+    assert sorted(Path(path).stem for path in paths) == sorted(lanes.SERIAL)  # none renamed away from the list
+    assert all((root / path).is_file() for path in paths)
