@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from chaos import processes
+from chaos import processes, zygote
 from chaos.errors import HarnessError
 from chaos.ports import listening, port_open
 from chaos.zygote import NodeProcess
@@ -215,5 +215,5 @@ class Node:
         env.update({"VMQ_ADMIN_URL": self.url, "VMQ_DATA_DIR": str(self.data_dir), "PYTHONPATH": str(self.source)})
         if key is not None:
             env["VMQ_API_KEY"] = key
-        return subprocess.run([sys.executable, "-m", "admin.cli.main", *args], capture_output=True, text=True,
+        return zygote.run([sys.executable, "-m", "admin.cli.main", *args], capture_output=True, text=True,
                               timeout=timeout, env=env, cwd=str(self.source))

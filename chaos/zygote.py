@@ -1,25 +1,26 @@
-"""A fork server ("zygote") for `python -m vmqpy ...` node processes: one interpreter that has imported everything
-a node imports forks a child per command, so a node start costs a fork instead of an interpreter start and
-~0.4 s of CPU of imports (docs/testing.md, "Node processes forked from a zygote").
+"""A fork server ("zygote") for `python -m vmqpy ...` node processes and `python -m admin.cli.main ...`
+(`vmq-admin`) calls: one interpreter that has imported everything they import forks a child per command, so a
+node start costs a fork instead of an interpreter start and ~0.4 s of CPU of imports, a `vmq-admin` call ~0.15 s
+(docs/testing.md, "Node processes forked from a zygote").
 
-Server: `python -m chaos.zygote SOCKET CWD` imports `vmqpy.__main__` and `vmqpy.node` with the `sys.path` that
-`python -m vmqpy` run in CWD has, freezes the garbage collector's objects and serves on the AF_UNIX stream socket
-SOCKET, single-threaded (a selectors loop; forking a threaded process is unsafe). A request carries argv, cwd,
-environment, umask and whether to start a new session, and three descriptors (stdin, stdout, stderr). The child
-becomes what `python -m vmqpy ARGV` would be: its own session if asked, those three descriptors as 0, 1 and 2 and
-no other, the signal dispositions of a fresh interpreter, the request's cwd, umask and environment, a fresh
-`random` seed and fresh standard streams; it runs vmqpy's main through `runpy` and ends with `os._exit` (after
-the interpreter's own end: non-daemon threads joined, atexit functions, streams flushed). The server answers the
-child's PID on the request's connection, then its exit status (as `subprocess` reports it: minus the signal
-number for a signal), and closes it. A child whose connection closed first keeps running: the harness stops
-processes by PID. The server exits when its parent does, killing nothing.
+Server: `python -m chaos.zygote SOCKET CWD` imports `vmqpy.__main__`, `vmqpy.node` and `admin.cli.main` with the
+`sys.path` that `python -m vmqpy` run in CWD has, freezes the garbage collector's objects and serves on the AF_UNIX
+stream socket SOCKET, single-threaded (a selectors loop; forking a threaded process is unsafe). A request carries
+the module, argv, cwd, environment, umask and whether to start a new session, and three descriptors (stdin, stdout,
+stderr). The child becomes what `python -m MODULE ARGV` would be: its own session if asked, those three descriptors
+as 0, 1 and 2 and no other, the signal dispositions of a fresh interpreter, the request's cwd, umask and
+environment, a fresh `random` seed and fresh standard streams; it runs the module's main through `runpy` and ends
+with `os._exit` (after the interpreter's own end: non-daemon threads joined, atexit functions, streams flushed). The
+server answers the child's PID on the request's connection, then its exit status (as `subprocess` reports it: minus
+the signal number for a signal), and closes it. A child whose connection closed first keeps running: the harness
+stops processes by PID. The server exits when its parent does, killing nothing.
 
-Client: `popen` starts a command as `subprocess.Popen` would, through the zygote for `[sys.executable, "-m",
-"vmqpy", ...]` (a `ForkedProcess`, the subset of Popen the harness and the tests use). The zygote is started by
-the first such call of a process, with that call's environment and cwd, and stopped at exit by its PID. A call
-whose start-up environment (PYTHON*, LD_*, locale, TZ, ...) or cwd differs from the zygote's, or that asks for
-`fork=False`, gets a fresh interpreter (`subprocess.Popen`), as does every call when `VMQPY_ZYGOTE=0` or when the
-zygote cannot start or has died (one warning on stderr).
+Client: `popen` starts a command as `subprocess.Popen` would, through the zygote for `[sys.executable, "-m", MODULE,
+...]` with MODULE one of FORKED (a `ForkedProcess`, the subset of Popen the harness and the tests use); `run` is
+`subprocess.run` on top of it. The zygote is started by the first such call of a process, with that call's
+environment and cwd, and stopped at exit by its PID. A call whose start-up environment (PYTHON*, LD_*, locale, TZ,
+...) or cwd differs from the zygote's, or that asks for `fork=False`, gets a fresh interpreter (`subprocess.Popen`),
+as does every call when `VMQPY_ZYGOTE=0` or when the zygote cannot start or has died (one warning on stderr).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+#: The modules a zygote runs as `python -m MODULE` (it imports them before it serves).
+FORKED = ("vmqpy", "admin.cli.main")
 #: `VMQPY_ZYGOTE=0` in the environment: every node is a fresh interpreter. The variable is not passed on to the
 #: started process (vmqpy reads VMQPY_* variables as settings and refuses unknown ones).
 SWITCH = "VMQPY_ZYGOTE"
@@ -160,8 +163,11 @@ def _run_module(module: str) -> int:
     try:
         import runpy
 
-        # As in a fresh `python -m`, the package's __main__ runs as `__main__` only (runpy warns otherwise).
+        # As in a fresh `python -m`, the module (a package's __main__) runs as `__main__` only, not also under its
+        # own name (runpy warns otherwise); what it imports stays imported.
         sys.modules.pop(f"{module}.__main__", None)
+        if not hasattr(sys.modules.get(module), "__path__"):
+            sys.modules.pop(module, None)
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
@@ -326,7 +332,8 @@ def serve(path: str, cwd: str) -> int:
 
     sys.path[0] = cwd  # `python -m` puts its cwd first; this process's own is chaos's root, already imported
     os.chdir(cwd)
-    import vmqpy.__main__  # imported for the children
+    import admin.cli.main  # noqa: F401 - imported for the children
+    import vmqpy.__main__
     import vmqpy.node
 
     try:
@@ -348,14 +355,20 @@ def serve(path: str, cwd: str) -> int:
 # ---------------------------------------------------------------------------------------------------- the client
 
 
-def _startup_view(env: Mapping[str, str]) -> dict[str, str]:
-    """The variables of `env` an interpreter or the node's imports read at start-up (PYTHONPATH normalized)."""
+def _startup_view(env: Mapping[str, str], cwd: str) -> dict[str, str]:
+    """The variables of `env` an interpreter or the node's imports read at start-up, for `python -m` in `cwd`
+    (PYTHONPATH normalized)."""
     view = {k: v for k, v in env.items()
             if (k.startswith(_STARTUP_PREFIXES) or k in _STARTUP_NAMES or k.endswith("_NO_EXTENSIONS"))
             and k not in _APPLIED}
-    if "PYTHONPATH" in view:  # a repeated entry changes nothing; an empty one neither
+    if "PYTHONPATH" in view:
+        # A repeated entry changes nothing, an empty one neither, nor the cwd: `python -m` puts it first already.
         entries = [os.path.normpath(p) for p in view["PYTHONPATH"].split(os.pathsep) if p]
-        view["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(entries))
+        kept = [p for p in dict.fromkeys(entries) if os.path.realpath(p) != cwd]
+        if kept:
+            view["PYTHONPATH"] = os.pathsep.join(kept)
+        else:
+            del view["PYTHONPATH"]
     return view
 
 
@@ -454,6 +467,42 @@ class ForkedProcess:
             raise subprocess.TimeoutExpired(self.args, timeout if timeout is not None else 0.0)
         return self.returncode
 
+    def communicate(self, input: bytes | None = None,
+                    timeout: float | None = None) -> tuple[bytes | None, bytes | None]:
+        """`Popen.communicate`: `input` written and stdin closed, stdout and stderr read to their ends, the status
+        waited for; TimeoutExpired when that takes longer than `timeout` (call again to go on)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        if self.stdin is not None and not self.stdin.closed:
+            if input:
+                try:
+                    self.stdin.write(input)
+                except BrokenPipeError:
+                    pass
+            try:
+                self.stdin.close()
+            except BrokenPipeError:
+                pass
+        chunks: dict[str, list[bytes]] = self.__dict__.setdefault("_chunks", {"stdout": [], "stderr": []})
+        with selectors.DefaultSelector() as selector:
+            for name in ("stdout", "stderr"):
+                stream = getattr(self, name)
+                if stream is not None and not stream.closed:
+                    selector.register(stream.fileno(), selectors.EVENT_READ, name)
+            while selector.get_map():
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+                for key, _events in selector.select(left):
+                    data = os.read(key.fd, 65536)
+                    if data:
+                        chunks[key.data].append(data)
+                    else:
+                        selector.unregister(key.fd)
+                        getattr(self, key.data).close()
+        self.wait(None if end is None else max(0.0, end - time.monotonic()))
+        return (b"".join(chunks["stdout"]) if self.stdout is not None else None,
+                b"".join(chunks["stderr"]) if self.stderr is not None else None)
+
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
             try:
@@ -475,7 +524,7 @@ class Zygote:
         self.proc = proc
         self.workdir = workdir
         self.path = str(workdir / "zygote.sock")
-        self.view = _startup_view(env)
+        self.view = _startup_view(env, cwd)
         self.cwd = cwd
 
     @classmethod
@@ -505,8 +554,8 @@ class Zygote:
 
     def serves(self, env: Mapping[str, str], cwd: str | None) -> bool:
         """A fresh interpreter with `env` in `cwd` would run what this zygote's children run."""
-        return (_startup_view(env) == self.view
-                and os.path.realpath(cwd if cwd is not None else os.getcwd()) == self.cwd)
+        where = os.path.realpath(cwd if cwd is not None else os.getcwd())
+        return where == self.cwd and _startup_view(env, where) == self.view
 
     def spawn(self, module: str, argv: Sequence[str], *, args: list[str], stdin: Any, stdout: Any, stderr: Any,
               cwd: str | None, env: Mapping[str, str], start_new_session: bool) -> ForkedProcess:
@@ -629,22 +678,54 @@ atexit.register(stop)
 def popen(command: Sequence[str], *, stdin: Any = None, stdout: Any = None, stderr: Any = None,
           cwd: str | Path | None = None, env: Mapping[str, str] | None = None, start_new_session: bool = False,
           fork: bool = True) -> subprocess.Popen[bytes] | ForkedProcess:
-    """`subprocess.Popen(command, ...)`, forked from the zygote for `[sys.executable, "-m", "vmqpy", ...]` when it
-    is enabled and serves this environment and cwd; `fork=False` asks for a fresh interpreter."""
+    """`subprocess.Popen(command, ...)`, forked from the zygote for `[sys.executable, "-m", MODULE, ...]` (MODULE
+    one of FORKED) when it is enabled and serves this environment and cwd; `fork=False` asks for a fresh
+    interpreter."""
     base = os.environ if env is None else env
     child_env = {k: v for k, v in base.items() if k != SWITCH}
     args = list(command)
     where = str(cwd) if cwd is not None else None
-    if fork and args[:3] == [sys.executable, "-m", "vmqpy"] and enabled():
+    if fork and args[:2] == [sys.executable, "-m"] and len(args) > 2 and args[2] in FORKED and enabled():
         zygote = _zygote_for(child_env, where)
         if zygote is not None:
             try:
-                return zygote.spawn("vmqpy", args[3:], args=args, stdin=stdin, stdout=stdout, stderr=stderr,
+                return zygote.spawn(args[2], args[3:], args=args, stdin=stdin, stdout=stdout, stderr=stderr,
                                     cwd=where, env=child_env, start_new_session=start_new_session)
             except OSError as exc:
                 _warn(f"the zygote did not fork: {exc}")
     return subprocess.Popen(args, stdin=stdin, stdout=stdout, stderr=stderr, cwd=where, env=child_env,
                             start_new_session=start_new_session)
+
+
+def run(command: Sequence[str], *, input: str | bytes | None = None, capture_output: bool = False,
+        text: bool = False, timeout: float | None = None, cwd: str | Path | None = None,
+        env: Mapping[str, str] | None = None, check: bool = False) -> subprocess.CompletedProcess[Any]:
+    """`subprocess.run(command, ...)` for what the tests pass it, through `popen` (so forked where it may be)."""
+    pipe = subprocess.PIPE if capture_output else None
+    proc = popen(command, stdin=subprocess.PIPE if input is not None else None, stdout=pipe, stderr=pipe,
+                 cwd=cwd, env=env)
+    data = input.encode() if isinstance(input, str) else input
+    try:
+        out, err = proc.communicate(data, timeout)
+    except subprocess.TimeoutExpired as late:
+        proc.kill()
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(list(command), timeout or 0.0, _decoded(out, text),
+                                        _decoded(err, text)) from late
+    code = proc.wait()
+    done: subprocess.CompletedProcess[Any] = subprocess.CompletedProcess(
+        list(command), code, _decoded(out, text), _decoded(err, text))
+    if check:
+        done.check_returncode()
+    return done
+
+
+def _decoded(data: bytes | None, text: bool) -> str | bytes | None:
+    """Output as `subprocess.run(text=...)` gives it: bytes, or text in the locale's encoding, newlines
+    translated."""
+    if data is None or not text:
+        return data
+    return io.TextIOWrapper(io.BytesIO(data), encoding=None).read()
 
 
 if __name__ == "__main__":

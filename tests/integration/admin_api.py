@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from chaos import zygote
 from tests.integration.conftest import Broker, free_port, wait_until
 
 VMQ_ADMIN = [sys.executable, "-m", "admin.cli.main"]
@@ -25,7 +26,7 @@ def admin(url: str, data_dir: Path, *args: str, key: str | None = None) -> subpr
     env["VMQ_DATA_DIR"] = str(data_dir)
     if key is not None:
         env["VMQ_API_KEY"] = key
-    return subprocess.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=30, env=env)
+    return zygote.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=30, env=env)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from chaos import zygote
 from tests.integration.admin_api import VMQ_ADMIN
 from tests.integration.cluster import ClusterNode
 from tests.integration.conftest import wait_until
@@ -61,7 +62,7 @@ def vmq_admin_beside(node: ClusterNode, *args: str, cwd: Path) -> subprocess.Com
     """The real `vmq-admin` as an operator runs it on the node's host: no URL, no key, no data directory given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VMQ")}
     env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=60, env=env, cwd=str(cwd))
+    return zygote.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=60, env=env, cwd=str(cwd))
 
 
 def test_a_metrics_key_works_on_every_node_and_cannot_stop_one(cluster: list[ClusterNode]) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import trustme
 
+from chaos import zygote
 from tests.integration.admin_api import VMQ_ADMIN, admin, metrics
 from tests.integration.clients import CONNACK, CliSub, PahoClient, RawClient, cli_pub, enc_connect, unique
 from tests.integration.conftest import Broker, free_port, port_open, wait_until
@@ -231,7 +232,7 @@ def test_the_admin_api_over_https_with_vmq_admin_cacert(broker_factory: Callable
         env.update({"VMQ_ADMIN_URL": url, "VMQ_DATA_DIR": str(broker.data_dir)})
         if cacert_env is not None:
             env["VMQ_ADMIN_CACERT"] = cacert_env
-        return subprocess.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=30, env=env)
+        return zygote.run([*VMQ_ADMIN, *args], capture_output=True, text=True, timeout=30, env=env)
 
     for done in (vmq_admin("--cacert", str(pki.ca_file), "cluster", "show", "--json"),
                  vmq_admin("cluster", "show", "--json", cacert_env=str(pki.ca_file))):

@@ -188,6 +188,42 @@ def test_the_switch_is_not_passed_on_and_a_repeated_pythonpath_entry_is_the_same
     assert zygote.enabled({}) and zygote.enabled({"VMQPY_ZYGOTE": "1"}) and not zygote.enabled({"VMQPY_ZYGOTE": "0"})
 
 
+def test_a_pythonpath_naming_only_the_cwd_is_no_pythonpath(server: Zygote, tmp_path: Path) -> None:
+    # `python -m` puts its cwd first on sys.path: PYTHONPATH=cwd adds nothing a fresh interpreter would not have
+    without = {k: v for k, v in _env().items() if k != "PYTHONPATH"}
+    assert server.serves(without, str(REPO))
+    assert not server.serves({**without, "PYTHONPATH": str(tmp_path)}, str(REPO))
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("cluster", "show")])
+def test_vmq_admin_run_through_the_zygote_says_and_returns_what_a_fresh_interpreter_does(
+        server: Zygote, monkeypatch: pytest.MonkeyPatch, argv: tuple[str, ...]) -> None:
+    monkeypatch.setattr(zygote, "_zygote", server)
+    monkeypatch.delenv(zygote.SWITCH, raising=False)
+    command = [sys.executable, "-m", "admin.cli.main", *argv]
+    env = _env(VMQ_ADMIN_URL="http://127.0.0.1:9")  # nothing listens there: `cluster show` fails with its message
+    forked = zygote.popen(command, stdout=subprocess.DEVNULL, cwd=REPO, env=env)
+    assert isinstance(forked, ForkedProcess)
+    forked.wait(WAIT_S)
+    done = zygote.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=WAIT_S)
+    fresh = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert done.args == command
+
+
+def test_communicate_reads_both_streams_and_times_out_as_popen_does(server: Zygote,
+                                                                   children: list[ForkedProcess]) -> None:
+    child = server.spawn(ENTRY, ["sleep"], args=[sys.executable, "-m", ENTRY, "sleep"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(REPO), env=_env(),
+                         start_new_session=False)
+    children.append(child)
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.communicate(b"ignored", timeout=0.5)
+    child.kill()
+    out, err = child.communicate(timeout=WAIT_S)
+    assert (out, err, child.returncode) == (b"sleeping\n", b"", -signal.SIGKILL)
+
+
 def _dispositions(status: str) -> tuple[str, str]:
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     return fields["SigIgn"].strip(), fields["SigCgt"].strip()
