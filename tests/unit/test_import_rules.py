@@ -147,10 +147,10 @@ KNOWN: dict[tuple[str, str], str] = {
         "the help of `vmq-admin set` lists vmqpy.runtime_settings.RUNTIME (the keys that change at run time and "
         "when); it should come through the facade or live in admin (issue 37: the file was not in this change)",
 }
-for _composition in ("vmqpy.__main__", "vmqpy.node"):
+for _composition in ("vmqpy.__main__", "vmqpy.node", "admin"):
     KNOWN[("chaos/zygote.py", _composition)] = (
-        "the node-process fork server imports what `python -m vmqpy` imports, once, so that each node it forks need "
-        "not (docs/testing.md); it calls nothing of vmqpy but the entry point `runpy` runs in the forked child")
+        "the fork server imports what `python -m vmqpy` and `vmq-admin` import, once, so that each node or call it "
+        "forks need not (docs/testing.md); it calls nothing of them but the entry point `runpy` runs in the child")
 #: cycles between rooms that exist today, as the set of rooms in each, with the reason
 KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"vmqpy.cluster", "vmqpy.config", "vmqpy.config_schema"}):
