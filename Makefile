@@ -49,7 +49,7 @@ typecheck: venv
 PURE_TESTS := tests/unit tests/sim
 COMPILED := vmqpy dvv admin chaos spark_analytics bench tests
 TEST_PROFILE ?= ci
-TEST_WORKERS ?= 6
+TEST_WORKERS ?= 7
 pytest-prepare: venv
 	@$(BIN)/python -m compileall -q -j 2 $(COMPILED) >/dev/null || true  # a module that does not compile fails in pytest
 	@env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -p no:cacheprovider --collect-only tests >/dev/null \
