@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import signal
 import time
@@ -316,9 +317,8 @@ class Node:
                           show_columns=replication.show_columns)
         replication.start(transport, replicator, failover, rebalancer)
         metadata = self.metadata
-        replication_log = None if metadata is None else metadata.replication_log
-        if metadata is not None and replication_log is not None:
-            replication.audit(lambda fields: replication_log.write(REPLICA_AUDIT, metadata.hlc_now(), fields))
+        if metadata is not None and metadata.replication_log is not None:
+            replication.audit(functools.partial(metadata.log, REPLICA_AUDIT))
 
     @contextlib.asynccontextmanager
     async def _discovery(self) -> AsyncIterator[None]:

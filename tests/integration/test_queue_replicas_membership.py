@@ -111,8 +111,17 @@ def test_a_replica_cut_off_during_the_writes_catches_up_after_the_heal(three: li
                what="A's replica operations acknowledged after the heal")
     share = MESSAGES // SUBSCRIBERS
     assert metrics(b).get("queue_replica.copies_messages") == share * len(on_b)
-    wait_until(lambda: [line["under_replicated"] for line in replica_lines(a)] == [True, False], 10, interval=0.3,
-               what="A's replication log: one window of under-replication, started and ended")
+    windows: list[list[dict[str, Any]]] = []  # each read of the lines, for the message
+
+    def one_window() -> bool:
+        windows.append(replica_lines(a))
+        return [line["under_replicated"] for line in windows[-1]] == [True, False]
+
+    try:
+        wait_until(one_window, 10, interval=0.3, what="A's replication log: one window of under-replication, "
+                   "started and ended")
+    except AssertionError as late:
+        raise AssertionError(f"{late}; its queue_replicas lines at the end: {windows[-1]}") from None
     assert replica_lines(a)[1]["peak_writes"] > 0  # the writes acknowledged with one copy missing
     lose(a)
     serving_without(c, a)

@@ -383,6 +383,15 @@ class MetadataService:
         self._armed_for = deadline
         self._timer = loop.call_later(max(0.0, deadline - self._monotonic()), self._on_timer)
 
+    def log(self, event: str, fields: dict[str, Any]) -> None:
+        """A line of another part of the node (the queue replicas' under-replication windows) in the replication
+        log, stamped with this node's HLC and handed to the OS at the end of this loop turn, as the service's own
+        lines are. Written without that hand-over, a line waited in memory for the next metadata event (none came
+        on a quiet cluster: a window's end went missing from the log)."""
+        if self.replication_log is not None:
+            self.replication_log.write(event, self.hlc_now(), fields)
+            self._flush_log_soon()
+
     def _flush_log_soon(self) -> None:
         """Hand the replication log's lines to the OS once this loop turn's work is done (one write for the turn):
         a kill -9 of the node then loses at most the turn it interrupts (never the line of an acknowledged write,

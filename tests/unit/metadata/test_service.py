@@ -98,3 +98,20 @@ async def test_a_frozen_store_writes_nothing_until_it_is_reincarnated(tmp_path: 
     assert a.get("retain", ("", "t/3")) is not None
     stop(a)
     stop(b)
+
+
+async def test_a_line_logged_for_another_part_of_the_node_reaches_the_file_at_the_end_of_the_turn(
+        tmp_path: Path) -> None:
+    # the queue replicas' under-replication windows (vmqpy/replicas/audit.py): on a quiet cluster no metadata
+    # event follows a window's end, so its line must not wait in memory for one
+    service = start(tmp_path, "a", LoopbackNetwork(), [])
+    try:
+        assert service.replication_log is not None
+        path = service.replication_log.path
+        service.log("queue_replicas", {"under_replicated": False, "sessions": 0})
+        await asyncio.sleep(0)  # the rest of this turn
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        assert [(line["event"], line["under_replicated"]) for line in lines if line["event"] == "queue_replicas"] \
+            == [("queue_replicas", False)]
+    finally:
+        stop(service)
