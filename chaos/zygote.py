@@ -405,6 +405,7 @@ class ForkedProcess:
         self.stderr: IO[bytes] | None = None
         self._conn: socket.socket | None = conn
         self._buffer = b""
+        self._output: dict[str, list[bytes]] = {"stdout": [], "stderr": []}  # what `communicate` read so far
 
     def __repr__(self) -> str:
         return f"<ForkedProcess: returncode: {self.returncode} args: {self.args!r}>"
@@ -482,7 +483,7 @@ class ForkedProcess:
                 self.stdin.close()
             except BrokenPipeError:
                 pass
-        chunks: dict[str, list[bytes]] = self.__dict__.setdefault("_chunks", {"stdout": [], "stderr": []})
+        chunks = self._output
         with selectors.DefaultSelector() as selector:
             for name in ("stdout", "stderr"):
                 stream = getattr(self, name)

@@ -185,10 +185,15 @@ def groups_of(paths: Iterable[Path]) -> dict[Path, str]:
 
 
 @cache
+def _laned_modules(root: Path) -> list[Path]:
+    """The integration and Spark test modules under the rootdir `root`."""
+    return [path for folder in ("integration", "spark") for path in (root / "tests" / folder).glob("test_*.py")]
+
+
 def _groups_under(root: Path) -> tuple[dict[str, str], dict[str, int]]:
     """The group of every integration and Spark test module under the rootdir `root`, keyed by its path as a nodeid
     writes it (tests/integration/test_x.py), and the rank of each group (`rank_of`)."""
-    paths = [path for folder in ("integration", "spark") for path in (root / "tests" / folder).glob("test_*.py")]
+    paths = _laned_modules(root)
     groups = groups_of(paths)
     ranks: dict[str, int] = {}
     for path, group in groups.items():
@@ -288,8 +293,7 @@ PLACEMENT = Placement()
 
 def serial_paths(root: Path) -> list[str]:
     """The files of the SERIAL modules under the rootdir `root`, relative to it: the serial run collects only these."""
-    return sorted(str(path.relative_to(root)) for folder in ("integration", "spark")
-                  for path in (root / "tests" / folder).glob("test_*.py") if path.stem in SERIAL)
+    return sorted(str(path.relative_to(root)) for path in _laned_modules(root) if path.stem in SERIAL)
 
 
 def place(lane: str, worker: Worker | None = None) -> Placement:
