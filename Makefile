@@ -4,22 +4,27 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-stop test test-long venv debian-deps lint typecheck pytest pytest-prepare pytest-run bench bench-deps chaos clean
+.PHONY: native demo demo-stop test test-long venv debian-deps lint typecheck pytest pytest-prepare pytest-run bench bench-deps chaos clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python setup.cfg pyproject.toml Makefile
+$(STAMP): $(BIN)/python setup.cfg setup.py pyproject.toml Makefile
 	$(BIN)/pip install -q -e '.[test,analytics,chaos,bench]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
-debian-deps:
-	bash scripts/debian-deps.sh
+# The compiled core (vmqpy/native.py): the install compiles it; this builds it again in place when a compiled
+# module's source has changed since (or says why the core runs pure).
+native: venv
+	@$(BIN)/python -m vmqpy.native_ensure
 
-demo: debian-deps venv
+debian-deps:
+	PY=$(PY) bash scripts/debian-deps.sh
+
+demo: debian-deps venv native
 	bash scripts/demo.sh
 
 # Stops the cluster `make demo` left running (by the PIDs it wrote in demo-data/pids).
@@ -27,17 +32,18 @@ demo-stop:
 	bash scripts/demo.sh stop
 
 lint: venv
-	$(BIN)/ruff check vmqpy dvv admin chaos spark_analytics tests bench
+	$(BIN)/ruff check vmqpy dvv admin chaos spark_analytics tests bench setup.py
 
 TYPED := dvv vmqpy admin chaos tests/unit
 typecheck: venv
 	$(BIN)/mypy --strict $(TYPED)
 
-# Two runs. First every test but the `serial` ones on TEST_WORKERS pytest-xdist workers (more workers than cores: the
+# Three runs. First every test but the `serial` ones on TEST_WORKERS pytest-xdist workers (more workers than cores: the
 # integration tests mostly wait on node processes, and the pure tests of tests/unit and tests/sim, CPU-bound, fill
 # that time), whole modules per worker, each worker with its own loopback block, iptables chain and port slice, the
-# modules that name fixed addresses one after another (tests/lanes.py); then the `serial` modules, which measure a
-# client's latency or the broker's CPU, alone (only their files are collected: `tests.lanes serial-paths`). Both
+# modules that name fixed addresses one after another (tests/lanes.py), on the compiled core (vmqpy/native.py); then
+# the compiled modules' unit tests again on the pure modules; then the `serial` modules, which measure a
+# client's latency or the broker's CPU, alone (only their files are collected: `tests.lanes serial-paths`). All three
 # always run; the target fails if either does.
 # Before them (`pytest-prepare`) the sources are compiled to bytecode, and the test modules' assertion rewriting
 # (pytest's, cached in __pycache__) is done once: every node process, `vmq-admin` call and chaos run is a new
@@ -47,18 +53,25 @@ typecheck: venv
 # TEST_PROFILE (tests/randomness.py): `ci`, derandomized (hypothesis draws the same examples on every machine, seeded
 # tests run their fixed seeds), so a green `make test` here is green on the next clone; `long` is `make test-long`'s.
 PURE_TESTS := tests/unit tests/sim
-COMPILED := vmqpy dvv admin chaos spark_analytics bench tests
+# The unit tests of the modules the compiled build compiles (vmqpy/native.py), run a second time on their pure
+# sources, the reference and the fallback.
+PURE_CORE_TESTS := tests/unit/mqtt tests/unit/broker/machine tests/unit/broker/core tests/unit/sessions \
+	tests/unit/test_native.py
+BYTECODE := vmqpy dvv admin chaos spark_analytics bench tests
 TEST_PROFILE ?= ci
 TEST_WORKERS ?= 7
 pytest-prepare: venv
-	@$(BIN)/python -m compileall -q -j 2 $(COMPILED) >/dev/null || true  # a module that does not compile fails in pytest
+	@$(BIN)/python -m compileall -q -j 2 $(BYTECODE) >/dev/null || true  # a module that does not compile fails in pytest
 	@env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -p no:cacheprovider --collect-only tests >/dev/null \
 		|| true  # a module that does not import fails in the runs below, with its error
 
 pytest-run: venv
-	@export TEST_PROFILE=$(TEST_PROFILE); status=0; \
+	@export TEST_PROFILE=$(TEST_PROFILE) VMQPY_EXPECT_BUILD=compiled; status=0; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadscope \
 		-m "not serial" tests || status=$$?; \
+	echo "the compiled core's unit tests again, on the pure modules (VMQPY_PURE=1)"; \
+	VMQPY_PURE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 -m "not serial" $(PURE_CORE_TESTS) \
+		|| status=$$?; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m serial \
 		$$($(BIN)/python -m tests.lanes serial-paths) || status=$$?; \
 	exit $$status
@@ -66,7 +79,7 @@ pytest-run: venv
 pytest: pytest-prepare pytest-run
 
 # The type check runs beside pytest-prepare (each uses one core); its output is shown when both are done.
-test: debian-deps venv lint
+test: debian-deps venv native lint
 	@$(BIN)/mypy --strict $(TYPED) > $(VENV)/typecheck.out 2>&1 & checking=$$!; \
 	$(MAKE) --no-print-directory pytest-prepare; prepared=$$?; \
 	wait $$checking; typed=$$?; echo "$(BIN)/mypy --strict $(TYPED)"; cat $(VENV)/typecheck.out; \

@@ -170,6 +170,10 @@ class AdminNode(ApiKeyRecords, Protocol):
         """Metric name -> current value."""
         ...
 
+    def build_info(self) -> dict[str, str]:
+        """The version and which build of the core runs: {"version": ..., "core": "compiled" or "pure"}."""
+        ...
+
     def metadata_dump(self, prefix: str | None) -> list[Row]:
         """The replicated metadata this node holds (all, or the keys under `prefix`), one row per key, in a stable
         order so that dumps of two nodes can be compared for convergence."""

@@ -410,7 +410,7 @@ def build_app(facade: AdminNode, keys: KeyStore) -> web.Application:
     app[COMMAND_AT] = {command_url_path(cmd, path): cmd for cmd in COMMANDS for path in (cmd.path, *cmd.aliases)}
     app[COMMAND_AT].update({f"{API_PREFIX}/{alias}": BY_PATH[path] for alias, path in HTTP_ALIASES.items()})
     app[PROMETHEUS] = prometheus.registry(facade.node_name, facade.metrics,
-                                          functools.partial(_metric_namespace, facade))
+                                          functools.partial(_metric_namespace, facade), facade.build_info)
     app[MEMBER_ROWS] = status_page.MemberRows(facade.status)
     route = functools.partial(app.router.add_route, expect_handler=_expect_continue)
     for cmd in COMMANDS:

@@ -33,7 +33,13 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from admin.metric_table import (
@@ -210,19 +216,34 @@ class NodeCollector(Collector):
             yield _metric(fam, node, namespace)
 
 
-#: the families prometheus-client's own collectors add (process: Linux /proc; python_gc_*: `gc.get_stats`)
-RUNTIME_NAMES: Final = frozenset({
+class BuildCollector(Collector):
+    """`vmqpy_build_info{version="...",core="compiled"} 1` (or core="pure"): which build of the node's core runs
+    (vmqpy/native.py), as prometheus-client's `python_info` says which interpreter; nothing without `build()`."""
+
+    def __init__(self, build: Callable[[], Mapping[str, str]]) -> None:
+        self._build = build
+
+    def collect(self) -> Iterator[Metric]:
+        labels = dict(self._build())
+        if labels:
+            yield InfoMetricFamily("vmqpy_build", "The vmqpy version and which build of its core runs", value=labels)
+
+
+#: the families prometheus-client's own collectors add (process: Linux /proc; python_gc_*: `gc.get_stats`), and
+#: the build's (`BuildCollector`)
+RUNTIME_NAMES: Final = frozenset({"vmqpy_build_info",
     "process_virtual_memory_bytes", "process_resident_memory_bytes", "process_start_time_seconds",
     "process_cpu_seconds_total", "process_open_fds", "process_max_fds", "python_info",
     "python_gc_objects_collected_total", "python_gc_objects_uncollectable_total", "python_gc_collections_total"})
 
 
-def registry(node: Callable[[], str], metrics: Callable[[], Raw],
-             namespace: Callable[[], str] = lambda: "") -> CollectorRegistry:
-    """A registry of its own (not prometheus-client's global one) holding one `NodeCollector` and the process,
-    platform and garbage-collector collectors (their names are the client library's, never prefixed)."""
+def registry(node: Callable[[], str], metrics: Callable[[], Raw], namespace: Callable[[], str] = lambda: "",
+             build: Callable[[], Mapping[str, str]] = dict) -> CollectorRegistry:
+    """A registry of its own (not prometheus-client's global one) holding one `NodeCollector`, the build's, and
+    the process, platform and garbage-collector collectors (their names are the client library's, never prefixed)."""
     reg = CollectorRegistry(auto_describe=False)
     reg.register(NodeCollector(node, metrics, namespace))
+    reg.register(BuildCollector(build))
     ProcessCollector(registry=reg)
     PlatformCollector(registry=reg)
     if GC_COLLECTOR is not None:  # None where the interpreter has no gc.get_stats

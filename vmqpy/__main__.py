@@ -17,7 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from vmqpy import __version__, config, logconfig, vernemq_conf
+from vmqpy import BUILD, __version__, config, logconfig, vernemq_conf
 from vmqpy.broker.access import acl, auth
 from vmqpy.broker.listeners import tls
 
@@ -27,7 +27,7 @@ PRIVATE_UMASK = 0o077
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vmqpy", description="A VerneMQ-like clustered MQTT broker.")
-    parser.add_argument("--version", action="version", version=f"vmqpy {__version__}")
+    parser.add_argument("--version", action="version", version=f"vmqpy {__version__}, {BUILD.describe()}")
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("start", help="run a node in the foreground")
     start.add_argument("--config", "-c", type=Path, help="vernemq.conf-style file (key = value lines)")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from admin import session_table
 from admin.errors import CommandError
-from vmqpy import __version__, admin_rows, runtime_settings
+from vmqpy import BUILD, __version__, admin_rows, runtime_settings
 from vmqpy import config as config_module
 from vmqpy.broker.core import operator_actions
 from vmqpy.broker.operations.trace import Trace, TraceOptions
@@ -394,7 +394,7 @@ class NodeFacade:
         online = sum(1 for s in broker.sessions.values() if s.online)
         return {
             "node": self.node_name(), "ready": state == READY, "reason": reason, "version": __version__,
-            "state": state, "serves": self.serves(state),
+            "build": BUILD.describe(), "state": state, "serves": self.serves(state),
             "connections": len(self._connections), "sessions_online": online,
             "sessions_offline": len(broker.sessions) - online,
             "subscriptions": sum(len(s.subscriptions) for s in broker.sessions.values()),
@@ -440,6 +440,7 @@ class NodeFacade:
             "node": name,
             "time": time.time(),
             "version": __version__,
+            "build": BUILD.describe(),
             "state": state,  # this node's, always current (its row in "nodes" may be from an earlier answer)
             "reason": reason,
             "serves": self.serves(state),
@@ -519,6 +520,9 @@ class NodeFacade:
             for topic, message in sorted(broker.retained.match(pattern), key=lambda tm: tm[0])
         ]
         return rows[:limit]
+
+    def build_info(self) -> dict[str, str]:
+        return {"version": __version__, "core": BUILD.kind}
 
     def metrics(self) -> dict[str, int | float]:
         broker = self._broker

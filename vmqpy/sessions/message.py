@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +49,10 @@ class Message:
         """`Message(topic, payload, qos, retain, publisher)` with nothing else to pass on, built for the hot paths
         (every publish read from a client, every forward read from another node): the slots set directly, about
         a third cheaper than the dataclass's keyword-capable `__init__` (tests/unit/sessions/test_message_simple.py
-        checks that it sets every field as `__init__` does)."""
+        checks that it sets every field as `__init__` does). Compiled (vmqpy/native.py), `__init__` is native code
+        and the cheaper of the two; object.__new__ is refused there."""
+        if _COMPILED:
+            return cls(topic, payload, qos, retain, publisher, forward_id=forward_id, arrived_ns=arrived_ns)
         message = _new(cls)
         message.topic = topic
         message.payload = payload
@@ -148,6 +152,13 @@ class Message:
 
 
 _new = object.__new__  # Message.simple: the instance without __init__
+
+
+def _probe() -> None:
+    """Compiled by mypyc, a module's functions are not Python functions: how this module knows it is compiled."""
+
+
+_COMPILED = not isinstance(_probe, types.FunctionType)
 
 
 def plain_record(data: Any) -> bool:

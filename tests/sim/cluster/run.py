@@ -45,6 +45,8 @@ def play(seeds: list[int], profile: str = "all", mutant: str | None = None, *, t
     if trace:
         command.append("--trace")
     env = {**os.environ, "PYTHONHASHSEED": HASH_SEED}
+    if mutant is not None:  # a mutant patches Python functions: compiled callers would not see it (vmqpy/native.py)
+        env["VMQPY_PURE"] = "1"
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     results = [Result(**json.loads(line)) for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or len(results) != len(seeds):

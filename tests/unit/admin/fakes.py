@@ -207,6 +207,9 @@ class FakeNode:
     def metrics(self) -> dict[str, int | float]:
         return dict(self.metric_values)
 
+    def build_info(self) -> dict[str, str]:
+        return {"version": "0.1.0", "core": "pure"}
+
     def metadata_dump(self, prefix: str | None) -> list[Row]:
         self.calls.append(("metadata_dump", prefix))
         return [r for r in self.metadata if prefix is None or r["prefix"].startswith(prefix)]

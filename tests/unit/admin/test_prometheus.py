@@ -96,7 +96,8 @@ def test_a_fresh_node_exports_every_counter_and_histogram_at_0_and_no_gauge_it_l
 ])
 def test_vernemqs_names_have_no_suffix_ours_have_total_and_the_namespace_prefixes_both(namespace: str,
                                                                                        name: str) -> None:
-    reg = registry(lambda: "n@h", lambda: {"broker.publish_received": 3}, lambda: namespace)
+    reg = registry(lambda: "n@h", lambda: {"broker.publish_received": 3}, lambda: namespace,
+                   lambda: {"version": "0.1.0", "core": "compiled"})
     text = generate_latest(reg).decode()
     assert f'{name}{{node="n@h"}} 3.0' in text.splitlines()
     assert f"# TYPE {name} untyped" in text.splitlines()
@@ -104,6 +105,7 @@ def test_vernemqs_names_have_no_suffix_ours_have_total_and_the_namespace_prefixe
     assert f'{prefix}vmqpy_takeovers_total{{node="n@h",side="local"}} 0.0' in text.splitlines()
     assert f"{prefix}mqtt_publish_received_total" not in text
     assert "\nprocess_resident_memory_bytes " in text and "\npython_info{" in text  # never prefixed
+    assert 'vmqpy_build_info{core="compiled",version="0.1.0"} 1.0' in text.splitlines()  # nor the build's
     names = {s.name for f in text_string_to_metric_families(text) for s in f.samples}
     assert names - prometheus.RUNTIME_NAMES == exposed_names({"broker.publish_received": 3}, namespace)
     assert prometheus.RUNTIME_NAMES <= names

@@ -8,7 +8,9 @@ import pstats
 
 import pytest
 
+import vmqpy
 from bench import bench_paced
+from vmqpy import native
 
 
 @pytest.mark.parametrize("qos", [0, 1])
@@ -20,7 +22,12 @@ async def test_the_profiled_run_sees_the_node_s_delivery_path() -> None:
     profile = cProfile.Profile()
     await bench_paced.run(100, 1, profile)
     names = {name for (_file, _line, name) in pstats.Stats(profile).stats}  # type: ignore[attr-defined]
-    assert {"write_publish", "deliver", "on_puback", "next_packet"} <= names
+    # A compiled module's functions are not Python calls: the profile sees only those of the modules left pure.
+    path = {"write_publish": "vmqpy.broker.driver.connection", "deliver": "vmqpy.broker.core.session",
+            "on_puback": "vmqpy.broker.core.session", "next_packet": "vmqpy.mqtt.decoder"}
+    seen = {name for name, module in path.items() if not (vmqpy.BUILD.compiled and module in native.COMPILED)}
+    assert seen <= names
+    assert "write_publish" in seen  # the driver is never compiled: the test always sees something
 
 
 async def test_a_missing_delivery_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -85,11 +85,18 @@ def test_table_agrees_with_paho() -> None:
         assert {_PAHO_WHERE[p] for p in packets} == d.allowed, d.name
 
 
+# A value of each field's type (the compiled build checks the declared types of Properties' attributes).
+_SAMPLE: dict[WireType, Any] = {WireType.BYTE: 0, WireType.TWO_BYTE_INT: 0, WireType.FOUR_BYTE_INT: 0,
+                                WireType.VAR_BYTE_INT: 0, WireType.BINARY: b"", WireType.UTF8_STRING: "",
+                                WireType.UTF8_PAIR: ("k", "v")}
+
+
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_is_empty_sees_every_field(name: str) -> None:
     props = Properties()
     assert is_empty(props)
-    value: Any = [(("k", "v"))] if name == "user_properties" else [1] if name == "subscription_identifiers" else 0
+    value: Any = {"user_properties": [("k", "v")], "subscription_identifiers": [1]}.get(
+        name, _SAMPLE[BY_NAME[name].wire_type])
     setattr(props, name, value)
     assert not is_empty(props)
 

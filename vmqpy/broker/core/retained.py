@@ -137,10 +137,13 @@ class RetainedStore(Generic[V]):
             return False
         node.item = None
         self._len -= 1
-        while path and node.item is None and not node.children:
+        # A variable of its own: mypyc (1.x/2.x) keeps `node.item` narrowed to None from the line above into the
+        # loop, where `node` is each parent in turn, and then refuses a parent's item.
+        pruned: _Node[V] = node
+        while path and pruned.item is None and not pruned.children:
             parent, level = path.pop()
             del parent.children[level]
-            node = parent
+            pruned = parent
         return True
 
     def items(self) -> Iterator[tuple[str, V]]:
