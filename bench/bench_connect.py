@@ -12,6 +12,7 @@ which does not depend on the client's speed.
 
 `--log-level info` runs both brokers with their connect and disconnect lines logged (vmqpy
 `log.console.level = info`, Mosquitto `log_type all`), to a file; `error` (the default) logs neither.
+`--pure` adds vmqpy on its pure-Python modules (VMQPY_PURE=1) beside the compiled build.
 `--baseline REV` adds a third broker, vmqpy at git revision REV (exported to a temporary directory), so that a
 change is measured before and after in the same run. `--port P` drives a broker that is already running on
 127.0.0.1:P instead (for profiling it), one round.
@@ -120,7 +121,7 @@ class LoggingBroker(BrokerProcess):
 
     def command(self, config_file: Path) -> list[str]:
         text = config_file.read_text()
-        if self.kind == "vmqpy":
+        if self.kind.startswith("vmqpy"):
             text = text.replace("log.console.level = error", "log.console.level = info")
         else:
             text += "log_type all\n"
@@ -150,6 +151,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--log-level", choices=("error", "info"), default="error")
     parser.add_argument("--baseline", default="", help="also run vmqpy at this git revision")
+    parser.add_argument("--pure", action="store_true", help="also run vmqpy on its pure modules (VMQPY_PURE=1)")
     parser.add_argument("--port", type=int, default=0, help="drive a broker already listening on this port")
     args = parser.parse_args()
     if args.connects < 1 or args.concurrency < 1 or args.rounds < 1:
@@ -164,6 +166,8 @@ def main() -> None:
             commit = export_revision(args.baseline, Path(tmp))
             sources = {"vmqpy": ("vmqpy", None), f"vmqpy@{commit[:7]}": ("vmqpy", Path(tmp)),
                        "mosquitto": ("mosquitto", None)}
+        if args.pure:
+            sources = {"vmqpy": sources.pop("vmqpy"), "vmqpy-pure": ("vmqpy-pure", None), **sources}
         results = run_rounds(sources, args.rounds, args.connects, args.concurrency, args.log_level)
     print(f"\n{args.connects} clean 3.1.1 connects, {args.concurrency} concurrent, log level {args.log_level}, "
           f"median of {args.rounds} rounds:")

@@ -23,7 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
 KINDS = ("vmqpy", "mosquitto")  # the pair every side-by-side bench runs
-ALL_KINDS = (*KINDS, "aedes")  # aedes (Node.js) only where a bench asks for it and it is installed
+# aedes (Node.js) only where a bench asks for it and it is installed; vmqpy-pure: vmqpy on its pure-Python modules
+# (VMQPY_PURE=1, vmqpy/native.py), beside the compiled build, to measure what compiling saves
+ALL_KINDS = (*KINDS, "aedes", "vmqpy-pure")
 # aedes: bench/aedes/server.js, its packages installed into bench/aedes/node_modules by `make bench-deps`.
 AEDES_DIR = REPO / "bench" / "aedes"
 NODE = "node"
@@ -154,7 +156,7 @@ def export_revision(rev: str, dest: Path) -> str:
 
 
 class BrokerProcess:
-    """One broker process of `kind` ("vmqpy", "mosquitto" or "aedes") on a free port of 127.0.0.1."""
+    """One broker process of `kind` ("vmqpy", "vmqpy-pure", "mosquitto" or "aedes") on a free port of 127.0.0.1."""
 
     def __init__(self, kind: str, python: str | None = None, keep_dir: bool = False,
                  source: Path | None = None) -> None:
@@ -206,9 +208,11 @@ class BrokerProcess:
         config_file = self.workdir / f"{self.kind}.conf"
         if self.kind == "mosquitto":
             config_file.write_text(mosquitto_config(self.port))
-        elif self.kind == "vmqpy":
+        elif self.kind.startswith("vmqpy"):
             config_file.write_text(vmqpy_config(self.port, data_dir, knows_address_limits(self.source)))
         env = dict(os.environ)
+        if self.kind == "vmqpy-pure":
+            env["VMQPY_PURE"] = "1"
         env["PYTHONPATH"] = str(self.source) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         with open(self.workdir / "broker.log", "wb") as log:
             self.proc = subprocess.Popen(self.command(config_file), stdout=log, stderr=subprocess.STDOUT,
