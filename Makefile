@@ -66,7 +66,7 @@ pytest-prepare: venv
 		|| true  # a module that does not import fails in the runs below, with its error
 
 pytest-run: venv
-	@export TEST_PROFILE=$(TEST_PROFILE) VMQPY_EXPECT_BUILD=compiled; status=0; \
+	@export TEST_PROFILE=$(TEST_PROFILE) TEST_EXPECT_BUILD=compiled; status=0; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadscope \
 		-m "not serial" tests || status=$$?; \
 	echo "the compiled core's unit tests again, on the pure modules (VMQPY_PURE=1)"; \

@@ -142,7 +142,7 @@ def document(overview: Mapping[str, Any], rows: list[dict[str, Any]], note: str 
         gone = "not reachable from this node: " + ", ".join(sorted(unreachable))
         note = f"{note}; {gone}" if note else gone
     own = {"state": overview["state"], "reason": overview["reason"], "serves": overview["serves"],
-           "version": overview.get("version")}
+           "version": overview.get("version"), "core": overview.get("core")}
     # this node's own row may be from the previous refresh: its state is not
     nodes = [{**r, **own} if r.get("node") == node else _with_state(r) for r in rows]
     for row in nodes:
@@ -152,7 +152,8 @@ def document(overview: Mapping[str, Any], rows: list[dict[str, Any]], note: str 
         name = str(member["Node"])
         row = own if name == node else by_node.get(name, {})
         member["State"] = "unreachable" if name in unreachable else row.get("state")
-        member["Version"] = row.get("version")
+        # "0.1.0 (compiled)": the version, and which build of its core the member runs (vmqpy/native.py)
+        member["Version"] = f"{row['version']} ({row['core']})" if row.get("core") else row.get("version")
     doc: dict[str, Any] = {**overview, "members": members, "nodes": nodes}
     if note:
         doc["note"] = note

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from vmqpy import vernemq_conf
 from vmqpy.config_schema import SCHEMA as SCHEMA
@@ -36,6 +36,9 @@ from vmqpy.listener_keys import LISTENER_OPTIONS as LISTENER_OPTIONS
 from vmqpy.listener_keys import TLS_KINDS as TLS_KINDS
 
 ENV_PREFIX = "VMQPY_"
+# Environment variables under the prefix that are not settings: VMQPY_PURE picks the build of the core
+# (vmqpy/native.py) when the package is imported, before any configuration is read.
+ENV_NOT_SETTINGS: Final = frozenset({"VMQPY_PURE"})
 DEFAULT_COOKIE = "vmqpy"  # distributed_cookie's default: public, in every copy of vmqpy
 
 _INLINE_COMMENT = re.compile(r"\s+#.*$")  # `key = value  # note`; a '#' inside a value needs no space before it
@@ -195,7 +198,7 @@ def read_env(environ: Mapping[str, str]) -> list[_Setting]:
     """`VMQPY_LISTENER__TCP__DEFAULT=...` -> listener.tcp.default. Unknown names are refused like file keys."""
     settings = []
     for name in sorted(environ):
-        if not name.startswith(ENV_PREFIX):
+        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_SETTINGS:
             continue
         key = name[len(ENV_PREFIX):].lower().replace("__", ".")
         settings.append(_Setting(key, environ[name], f"environment variable {name}"))

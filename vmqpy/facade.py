@@ -394,7 +394,7 @@ class NodeFacade:
         online = sum(1 for s in broker.sessions.values() if s.online)
         return {
             "node": self.node_name(), "ready": state == READY, "reason": reason, "version": __version__,
-            "build": BUILD.describe(), "state": state, "serves": self.serves(state),
+            "core": BUILD.kind, "build": BUILD.describe(), "state": state, "serves": self.serves(state),
             "connections": len(self._connections), "sessions_online": online,
             "sessions_offline": len(broker.sessions) - online,
             "subscriptions": sum(len(s.subscriptions) for s in broker.sessions.values()),
@@ -440,6 +440,7 @@ class NodeFacade:
             "node": name,
             "time": time.time(),
             "version": __version__,
+            "core": BUILD.kind,
             "build": BUILD.describe(),
             "state": state,  # this node's, always current (its row in "nodes" may be from an earlier answer)
             "reason": reason,

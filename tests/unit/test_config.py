@@ -58,6 +58,14 @@ def test_environment_beats_file_and_flags_beat_environment(tmp_path: Path) -> No
     assert config.load(None, environ=env).tcp_listeners == (("default", "127.0.0.1", 2000),)
 
 
+def test_vmqpy_pure_is_the_builds_switch_not_a_setting() -> None:
+    """VMQPY_PURE=1 (vmqpy/native.py) starts a node on the pure modules; the configuration passes over it, while
+    another unknown VMQPY_ name is still refused."""
+    assert config.load(None, environ={"VMQPY_PURE": "1"}).tcp_listeners == config.load(None, environ={}).tcp_listeners
+    with pytest.raises(config.ConfigErrors, match="unknown key 'purer'"):
+        config.load(None, environ={"VMQPY_PURER": "1"})
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

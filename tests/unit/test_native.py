@@ -110,11 +110,11 @@ def test_vmqpy_pure_loads_every_module_of_the_core_from_source() -> None:
 
 
 def test_the_compiled_build_loads_every_module_of_the_core_compiled() -> None:
-    """In `make test` (VMQPY_EXPECT_BUILD=compiled, set by the Makefile) the compiled build must be the one that
+    """In `make test` (TEST_EXPECT_BUILD=compiled, set by the Makefile) the compiled build must be the one that
     runs; elsewhere this checks whichever build this checkout has. Under VMQPY_PURE=1 the test process itself runs
     the pure modules, and this still checks the compiled ones."""
     checkout = native.examine({})  # this checkout's build, whatever VMQPY_PURE this test runs under
-    if os.environ.get("VMQPY_EXPECT_BUILD") == "compiled":
+    if os.environ.get("TEST_EXPECT_BUILD") == "compiled":
         assert checkout.compiled, checkout.describe()
     kind, *files = _loaded_from({"VMQPY_PURE": ""})
     assert kind == checkout.kind

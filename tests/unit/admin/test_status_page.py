@@ -305,6 +305,13 @@ def test_document_takes_this_nodes_state_fresh_and_each_members_version() -> Non
     assert rows[0] == stale_own  # the caller's rows are not changed
 
 
+def test_the_version_column_says_which_build_of_the_core_each_member_runs() -> None:
+    rows = [{"node": N1, "serves": ALL_OPS},
+            {"node": N2, "state": "ready", "serves": ALL_OPS, "version": "2.0", "core": "pure"}]
+    doc = status_page.document({**overview(), "core": "compiled"}, rows, None)
+    assert [m["Version"] for m in doc["members"]] == ["2.0 (compiled)", "2.0 (pure)"]
+
+
 def test_document_leaves_out_the_rows_of_members_it_no_longer_reaches() -> None:
     rows = [{"node": N1, "serves": ALL_OPS}, {"node": N2, "state": "ready", "serves": ALL_OPS, "version": "2.0"}]
     doc = status_page.document(overview("not ready", reachable=False), rows, "no answer from x")
