@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.cluster import ClusterNode, cut, heal, partition_chain
 from tests.integration.conftest import wait_until
-from vmqpy import __version__
+from vmqpy import BUILD, __version__
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -134,8 +134,9 @@ def test_status_page_follows_the_cluster(cluster: list[ClusterNode], browser: An
                what="three ready members on the page")
     wait_until(lambda: headline(browser) == ("ok", "serving: all 3 members reachable and ready"), 10,
                interval=0.1, what="the serving headline")
-    # Every member reports its own version; here all run this checkout's.
-    wait_until(lambda: texts(browser, "#members tbody td.version") == [__version__] * 3, 10, interval=0.1,
+    # Every member reports its own version and build of its core; here all run this checkout's.
+    version = f"{__version__} ({BUILD.kind})"
+    wait_until(lambda: texts(browser, "#members tbody td.version") == [version] * 3, 10, interval=0.1,
                what="each member's version")
     assert texts(browser, "#members tbody td.state") == ["ready"] * 3
     assert texts(browser, "#nodes tbody td.serving") == ["yes"] * 3
