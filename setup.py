@@ -93,7 +93,10 @@ def _extensions() -> list[Any]:
     # pip builds in an environment of its own that holds only the build requirements: the core's third-party
     # imports (structlog, msgpack) are not there, and mypyc treats their values as Any (generic operations, the
     # same results). In an environment that has them (`setup.py build_ext --inplace` in the venv) they are typed.
-    extensions = mypycify(["--no-warn-unused-configs", "--ignore-missing-imports", *sources], opt_level="3",
+    # opt_level 1: the C compiler's -O1. Measured (docs/performance.md, "The compiled core"): the same CPU per
+    # message and per connect as -O3 within the noise (mypyc's code is mostly calls into Python's C API), and the
+    # build takes about a third less time.
+    extensions = mypycify(["--no-warn-unused-configs", "--ignore-missing-imports", *sources], opt_level="1",
                           separate=True)
     manifest.write_text(json.dumps({"sources": native["manifest_for"](modules, ROOT)}, indent=1, sort_keys=True))
     return extensions

@@ -18,11 +18,18 @@ active (its silence is not its own doing).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from vmqpy.broker.core.router import RouteResult
 
 __all__ = ["ReadGate"]
+
+
+class DrainWaiter(Protocol):
+    """What the gate uses of a congested session: a call back once it drained."""
+
+    def wait_for_drain(self, callback: Callable[[], None]) -> None: ...
 
 
 class ReadGate:
@@ -64,7 +71,8 @@ class ReadGate:
         `wait_for_node`) drained."""
         if self.transport is None:
             return
-        for session in result.congested:
+        congested: Sequence[DrainWaiter] = result.congested  # what the gate uses of a congested session
+        for session in congested:
             self.blocked_on += 1
             session.wait_for_drain(self.unblock)
         for node in result.congested_nodes:
