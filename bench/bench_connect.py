@@ -12,7 +12,9 @@ which does not depend on the client's speed.
 
 `--log-level info` runs both brokers with their connect and disconnect lines logged (vmqpy
 `log.console.level = info`, Mosquitto `log_type all`), to a file; `error` (the default) logs neither.
-`--pure` adds vmqpy on its pure-Python modules (VMQPY_PURE=1) beside the compiled build.
+`--pure` adds vmqpy on its pure-Python modules (VMQPY_PURE=1) beside the compiled build; `--floor` adds
+bench.connect_floor, a uvloop server that only accepts, answers the CONNECT and closes: the event loop's and the
+kernel's share of a connect, which no broker on uvloop avoids.
 `--baseline REV` adds a third broker, vmqpy at git revision REV (exported to a temporary directory), so that a
 change is measured before and after in the same run. `--port P` drives a broker that is already running on
 127.0.0.1:P instead (for profiling it), one round.
@@ -23,13 +25,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.brokers import HOST, KINDS, BrokerProcess, export_revision
+from bench.brokers import (
+    HOST,
+    KINDS,
+    REPO,
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    BrokerProcess,
+    cpu_seconds,
+    export_revision,
+    free_port,
+    port_open,
+)
 
 WARMUP = 500
 CONNECT_TIMEOUT = 10.0
@@ -129,6 +144,29 @@ class LoggingBroker(BrokerProcess):
         return super().command(config_file)
 
 
+class FloorServer:
+    """bench.connect_floor in a process of its own on a free port, stopped by its PID."""
+
+    def __enter__(self) -> FloorServer:
+        self.port = free_port()
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.connect_floor", str(self.port)], cwd=REPO,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not port_open(self.port):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                raise RuntimeError("bench.connect_floor did not listen")
+            time.sleep(0.05)
+        return self
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=STOP_TIMEOUT)
+
+
 def run_rounds(sources: dict[str, tuple[str, Path | None]], rounds: int, connects: int, concurrency: int,
                log_level: str) -> dict[str, list[Round]]:
     """Interleaved rounds over `sources` (label -> broker kind, vmqpy source directory or None: this checkout)."""
@@ -136,8 +174,12 @@ def run_rounds(sources: dict[str, tuple[str, Path | None]], rounds: int, connect
     results: dict[str, list[Round]] = {label: [] for label in sources}
     for r in range(rounds):
         for label, (kind, source) in sources.items():
-            with broker_class(kind, source=source) as broker:
-                result = drive(broker.port, broker.cpu_seconds, connects, concurrency, f"r{r}")
+            if kind == "floor":
+                with FloorServer() as floor:
+                    result = drive(floor.port, floor.cpu_seconds, connects, concurrency, f"r{r}")
+            else:
+                with broker_class(kind, source=source) as broker:
+                    result = drive(broker.port, broker.cpu_seconds, connects, concurrency, f"r{r}")
             results[label].append(result)
             print(f"round {r + 1} {label:15} {result.connects_per_s:8.0f} connects/s "
                   f"{result.us_per_connect:6.1f} us CPU/connect", flush=True)
@@ -152,6 +194,8 @@ def main() -> None:
     parser.add_argument("--log-level", choices=("error", "info"), default="error")
     parser.add_argument("--baseline", default="", help="also run vmqpy at this git revision")
     parser.add_argument("--pure", action="store_true", help="also run vmqpy on its pure modules (VMQPY_PURE=1)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also run bench.connect_floor: uvloop's accept/CONNACK/close alone, no broker")
     parser.add_argument("--port", type=int, default=0, help="drive a broker already listening on this port")
     args = parser.parse_args()
     if args.connects < 1 or args.concurrency < 1 or args.rounds < 1:
@@ -168,6 +212,8 @@ def main() -> None:
                        "mosquitto": ("mosquitto", None)}
         if args.pure:
             sources = {"vmqpy": sources.pop("vmqpy"), "vmqpy-pure": ("vmqpy-pure", None), **sources}
+        if args.floor:
+            sources["uvloop floor"] = ("floor", None)
         results = run_rounds(sources, args.rounds, args.connects, args.concurrency, args.log_level)
     print(f"\n{args.connects} clean 3.1.1 connects, {args.concurrency} concurrent, log level {args.log_level}, "
           f"median of {args.rounds} rounds:")

@@ -54,7 +54,6 @@ COMPILED: Final[tuple[str, ...]] = (
     "vmqpy.broker.listeners.listeners",
     "vmqpy.broker.listeners.preludes",
     "vmqpy.broker.listeners.proxy_protocol",
-    "vmqpy.broker.listeners.websocket",
     "vmqpy.mqtt.decoder",
     "vmqpy.mqtt.encoder",
     "vmqpy.mqtt.packets",
@@ -97,6 +96,16 @@ COMPILED: Final[tuple[str, ...]] = (
 )
 
 ROOT: Final = Path(__file__).resolve().parent.parent
+
+
+def group_of(module: str) -> str:
+    """The shared library a module of COMPILED goes into (setup.py): one per room, so that mypyc's runtime is
+    linked once a room, and the rooms compile in parallel. Calls between rooms stay native."""
+    if module.startswith(("vmqpy.broker.driver.", "vmqpy.broker.listeners.")):
+        return "vmqpy_driver"
+    if module.startswith(("vmqpy.broker.machine.", "vmqpy.broker.core.")):
+        return "vmqpy_core"
+    return "vmqpy_values"  # vmqpy.mqtt and vmqpy.sessions
 
 
 def source_path(module: str, root: Path = ROOT) -> Path:

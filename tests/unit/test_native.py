@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -119,3 +120,19 @@ def test_the_compiled_build_loads_every_module_of_the_core_compiled() -> None:
     kind, *files = _loaded_from({"VMQPY_PURE": ""})
     assert kind == checkout.kind
     assert all(f.endswith(".py") is (kind == "pure") for f in files), files
+
+
+def test_compiled_modules_read_the_clocks_through_names_of_their_own() -> None:
+    """Compiled, `time.time()` on an `import time` is bound to the real module: replacing the module's `time`
+    attribute (what the whole-cluster simulation does to put a node on its virtual clock, tests/sim/cluster/
+    virtual.py) does not reach it, while a name of the module's own (`from time import time as wall_clock`) is
+    looked up at each call and is replaced. A clock read as `time.X(...)` in a compiled module would make the
+    simulation's histories depend on the build and on the real time."""
+    found = []
+    for module in native.COMPILED:
+        path = native.source_path(module)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "time"):
+                found.append(f"{path.relative_to(native.ROOT)}:{node.lineno}: time.{node.func.attr}()")
+    assert not found, found

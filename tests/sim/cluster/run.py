@@ -37,15 +37,16 @@ class Result:
 
 
 def play(seeds: list[int], profile: str = "all", mutant: str | None = None, *, trace: bool = False,
-         timeout: float = 900) -> list[Result]:
-    """The results of `seeds` played in a child process (see the module docstring)."""
+         timeout: float = 900, pure: bool = False) -> list[Result]:
+    """The results of `seeds` played in a child process (see the module docstring); `pure`: on the pure modules
+    of the core (VMQPY_PURE=1), whatever build the checkout has."""
     command = [sys.executable, "-m", "tests.sim.cluster.run", "--profile", profile, *map(str, seeds)]
     if mutant is not None:
         command += ["--mutant", mutant]
     if trace:
         command.append("--trace")
     env = {**os.environ, "PYTHONHASHSEED": HASH_SEED}
-    if mutant is not None:  # a mutant patches Python functions: compiled callers would not see it (vmqpy/native.py)
+    if pure or mutant is not None:  # a mutant patches Python functions: compiled callers would not see it
         env["VMQPY_PURE"] = "1"
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     results = [Result(**json.loads(line)) for line in done.stdout.splitlines() if line.startswith("{")]

@@ -88,3 +88,13 @@ def test_a_seed_replays_the_same_history() -> None:
     first, again = play([3], "all", trace=True), play([3], "all", trace=True)
     assert first[0].trace == again[0].trace
     assert first[0].problems == again[0].problems
+
+
+@pytest.mark.parametrize(("profile", "seed"), [("calm", 0), ("churn", 5)])
+def test_a_history_plays_the_same_on_the_compiled_and_the_pure_core(profile: str, seed: int) -> None:
+    """vmqpy/native.py: the compiled core must be the pure one, event for event. churn 5 is where the compiled
+    driver once read the real wall clock (`time.time()` on the module, which the simulation's clock patch does not
+    reach in compiled code), took another path and broke the promise ("forgotten")."""
+    compiled, pure = play([seed], profile, trace=True), play([seed], profile, trace=True, pure=True)
+    assert compiled[0].trace == pure[0].trace
+    assert compiled[0].problems == pure[0].problems

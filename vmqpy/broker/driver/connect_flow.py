@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+from time import time as wall_clock  # a name of its own: compiled, `time.time()` escapes the simulation's clock
 from typing import TYPE_CHECKING, Any
 
 from vmqpy import logconfig
@@ -112,7 +112,7 @@ def _hold(conn: MQTTConnection, now: float | None = None) -> None:
     """Read nothing more from the client for now; its timer is armed for what the machine has due now (no CONNECT
     timeout: a refusal or the registration that follows has bounds of its own)."""
     conn.gate.hold()
-    conn.arm_timer(time.time() if now is None else now)
+    conn.arm_timer(wall_clock() if now is None else now)
 
 
 def redirected(conn: MQTTConnection, accepted: Accepted, placement: Placement) -> bool:
@@ -166,12 +166,12 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
         # The client id's registration stays locked meanwhile (the leader's lease, 10 s, outlasts the wait), so
         # that no other CONNECT of it takes the session before this one is attached.
         confirm = conn.broker.route_confirmation() if ticket.image is not None else None
-        now = time.time()
+        now = wall_clock()
         session, present = open_connect(conn, accepted, ticket, now, confirm)
         routes = conn.broker.routes_applied(confirm)
         if routes is not None and not conn.closing:
             await _done(conn.loop, routes)
-            now = time.time()
+            now = wall_clock()
         close_connect(conn, accepted, ticket, session, present, now)
     except Exception:
         conn.log.exception("internal error completing a connect")
@@ -187,7 +187,7 @@ async def register(conn: MQTTConnection, registrar: Registrar, accepted: Accepte
 
 
 def complete_connect(conn: MQTTConnection, accepted: Accepted, ticket: Ticket | None) -> None:
-    now = time.time()
+    now = wall_clock()
     session, present = open_connect(conn, accepted, ticket, now)
     close_connect(conn, accepted, ticket, session, present, now)
 
@@ -289,7 +289,7 @@ def disconnected(conn: MQTTConnection, exc: Exception | None) -> None:
     conn.session = None
     if session is not None:
         will = None if conn.normal_close else conn.will
-        conn.broker.close_session(session, conn, time.time(), will, conn.will_delay)
+        conn.broker.close_session(session, conn, wall_clock(), will, conn.will_delay)
     if conn.announced and logconfig.connection_lines():
         conn.log.info("client disconnected", user=conn.username, protocol=conn.level, normal=conn.normal_close,
                       reason=None if exc is None else str(exc) or type(exc).__name__, node=conn.broker.node)
@@ -353,7 +353,7 @@ def _checked(conn: MQTTConnection, decision: Authenticate, accepted: bool) -> No
 
 
 def _authenticated(conn: MQTTConnection, decision: Authenticate, refusal: int | None) -> None:
-    now = time.time()
+    now = wall_clock()
     try:
         decisions = conn.machine.authenticated(decision.connect, refusal, now)
     except Exception:

@@ -15,10 +15,10 @@ subscription) wait for the storage barrier and leave in order.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from functools import partial
 from time import monotonic_ns, perf_counter
+from time import time as wall_clock  # a name of its own: compiled, `time.time()` escapes the simulation's clock
 from typing import Any
 
 import structlog
@@ -135,7 +135,7 @@ class MQTTConnection(asyncio.Protocol):
         self.last_received = 0.0
         self.normal_close = False
         self.closing = False
-        self._rate = TokenBucket(config.max_message_rate, time.time()) if config.max_message_rate else None
+        self._rate = TokenBucket(config.max_message_rate, wall_clock()) if config.max_message_rate else None
         # the connection's one timer (`arm_timer`: the machine's next deadline or the end of a rate hold; once
         # closed, the abort of a socket that does not drain) and the time it is armed for
         self._timer: asyncio.TimerHandle | None = None
@@ -217,7 +217,7 @@ class MQTTConnection(asyncio.Protocol):
         # (vmqpy.broker.listeners.preludes.ConnectPrelude),
         # which hands on a socket with its first packet whole: it is decided in this callback, no timer needed.
         if not self.connect_waited:
-            now = time.time()
+            now = wall_clock()
             self.machine.opened(now, False)
             self.arm_timer(now)
 
@@ -234,7 +234,7 @@ class MQTTConnection(asyncio.Protocol):
         received (until a CONNECT starts registering). The clock is read once for them all (`now`, unless the
         caller read it)."""
         if now is None:
-            now = time.time()
+            now = wall_clock()
         arrived_ns = monotonic_ns()  # when the PUBLISHes of this read arrived (publish-to-delivery latency)
         decoder = self.decoder
         writer = self.writer
@@ -332,7 +332,7 @@ class MQTTConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.writer.resume()
         if self.session is not None and self.session.sink is self:
-            self.session.pump(time.time())
+            self.session.pump(wall_clock())
 
     # ------------------------------------------------------------------------------------------ Sink
 
@@ -342,10 +342,10 @@ class MQTTConnection(asyncio.Protocol):
         if sent is not None:
             self.broker.metrics[sent] += 1
         if self.traces:
-            self.trace(SENT, packet, time.time())
+            self.trace(SENT, packet, wall_clock())
         self.writer.packet(packet)
         if kind is Pubrel and self.retries and self._timer is None:
-            self.arm_timer(time.time())
+            self.arm_timer(wall_clock())
 
     def write_publish(self, message: Message, qos: int, retain: bool, packet_id: int | None,
                       subscription_ids: list[int], now: float, dup: bool = False, held: bool = False) -> None:
@@ -410,7 +410,7 @@ class MQTTConnection(asyncio.Protocol):
         self._timer_at = 0.0
         if self.closing:
             return
-        now = time.time()
+        now = wall_clock()
         gate = self.gate
         if gate.rate_until and gate.rate_until <= now:  # max_message_rate allows the next PUBLISH
             gate.release_rate()
@@ -632,6 +632,6 @@ class MQTTConnection(asyncio.Protocol):
 
         def answer() -> None:
             self.write_packet(reply)
-            self.broker.deliver_retained(session, added, time.time())
+            self.broker.deliver_retained(session, added, wall_clock())
 
         self.acks.after(session.persistent, answer, self.broker.routes_applied(confirm))
