@@ -12,6 +12,7 @@ import json
 import os
 import random
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -217,6 +218,10 @@ def test_communicate_reads_both_streams_and_times_out_as_popen_does(server: Zygo
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(REPO), env=_env(),
                          start_new_session=False)
     children.append(child)
+    # its line written before the timeout starts (a loaded machine may take longer than the timeout to start
+    # the child); select only looks, communicate reads it
+    assert child.stdout is not None
+    assert select.select([child.stdout], [], [], WAIT_S)[0], "the child's line"
     with pytest.raises(subprocess.TimeoutExpired):
         child.communicate(b"ignored", timeout=0.5)
     child.kill()
