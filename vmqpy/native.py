@@ -21,7 +21,6 @@ This module is never compiled, and imports only the standard library: setup.py r
 from __future__ import annotations
 
 import hashlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
@@ -168,7 +167,7 @@ def examine(environ: dict[str, str] | os._Environ[str] = os.environ, root: Path 
     return Build(True, f"mypyc, {len(COMPILED)} modules")
 
 
-class _FromSource(importlib.abc.MetaPathFinder):
+class _FromSource:
     """Loads a `vmqpy` module from its `.py` file where an extension module beside it must not run: every module
     of the pure build, and in either build an extension left over from an earlier build's list."""
 
