@@ -759,14 +759,19 @@ class PahoClient:
         connection). The thread is told to end and woken the way paho wakes it for a queued packet (a byte on
         its socket pair): loop_stop() alone waits out the thread's 1 s select() timeout, ~0.8 s per client."""
         if self._started:
-            self.client._thread_terminate = True  # what loop_stop() sets before it joins the thread
+            # what loop_stop() does, on the thread taken first: woken, the thread ends and clears the client's
+            # `_thread` itself, which raced loop_stop()'s own check-then-join (an AttributeError on None, seen
+            # once in a fresh `make test`)
+            thread = self.client._thread
+            self.client._thread_terminate = True
             wake = self.client._sockpairW
             if wake is not None:
                 try:
                     wake.send(b"0")
                 except OSError:
                     pass  # the thread ended already (its socket pair is closed)
-            self.client.loop_stop()
+            if thread is not None:
+                thread.join()
             self._started = False
         try:
             self.client.socket() and self.client.socket().close()
