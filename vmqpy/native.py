@@ -1,9 +1,11 @@
 """Which build of the core runs: the compiled one (mypyc) or the pure-Python modules.
 
-The modules of COMPILED are the pure core (codec, protocol machine, session, routing, retained, records). When a
-C compiler and Python's headers are present, installing the project (setup.py) compiles them with mypyc into
-extension modules that sit beside their sources, and writes a manifest (`native_manifest.json`, next to this file)
-with a digest of every source it compiled. The pure modules stay the reference and the fallback: `select()`, run
+The modules of COMPILED are the pure core (codec, protocol machine, session, routing, retained, records) and the
+connection's driver with the listeners' per-connection parts (docs/architecture.md, "The compiled core", says
+which modules are left out and why). When a C compiler and Python's headers are present, installing the project
+(setup.py) compiles them with mypyc (a small extension module beside each source, the code in one library per
+room, `group_of`), and writes a manifest (`native_manifest.json`, next to this file) with a digest of every
+source it compiled. The pure modules stay the reference and the fallback: `select()`, run
 when the `vmqpy` package is imported, makes every module of COMPILED load from its `.py` file when
 
 - VMQPY_PURE=1 is set,
@@ -35,6 +37,8 @@ from typing import Final
 MANIFEST: Final = "native_manifest.json"
 PURE_ENV: Final = "VMQPY_PURE"
 
+# In the order of the rooms' libraries (group_of): driver and listeners, values (mqtt, sessions), core (machine,
+# core). A module added here is compiled at the next `make`; test_native.py and the pure run of `make test` hold it.
 COMPILED: Final[tuple[str, ...]] = (
     "vmqpy.broker.driver.ack_order",
     "vmqpy.broker.driver.connect_budget",
