@@ -122,4 +122,5 @@ bench-deps:
 	fi
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info vmqpy_*__mypyc*.so vmqpy/native_manifest.json
+	find vmqpy -name '*.so' -delete
