@@ -27,7 +27,7 @@ native: dict[str, Any] = runpy.run_path(str(ROOT / "vmqpy" / "native.py"), run_n
 
 def _can_compile() -> str | None:
     """None when a C compiler builds against Python's headers here, else why not."""
-    if os.environ.get(native["PURE_ENV"], "") not in ("", "0"):
+    if native["pure_requested"]():
         return f"{native['PURE_ENV']} is set"
     try:
         import mypyc.build  # noqa: F401

@@ -25,26 +25,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.brokers import (
-    HOST,
-    KINDS,
-    REPO,
-    START_TIMEOUT,
-    STOP_TIMEOUT,
-    BrokerProcess,
-    cpu_seconds,
-    export_revision,
-    free_port,
-    port_open,
-)
+from bench.brokers import HOST, KINDS, BrokerProcess, export_revision
 
 WARMUP = 500
 CONNECT_TIMEOUT = 10.0
@@ -144,29 +131,6 @@ class LoggingBroker(BrokerProcess):
         return super().command(config_file)
 
 
-class FloorServer:
-    """bench.connect_floor in a process of its own on a free port, stopped by its PID."""
-
-    def __enter__(self) -> FloorServer:
-        self.port = free_port()
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.connect_floor", str(self.port)], cwd=REPO,
-                                     stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + START_TIMEOUT
-        while not port_open(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.proc.kill()
-                raise RuntimeError("bench.connect_floor did not listen")
-            time.sleep(0.05)
-        return self
-
-    def cpu_seconds(self) -> float:
-        return cpu_seconds(self.proc.pid)
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=STOP_TIMEOUT)
-
-
 def run_rounds(sources: dict[str, tuple[str, Path | None]], rounds: int, connects: int, concurrency: int,
                log_level: str) -> dict[str, list[Round]]:
     """Interleaved rounds over `sources` (label -> broker kind, vmqpy source directory or None: this checkout)."""
@@ -174,12 +138,9 @@ def run_rounds(sources: dict[str, tuple[str, Path | None]], rounds: int, connect
     results: dict[str, list[Round]] = {label: [] for label in sources}
     for r in range(rounds):
         for label, (kind, source) in sources.items():
-            if kind == "floor":
-                with FloorServer() as floor:
-                    result = drive(floor.port, floor.cpu_seconds, connects, concurrency, f"r{r}")
-            else:
-                with broker_class(kind, source=source) as broker:
-                    result = drive(broker.port, broker.cpu_seconds, connects, concurrency, f"r{r}")
+            server_class = BrokerProcess if kind == "floor" else broker_class  # the floor logs nothing
+            with server_class(kind, source=source) as broker:
+                result = drive(broker.port, broker.cpu_seconds, connects, concurrency, f"r{r}")
             results[label].append(result)
             print(f"round {r + 1} {label:15} {result.connects_per_s:8.0f} connects/s "
                   f"{result.us_per_connect:6.1f} us CPU/connect", flush=True)

@@ -26,6 +26,8 @@ KINDS = ("vmqpy", "mosquitto")  # the pair every side-by-side bench runs
 # aedes (Node.js) only where a bench asks for it and it is installed; vmqpy-pure: vmqpy on its pure-Python modules
 # (VMQPY_PURE=1, vmqpy/native.py), beside the compiled build, to measure what compiling saves
 ALL_KINDS = (*KINDS, "aedes", "vmqpy-pure")
+# floor: not a broker, bench/connect_floor.py (accept, a fixed CONNACK, close), for bench_connect --floor
+SERVER_KINDS = (*ALL_KINDS, "floor")
 # aedes: bench/aedes/server.js, its packages installed into bench/aedes/node_modules by `make bench-deps`.
 AEDES_DIR = REPO / "bench" / "aedes"
 NODE = "node"
@@ -156,13 +158,14 @@ def export_revision(rev: str, dest: Path) -> str:
 
 
 class BrokerProcess:
-    """One broker process of `kind` ("vmqpy", "vmqpy-pure", "mosquitto" or "aedes") on a free port of 127.0.0.1."""
+    """One broker process of `kind` (SERVER_KINDS: "vmqpy", "vmqpy-pure", "mosquitto", "aedes", or the connect
+    floor) on a free port of 127.0.0.1."""
 
     def __init__(self, kind: str, python: str | None = None, keep_dir: bool = False,
                  source: Path | None = None) -> None:
         """`source`: the directory vmqpy is imported from (default: this checkout; see `export_revision`)."""
-        if kind not in ALL_KINDS:
-            raise ValueError(f"unknown broker kind {kind!r}; expected one of {ALL_KINDS}")
+        if kind not in SERVER_KINDS:
+            raise ValueError(f"unknown broker kind {kind!r}; expected one of {SERVER_KINDS}")
         self.kind = kind
         self.python = python or sys.executable
         self.source = source or REPO
@@ -184,6 +187,8 @@ class BrokerProcess:
             return [MOSQUITTO, "-c", str(config_file)]
         if self.kind == "aedes":  # no config file: the port is its argument, the rest is server.js's defaults
             return aedes_command(self.port, self.host, node_binary() or NODE)
+        if self.kind == "floor":  # no config file either
+            return [self.python, "-m", "bench.connect_floor", str(self.port)]
         return [self.python, "-m", "vmqpy", "start", "--config", str(config_file)]
 
     def log_tail(self, n: int = 30) -> str:

@@ -28,7 +28,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -147,9 +147,14 @@ def _extension(module: str, root: Path) -> Path | None:
     return None
 
 
-def examine(environ: dict[str, str] | os._Environ[str] = os.environ, root: Path = ROOT) -> Build:
+def pure_requested(environ: Mapping[str, str] = os.environ) -> bool:
+    """VMQPY_PURE set to anything but "" or "0": the pure modules, at install and at run time."""
+    return environ.get(PURE_ENV, "") not in ("", "0")
+
+
+def examine(environ: Mapping[str, str] = os.environ, root: Path = ROOT) -> Build:
     """Which build can run here, and why; reads the manifest and the sources, changes nothing."""
-    if environ.get(PURE_ENV, "") not in ("", "0"):
+    if pure_requested(environ):
         return Build(False, f"{PURE_ENV}={environ[PURE_ENV]}")
     try:
         recorded = json.loads((root / "vmqpy" / MANIFEST).read_text())

@@ -3,21 +3,18 @@ when the checkout's build is missing or stale (vmqpy/native.py), or says which b
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from vmqpy import native
 
-ROOT = Path(native.__file__).resolve().parent.parent
 
-
-def ensure(root: Path = ROOT) -> int:
+def ensure(root: Path = native.ROOT) -> int:
     """`python -m vmqpy.native_ensure` (the Makefile, before the demo and the tests): builds the compiled core in
     place when the checkout's build is missing or stale, unless VMQPY_PURE is set. Returns the build's exit code."""
     build = native.examine(root=root)
-    if build.compiled or os.environ.get(native.PURE_ENV, "") not in ("", "0") or not (root / "setup.py").exists():
+    if build.compiled or native.pure_requested() or not (root / "setup.py").exists():
         print(f"vmqpy: {build.describe()}")
         return 0
     print(f"vmqpy: building the compiled core ({build.reason})", flush=True)
@@ -26,7 +23,6 @@ def ensure(root: Path = ROOT) -> int:
     if done.returncode == 0:
         print(f"vmqpy: {native.examine(root=root).describe()}")
     return done.returncode
-
 
 
 if __name__ == "__main__":

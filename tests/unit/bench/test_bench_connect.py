@@ -3,13 +3,14 @@ closes after the DISCONNECT (drive raises otherwise), and the server's CPU is re
 
 from __future__ import annotations
 
-from bench.bench_connect import FloorServer, drive
+from bench.bench_connect import drive
+from bench.brokers import BrokerProcess
 
 
 def test_the_floor_server_answers_every_connect_and_its_cpu_is_read() -> None:
-    with FloorServer() as floor:
+    with BrokerProcess("floor") as floor:
         result = drive(floor.port, floor.cpu_seconds, 200, 8, "t")
-        assert floor.proc.poll() is None
+        assert floor.alive()
     assert result.connects_per_s > 0
     assert result.us_per_connect >= 0
-    assert floor.proc.returncode is not None  # stopped by its PID
+    assert not floor.alive()  # stopped by its PID
