@@ -118,6 +118,7 @@ class ClusterService:
         self._announcing = False  # we joined, and no member is known to hold our record yet: dial with JOIN
         self._announcing_since = 0.0
         self._leaving_self = False  # `cluster leave` of this node: the removal is on its way to the others
+        self._removing: set[str] = set()  # members this node removed whose links stay until the others know
         self._reincarnate = reincarnate
         self._set_joining = joining or (lambda _on: None)
         self._restarted = False  # a new incarnation after a leave that has not joined a cluster yet
@@ -205,14 +206,8 @@ class ClusterService:
             members = {self.name: members.get(self.name) or ms.Member(self.name, self.incarnation, *self.address)}
         before, self.members = self.members, members  # the new members first: closing links update the view
         for name in set(before) - set(members):
-            if name != self.name:
-                if not self.removed and name in self.network.reachable():
-                    # It may miss the delete of its record (the link closes now): say it on the link first.
-                    self.network.send_frame(name, FrameType.CONTROL, {"op": "removed",
-                                                                      "incarnation": before[name].incarnation},
-                                            flush=True)
-                self.network.remove_peer(name)
-                self.reports.pop(name, None)
+            if name != self.name and name not in self._removing:
+                self._drop(name, before[name].incarnation)
                 for driver in self._drivers:
                     driver.drop_peer(name)
         intent = JOIN if self._announcing else None
@@ -229,8 +224,18 @@ class ClusterService:
             for hook in list(self._membership_hooks):
                 hook()
 
+    def _drop(self, name: str, incarnation: int) -> None:
+        """Close the link of `name`, no longer a member, and forget its reports."""
+        if not self.removed and name in self.network.reachable():
+            # It may miss the delete of its record (the link closes now): say it on the link first.
+            self.network.send_frame(name, FrameType.CONTROL, {"op": "removed", "incarnation": incarnation},
+                                    flush=True)
+        self.network.remove_peer(name)
+        self.reports.pop(name, None)
+
     def _set_replica_peers(self) -> None:
         peers = set(ms.replica_ids(self.members.values(), self.name)) | {rid for rid, _since in self._joining.values()}
+        peers -= {self.members[n].replica_id for n in self._removing if n in self.members}
         self.metadata.set_peers(sorted(peers))
         self.metadata.set_reachable(self._reachable_replicas())
 
@@ -363,9 +368,19 @@ class ClusterService:
                               HANDOFF_TIMEOUT, give_up=lambda: name not in self.network.reachable()):
                 lines.append(f"warning: {name}'s latest writes may not have reached this node")
         self._leaving_self = name == self.name
+        if name != self.name:
+            self._removing.add(name)
+            self._set_replica_peers()  # not even the push of the delete: the others are told first
         self.metadata.put(ms.DEPARTED, ms.departed_key(name, member.incarnation), [self.metadata.hlc_now()])
         self.metadata.delete(ms.MEMBERSHIP, (name,))
         log.warning("member removed", member=name, incarnation=member.incarnation)
+        if name != self.name:
+            try:
+                await self._tell_the_others_first(name)
+            finally:
+                self._removing.discard(name)
+                if name not in self.members:
+                    self._drop(name, member.incarnation)
         if name == self.name:
             others = [m.replica_id for n, m in self.members.items() if n != name]
             if witness in self.members and witness != name and witness in self.network.reachable():
@@ -377,6 +392,19 @@ class ClusterService:
             self._leaving_self = False
             self._learn_removed(witness or self.name)
         return lines
+
+    async def _tell_the_others_first(self, name: str) -> None:
+        """Keep the link of `name` (removed by this node) open until every other member we reach holds the
+        removal, at most HANDOFF_TIMEOUT. Told first, `name` would leave and drop its links while a member
+        still counted it: that member would see a netsplit and refuse clients until the delete reached it."""
+        if name not in self.network.reachable():
+            return  # no link: it learns when it dials (REMOVED), after the others
+        others = {n: m.replica_id for n, m in self.members.items() if n != self.name}
+        if any(n in self.network.reachable() for n in others):
+            self.metadata.exchange_now()
+            await poll(lambda: all(self.metadata.covered_by(rid) for n, rid in others.items()
+                                   if n in self.network.reachable()), HANDOFF_TIMEOUT,
+                       give_up=lambda: self.removed)
 
     def replica_of(self, node: str) -> str | None:
         """The replica id of member `node` (None: not a member)."""

@@ -22,10 +22,11 @@ import contextlib
 import logging
 import random
 import shutil
+import tempfile
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -52,7 +53,7 @@ from vmqpy.mqtt.packets import (
 )
 from vmqpy.node import Node
 
-from .virtual import SimStorage
+from .virtual import SimStorage, VirtualClock, VirtualLoop, clock_patches
 
 COOKIE = "sim-cookie"
 CLIENT_LATENCY = (0.0002, 0.002)  # seconds a client's bytes take each way
@@ -510,3 +511,39 @@ class SimCluster:
     async def join(self, slot: Slot, to: Slot) -> str:
         assert slot.node is not None and slot.node.cluster is not None
         return await slot.node.cluster.join(self.discovery(to))
+
+
+T = TypeVar("T")
+
+
+def simulated_cluster(main: Callable[[SimCluster], Awaitable[T]], seed: int, size: int = 3) -> T:
+    """Run `main` on `size` fresh nodes (not started) under simulated time; what it returns. For a scenario a
+    test writes out step by step (the seeded histories are histories.py's `simulate`)."""
+    clock = VirtualClock()
+    loop = VirtualLoop(clock)
+    with (tempfile.TemporaryDirectory(prefix="vmqpy-sim-") as scratch, clock_patches(clock, seed),
+          process_patches()):
+        cluster = SimCluster(Path(scratch), seed, size)
+
+        async def life() -> T:
+            try:
+                return await main(cluster)
+            finally:
+                for slot in cluster.slots:
+                    await slot.stop()
+
+        try:
+            return loop.run_until_complete(life())
+        finally:
+            close_loop(loop)
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is still pending on `loop`, then close it."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()

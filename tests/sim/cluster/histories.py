@@ -43,7 +43,7 @@ from dvv.node_clock import NodeClock
 from vmqpy.cluster.membership import MEMBERSHIP
 from vmqpy.sessions import records
 
-from .harness import SimClient, SimCluster, Slot, process_patches
+from .harness import SimClient, SimCluster, Slot, close_loop, process_patches
 from .virtual import VirtualClock, VirtualLoop, clock_patches
 
 NODES = 3
@@ -592,17 +592,7 @@ def simulate(history: History, root: Path | None = None) -> Outcome:
         try:
             outcome = loop.run_until_complete(main())
         finally:
-            _close(loop)
+            close_loop(loop)
     outcome.errors = errors
     outcome.cpu = time.process_time() - started
     return outcome
-
-
-def _close(loop: asyncio.AbstractEventLoop) -> None:
-    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
-    for task in pending:
-        task.cancel()
-    if pending:
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-    loop.run_until_complete(loop.shutdown_asyncgens())
-    loop.close()
