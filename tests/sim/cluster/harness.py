@@ -218,9 +218,14 @@ class Slot:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def connect(self, client: SimClient) -> ServerPipe:
-        """A new MQTT connection of `client` into this node's default TCP listener."""
+        """A new MQTT connection of `client` into this node's default TCP listener; refused (the client hears a
+        reset) while the listeners are closed (a `leave -k` drains the node)."""
         node = self.node
         assert node is not None and node.listeners.listener_set is not None
+        if not node.listeners.servers:
+            pipe = ServerPipe(self, None, client)
+            pipe.reset()
+            return pipe
         conn = node.listeners.listener_set.open_mqtt("tcp", "default")
         conn.connect_waited = False
         pipe = ServerPipe(self, conn, client)
@@ -233,7 +238,8 @@ class ServerPipe(asyncio.Transport):
     """The in-memory socket between one `SimClient` and one node's `MQTTConnection`: bytes keep their order each
     way, each chunk takes a seeded latency; `pause_reading` holds the client's bytes at the server."""
 
-    def __init__(self, slot: Slot, conn: MQTTConnection, client: SimClient) -> None:
+    def __init__(self, slot: Slot, conn: MQTTConnection | None, client: SimClient) -> None:
+        """`conn` None: a refused connection (reset at once, nothing reaches a server side)."""
         super().__init__()
         self.slot = slot
         self.conn = conn
@@ -284,7 +290,8 @@ class ServerPipe(asyncio.Transport):
 
     def _server_lost(self) -> None:
         self.slot.clients.pop(self, None)
-        self.conn.connection_lost(None)
+        if self.conn is not None:
+            self.conn.connection_lost(None)
 
     def is_closing(self) -> bool:
         return self.closing
@@ -305,7 +312,7 @@ class ServerPipe(asyncio.Transport):
         self.paused = False
         held, self._held = self._held, []
         for data in held:
-            if not self.closing:
+            if not self.closing and self.conn is not None:
                 self.conn.data_received(data)
 
     def is_reading(self) -> bool:
@@ -331,7 +338,7 @@ class ServerPipe(asyncio.Transport):
             return
         if self.paused:
             self._held.append(data)
-        else:
+        elif self.conn is not None:
             self.conn.data_received(data)
 
     def hang_up(self) -> None:

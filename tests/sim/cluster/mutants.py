@@ -81,6 +81,6 @@ MUTANTS: dict[str, Mutant] = {
         Mutant("handover-without-messages", "lost", "calm", (0, 3, 4), _handover_without_messages),
         Mutant("old-connection-kept", "sessions", "calm", (0, 3, 4), _old_connection_kept),
         Mutant("joining-node-serves", "forgotten", "churn", (1, 6), _joining_node_serves),
-        Mutant("left-node-writes", "vanished", "churn", (0, 5), _left_node_writes),
+        Mutant("left-node-writes", "vanished", "churn", (9,), _left_node_writes),
     )
 }

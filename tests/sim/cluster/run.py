@@ -22,7 +22,7 @@ from typing import Any
 ROOT = Path(__file__).absolute().parents[3]
 HASH_SEED = "0"
 #: histories per profile in `make test` (about 0.5 s of CPU each); `make test-long` plays 25 times as many
-HISTORIES = {"calm": 16, "clocks": 8, "partitions": 10, "crashes": 10, "churn": 8}
+HISTORIES = {"calm": 16, "clocks": 8, "partitions": 10, "crashes": 10, "churn": 10}
 
 
 @dataclass
