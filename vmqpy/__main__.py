@@ -35,6 +35,11 @@ def _parser() -> argparse.ArgumentParser:
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override one configuration key (repeatable); beats the file and VMQPY_* variables",
     )
+    start.add_argument(
+        "--workers", type=int, default=1, metavar="N",
+        help="run N nodes on this host as one local cluster behind the configured MQTT ports (SO_REUSEPORT), "
+             "one per core (docs/scaling.md)",
+    )
     commands.add_parser("config-reference", help="print every configuration key with its default")
     config_cmd = commands.add_parser("config", help="configuration tools")
     config_commands = config_cmd.add_subparsers(dest="config_command", required=True)
@@ -112,6 +117,19 @@ def ignored_keys_line(cfg: config.Config) -> str:
             f"(`vmqpy config check` says why): {', '.join(cfg.ignored)}")
 
 
+def start_workers(cfg: config.Config, args: argparse.Namespace) -> int:
+    """`vmqpy start --workers N`: the supervisor of N nodes (vmqpy.workers)."""
+    from vmqpy.workers.plan import WorkersRefused, plan
+    from vmqpy.workers.supervisor import Supervisor
+
+    try:
+        workers = plan(cfg, args.workers)
+    except WorkersRefused as exc:
+        print(f"vmqpy: config error: {exc}", file=sys.stderr)
+        return 2
+    return Supervisor(workers, args.config, args.overrides).run()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "config-reference":
@@ -138,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"vmqpy: config error: {problem}", file=sys.stderr)
         return 2
     os.umask(PRIVATE_UMASK)  # everything the node writes (data directory, database, logs, api.key) is its own
+    if args.workers != 1:
+        return start_workers(cfg, args)
     try:
         logconfig.configure(cfg.log_format, cfg.log_level, node=cfg.nodename, file=cfg.log_file,
                             max_size=cfg.log_file_max_size, count=cfg.log_file_count)

@@ -146,6 +146,7 @@ class Config:
     upgrade_outgoing_qos: bool = False
     retry_interval: float = 20.0
     max_connections: int | None = None  # listener.max_connections; None: no limit
+    reuse_port: bool = False  # listener.reuse_port: SO_REUSEPORT on the MQTT listeners (vmqpy.workers)
     # listener.max_connections_per_address, listener.max_pending_per_address: "auto", a number or None (infinity)
     max_connections_per_address: int | str | None = "auto"
     max_pending_per_address: int | str | None = "auto"
@@ -383,6 +384,7 @@ def build(settings: Sequence[_Setting], problems: Sequence[str] = ()) -> Config:
         upgrade_outgoing_qos=get("upgrade_outgoing_qos"),
         retry_interval=get("retry_interval"),
         max_connections=get("listener.max_connections"),
+        reuse_port=get("listener.reuse_port"),
         max_connections_per_address=get("listener.max_connections_per_address"),
         max_pending_per_address=get("listener.max_pending_per_address"),
         http_max_connections=get("listener.http.max_connections"),
@@ -530,6 +532,7 @@ _FIELD_OF = {
     "auth.failed_login_block": "failed_login_block", "auth.failed_login_addresses": "failed_login_addresses",
     "auth.hash_workers": "hash_workers", "auth.hash_queue": "hash_queue",
     "listener.max_connections": "max_connections", "mqtt.connect_timeout": "connect_timeout",
+    "listener.reuse_port": "reuse_port",
     "listener.max_connections_per_address": "max_connections_per_address",
     "listener.max_pending_per_address": "max_pending_per_address",
     "listener.http.max_connections": "http_max_connections", "listener.http.request_timeout": "http_request_timeout",

@@ -237,6 +237,11 @@ SCHEMA: Mapping[str, Key] = {
         parse_connection_limit, None, "connections each MQTT listener holds at once; more are closed at once "
         "(unset or infinity: the MQTT sockets the open files limit allows, docs/security.md)"
     ),
+    "listener.reuse_port": Key(
+        parse_bool, False, "on: the MQTT listeners share their ports with other processes that set it too "
+        "(SO_REUSEPORT; the kernel spreads new connections over them): what `vmqpy start --workers N` sets for its "
+        "workers (docs/scaling.md)"
+    ),
     "listener.max_connections_per_address": Key(
         parse_address_limit, "auto", "MQTT connections one client address (the PROXY header's with proxy_protocol) "
         "holds at once, every listener together; more are closed at once. auto: half the node's MQTT sockets; "

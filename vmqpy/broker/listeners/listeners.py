@@ -329,7 +329,8 @@ class Listeners:
     async def open(self, kind: str, name: str, host: str, port: int) -> asyncio.Server:
         """Listen on host:port for listener (kind, name). TLS listeners are plain servers too: their handshake
         runs in the HandshakePrelude, after the PROXY header if there is one."""
-        return await self.loop.create_server(self.factory(kind, name), host, port, reuse_address=True, backlog=1024)
+        return await self.loop.create_server(self.factory(kind, name), host, port, reuse_address=True, backlog=1024,
+                                             reuse_port=self.config.reuse_port or None)
 
 
 def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
