@@ -36,9 +36,9 @@ def _parser() -> argparse.ArgumentParser:
         help="override one configuration key (repeatable); beats the file and VMQPY_* variables",
     )
     start.add_argument(
-        "--workers", type=int, default=1, metavar="N",
+        "--workers", type=int, default=None, metavar="N",
         help="run N nodes on this host as one local cluster behind the configured MQTT ports (SO_REUSEPORT), "
-             "one per core (docs/scaling.md)",
+             "one per core, each started again when it ends (docs/scaling.md)",
     )
     commands.add_parser("config-reference", help="print every configuration key with its default")
     config_cmd = commands.add_parser("config", help="configuration tools")
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"vmqpy: config error: {problem}", file=sys.stderr)
         return 2
     os.umask(PRIVATE_UMASK)  # everything the node writes (data directory, database, logs, api.key) is its own
-    if args.workers != 1:
+    if args.workers is not None:
         return start_workers(cfg, args)
     try:
         logconfig.configure(cfg.log_format, cfg.log_level, node=cfg.nodename, file=cfg.log_file,
