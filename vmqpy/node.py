@@ -16,7 +16,6 @@ from typing import Any
 import structlog
 
 from admin.errors import CommandError
-from admin.http import start_api
 from admin.keys import KeyStore, ensure_node_key, migrate_file_keys
 from vmqpy import config as config_module
 from vmqpy import logconfig, sdnotify
@@ -467,6 +466,8 @@ class Node:
         if address is None and secure is None:
             yield
             return
+        from admin.http import start_api  # aiohttp's server: loaded by the nodes that serve the API only
+
         ensure_node_key(self.config.data_dir)
         self._migrate_api_keys(facade)
         apis = []

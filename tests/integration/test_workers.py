@@ -109,6 +109,8 @@ def alive(pid: int) -> bool:
 
 
 def both_ready(workers: Workers) -> bool:
+    if not port_open(workers.host, workers.http_port):  # worker 1 may answer after worker 2 under load
+        return False
     rows = workers.cluster()
     return len(rows) == 2 and all(row["Reachable"] and row["Ready"] for row in rows.values())
 
@@ -120,8 +122,9 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     try:
         wait_until(lambda: port_open(running.host, running.mqtt_port) and len(running.pids()) == 2, 30,
                    interval=0.2, what="the supervisor to start two workers")
-        wait_until(lambda: port_open(running.host, running.http_port + 1), 30, interval=0.2,
-                   what="worker 2's admin API")
+        apis = (running.http_port, running.http_port + 1)
+        wait_until(lambda: all(port_open(running.host, port) for port in apis), 30, interval=0.2,
+                   what="both workers' admin APIs")
         wait_until(lambda: both_ready(running), 30, interval=0.5, what="two workers, one cluster")
         yield running
     finally:

@@ -28,9 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, MutableSet
 from functools import partial
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from vmqpy import config as config_module
 from vmqpy.broker.access.auth import Authenticator
@@ -57,6 +55,9 @@ from vmqpy.broker.listeners.preludes import (
 from vmqpy.broker.listeners.tls import ListenerContexts
 from vmqpy.config import Config
 from vmqpy.storage import Storage
+
+if TYPE_CHECKING:  # aiohttp runs the WebSocket listeners only (websocket.py imports it when one is served)
+    from aiohttp import web
 
 ProtocolFactory = Callable[[], asyncio.Protocol]
 

@@ -33,14 +33,16 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from aiohttp import WSMsgType, web
 
 from vmqpy.broker.driver.connect_budget import ConnectBudget
 from vmqpy.broker.listeners.address_limit import Admission
 from vmqpy.broker.listeners.preludes import FailureLog
+
+if TYPE_CHECKING:  # aiohttp is imported by the functions that serve a WebSocket: a node without one never loads it
+    from aiohttp import web
 
 log = structlog.get_logger("vmqpy.websocket")
 
@@ -163,6 +165,8 @@ class WebSocketTransport(asyncio.Transport):
     async def receive_frames(self) -> str | None:
         """Hand the payload of every binary frame to the protocol until the WebSocket ends; the reason when the
         client broke the protocol."""
+        from aiohttp import WSMsgType
+
         ws = self.ws
         protocol = self.protocol
         assert protocol is not None
@@ -338,6 +342,8 @@ def runner(app: web.Application, connect_timeout: float) -> web.AppRunner:
     within `connect_timeout` seconds (`mqtt.connect_timeout`) is closed: aiohttp's keep-alive timer, which also
     runs before the first request, would leave an idle or slow socket open for an hour by default. After the
     upgrade the MQTT connection's own CONNECT timeout takes over; the timer does not run during a request."""
+    from aiohttp import web
+
     return web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=connect_timeout)
 
 
@@ -346,6 +352,7 @@ def application(open_connection: Callable[[web.Request], asyncio.Protocol], larg
     """The aiohttp application of one WebSocket listener: GET /mqtt upgrades to a WebSocket with subprotocol mqtt
     served by `open_connection(request)` (an MQTTConnection, made once the upgrade succeeded; the request tells
     which socket it came on, whose client address a PROXY header may have given)."""
+    from aiohttp import web
 
     async def serve(request: web.Request) -> web.StreamResponse:
         offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
