@@ -144,8 +144,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def export_revision(rev: str, dest: Path) -> str:
-    """`git archive` of revision `rev` of this checkout, unpacked into `dest` (nothing in the checkout changes).
+def export_revision(rev: str, dest: Path, compiled: bool | None = None) -> str:
+    """`git archive` of revision `rev` of this checkout, unpacked into `dest` (nothing in the checkout changes),
+    with its compiled core built in place (`setup.py build_ext --inplace`, about 40 s) when `compiled`, by default
+    when this checkout runs its compiled core: a baseline is then measured on the same kind of build.
 
     Returns the full commit id. Lets a benchmark run a committed vmqpy while the working tree is being edited."""
     commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True,
@@ -154,6 +156,15 @@ def export_revision(rev: str, dest: Path) -> str:
     archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=REPO, capture_output=True, timeout=60,
                              check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, capture_output=True, timeout=60, check=True)
+    if compiled is None:
+        import vmqpy
+
+        compiled = vmqpy.BUILD.compiled
+    if compiled and (dest / "setup.py").is_file():
+        built = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=dest,
+                               capture_output=True, text=True, timeout=900, check=False)
+        if built.returncode != 0:
+            raise RuntimeError(f"the compiled core of {rev} did not build:\n{built.stderr[-2000:]}")
     return commit
 
 
