@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 
 from bench.brokers import HOST, NO_ADDRESS_LIMITS, cpu_seconds, free_port, port_open
 from bench.loadgen import Scenario, run
+from chaos import processes
 
 REPO = Path(__file__).resolve().parents[1]
 STARTED = re.compile(r"worker (\d+) \((\S+)\) started, pid (\d+)")
@@ -130,13 +130,8 @@ class Supervised:
                    if row["Metric"] == "cluster.forward_entries_received")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)  # the supervisor stops its workers by their PIDs
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            processes.stop(self.process)  # SIGTERM to the supervisor's PID: it stops its workers by theirs
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from chaos import processes
 from chaos.ports import free_port, port_free_on_all
 from tests.integration.clients import PahoClient
 from tests.integration.cluster import port_open
@@ -85,16 +86,9 @@ class Workers:
         return {row["Node"]: row for row in self.admin("cluster", "show")}
 
     def stop(self) -> None:
-        process = self.process
-        if process is None:
+        if self.process is None:
             return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        processes.stop(self.process)  # SIGTERM to the supervisor's PID (it stops its workers), SIGKILL after 10 s
         for pid in self.pids().values():  # a worker the supervisor left behind would be a bug: stop it anyway
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
