@@ -113,6 +113,10 @@ class RegistrationService:
         if owner is None or owner == self.name or owner not in members:
             return ticket
         await self.transfer.take_over(ticket, owner, clean_start, user)
+        if ticket.moving:
+            self.connected(ticket, None)  # the lock goes back: the client tries again once the session landed
+            raise self._refuse("the session of this client id is moving to another node (cluster leave -k): "
+                               "connect again")
         return ticket
 
     def _leader(self, client_id: str, members: list[str]) -> str:

@@ -160,7 +160,8 @@ class SessionTransfer:
         except TimeoutError:
             self.counters["handover_timeouts"] += 1
             log.warning("previous owner did not hand the session over in time", client_id=client_id, owner=owner)
-        if ticket.image is None and not clean_start and not ticket.foreign:  # it never answered (gone, or cut off)
+        if ticket.image is None and not clean_start and not ticket.foreign and not ticket.moving:
+            # it never answered (gone, or cut off)
             ticket.image = self.broker.image_from_store(client_id)
             await self._recovered(ticket)
 
@@ -303,6 +304,8 @@ class SessionTransfer:
                  "stamp": self.broker.owner_stamp(client_id)}
         if image.foreign:
             begin["foreign"] = True
+        if image.moving:
+            begin["moving"] = True
         self.links.send_control(peer, begin)
         if image.present:
             self._start_handover(client_id, peer, migration, solicited=True)
@@ -316,6 +319,8 @@ class SessionTransfer:
         if pending is not None:
             if body.get("foreign"):
                 pending[0].foreign = True
+            elif body.get("moving"):
+                pending[0].moving = True
             else:
                 pending[0].image = image
             self.broker.witness(body.get("stamp"))  # the old owner's record: the new one comes after

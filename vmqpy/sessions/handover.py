@@ -90,6 +90,9 @@ class SessionImage:
     # the session is another user's and stays where it is (session.foreign_user = refuse; not in the image's
     # fields: the mig_begin frame says it)
     foreign: bool = False
+    # the session is on its way to another node (a leave -k drains its owner): not absent, not here either; the
+    # new owner refuses the CONNECT for now (the mig_begin frame says it, as for `foreign`)
+    moving: bool = False
 
     @classmethod
     def of(cls, session: ImageSource) -> SessionImage:
@@ -133,6 +136,7 @@ class Ticket:
     stash: list[Outgoing] = field(default_factory=list)  # handed-over messages that came before the CONNACK
     source: str | None = None  # the node that handed the session over
     foreign: bool = False  # it refused: the session is another user's (session.foreign_user = refuse there)
+    moving: bool = False  # the old owner was handing the session to another node: the CONNECT is refused for now
     asked_at: float | None = None  # monotonic time the handover was asked of `source` (handover_duration)
 
 

@@ -113,3 +113,23 @@ def test_a_copy_passed_back_by_the_old_node_is_not_delivered_twice(node_b: tuple
     record, _size = records.forward_record(message, [], ["c1"])
     broker.deliver_forwarded(record, 101.5, "a", 0)
     assert [p.payload for p in sink.publishes()] == [b"p"]
+
+
+def test_a_session_on_its_way_to_another_node_is_not_handed_over_as_absent(
+        node_b: tuple[Broker, MemoryMetadata]) -> None:
+    """A `leave -k` drains node b: the session moves to "a". A resuming CONNECT registering on "c" meanwhile was
+    answered `absent` and opened a new session there, while the moving one landed on "a" later (the simulation's
+    churn seed 3, docs/testing.md): the answer now says `moving`, and the registration refuses the CONNECT for now.
+    A clean start needs nothing of the old session: absent, as before."""
+    broker, _metadata = node_b
+    port: BrokerPort = broker.migration
+    sink = TakenOverSink()
+    session, _present = broker.open_session("c1", 5, False, None, sink, 100.0)
+    broker.attach(session, sink, 10, 0, 100.0)
+    broker.close_session(session, sink, 101.0, None, 0)
+    assert port.move_session("c1", "a") and session.moving_to == "a"
+    resumed = port.hand_over("c1", False, "c", 102.0)
+    assert not resumed.present and resumed.moving and not resumed.foreign
+    clean = port.hand_over("c1", True, "c", 102.0)
+    assert not clean.present and not clean.moving
+    assert session.moving_to == "a", "the move under way goes on"
