@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.cluster.owner_node import CLIENT_ID, alices_session, frames, handover_from_b, node
 from tests.unit.cluster.registration_script import client_led_by_a, registered
-from tests.unit.cluster.test_registration_owner import CLIENT_ID, alices_session, frames, handover_from_b, node
 from vmqpy.sessions.handover import RegistrationRefused, SessionImage
 from vmqpy.sessions.owners import pack_user
 
