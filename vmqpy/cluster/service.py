@@ -208,8 +208,6 @@ class ClusterService:
         for name in set(before) - set(members):
             if name != self.name and name not in self._removing:
                 self._drop(name, before[name].incarnation)
-                for driver in self._drivers:
-                    driver.drop_peer(name)
         intent = JOIN if self._announcing else None
         for name, member in members.items():
             if name != self.name and before.get(name) != member:
@@ -225,13 +223,15 @@ class ClusterService:
                 hook()
 
     def _drop(self, name: str, incarnation: int) -> None:
-        """Close the link of `name`, no longer a member, and forget its reports."""
+        """Close the link of `name`, no longer a member, forget its reports, and fail what was forwarded to it."""
         if not self.removed and name in self.network.reachable():
             # It may miss the delete of its record (the link closes now): say it on the link first.
             self.network.send_frame(name, FrameType.CONTROL, {"op": "removed", "incarnation": incarnation},
                                     flush=True)
         self.network.remove_peer(name)
         self.reports.pop(name, None)
+        for driver in self._drivers:
+            driver.drop_peer(name)
 
     def _set_replica_peers(self) -> None:
         peers = set(ms.replica_ids(self.members.values(), self.name)) | {rid for rid, _since in self._joining.values()}

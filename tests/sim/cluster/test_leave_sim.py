@@ -67,3 +67,30 @@ def test_the_members_that_stay_keep_taking_clients_while_one_leaves(how: str, se
 
     refusals = simulated_cluster(main, seed)
     assert not refusals, f"{command}, seed {seed}: registrations refused during the leave: {refusals[:3]} ..."
+
+
+def test_the_commanding_node_fails_what_it_forwarded_to_the_removed_member() -> None:
+    """When the commanding node drops n3's link (after the others hold the removal), its forward drivers let go
+    of n3 too: a publish forwarded to n3 and never acknowledged fails (its publisher is not acknowledged) rather
+    than waiting for a node that left."""
+    from unittest import mock
+
+    from vmqpy.cluster.forward_driver import ForwardDriver
+
+    dropped: list[tuple[ForwardDriver, str]] = []
+    original = ForwardDriver.drop_peer
+
+    def drop_peer(self: ForwardDriver, node: str) -> None:
+        dropped.append((self, node))
+        original(self, node)
+
+    async def main(cluster: SimCluster) -> None:
+        await joined(cluster)
+        n1, _n2, n3 = cluster.slots
+        assert n1.node is not None and n1.node.cluster is not None
+        with mock.patch.object(ForwardDriver, "drop_peer", drop_peer):
+            assert "Done" in await n1.node.cluster.leave(n3.name)
+        drivers = n1.node.cluster._drivers  # the node's forwarding drivers (publishes, queue replicas)
+        assert drivers and all((driver, n3.name) in dropped for driver in drivers), dropped
+
+    simulated_cluster(main, 1)
