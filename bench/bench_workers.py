@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -35,30 +34,11 @@ from pathlib import Path
 from bench.brokers import HOST, NO_ADDRESS_LIMITS, cpu_seconds, free_port, port_open
 from bench.loadgen import Scenario, run
 from chaos import processes
+from chaos.ports import consecutive_ports
+from vmqpy.workers.supervisor import started_pids
 
 REPO = Path(__file__).resolve().parents[1]
-STARTED = re.compile(r"worker (\d+) \((\S+)\) started, pid (\d+)")
 START_TIMEOUT = 60.0
-
-
-def consecutive_ports(count: int) -> int:
-    """A free port P with P+1 .. P+count-1 free too (the workers' cluster and admin ports)."""
-    for _ in range(100):
-        port = free_port()
-        if port + count < 65536 and all(_bindable(port + i) for i in range(1, count)):
-            return port
-    raise RuntimeError(f"no {count} consecutive free ports")
-
-
-def _bindable(port: int) -> bool:
-    import socket
-
-    with socket.socket() as sock:
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 @dataclass
@@ -73,8 +53,8 @@ class Supervised:
 
     def start(self) -> Supervised:
         self.port = free_port()
-        cluster = consecutive_ports(self.count)
-        self.http_port = consecutive_ports(self.count)
+        cluster = consecutive_ports(HOST, self.count)
+        self.http_port = consecutive_ports(HOST, self.count)
         config = self.workdir / "workers.conf"
         config.write_text(
             f"nodename = bench@{HOST}\n"
@@ -100,7 +80,7 @@ class Supervised:
         return (self.workdir / "supervisor.log").read_text(errors="replace")
 
     def pids(self) -> list[int]:
-        return [int(m[3]) for m in STARTED.finditer(self.log())]
+        return list(started_pids(self.log()).values())
 
     def admin(self, worker: int, *args: str) -> list[dict[str, object]]:
         """`vmq-admin --json ARGS` against worker `worker` (from 1)."""

@@ -76,6 +76,16 @@ def free_port(host: str) -> int:
     raise HarnessError(f"no free port on {host} that was not handed out before")
 
 
+def consecutive_ports(host: str, count: int) -> int:
+    """A port P on `host` handed out as `free_port` does, with P+1 .. P+count-1 free too (`vmqpy start --workers N`
+    puts worker i's cluster and admin ports at P + i - 1)."""
+    for _ in range(ATTEMPTS):
+        port = free_port(host)
+        if port + count <= 65536 and all(_bindable(host, port + i) for i in range(1, count)):
+            return port
+    raise HarnessError(f"no {count} consecutive free ports on {host}")
+
+
 def port_free_on_all(port: int, hosts: list[str]) -> bool:
     """Whether `port` can be bound on every address of `hosts` right now."""
     return all(_bindable(host, port) for host in hosts)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,27 +17,18 @@ from typing import Any
 import pytest
 
 from chaos import processes
-from chaos.ports import free_port, port_free_on_all
+from chaos.ports import consecutive_ports, free_port
 from tests.integration.clients import PahoClient
 from tests.integration.cluster import port_open
 from tests.integration.conftest import wait_until
 from tests.lanes import PLACEMENT
+from vmqpy.workers.supervisor import started_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.vmqpy_only("vmqpy workers")]
 
 REPO = Path(__file__).resolve().parents[2]
 COOKIE = "workers-test-cookie-a-long-random-secret-0123456789"
-STARTED = re.compile(r"worker (\d+) \((\S+)\) started, pid (\d+)")
 MAX_CLIENTS = 64  # clients connected until both workers hold one: the kernel spreads them (2^-63 to miss)
-
-
-def pair_of_ports(host: str) -> int:
-    """A free port P on `host` whose P + 1 is free too (worker 2 takes P + 1)."""
-    for _ in range(50):
-        port = free_port(host)
-        if port < 65535 and port_free_on_all(port + 1, [host]):
-            return port
-    raise AssertionError(f"no two consecutive free ports on {host}")
 
 
 class Workers:
@@ -47,8 +37,8 @@ class Workers:
     def __init__(self, workdir: Path, host: str) -> None:
         self.host = host
         self.mqtt_port = free_port(host)
-        self.cluster_port = pair_of_ports(host)
-        self.http_port = pair_of_ports(host)
+        self.cluster_port = consecutive_ports(host, 2)  # worker 2 takes P + 1
+        self.http_port = consecutive_ports(host, 2)
         self.config = workdir / "workers.conf"
         self.config.write_text(
             f"nodename = wk@{host}\n"
@@ -73,7 +63,7 @@ class Workers:
 
     def pids(self) -> dict[int, int]:
         """The latest PID of each worker, from the supervisor's `started` lines."""
-        return {int(m[1]): int(m[3]) for m in STARTED.finditer(self.lines())}
+        return started_pids(self.lines())
 
     def admin(self, *args: str) -> Any:
         """`vmq-admin --config FILE --json ARGS` (against worker 1, the configuration's admin API)."""

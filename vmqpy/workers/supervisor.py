@@ -17,6 +17,7 @@ nothing.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -28,7 +29,8 @@ from pathlib import Path
 
 from vmqpy.workers.plan import Worker
 
-__all__ = ["RESTART_DELAY", "RESTART_LIMIT", "RESTART_WINDOW", "STOP_TIMEOUT", "Supervisor"]
+__all__ = ["RESTART_DELAY", "RESTART_LIMIT", "RESTART_WINDOW", "STARTED", "STOP_TIMEOUT", "Supervisor",
+           "started_pids"]
 
 STOP_TIMEOUT = 30.0  # seconds a worker has to stop after SIGTERM before it is killed
 RESTART_DELAY = 1.0  # seconds before a worker that ended is started again
@@ -37,6 +39,15 @@ RESTART_WINDOW = 60.0
 CONFIG_REFUSED = 2  # the exit status of `vmqpy start` that refuses its configuration
 WAKE_EVERY = 1.0  # seconds between two looks at the workers when no signal comes
 HANDLED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+#: the line `start` writes for each worker it starts: `started_pids` reads the PIDs back from the output
+STARTED = re.compile(r"worker (\d+) \((\S+)\) started, pid (\d+)")
+
+
+def started_pids(output: str) -> dict[int, int]:
+    """The latest PID of each worker (by index) in a supervisor's output."""
+    return {int(m[1]): int(m[3]) for m in STARTED.finditer(output)}
 
 
 def _unblock() -> None:
