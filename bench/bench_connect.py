@@ -8,7 +8,7 @@ microseconds of broker CPU per connect (utime + stime of the broker process over
 which does not depend on the client's speed.
 
     flock /tmp/vmqpy-net.lock .venv/bin/python -m bench.bench_connect [--connects N] [--rounds R]
-        [--concurrency C] [--log-level error|info]
+        [--concurrency C] [--log-level error|info] [--aedes] [--json PATH]
 
 `--log-level info` runs both brokers with their connect and disconnect lines logged (vmqpy
 `log.console.level = info`, Mosquitto `log_type all`), to a file; `error` (the default) logs neither.
@@ -16,22 +16,25 @@ which does not depend on the client's speed.
 bench.connect_floor, a uvloop server that only accepts, answers the CONNECT and closes: the event loop's and the
 kernel's share of a connect, which no broker on uvloop avoids.
 `--baseline REV` adds a third broker, vmqpy at git revision REV (exported to a temporary directory), so that a
-change is measured before and after in the same run. `--port P` drives a broker that is already running on
-127.0.0.1:P instead (for profiling it), one round.
+change is measured before and after in the same run. `--aedes` adds aedes when it is installed (`make
+bench-deps`). `--json PATH` writes every round and the arguments (what `make bench` reads, `suite_rows`).
+`--port P` drives a broker that is already running on 127.0.0.1:P instead (for profiling it), one round.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bench.brokers import HOST, KINDS, BrokerProcess, export_revision
+from bench.brokers import HOST, KINDS, BrokerProcess, aedes_missing, export_revision
 
 WARMUP = 500
 CONNECT_TIMEOUT = 10.0
@@ -147,8 +150,22 @@ def run_rounds(sources: dict[str, tuple[str, Path | None]], rounds: int, connect
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def suite_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """bench.suite's rows (bench.suite_report.row) from the file `--json` writes: medians per broker."""
+    from bench.suite_report import row
+
+    args = result.get("args", {})
+    scenario = f"clean connects ({args.get('connects', 0):,}, {args.get('concurrency', 0)} at a time)"
+    rates = {kind: statistics.median(r["connects_per_s"] for r in rounds)
+             for kind, rounds in result.get("rounds", {}).items() if rounds}
+    mosquitto = rates.get("mosquitto")
+    return [row(scenario, kind, rate=rate, ratio=rate / mosquitto if mosquitto and kind.startswith("vmqpy") else None,
+                cpu_us=statistics.median(r["us_per_connect"] for r in result["rounds"][kind]), unit="connect")
+            for kind, rate in rates.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_connect", description=__doc__.split("\n\n")[0])
     parser.add_argument("--connects", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -157,14 +174,16 @@ def main() -> None:
     parser.add_argument("--pure", action="store_true", help="also run vmqpy on its pure modules (VMQPY_PURE=1)")
     parser.add_argument("--floor", action="store_true",
                         help="also run bench.connect_floor: uvloop's accept/CONNACK/close alone, no broker")
+    parser.add_argument("--aedes", action="store_true", help="also run aedes, when installed (make bench-deps)")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write every round here")
     parser.add_argument("--port", type=int, default=0, help="drive a broker already listening on this port")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.connects < 1 or args.concurrency < 1 or args.rounds < 1:
         parser.error("--connects, --concurrency and --rounds must be at least 1")
     if args.port:
         result = drive(args.port, None, args.connects, args.concurrency, "c")
         print(f"{result.connects_per_s:.0f} connects/s")
-        return
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench-connect-") as tmp:
         sources: dict[str, tuple[str, Path | None]] = {kind: (kind, None) for kind in KINDS}
         if args.baseline:
@@ -173,6 +192,12 @@ def main() -> None:
                        "mosquitto": ("mosquitto", None)}
         if args.pure:
             sources = {"vmqpy": sources.pop("vmqpy"), "vmqpy-pure": ("vmqpy-pure", None), **sources}
+        if args.aedes:
+            missing = aedes_missing()
+            if missing:
+                print(f"note: {missing}", flush=True)
+            else:
+                sources["aedes"] = ("aedes", None)
         if args.floor:
             sources["uvloop floor"] = ("floor", None)
         results = run_rounds(sources, args.rounds, args.connects, args.concurrency, args.log_level)
@@ -185,7 +210,14 @@ def main() -> None:
         us = statistics.median(r.us_per_connect for r in results[kind])
         print(f"| {kind} | {rate[kind]:.0f} | {us:.0f} us |")
     print(f"vmqpy / Mosquitto connect rate: {rate['vmqpy'] / rate['mosquitto']:.2f}x")
+    if args.json is not None:
+        args.json.write_text(json.dumps({
+            "args": {"connects": args.connects, "concurrency": args.concurrency, "rounds": args.rounds,
+                     "log_level": args.log_level},
+            "rounds": {kind: [{"connects_per_s": r.connects_per_s, "us_per_connect": r.us_per_connect}
+                              for r in rounds] for kind, rounds in results.items()}}, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -43,6 +43,7 @@ from bench.suite_report import machine, row
 SCENARIOS = {
     "qos0-pairs": lambda n: loadgen.Scenario(f"qos0-pairs{n}", "pairs", n, 0),
     "qos1-pairs": lambda n: loadgen.Scenario(f"qos1-pairs{n}", "pairs", n, 1),
+    "qos1-fanout": lambda n: loadgen.Scenario(f"qos1-fanout{n}", "fanout", n, 1),
     "qos1-fanin": lambda n: loadgen.Scenario(f"qos1-fanin{n}", "fanin", n, 1),
 }
 RATIO_TARGET = 2.0

@@ -65,10 +65,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                              "quick 3)")
     ap.add_argument("--pairs", type=int, default=10, help="publisher/subscriber pairs (default 10)")
     ap.add_argument("--fanin", type=int, default=10, help="fan-in publishers (default 10)")
+    ap.add_argument("--fanout", type=int, default=10, help="fan-out subscribers of one publisher (default 10)")
     ap.add_argument("--qos0-window", type=int, default=200,
                     help="QoS 0: messages per publisher sent and not yet received (default 200; 0 = flood)")
     ap.add_argument("--procs", type=int, default=2, help="load generator worker processes (default 2)")
-    ap.add_argument("--scenarios", default="", help="comma-separated subset of: qos0-pairs, qos1-pairs, qos1-fanin")
+    ap.add_argument("--scenarios", default="", help="comma-separated subset of: qos0-pairs, qos1-pairs, qos0-fanout, "
+                                                       "qos1-fanout, qos0-fanin, qos1-fanin (default: all)")
     ap.add_argument("--brokers", default=None,
                     help="comma-separated subset of: vmqpy, mosquitto, aedes (default: vmqpy,mosquitto, and aedes "
                          f"when installed in {AEDES_DIR.relative_to(REPO)}/node_modules by `make bench-deps`)")
@@ -82,8 +84,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.duration = args.duration if args.duration is not None else (3.0 if quick else 8.0)
     args.warmup = args.warmup if args.warmup is not None else (0.5 if quick else 1.0)
     args.drain = args.drain if args.drain is not None else (3.0 if quick else 5.0)
-    if args.runs < 1 or args.duration <= 0 or args.pairs < 1 or args.fanin < 1 or args.procs < 1:
-        ap.error("--runs, --duration, --pairs, --fanin and --procs must be positive")
+    if args.runs < 1 or args.duration <= 0 or min(args.pairs, args.fanin, args.fanout, args.procs) < 1:
+        ap.error("--runs, --duration, --pairs, --fanin, --fanout and --procs must be positive")
     try:
         args.broker_list, note = broker_list(args.brokers, aedes_missing())
     except ValueError as e:
@@ -94,7 +96,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def scenarios(args: argparse.Namespace) -> list[loadgen.Scenario]:
-    all_sc = loadgen.default_scenarios(args.pairs, args.fanin, args.qos0_window)
+    all_sc = loadgen.default_scenarios(args.pairs, args.fanin, args.qos0_window, args.fanout)
     wanted = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     if not wanted:
         return all_sc

@@ -4,8 +4,10 @@
 
 Steps, one after the other (each on its own fresh brokers; a failing step is reported and the others still run):
 
-  compare        bench.compare: vmqpy and Mosquitto side by side on the message scenarios (3 runs x 8 s; quick:
-                 1 run x 3 s)
+  compare        bench.compare: vmqpy, Mosquitto (and aedes when installed) side by side on the message scenarios:
+                 QoS 0 and 1 on 10 pairs, fan-out 1 -> 10 and fan-in 10 -> 1 (3 runs x 8 s; quick: 1 run x 3 s)
+  connects       bench.bench_connect: clean connects, 64 at a time, rate and broker CPU per connect, the same
+                 brokers (5,000 connects x 3 rounds; quick: 1,000 x 1)
   idle           bench.bench_idle as a subprocess: RSS per idle connection and CPU per connect, both brokers
                  (2,000 connections x 3 rounds; quick: 300 x 1)
   subscriptions  bench.bench_subscriptions at 1k and 10k subscriptions (quick: 1k)
@@ -15,13 +17,16 @@ Steps, one after the other (each on its own fresh brokers; a failing step is rep
   cluster        bench.bench_cluster: two nodes (127.0.0.11-12), CPU of both nodes per message with the subscribers
                  on the publishers' node and on the other one, QoS 0 and 1 (3 runs x 5 s; quick: 1 x 2 s); its
                  ratio column is the CPU per message cross node / same node
-  latency        bench.bench_latency: p99 at 50 % and 90 % of Mosquitto's saturation rate and at 1,000 msgs/s
-                 QoS 1, both brokers interleaved (3 rounds of 4 s; quick: 1 round of 1.5 s); its ratio column
-                 is the p99 ratio vmqpy/Mosquitto
+  latency        bench.bench_latency: p50 and p99 at 50 % and 90 % of Mosquitto's saturation rate (QoS 0 and 1
+                 pairs, QoS 1 fan-out and fan-in) and at 1,000 msgs/s QoS 1, both brokers interleaved (3 rounds
+                 of 4 s; quick: QoS 1 pairs only, 1 round of 1.5 s); its ratio column is the p99 ratio
+                 vmqpy/Mosquitto
   replicas       only with --replicas: bench.bench_replicas --quick, queue replicas R=1 vs R=2 on 3 nodes
                  (127.0.0.11-13); its ratio column is R=2/R=1 msgs/s
 
-It prints one markdown table (rate, vmqpy/Mosquitto ratio, broker CPU per message, p50/p99, RSS) and writes it,
+It prints two markdown tables, the headline (issue 38's: rate, broker CPU per message or connect and p50 of
+Mosquitto, vmqpy and aedes side by side, from compare, latency and connects) and the whole one (rate,
+vmqpy/Mosquitto ratio, broker CPU per message, p50/p99, RSS), and writes them,
 with the machine's description (CPU model, cores, memory, kernel, Python, load average, git commit), to
 `<out-dir>/<date>-summary.json` (default out-dir bench/results/); each step's raw output goes to
 `<out-dir>/raw/` (git-ignored). Exit status 1 if a step failed or reported a failure.
@@ -44,6 +49,7 @@ from typing import Any
 from bench.suite_report import (
     Row,
     compare_rows,
+    headline,
     idle_rows,
     machine,
     render,
@@ -53,7 +59,8 @@ from bench.suite_report import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = ("compare", "idle", "subscriptions", "retained", "fleet", "cluster", "latency")
+STEPS = ("compare", "connects", "idle", "subscriptions", "retained", "fleet", "cluster", "latency")
+LATENCY_SCENARIOS = "qos0-pairs,qos1-pairs,qos1-fanout,qos1-fanin"
 IDLE_TIMEOUT = 900.0
 
 
@@ -89,6 +96,15 @@ def step_compare(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[s
     code = compare.main((["--quick"] if args.quick else []) + ["--out", str(out)])
     data = json.loads(out.with_suffix(".json").read_text())
     return compare_rows(data["summary"]), {"exit": code, "raw": str(out.with_suffix(".json"))}
+
+
+def step_connects(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
+    from bench import bench_connect
+
+    out = raw / "connects.json"
+    sizes = ["--connects", "1000", "--rounds", "1"] if args.quick else ["--connects", "5000", "--rounds", "3"]
+    code = bench_connect.main([*sizes, "--concurrency", "64", "--aedes", "--json", str(out)])
+    return bench_connect.suite_rows(json.loads(out.read_text())), {"exit": code, "raw": str(out)}
 
 
 def step_idle(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[str, Any]]:
@@ -144,7 +160,8 @@ def step_latency(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[s
     from bench import bench_latency
 
     out = raw / "latency.json"
-    code = bench_latency.main((["--quick"] if args.quick else []) + ["--json", str(out)])
+    scenarios = "qos1-pairs" if args.quick else LATENCY_SCENARIOS
+    code = bench_latency.main((["--quick"] if args.quick else []) + ["--scenarios", scenarios, "--json", str(out)])
     return bench_latency.suite_rows(json.loads(out.read_text())), {"exit": code, "raw": str(out)}
 
 
@@ -157,7 +174,8 @@ def step_replicas(args: argparse.Namespace, raw: Path) -> tuple[list[Row], dict[
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace, Path], tuple[list[Row], dict[str, Any]]]] = {
-    "compare": step_compare, "idle": step_idle, "subscriptions": step_subscriptions, "retained": step_retained,
+    "compare": step_compare, "connects": step_connects, "idle": step_idle, "subscriptions": step_subscriptions,
+    "retained": step_retained,
     "fleet": step_fleet, "cluster": step_cluster, "latency": step_latency, "replicas": step_replicas,
 }
 
@@ -190,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n# vmqpy bench suite, {started:%Y-%m-%d %H:%M} UTC")
     print(", ".join(f"{k} {v}" for k, v in desc.items()))
     print()
+    print(headline(rows))
     print(render(rows))
     for name, status in steps.items():
         if status.get("exit") or status.get("error"):

@@ -44,8 +44,9 @@ def compare_rows(summary: list[dict[str, Any]]) -> list[Row]:
         if s.get("failed"):
             note = (note + "; " if note else "") + f"{s['failed']} run(s) failed"
         rss = "" if s.get("rss_mib") is None else f"{s['rss_mib']:.1f} MiB peak"
-        out.append(row(s["scenario"], s["broker"], rate=rate, ratio=s.get("ratio"), cpu_us=cpu_us,
-                       p50_ms=s.get("p50_ms"), p99_ms=s.get("p99_ms"), rss=rss, note=note))
+        out.append({**row(s["scenario"], s["broker"], rate=rate, ratio=s.get("ratio"), cpu_us=cpu_us,
+                          p50_ms=s.get("p50_ms"), p99_ms=s.get("p99_ms"), rss=rss, note=note),
+                    "acked_lost": s.get("acked_lost")})
     return out
 
 
@@ -98,6 +99,52 @@ def render(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+HEADLINE_BROKERS = ("mosquitto", "vmqpy", "aedes")
+_SHAPE = re.compile(r"^qos([01])-(pairs|fanout|fanin)(\d+)$")
+
+
+def headline_label(scenario: str) -> str | None:
+    """The headline's name for a row of the suite (None: not in the headline): bench.compare's scenarios, QoS 1
+    paced at 1,000 msgs/s (bench.bench_latency) and the clean connects (bench.bench_connect)."""
+    m = _SHAPE.match(scenario)
+    if m:
+        qos, shape, n = m.group(1), m.group(2), int(m.group(3))
+        what = {"pairs": f"{n} pairs", "fanout": f"fan-out 1 -> {n}", "fanin": f"fan-in {n} -> 1"}[shape]
+        return f"QoS {qos}, {what}"
+    if scenario.startswith("latency qos1-pairs") and " at 1,000 msgs/s" in scenario:
+        return "QoS 1 paced at 1,000/s"
+    if scenario.startswith("clean connects"):
+        return scenario
+    return None
+
+
+def headline(rows: list[Row]) -> str:
+    """The table of issue 38, from the suite's rows: per scenario, rate, broker CPU per unit and p50 of Mosquitto,
+    vmqpy and aedes side by side (a '-' where a broker did not run); acknowledged-but-lost QoS 1 messages after
+    the rate."""
+    table: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        label = headline_label(r["scenario"])
+        if label is not None and r["broker"] in HEADLINE_BROKERS:
+            table.setdefault(label, {})[r["broker"]] = r
+    brokers = [b for b in HEADLINE_BROKERS if any(b in by for by in table.values())]
+    names = " / ".join(brokers)
+    lines = [f"| scenario | rate /s {names} | broker CPU us per unit {names} | p50 ms mosquitto / vmqpy |",
+             "|---|---|---|---|"]
+    def rate(r: Row | None) -> str:
+        if r is None:
+            return "-"
+        lost = r.get("acked_lost")
+        return _num(r["rate"]) + (f" ({lost:,} lost)" if lost else "")
+
+    for label, by in table.items():
+        unit = next(iter(by.values()))["cpu_unit"]
+        cpu = " / ".join(_num(by[b]["cpu_us"], 1) if b in by else "-" for b in brokers)
+        p50 = " / ".join(_num(by[b]["p50_ms"], 2) if b in by else "-" for b in ("mosquitto", "vmqpy"))
+        lines.append(f"| {label} | {' / '.join(rate(by.get(b)) for b in brokers)} | {cpu} per {unit} | {p50} |")
+    return "\n".join(lines) + "\n"
+
+
 def _run(cmd: list[str], cwd: Path) -> str:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=10, cwd=cwd).stdout.strip()
@@ -141,6 +188,6 @@ def write_summary(out_dir: Path, started: dt.datetime, command: str, machine_des
     path = summary_path(out_dir, started)
     out_dir.mkdir(parents=True, exist_ok=True)
     doc = {"date": started.isoformat(timespec="seconds"), "command": command, "machine": machine_desc,
-           "steps": steps, "rows": rows, "table": render(rows)}
+           "steps": steps, "rows": rows, "headline": headline(rows), "table": render(rows)}
     path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return path

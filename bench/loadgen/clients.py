@@ -157,10 +157,11 @@ class _Client(asyncio.Protocol):
 
 class Publisher(_Client):
     def __init__(self, pub_id: int, topic: str, qos: int, window: int = 20, batch: int = 32,
-                 feedback: Any = None) -> None:
-        """`window`: QoS 1, PUBLISHes awaiting PUBACK; QoS 0, messages sent after the last one the subscriber
-        received (`feedback[pub_id]`, shared with the subscriber: highest sequence number received + 1), 0 = no
-        limit. Messages the broker dropped are skipped over as soon as a later one arrives."""
+                 feedback: Any = None, slots: list[int] | None = None) -> None:
+        """`window`: QoS 1, PUBLISHes awaiting PUBACK; QoS 0, messages sent after the last one the slowest of its
+        subscribers received (`feedback[slot]` for each of `slots`, default `[pub_id]`, each shared with one
+        subscriber: highest sequence number received + 1), 0 = no limit. Messages the broker dropped are skipped
+        over as soon as a later one arrives."""
         super().__init__()
         if qos not in (0, 1):
             raise ValueError("qos must be 0 or 1")
@@ -174,6 +175,7 @@ class Publisher(_Client):
         self.window = window
         self.batch = max(1, min(batch, window)) if qos == 0 and window else batch
         self.feedback = feedback
+        self.slots = list(slots) if slots else [pub_id]
         self.floor = 0  # QoS 0: messages before this one are no longer waited for (set after a stall)
         self.stalls = 0
         self.prefix = publish_prefix(topic, qos)
@@ -202,6 +204,8 @@ class Publisher(_Client):
         w0 = self.w0
         window = self.window
         fb = self.feedback
+        slot = self.slots[0] if len(self.slots) == 1 else -1
+        slots = self.slots
         stall_since = 0
         last_received = -1
         for _ in range(1 << 40):  # bounded by t_end below
@@ -211,7 +215,7 @@ class Publisher(_Client):
             if self._paused and not await self.wait_writable(t_end):
                 break
             if window:
-                received = fb[pub_id]
+                received = fb[slot] if slot >= 0 else min(fb[i] for i in slots)
                 if self.sent - max(received, self.floor) + batch > window:
                     if received != last_received:
                         last_received = received
@@ -308,14 +312,19 @@ class Publisher(_Client):
 
 
 class Subscriber(_Client):
-    def __init__(self, sub_id: int, topic_filter: str, qos: int, sources: list[int], feedback: Any = None) -> None:
-        """`feedback`: shared counters indexed by publisher id; after every read the subscriber stores there,
-        per source, the highest sequence number received + 1."""
+    def __init__(self, sub_id: int, topic_filter: str, qos: int, sources: list[int], feedback: Any = None,
+                 slot: int | None = None) -> None:
+        """`feedback`: shared counters, indexed by publisher id or, with `slot` (a subscriber of a publisher that
+        has several), at `slot` for its one source; after every read the subscriber stores there, per source, the
+        highest sequence number received + 1."""
         super().__init__()
         self.sub_id = sub_id
         self.topic_filter = topic_filter
         self.qos = qos
         self.sources = sources
+        if slot is not None and len(sources) != 1:
+            raise ValueError("a feedback slot is for a subscriber of one source")
+        self.slots = [(src, src if slot is None else slot) for src in sources]
         self.w0 = 1 << 62  # window: set by the run
         self.w1 = 1 << 62
         self.delivered = 0
@@ -395,8 +404,8 @@ class Subscriber(_Client):
             self.last_delivery = now
             fb = self.feedback
             if fb is not None:
-                for src in self.sources:
-                    fb[src] = next_seq[src]
+                for src, i in self.slots:
+                    fb[i] = next_seq[src]
             if received_in_window:
                 self.in_window += count
             if record:

@@ -33,11 +33,11 @@ MAX_LAGS = 1_000_000  # timer lags kept per publisher
 
 class PacedPublisher(Publisher):
     def __init__(self, pub_id: int, topic: str, qos: int, rate: float, publishers: int, window: int = 20,
-                 feedback: Any = None, tick: float = DEFAULT_TICK) -> None:
+                 feedback: Any = None, tick: float = DEFAULT_TICK, slots: list[int] | None = None) -> None:
         """Publisher `pub_id` (0..publishers-1) of `publishers` sharing a total of `rate` msgs/s; `window`: QoS 1
         PUBLISHes awaiting PUBACK (QoS 0 has none: the schedule alone sets the pace); `tick`: the shortest time
         in seconds between two wake-ups (0 = one wake-up per due message)."""
-        super().__init__(pub_id, topic, qos, window if qos else 0, 1, feedback)
+        super().__init__(pub_id, topic, qos, window if qos else 0, 1, feedback, slots)
         if not 0 <= tick <= 1:
             raise ValueError(f"tick must be 0..1 s, not {tick!r}")
         self.tick = int(tick * 1e9)

@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.loadgen.clients import monotonic_ns
 from bench.loadgen.results import PubResult, RunResult, SubResult, summarize
-from bench.loadgen.scenarios import Scenario
+from bench.loadgen.scenarios import SHAPES, Scenario
 from bench.loadgen.schedule import rate_milli
 from bench.loadgen.worker import READY_TIMEOUT, run_worker
 
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                                  description="one load generator run against a running MQTT broker")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--shape", choices=["pairs", "fanin"], default="pairs")
+    ap.add_argument("--shape", choices=list(SHAPES), default="pairs")
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--qos", type=int, choices=[0, 1], default=0)
     ap.add_argument("--window", type=int, default=20, help="QoS 1 PUBLISHes awaiting PUBACK per publisher")

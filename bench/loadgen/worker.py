@@ -52,7 +52,8 @@ async def _run_clients(conn: multiprocessing.connection.Connection, host: str, p
     try:
         for s in sub_specs:
             _, sub = await asyncio.wait_for(loop.create_connection(
-                partial(Subscriber, s["sub_id"], s["filter"], s["qos"], s["sources"], feedback), sub_host, sub_port),
+                partial(Subscriber, s["sub_id"], s["filter"], s["qos"], s["sources"], feedback, s.get("slot")),
+                sub_host, sub_port),
                 CONNECT_TIMEOUT)
             subs.append(sub)
             sub.by_due_time = bool(s.get("by_due_time"))
@@ -61,9 +62,10 @@ async def _run_clients(conn: multiprocessing.connection.Connection, host: str, p
         for p in pub_specs:
             if p.get("rate"):
                 factory: Any = partial(PacedPublisher, p["pub_id"], p["topic"], p["qos"], p["rate"],
-                                       p["publishers"], p["window"], feedback)
+                                       p["publishers"], p["window"], feedback, slots=p.get("slots"))
             else:
-                factory = partial(Publisher, p["pub_id"], p["topic"], p["qos"], p["window"], p["batch"], feedback)
+                factory = partial(Publisher, p["pub_id"], p["topic"], p["qos"], p["window"], p["batch"], feedback,
+                                  p.get("slots"))
             _, pub = await asyncio.wait_for(loop.create_connection(factory, host, port), CONNECT_TIMEOUT)
             pubs.append(pub)
             await pub.connect(p["client_id"])

@@ -44,3 +44,18 @@ def test_fixed_rate_run_sends_its_schedule_and_counts_every_delivery(qos: int) -
     assert r.latency_samples == 200 and r.max_ms is not None and r.lag_p99_ms is not None
     if qos:
         assert r.acked == r.sent and r.acked_lost == 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("qos", [0, 1])
+def test_fanout_delivers_every_message_to_every_subscriber(qos: int) -> None:
+    sc = loadgen.Scenario(f"qos{qos}-fanout3", "fanout", 3, qos)
+    with BrokerProcess("vmqpy") as broker:
+        r = loadgen.run(broker.host, broker.port, sc, duration=1.0, warmup=0.2, drain=5.0, procs=2,
+                        probe=broker.cpu_seconds)
+        assert broker.alive()
+    assert r.errors == []
+    assert r.sent > 0 and r.expected == 3 * r.sent
+    assert r.unique_delivered == r.expected and r.lost == 0 and r.dups == 0
+    if qos:
+        assert r.acked == r.sent and r.acked_lost == 0

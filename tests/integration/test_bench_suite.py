@@ -23,13 +23,13 @@ pytestmark = pytest.mark.skipif(os.environ.get("LONG_TESTS") != "1", reason="lon
 
 @pytest.mark.integration
 def test_a_tiny_suite_run_writes_the_dated_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = suite.main(["--quick", "--skip", "compare,fleet,cluster,latency", "--idle-connections", "50",
+    code = suite.main(["--quick", "--skip", "compare,connects,fleet,cluster,latency", "--idle-connections", "50",
                        "--sub-sizes", "100", "--ret-sizes", "300", "--out-dir", str(tmp_path)])
     out = capsys.readouterr().out
     (path,) = tmp_path.glob("*-summary.json")
     doc = json.loads(path.read_text())
     assert code == 0, (doc["steps"], out[-3000:])
-    assert all(doc["steps"][s] == {"skipped": True} for s in ("compare", "fleet", "cluster", "latency"))
+    assert all(doc["steps"][s] == {"skipped": True} for s in ("compare", "connects", "fleet", "cluster", "latency"))
     assert all(doc["steps"][s]["exit"] == 0 for s in ("idle", "subscriptions", "retained"))
     assert doc["machine"]["cores"] and len(doc["machine"]["git_commit"]) == 40
     by_scenario = {(r["scenario"], r["broker"]): r for r in doc["rows"]}

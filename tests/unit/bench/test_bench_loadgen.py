@@ -179,3 +179,62 @@ async def test_qos0_publisher_waits_for_its_window() -> None:
     assert pub.sent == 96
     await task
     assert len(decode_all(bytes(fake.written), server=True)) == pub.sent
+
+
+async def test_qos0_publisher_with_several_subscribers_follows_the_slowest() -> None:
+    """A fan-out's publisher reads one feedback slot per subscriber; its window counts from the lowest."""
+    fb = [0, 0, 0]
+    pub = loadgen.Publisher(0, "bench/f", 0, window=64, batch=32, feedback=fb, slots=[0, 1, 2])
+    fake = FakeTransport()
+    pub.connection_made(fake)
+    pub.w0 = 0
+    task = asyncio.ensure_future(pub.flood(loadgen.monotonic_ns() + 200_000_000))
+    await asyncio.sleep(0.05)
+    assert pub.sent == 64
+    fb[0] = fb[1] = 64  # two subscribers got everything, the third nothing: the window stays full
+    await asyncio.sleep(0.05)
+    assert pub.sent == 64
+    fb[2] = 32
+    await asyncio.sleep(0.05)
+    assert pub.sent == 96
+    await task
+
+
+async def test_subscriber_with_a_slot_reports_there() -> None:
+    fb = [0, 0, 0]
+    sub = loadgen.Subscriber(2, "bench/f", 0, [0], feedback=fb, slot=2)
+    sub.connection_made(FakeTransport())
+    sub.data_received(b"".join(encode(Publish("bench/f", loadgen.payload(0, seq, 1_000), qos=0), 4)
+                               for seq in range(5)))
+    assert fb == [0, 0, 5]
+    with pytest.raises(ValueError):
+        loadgen.Subscriber(0, "bench/#", 0, [0, 1], feedback=fb, slot=1)
+
+
+# ------------------------------------------------------------------------------------------------ scenarios
+
+
+@pytest.mark.parametrize("procs", [1, 2, 3])
+def test_fanout_plan_one_publisher_every_subscriber_on_its_topic(procs: int) -> None:
+    sc = loadgen.Scenario("qos1-fanout10", "fanout", 10, 1)
+    assert sc.copies == 10
+    plan = sc.plan("bench/t", procs, rate=5_000.0)
+    pubs = [p for ps, _ in plan for p in ps]
+    subs = [s for _, ss in plan for s in ss]
+    assert len(plan) == min(procs, 10) and plan[0][0] == pubs
+    (pub,) = pubs
+    assert pub["slots"] == list(range(10)) and pub["publishers"] == 1
+    assert pub["rate"] == 500.0  # 5,000 deliveries per s are 500 publishes to 10 subscribers
+    assert sorted(s["slot"] for s in subs) == list(range(10))
+    assert all(s["filter"] == pub["topic"] and s["sources"] == [0] for s in subs)
+    assert len({s["client_id"] for s in subs} | {pub["client_id"]}) == 11
+
+
+def test_pairs_and_fanin_publish_at_the_delivered_rate() -> None:
+    for shape in ("pairs", "fanin"):
+        sc = loadgen.Scenario(f"qos0-{shape}4", shape, 4, 0)
+        assert sc.copies == 1
+        pubs = [p for ps, _ in sc.plan("bench/t", 2, rate=400.0) for p in ps]
+        assert len(pubs) == 4 and all(p["rate"] == 400.0 and p["publishers"] == 4 for p in pubs)
+    assert [s.name for s in loadgen.default_scenarios()] == [
+        "qos0-pairs10", "qos1-pairs10", "qos0-fanout10", "qos1-fanout10", "qos0-fanin10", "qos1-fanin10"]

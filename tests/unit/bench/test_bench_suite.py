@@ -12,10 +12,13 @@ import pytest
 from bench.suite_report import (
     COLUMNS,
     compare_rows,
+    headline,
+    headline_label,
     idle_rows,
     machine,
     render,
     retained_rows,
+    row,
     subscription_rows,
     summary_path,
     write_summary,
@@ -117,3 +120,34 @@ def test_machine_describes_cpu_memory_kernel_python_load_and_commit() -> None:
         assert desc[key], key
     assert desc["memory"].endswith("kB")
     assert len(desc["git_commit"]) == 40
+
+
+@pytest.mark.parametrize(("scenario", "label"), [
+    ("qos0-pairs10", "QoS 0, 10 pairs"),
+    ("qos1-fanout10", "QoS 1, fan-out 1 -> 10"),
+    ("qos0-fanin10", "QoS 0, fan-in 10 -> 1"),
+    ("latency qos1-pairs10 at 1,000 msgs/s (1,000 msgs/s)", "QoS 1 paced at 1,000/s"),
+    ("clean connects (5,000, 64 at a time)", "clean connects (5,000, 64 at a time)"),
+    ("latency qos1-pairs10 at 50 % of Mosquitto (59,740 msgs/s)", None),
+    ("subscriptions 1,000", None),
+    ("qos1-pairs", None),
+])
+def test_headline_names_the_issue_scenarios(scenario: str, label: str | None) -> None:
+    assert headline_label(scenario) == label
+
+
+def test_headline_puts_the_brokers_side_by_side() -> None:
+    rows = [
+        {**row("qos1-fanin10", "vmqpy", rate=68_585.0, cpu_us=10.3, p50_ms=5.9), "acked_lost": 0},
+        {**row("qos1-fanin10", "mosquitto", rate=33_380.0, cpu_us=12.2, p50_ms=0.5), "acked_lost": 6_093},
+        row("clean connects (5,000, 64 at a time)", "vmqpy", rate=6_890.0, cpu_us=104.0, unit="connect"),
+        row("clean connects (5,000, 64 at a time)", "mosquitto", rate=11_129.0, cpu_us=40.0, unit="connect"),
+        row("subscriptions 1,000", "vmqpy", rate=2_000.0, cpu_us=12.5),
+    ]
+    lines = headline(rows).splitlines()
+    assert lines[0] == ("| scenario | rate /s mosquitto / vmqpy | broker CPU us per unit mosquitto / vmqpy "
+                        "| p50 ms mosquitto / vmqpy |")
+    assert lines[2] == ("| QoS 1, fan-in 10 -> 1 | 33,380 (6,093 lost) / 68,585 | 12.2 / 10.3 per message "
+                        "| 0.50 / 5.90 |")
+    assert lines[3] == "| clean connects (5,000, 64 at a time) | 11,129 / 6,890 | 40.0 / 104.0 per connect | - / - |"
+    assert len(lines) == 4
