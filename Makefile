@@ -55,7 +55,7 @@ typecheck: venv
 PURE_TESTS := tests/unit tests/sim
 # The unit tests of the modules the compiled build compiles (vmqpy/native.py), run a second time on their pure
 # sources, the reference and the fallback.
-PURE_CORE_TESTS := tests/unit/mqtt tests/unit/broker tests/unit/sessions tests/unit/test_native.py
+PURE_CORE_TESTS := tests/unit/mqtt tests/unit/broker tests/unit/sessions tests/unit/test_native.py tests/unit/test_native_inits.py
 BYTECODE := vmqpy dvv admin chaos spark_analytics bench tests
 TEST_PROFILE ?= ci
 TEST_WORKERS ?= 7

@@ -60,6 +60,49 @@ class Properties:
     subscription_identifier_available: int | None = None
     shared_subscription_available: int | None = None
 
+    def __init__(
+            self, payload_format_indicator: int | None = None, message_expiry_interval: int | None = None,
+            content_type: str | None = None, response_topic: str | None = None, correlation_data: bytes | None = None,
+            subscription_identifiers: list[int] | None = None, session_expiry_interval: int | None = None,
+            assigned_client_identifier: str | None = None, server_keep_alive: int | None = None,
+            authentication_method: str | None = None, authentication_data: bytes | None = None,
+            request_problem_information: int | None = None, will_delay_interval: int | None = None,
+            request_response_information: int | None = None, response_information: str | None = None,
+            server_reference: str | None = None, reason_string: str | None = None, receive_maximum: int | None = None,
+            topic_alias_maximum: int | None = None, topic_alias: int | None = None, maximum_qos: int | None = None,
+            retain_available: int | None = None, user_properties: list[tuple[str, str]] | None = None,
+            maximum_packet_size: int | None = None, wildcard_subscription_available: int | None = None,
+            subscription_identifier_available: int | None = None, shared_subscription_available: int | None = None
+    ) -> None:
+        # written out (as every hot record's): compiled, a dataclass's generated __init__ stays interpreted
+        self.payload_format_indicator = payload_format_indicator
+        self.message_expiry_interval = message_expiry_interval
+        self.content_type = content_type
+        self.response_topic = response_topic
+        self.correlation_data = correlation_data
+        self.subscription_identifiers = [] if subscription_identifiers is None else subscription_identifiers
+        self.session_expiry_interval = session_expiry_interval
+        self.assigned_client_identifier = assigned_client_identifier
+        self.server_keep_alive = server_keep_alive
+        self.authentication_method = authentication_method
+        self.authentication_data = authentication_data
+        self.request_problem_information = request_problem_information
+        self.will_delay_interval = will_delay_interval
+        self.request_response_information = request_response_information
+        self.response_information = response_information
+        self.server_reference = server_reference
+        self.reason_string = reason_string
+        self.receive_maximum = receive_maximum
+        self.topic_alias_maximum = topic_alias_maximum
+        self.topic_alias = topic_alias
+        self.maximum_qos = maximum_qos
+        self.retain_available = retain_available
+        self.user_properties = [] if user_properties is None else user_properties
+        self.maximum_packet_size = maximum_packet_size
+        self.wildcard_subscription_available = wildcard_subscription_available
+        self.subscription_identifier_available = subscription_identifier_available
+        self.shared_subscription_available = shared_subscription_available
+
     def is_empty(self) -> bool:
         return self == Properties()
 
@@ -82,6 +125,15 @@ class Will:
     retain: bool = False
     properties: Properties = field(default_factory=Properties)
 
+    def __init__(
+            self, topic: str, payload: bytes, qos: int = 0, retain: bool = False, properties: Properties | None = None
+    ) -> None:
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.properties = Properties() if properties is None else properties
+
 
 @dataclass(slots=True)
 class Connect:
@@ -94,6 +146,21 @@ class Connect:
     username: str | None = None
     password: bytes | None = None
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(
+            self, client_id: str, protocol_level: int = 4, protocol_name: str = "MQTT", clean_start: bool = True,
+            keep_alive: int = 60, will: Will | None = None, username: str | None = None, password: bytes | None = None,
+            properties: Properties | None = None
+    ) -> None:
+        self.client_id = client_id
+        self.protocol_level = protocol_level
+        self.protocol_name = protocol_name
+        self.clean_start = clean_start
+        self.keep_alive = keep_alive
+        self.will = will
+        self.username = username
+        self.password = password
+        self.properties = Properties() if properties is None else properties
     type = PacketType.CONNECT
 
 
@@ -102,6 +169,13 @@ class Connack:
     session_present: bool = False
     reason_code: int = 0
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(
+            self, session_present: bool = False, reason_code: int = 0, properties: Properties | None = None
+    ) -> None:
+        self.session_present = session_present
+        self.reason_code = reason_code
+        self.properties = Properties() if properties is None else properties
     type = PacketType.CONNACK
 
 
@@ -114,6 +188,18 @@ class Publish:
     dup: bool = False
     packet_id: int | None = None
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(
+            self, topic: str, payload: bytes = b"", qos: int = 0, retain: bool = False, dup: bool = False,
+            packet_id: int | None = None, properties: Properties | None = None
+    ) -> None:
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.dup = dup
+        self.packet_id = packet_id
+        self.properties = Properties() if properties is None else properties
     type = PacketType.PUBLISH
 
 
@@ -122,6 +208,11 @@ class Puback:
     packet_id: int
     reason_code: int = 0
     properties: Properties = field(default_factory=_no_properties)
+
+    def __init__(self, packet_id: int, reason_code: int = 0, properties: Properties | None = None) -> None:
+        self.packet_id = packet_id
+        self.reason_code = reason_code
+        self.properties = _no_properties() if properties is None else properties
     type = PacketType.PUBACK
 
 
@@ -130,6 +221,11 @@ class Pubrec:
     packet_id: int
     reason_code: int = 0
     properties: Properties = field(default_factory=_no_properties)
+
+    def __init__(self, packet_id: int, reason_code: int = 0, properties: Properties | None = None) -> None:
+        self.packet_id = packet_id
+        self.reason_code = reason_code
+        self.properties = _no_properties() if properties is None else properties
     type = PacketType.PUBREC
 
 
@@ -138,6 +234,11 @@ class Pubrel:
     packet_id: int
     reason_code: int = 0
     properties: Properties = field(default_factory=_no_properties)
+
+    def __init__(self, packet_id: int, reason_code: int = 0, properties: Properties | None = None) -> None:
+        self.packet_id = packet_id
+        self.reason_code = reason_code
+        self.properties = _no_properties() if properties is None else properties
     type = PacketType.PUBREL
 
 
@@ -146,6 +247,11 @@ class Pubcomp:
     packet_id: int
     reason_code: int = 0
     properties: Properties = field(default_factory=_no_properties)
+
+    def __init__(self, packet_id: int, reason_code: int = 0, properties: Properties | None = None) -> None:
+        self.packet_id = packet_id
+        self.reason_code = reason_code
+        self.properties = _no_properties() if properties is None else properties
     type = PacketType.PUBCOMP
 
 
@@ -162,12 +268,21 @@ class Subscription:
     topic_filter: str
     options: SubOptions = field(default_factory=SubOptions)
 
+    def __init__(self, topic_filter: str, options: SubOptions | None = None) -> None:
+        self.topic_filter = topic_filter
+        self.options = SubOptions() if options is None else options
+
 
 @dataclass(slots=True)
 class Subscribe:
     packet_id: int
     subscriptions: list[Subscription]
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(self, packet_id: int, subscriptions: list[Subscription], properties: Properties | None = None) -> None:
+        self.packet_id = packet_id
+        self.subscriptions = subscriptions
+        self.properties = Properties() if properties is None else properties
     type = PacketType.SUBSCRIBE
 
 
@@ -176,6 +291,11 @@ class Suback:
     packet_id: int
     reason_codes: list[int]
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(self, packet_id: int, reason_codes: list[int], properties: Properties | None = None) -> None:
+        self.packet_id = packet_id
+        self.reason_codes = reason_codes
+        self.properties = Properties() if properties is None else properties
     type = PacketType.SUBACK
 
 
@@ -184,6 +304,11 @@ class Unsubscribe:
     packet_id: int
     topic_filters: list[str]
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(self, packet_id: int, topic_filters: list[str], properties: Properties | None = None) -> None:
+        self.packet_id = packet_id
+        self.topic_filters = topic_filters
+        self.properties = Properties() if properties is None else properties
     type = PacketType.UNSUBSCRIBE
 
 
@@ -192,6 +317,13 @@ class Unsuback:
     packet_id: int
     reason_codes: list[int] = field(default_factory=list)
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(
+            self, packet_id: int, reason_codes: list[int] | None = None, properties: Properties | None = None
+    ) -> None:
+        self.packet_id = packet_id
+        self.reason_codes = [] if reason_codes is None else reason_codes
+        self.properties = Properties() if properties is None else properties
     type = PacketType.UNSUBACK
 
 
@@ -199,16 +331,26 @@ class Unsuback:
 class Pingreq:
     type = PacketType.PINGREQ
 
+    def __init__(self) -> None:
+        pass
+
 
 @dataclass(slots=True)
 class Pingresp:
     type = PacketType.PINGRESP
+
+    def __init__(self) -> None:
+        pass
 
 
 @dataclass(slots=True)
 class Disconnect:
     reason_code: int = 0
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(self, reason_code: int = 0, properties: Properties | None = None) -> None:
+        self.reason_code = reason_code
+        self.properties = Properties() if properties is None else properties
     type = PacketType.DISCONNECT
 
 
@@ -216,6 +358,10 @@ class Disconnect:
 class Auth:
     reason_code: int = 0
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(self, reason_code: int = 0, properties: Properties | None = None) -> None:
+        self.reason_code = reason_code
+        self.properties = Properties() if properties is None else properties
     type = PacketType.AUTH
 
 

@@ -94,6 +94,22 @@ class SessionImage:
     # new owner refuses the CONNECT for now (the mig_begin frame says it, as for `foreign`)
     moving: bool = False
 
+    def __init__(
+            self, client_id: str, present: bool, protocol_level: int = 4, expiry_interval: float | None = None,
+            awaiting_release: list[int] | None = None, subscriptions: list[SubEntry] | None = None,
+            lineage: list[Entry] | None = None, source: str | None = None, foreign: bool = False, moving: bool = False
+    ) -> None:
+        self.client_id = client_id
+        self.present = present
+        self.protocol_level = protocol_level
+        self.expiry_interval = expiry_interval
+        self.awaiting_release = [] if awaiting_release is None else awaiting_release
+        self.subscriptions = [] if subscriptions is None else subscriptions
+        self.lineage = [] if lineage is None else lineage
+        self.source = source
+        self.foreign = foreign
+        self.moving = moving
+
     @classmethod
     def of(cls, session: ImageSource) -> SessionImage:
         return cls(session.client_id, True, session.protocol_level, session.expiry_interval,
@@ -138,6 +154,21 @@ class Ticket:
     foreign: bool = False  # it refused: the session is another user's (session.foreign_user = refuse there)
     moving: bool = False  # the old owner was handing the session to another node: the CONNECT is refused for now
     asked_at: float | None = None  # monotonic time the handover was asked of `source` (handover_duration)
+
+    def __init__(
+            self, client_id: str, request: int, leader: str | None, image: SessionImage | None = None,
+            stash: list[Outgoing] | None = None, source: str | None = None, foreign: bool = False,
+            moving: bool = False, asked_at: float | None = None
+    ) -> None:
+        self.client_id = client_id
+        self.request = request
+        self.leader = leader
+        self.image = image
+        self.stash = [] if stash is None else stash
+        self.source = source
+        self.foreign = foreign
+        self.moving = moving
+        self.asked_at = asked_at
 
 
 __all__ = [

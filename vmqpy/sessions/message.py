@@ -43,6 +43,28 @@ class Message:
     # that read it; 0: not measured (restored, handed over, retained, a will). Never packed: it is this node's.
     arrived_ns: int = field(default=0, compare=False, repr=False)
 
+    def __init__(
+            self, topic: str, payload: bytes, qos: int, retain: bool = False, publisher: str = "",
+            expires_at: float | None = None, payload_format_indicator: int | None = None,
+            content_type: str | None = None, response_topic: str | None = None, correlation_data: bytes | None = None,
+            user_properties: list[tuple[str, str]] | None = None, frames: dict[tuple[int, bool], bytes] | None = None,
+            forward_id: int | None = None, arrived_ns: int = 0
+    ) -> None:
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.publisher = publisher
+        self.expires_at = expires_at
+        self.payload_format_indicator = payload_format_indicator
+        self.content_type = content_type
+        self.response_topic = response_topic
+        self.correlation_data = correlation_data
+        self.user_properties = [] if user_properties is None else user_properties
+        self.frames = frames
+        self.forward_id = forward_id
+        self.arrived_ns = arrived_ns
+
     @classmethod
     def simple(cls, topic: str, payload: bytes, qos: int, retain: bool, publisher: str,
                forward_id: int | None = None, arrived_ns: int = 0) -> Message:

@@ -33,6 +33,18 @@ class Outgoing:
     packet_id: int | None = None
     state: OutState = OutState.QUEUED
 
+    def __init__(
+            self, seq: int, message: Message, qos: int, retain: bool, subscription_ids: list[int] | None = None,
+            packet_id: int | None = None, state: OutState = OutState.QUEUED
+    ) -> None:
+        self.seq = seq
+        self.message = message
+        self.qos = qos
+        self.retain = retain
+        self.subscription_ids = [] if subscription_ids is None else subscription_ids
+        self.packet_id = packet_id
+        self.state = state
+
 
 @dataclass(slots=True)
 class SubEntry:
@@ -43,6 +55,16 @@ class SubEntry:
     options: SubOptions
     subscription_id: int | None = None
     group: str | None = None
+
+    def __init__(
+            self, topic_filter: str, match_filter: str, options: SubOptions, subscription_id: int | None = None,
+            group: str | None = None
+    ) -> None:
+        self.topic_filter = topic_filter
+        self.match_filter = match_filter
+        self.options = options
+        self.subscription_id = subscription_id
+        self.group = group
 
 
 class Delivery(IntEnum):

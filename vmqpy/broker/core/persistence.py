@@ -47,6 +47,20 @@ class StoredSession:
     will: StoredWill | None = None
     user: str | None = UNKNOWN_USER  # the session's owner (vmqpy.sessions.owners)
 
+    def __init__(
+            self, client_id: str, protocol_level: int, expiry_interval: float | None, disconnected_at: float | None,
+            messages: list[Outgoing] | None = None, incoming: set[int] | None = None, will: StoredWill | None = None,
+            user: str | None = UNKNOWN_USER
+    ) -> None:
+        self.client_id = client_id
+        self.protocol_level = protocol_level
+        self.expiry_interval = expiry_interval
+        self.disconnected_at = disconnected_at
+        self.messages = [] if messages is None else messages
+        self.incoming = set() if incoming is None else incoming
+        self.will = will
+        self.user = user
+
 
 class ReplicaJournal(Protocol):
     """Where the writes of persistent sessions are copied to (vmqpy.replicas.owner.QueueReplicator)."""

@@ -93,12 +93,33 @@ class RouteResult:
     retain_refused: bool = False  # a retained message over its client's quota (vmqpy.broker.access.retain_quota):
     # dropped
 
+    def __init__(
+            self, matched: int = 0, dropped: int = 0, durable: bool = False, congested: list[Session] | None = None,
+            remote: dict[str, list[Group]] | None = None, refused: bool = False,
+            congested_nodes: list[str] | None = None, remote_ack: RemoteAck | None = None,
+            retain_refused: bool = False
+    ) -> None:
+        self.matched = matched
+        self.dropped = dropped
+        self.durable = durable
+        self.congested = [] if congested is None else congested
+        self.remote = {} if remote is None else remote
+        self.refused = refused
+        self.congested_nodes = [] if congested_nodes is None else congested_nodes
+        self.remote_ack = remote_ack
+        self.retain_refused = retain_refused
+
 
 @dataclass(slots=True)
 class _Target:
     qos: int
     retain_as_published: bool
     subscription_ids: list[int]
+
+    def __init__(self, qos: int, retain_as_published: bool, subscription_ids: list[int]) -> None:
+        self.qos = qos
+        self.retain_as_published = retain_as_published
+        self.subscription_ids = subscription_ids
 
 
 class Router:

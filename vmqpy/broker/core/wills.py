@@ -30,6 +30,10 @@ class PendingWill:
     due: float
     message: Message
 
+    def __init__(self, due: float, message: Message) -> None:
+        self.due = due
+        self.message = message
+
 
 class SessionRecords(Protocol):
     """Where session records are written (vmqpy.broker.core.persistence.SessionStore)."""

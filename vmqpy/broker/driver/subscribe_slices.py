@@ -63,6 +63,16 @@ class _Progress:
     pace: SlicePace = field(default_factory=lambda: SlicePace(SLICE))
     confirm: Any = None  # Broker.route_confirmation: what the SUBACK waits for besides the disk
 
+    def __init__(self, packet: Subscribe, position: int = 0, codes: list[int] | None = None,
+                 added: list[tuple[SubEntry, bool]] | None = None, pace: SlicePace | None = None,
+                 confirm: Any = None) -> None:
+        self.packet = packet
+        self.position = position
+        self.codes = [] if codes is None else codes
+        self.added = [] if added is None else added
+        self.pace = SlicePace(SLICE) if pace is None else pace
+        self.confirm = confirm
+
 
 def sliced(packet: Subscribe) -> bool:
     """Whether `packet` is handled in slices (more than `SLICED_ABOVE` filters)."""

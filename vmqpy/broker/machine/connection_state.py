@@ -46,3 +46,28 @@ class ConnectionState:
     session: Session | None = None
     username: str | None = None  # the authenticated user name: the one the ACL judges
     publishes_refused: int = 0  # PUBLISHes the ACL refused on this connection (the first one is logged)
+
+    def __init__(
+            self, phase: Phase = Phase.CONNECTING, level: int = 4, client_id: str = "", keep_alive: int = 0,
+            requested_expiry: int = 0, will: Message | None = None, will_delay: float = 0.0,
+            receive_maximum: int = 65535, unacked_qos1: int = 0, unreleased_qos2: AbstractSet[int] = frozenset(),
+            aliases_in: dict[int, str] | None = None, aliases_in_maximum: int = 0,
+            aliases_out: OutboundAliases | None = None, session: Session | None = None, username: str | None = None,
+            publishes_refused: int = 0
+    ) -> None:
+        self.phase = phase
+        self.level = level
+        self.client_id = client_id
+        self.keep_alive = keep_alive
+        self.requested_expiry = requested_expiry
+        self.will = will
+        self.will_delay = will_delay
+        self.receive_maximum = receive_maximum
+        self.unacked_qos1 = unacked_qos1
+        self.unreleased_qos2 = unreleased_qos2
+        self.aliases_in = aliases_in
+        self.aliases_in_maximum = aliases_in_maximum
+        self.aliases_out = aliases_out
+        self.session = session
+        self.username = username
+        self.publishes_refused = publishes_refused

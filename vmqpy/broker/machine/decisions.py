@@ -53,6 +53,9 @@ class Send:
 
     packet: Packet
 
+    def __init__(self, packet: Packet) -> None:
+        self.packet = packet
+
 
 class Reply(NamedTuple):
     """Write this acknowledgement in order after the ones before it, once the disk writes queued so far are
@@ -81,6 +84,16 @@ class Close:
     by_client: bool = False
     server_reference: str | None = None
 
+    def __init__(
+            self, reason_code: int | None, why: str, normal: bool = False, by_client: bool = False,
+            server_reference: str | None = None
+    ) -> None:
+        self.reason_code = reason_code
+        self.why = why
+        self.normal = normal
+        self.by_client = by_client
+        self.server_reference = server_reference
+
 
 @dataclass(slots=True)
 class RefuseConnect:
@@ -94,6 +107,15 @@ class RefuseConnect:
     failed_login: bool = False
     hint: str | None = None
 
+    def __init__(
+            self, reason_code: int, why: str, delay: float = 0.0, failed_login: bool = False, hint: str | None = None
+    ) -> None:
+        self.reason_code = reason_code
+        self.why = why
+        self.delay = delay
+        self.failed_login = failed_login
+        self.hint = hint
+
 
 @dataclass(slots=True)
 class Authenticate:
@@ -103,12 +125,19 @@ class Authenticate:
     connect: Connect
     check: PasswordCheck
 
+    def __init__(self, connect: Connect, check: PasswordCheck) -> None:
+        self.connect = connect
+        self.check = check
+
 
 @dataclass(slots=True)
 class Register:
     """Register the accepted CONNECT with the cluster, open the session, then call `connected`."""
 
     accepted: Accepted
+
+    def __init__(self, accepted: Accepted) -> None:
+        self.accepted = accepted
 
 
 class Route(NamedTuple):
@@ -135,12 +164,19 @@ class SubscribeTo:
     packet: Subscribe
     refused: dict[int, int] = field(default_factory=dict)
 
+    def __init__(self, packet: Subscribe, refused: dict[int, int] | None = None) -> None:
+        self.packet = packet
+        self.refused = {} if refused is None else refused
+
 
 @dataclass(slots=True)
 class UnsubscribeFrom:
     """Remove the subscriptions through the broker; UNSUBACK once durable."""
 
     packet: Unsubscribe
+
+    def __init__(self, packet: Unsubscribe) -> None:
+        self.packet = packet
 
 
 @dataclass(slots=True)
@@ -151,12 +187,19 @@ class Unanswered:
     why: str
     warn: bool = False
 
+    def __init__(self, why: str, warn: bool = False) -> None:
+        self.why = why
+        self.warn = warn
+
 
 @dataclass(slots=True)
 class Throttle:
     """Stop reading this client until the congested subscribers (here and on other nodes) drained."""
 
     result: RouteResult
+
+    def __init__(self, result: RouteResult) -> None:
+        self.result = result
 
 
 Decision = (Send | Reply | Close | RefuseConnect | Authenticate | Register | Route | RecordIncoming | SubscribeTo

@@ -60,6 +60,25 @@ class Accepted:
     connack: Properties  # CONNACK properties (besides session present and the reason code)
     username: str | None = None  # as the CONNECT gave it (what `vmq-admin session show` lists as user)
 
+    def __init__(
+            self, client_id: str, level: int, clean_start: bool, expiry: float | None, requested_expiry: int,
+            keep_alive: int, will: Message | None, will_delay: float, send_window: int, max_packet_out: int,
+            aliases_out: int, connack: Properties, username: str | None = None
+    ) -> None:
+        self.client_id = client_id
+        self.level = level
+        self.clean_start = clean_start
+        self.expiry = expiry
+        self.requested_expiry = requested_expiry
+        self.keep_alive = keep_alive
+        self.will = will
+        self.will_delay = will_delay
+        self.send_window = send_window
+        self.max_packet_out = max_packet_out
+        self.aliases_out = aliases_out
+        self.connack = connack
+        self.username = username
+
 
 @dataclass(frozen=True, slots=True)
 class Refused:
