@@ -78,6 +78,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--vmqpy-rev", default="", metavar="REV",
                     help="run vmqpy as committed in git revision REV (exported to a temporary directory with git "
                          "archive) instead of this working tree")
+    ap.add_argument("--baseline", default="", metavar="REV",
+                    help="also run vmqpy as committed in git revision REV (label vmqpy@REV, exported and built as "
+                         "--vmqpy-rev), interleaved with the others: a change measured before and after in one run")
     args = ap.parse_args(argv)
     quick = args.quick
     args.runs = args.runs if args.runs is not None else (1 if quick else 3)
@@ -92,6 +95,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(str(e))
     if note:
         print(f"note: {note}", file=sys.stderr, flush=True)
+    if args.baseline:
+        args.broker_list.insert(1, f"vmqpy@{args.baseline}")
     return args
 
 
@@ -109,7 +114,9 @@ def scenarios(args: argparse.Namespace) -> list[loadgen.Scenario]:
 def measure(kind: str, sc: loadgen.Scenario, args: argparse.Namespace) -> dict[str, Any]:
     """One broker, one scenario, one run: a fresh broker process, stopped (by PID) in the end."""
     row: dict[str, Any] = {"broker": kind, "scenario": sc.name, "qos": sc.qos}
-    broker = BrokerProcess(kind, source=args.vmqpy_source)
+    baseline = kind.startswith("vmqpy@")
+    broker = BrokerProcess("vmqpy" if baseline else kind,
+                           source=args.baseline_source if baseline else args.vmqpy_source)
     try:
         broker.start()
         res = loadgen.run(broker.host, broker.port, sc, args.duration, args.warmup, args.drain, args.procs,
@@ -360,6 +367,11 @@ def main(argv: list[str] | None = None) -> int:
             args.vmqpy_desc = f"git {args.vmqpy_rev} = {commit[:12]} (exported with git archive)"
         else:
             args.vmqpy_desc = "this working tree"
+        args.baseline_source = None
+        if args.baseline:
+            args.baseline_source = Path(tmp) / "baseline"
+            commit = export_revision(args.baseline, args.baseline_source)
+            args.vmqpy_desc += f"; baseline vmqpy@{args.baseline} = {commit[:12]}"
         return _main(args, argv, scs)
 
 

@@ -52,8 +52,11 @@ class StallWatch:
 class StallSampler:
     """Where the loop was when it stalled: a watchdog thread that, once the loop's tick is late by more than
     `warn_after`, takes the loop thread's stack (innermost frames first) once per stall; the tick collects it
-    with `beat()` and the node logs it with the stall (`where`). It wakes every `period` seconds; taking a stack
-    costs it about a millisecond, and only while the loop is stalled."""
+    with `beat()` and the node logs it with the stall (`where`). It sleeps until the loop's tick would be late
+    (its last beat + `interval` + `warn_after`), at least `period` seconds: three or four wake-ups a second while
+    the loop ticks, every `period` while it is stalled; taking a stack costs it about a millisecond, and only
+    while the loop is stalled. (Waking every `period` instead cost an idle node 8-14 ms of CPU a second on the
+    project's machine, more than its ten ticks: docs/performance.md, "An idle node".)"""
 
     def __init__(self, interval: float, warn_after: float = STALL_WARN_AFTER, period: float = 0.05,
                  depth: int = 12) -> None:
@@ -65,6 +68,7 @@ class StallSampler:
         self._beat = time.monotonic()
         self._where: str | None = None
         self._stopped = threading.Event()
+        self.wakeups = 0
         self._thread = threading.Thread(target=self._watch, name="vmqpy-stall-sampler", daemon=True)
 
     def start(self) -> None:
@@ -86,8 +90,10 @@ class StallSampler:
         return self._where is not None
 
     def _watch(self) -> None:
-        while not self._stopped.wait(self.period):
-            if self._where is None and time.monotonic() - self._beat > self.interval + self.warn_after:
+        late_after = self.interval + self.warn_after
+        while not self._stopped.wait(max(self.period, self._beat + late_after - time.monotonic())):
+            self.wakeups += 1
+            if self._where is None and time.monotonic() - self._beat > late_after:
                 self._where = self.describe()
 
     def describe(self) -> str:

@@ -73,3 +73,17 @@ def test_the_sampler_says_where_the_loop_was_and_what_the_other_threads_did() ->
     assert "test_the_sampler_says_where" in loop_part
     assert any(part.startswith("[a-worker] threading.Condition.wait") for part in others), others
     assert sampler.beat() is None  # once per stall
+
+
+def test_the_sampler_sleeps_while_the_loop_beats() -> None:
+    """It wakes when a stall could have begun (last beat + interval + warn_after), not every `period`: a loop
+    beating every 0.1 s for 1.5 s wakes it a handful of times, not 30."""
+    sampler = StallSampler(interval=0.1, warn_after=0.25, period=0.05)
+    sampler.start()
+    try:
+        for _ in range(15):
+            time.sleep(0.1)
+            assert sampler.beat() is None
+    finally:
+        sampler.stop()
+    assert 1 <= sampler.wakeups <= 10, sampler.wakeups
