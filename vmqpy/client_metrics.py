@@ -78,33 +78,34 @@ LATENCY_BOUNDS_US: Final = BOUNDS_US["connect_latency"]
 class Histogram:
     """One histogram kept as counter keys `<name>_le_<us>`, `<name>_le_inf` and `<name>_sum_us`."""
 
-    __slots__ = ("_keys", "_sum", "bounds", "name")
+    __slots__ = ("bounds", "keys", "name", "sum_key")
 
     def __init__(self, name: str, bounds: tuple[int, ...]) -> None:
         if not bounds or list(bounds) != sorted(set(bounds)) or bounds[0] <= 0:
             raise ValueError(f"histogram {name}: bounds must be positive and increasing, got {bounds!r}")
         self.name = name
         self.bounds = bounds
-        self._keys = (*(f"{name}_le_{bound}" for bound in bounds), f"{name}_le_inf")
-        self._sum = f"{name}_sum_us"
+        self.keys = (*(f"{name}_le_{bound}" for bound in bounds), f"{name}_le_inf")  # per bucket, then +Inf
+        self.sum_key = f"{name}_sum_us"
 
     def bucket_key(self, us: int) -> str:
         """The key of the bucket that `us` microseconds fall in (a negative time counts as 0)."""
-        return self._keys[bisect_left(self.bounds, us)]
+        return self.keys[bisect_left(self.bounds, us)]
 
     def observe(self, counter: Counter[str], us: int) -> None:
         """Count one observation of `us` microseconds (a clock that stepped back counts as 0)."""
         if us < 0:
             us = 0
-        counter[self._keys[bisect_left(self.bounds, us)]] += 1
-        counter[self._sum] += us
+        counter[self.keys[bisect_left(self.bounds, us)]] += 1
+        counter[self.sum_key] += us
 
     def observe_ns(self, counter: Counter[str], ns: int) -> None:
-        """Count one observation of `ns` nanoseconds (rounded down to whole microseconds). `observe` written out
-        once more: it runs for every PUBLISH written to a subscriber."""
+        """Count one observation of `ns` nanoseconds (rounded down to whole microseconds). The delivery latency,
+        counted for every PUBLISH written to a subscriber, is counted by the compiled driver itself
+        (vmqpy.broker.driver.connection, `write_publish`: this function's three lines written out there)."""
         us = ns // 1_000 if ns > 0 else 0
-        counter[self._keys[bisect_left(self.bounds, us)]] += 1
-        counter[self._sum] += us
+        counter[self.keys[bisect_left(self.bounds, us)]] += 1
+        counter[self.sum_key] += us
 
 
 CONNECT_LATENCY: Final = Histogram("connect_latency", BOUNDS_US["connect_latency"])

@@ -51,8 +51,12 @@ PREFIXES: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: counter writes whose key the scan cannot name, with where their keys are checked instead
 DYNAMIC: dict[tuple[str, str], str] = {
     # the histograms' bucket keys: `HISTOGRAMS` (their bounds: tests/unit/admin/test_prometheus.py)
-    ("vmqpy/client_metrics.py", "counter[self._keys[bisect_left(self.bounds, us)]]"): "histogram buckets",
-    ("vmqpy/client_metrics.py", "counter[self._sum]"): "histogram sums",
+    ("vmqpy/client_metrics.py", "counter[self.keys[bisect_left(self.bounds, us)]]"): "histogram buckets",
+    ("vmqpy/client_metrics.py", "counter[self.sum_key]"): "histogram sums",
+    # DELIVERY_LATENCY.observe_ns written out in the compiled driver: the same bucket and sum keys
+    ("vmqpy/broker/driver/connection.py", "metrics[_DELIVERY_KEYS[bisect_left(_DELIVERY_BOUNDS, us)]]"):
+        "histogram buckets",
+    ("vmqpy/broker/driver/connection.py", "metrics[_DELIVERY_SUM]"): "histogram sums",
     # the packet counters `mqtt_<packet>_received` / `_sent`, by packet type: test_every_packet_counter_is_published
     ("vmqpy/broker/driver/connection.py", "self.broker.metrics[counter]"): "RECEIVED_COUNTERS",
     ("vmqpy/broker/driver/connection.py", "self.broker.metrics[sent]"): "vmqpy.client_metrics.SENT_COUNTERS",

@@ -15,11 +15,12 @@ subscription) wait for the storage barrier and leave in order.
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
 from collections.abc import Callable
 from functools import partial
 from time import monotonic_ns, perf_counter
 from time import time as wall_clock  # a name of its own: compiled, `time.time()` escapes the simulation's clock
-from typing import Any
+from typing import Any, Final
 
 import structlog
 
@@ -78,6 +79,10 @@ from vmqpy.sessions.message import Message
 from vmqpy.storage import Storage
 
 log = structlog.get_logger("vmqpy.connection")
+
+_DELIVERY_BOUNDS: Final = DELIVERY_LATENCY.bounds
+_DELIVERY_KEYS: Final = DELIVERY_LATENCY.keys
+_DELIVERY_SUM: Final = DELIVERY_LATENCY.sum_key
 
 WRITE_HIGH_WATER = 256 * 1024
 # the counter of each kind of packet a client sends, counted as it is dispatched (a PUBLISH is counted by the
@@ -358,8 +363,12 @@ class MQTTConnection(asyncio.Protocol):
             return
         metrics = self.broker.metrics
         metrics["mqtt_publish_sent"] += 1
-        if message.arrived_ns and not dup:  # publish-to-delivery latency (vmqpy.client_metrics)
-            DELIVERY_LATENCY.observe_ns(metrics, monotonic_ns() - message.arrived_ns)
+        if message.arrived_ns and not dup:  # publish-to-delivery latency: DELIVERY_LATENCY.observe_ns, written out
+            # (compiled here; the histogram's module stays interpreted: a call to it was 4 % of a saturated node)
+            ns = monotonic_ns() - message.arrived_ns
+            us = ns // 1_000 if ns > 0 else 0
+            metrics[_DELIVERY_KEYS[bisect_left(_DELIVERY_BOUNDS, us)]] += 1
+            metrics[_DELIVERY_SUM] += us
         if self.traces:
             self.trace(SENT, message.to_publish(qos, retain, packet_id, now, subscription_ids), now)
         if packet_id is not None and self.retries and self._timer is None:

@@ -7,6 +7,8 @@ bytes, counters, order and journal records."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from tests.unit.broker.sessions import msg, session
 from tests.unit.mqtt.strategies import mqtt_text, topic_names
 from tests.unit.transports import FakeTransport
 from vmqpy.broker.core.session import NULL_JOURNAL, Session
+from vmqpy.client_metrics import DELIVERY_LATENCY
 from vmqpy.config import Config
 from vmqpy.mqtt.codec import encode
 from vmqpy.sessions.message import Message
@@ -76,6 +79,32 @@ def test_the_bytes_written_are_the_encoded_publish_of_the_general_path(
         conn.connection_lost(None)
 
     asyncio.run(check())
+
+
+# ages in the middle of a bucket (3.5 ms: le_5000; 0.7 s: le_1000000; 1,000 s: +Inf; arrived 50 ms "later", a
+# clock that stepped back: 0, le_100), far from its bounds: the test measures the age again a moment later
+@pytest.mark.parametrize(("age_ns", "dup"), [(3_500_000, False), (700_000_000, False), (10**12, False),
+                                             (-50_000_000, False), (3_500_000, True), (0, False)])
+async def test_the_delivery_latency_counts_as_the_histogram_does(storage: Storage, age_ns: int, dup: bool) -> None:
+    """`write_publish` counts the publish-to-delivery latency itself (DELIVERY_LATENCY.observe_ns written out in
+    the compiled driver): the same bucket and sum as the histogram's own method, nothing for a resend or a
+    message whose arrival was not measured (arrived_ns 0)."""
+    conn, transport, broker = connection(storage, Config(nodename="b"), 4)
+    await written(transport)
+    before = Counter({k: v for k, v in broker.metrics.items() if k.startswith("delivery_latency")})
+    arrived = 0 if age_ns == 0 else time.monotonic_ns() - age_ns
+    conn.write_publish(Message("a/b", b"x", 1, arrived_ns=arrived), 1, False, 7, [], NOW, dup)
+    after = Counter({k: v for k, v in broker.metrics.items() if k.startswith("delivery_latency")})
+    expected: Counter[str] = Counter()
+    if arrived and not dup:
+        DELIVERY_LATENCY.observe_ns(expected, time.monotonic_ns() - arrived)
+    counted = after - before
+    assert set(counted) == set(+expected)  # (+: without the zero sum of an age of 0)
+    bucket = [k for k in counted if "_le_" in k]
+    assert all(counted[k] == 1 for k in bucket) and len(bucket) == (1 if expected else 0)
+    if expected:  # the sum is in whole microseconds of an age measured a little later here
+        assert 0 <= expected["delivery_latency_sum_us"] - counted["delivery_latency_sum_us"] <= 50_000
+    conn.connection_lost(None)
 
 
 @pytest.mark.parametrize("level", [3, 4, 5])
