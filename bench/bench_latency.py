@@ -15,6 +15,9 @@ same limits as `bench.compare`), then:
    between rounds (interleaved, so the machine's other load hits both alike);
 3. QoS 1 pairs also at `--low-rate` msgs/s (1,000).
 
+`--floor` adds `bench.relay_floor` to the fixed-rate runs: a uvloop server that only relays the PUBLISHes
+(label "relay floor"), the share of a message that no broker in Python on uvloop avoids.
+
 Reported per (scenario, rate, broker), medians over the rounds: achieved msgs/s (deliveries of messages due in
 the window / its length), p50/p99/p99.9/max latency, the broker's CPU time per message (its CPU share during the
 window / achieved rate), lost, duplicates, messages the publishers never got out (behind) and the load
@@ -46,6 +49,7 @@ SCENARIOS = {
     "qos1-fanout": lambda n: loadgen.Scenario(f"qos1-fanout{n}", "fanout", n, 1),
     "qos1-fanin": lambda n: loadgen.Scenario(f"qos1-fanin{n}", "fanin", n, 1),
 }
+FLOOR = "relay floor"
 RATIO_TARGET = 2.0
 LOW_RATE_P99_MS = 1.0
 MEASURED = 0.99  # below this share of the messages due in the window delivered, a run's p99 is unbounded
@@ -71,6 +75,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="a fixed rate for QoS 1 pairs besides the levels (default 1000; 0 = none)")
     ap.add_argument("--procs", type=int, default=2, help="load generator worker processes (default 2)")
     ap.add_argument("--json", type=Path, default=None, metavar="PATH", help="write every run and the summary here")
+    ap.add_argument("--floor", action="store_true",
+                    help="also run bench.relay_floor (label 'relay floor'), a uvloop server that only relays the "
+                         "PUBLISHes: the event loop's, interpreter's and kernel's share of a message")
     ap.add_argument("--vmqpy-rev", default="", metavar="REV",
                     help="also run vmqpy as committed in git revision REV (label vmqpy@REV), interleaved")
     args = ap.parse_args(argv)
@@ -287,19 +294,23 @@ def progress(row: dict[str, Any], t_start: float) -> None:
           f"us/msg  lag p99 {fmt(row['lag_p99_ms'], 2)} ms", flush=True)
 
 
+def broker_kind(label: str) -> str:
+    """The BrokerProcess kind of a label of this bench: mosquitto, the relay floor, or a vmqpy."""
+    return {"mosquitto": "mosquitto", FLOOR: "relay-floor"}.get(label, "vmqpy")
+
+
 def run_scenario(name: str, args: argparse.Namespace, sources: dict[str, Path | None], rows: list[dict[str, Any]],
                  t_start: float) -> dict[str, float | None]:
     """Start every broker once, find Mosquitto's saturation rate, then the fixed-rate rounds, interleaved."""
     sc = SCENARIOS[name](args.clients)
     labels = list(sources)
-    procs = {label: BrokerProcess("mosquitto" if label == "mosquitto" else "vmqpy", source=src)
-             for label, src in sources.items()}
+    procs = {label: BrokerProcess(broker_kind(label), source=src) for label, src in sources.items()}
     saturation: dict[str, float | None] = {}
     try:
         for p in procs.values():
             p.start()
         for label in ([] if not args.level_list else ["mosquitto"] if args.quick
-                      else ["mosquitto", *[b for b in labels if b != "mosquitto"]]):
+                      else ["mosquitto", *[b for b in labels if b not in ("mosquitto", FLOOR)]]):
             row = measure(procs[label], label, sc, None, args)
             row.update(mode="closed", case="saturation", round=0, level=None)
             rows.append(row)
@@ -340,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
             commit = export_revision(args.vmqpy_rev, Path(tmp))
             sources[f"vmqpy@{args.vmqpy_rev}"] = Path(tmp)
             meta["baseline"] = f"vmqpy@{args.vmqpy_rev} = {commit[:12]}"
+        if args.floor:
+            sources[FLOOR] = None
         errors = []
         for name in args.scenario_list:
             try:

@@ -26,8 +26,10 @@ KINDS = ("vmqpy", "mosquitto")  # the pair every side-by-side bench runs
 # aedes (Node.js) only where a bench asks for it and it is installed; vmqpy-pure: vmqpy on its pure-Python modules
 # (VMQPY_PURE=1, vmqpy/native.py), beside the compiled build, to measure what compiling saves
 ALL_KINDS = (*KINDS, "aedes", "vmqpy-pure")
-# floor: not a broker, bench/connect_floor.py (accept, a fixed CONNACK, close), for bench_connect --floor
-SERVER_KINDS = (*ALL_KINDS, "floor")
+# floor: not a broker, bench/connect_floor.py (accept, a fixed CONNACK, close), for bench_connect --floor;
+# relay-floor: not a broker either, bench/relay_floor.py (relays the load generator's PUBLISHes), for
+# bench_latency --floor
+SERVER_KINDS = (*ALL_KINDS, "floor", "relay-floor")
 # aedes: bench/aedes/server.js, its packages installed into bench/aedes/node_modules by `make bench-deps`.
 AEDES_DIR = REPO / "bench" / "aedes"
 NODE = "node"
@@ -200,6 +202,8 @@ class BrokerProcess:
             return aedes_command(self.port, self.host, node_binary() or NODE)
         if self.kind == "floor":  # no config file either
             return [self.python, "-m", "bench.connect_floor", str(self.port)]
+        if self.kind == "relay-floor":
+            return [self.python, "-m", "bench.relay_floor", str(self.port)]
         return [self.python, "-m", "vmqpy", "start", "--config", str(config_file)]
 
     def log_tail(self, n: int = 30) -> str:

@@ -59,3 +59,18 @@ def test_fanout_delivers_every_message_to_every_subscriber(qos: int) -> None:
     assert r.unique_delivered == r.expected and r.lost == 0 and r.dups == 0
     if qos:
         assert r.acked == r.sent and r.acked_lost == 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("qos", [0, 1])
+def test_the_relay_floor_relays_every_message_of_the_pairs(qos: int) -> None:
+    """bench/relay_floor.py (bench_latency --floor): the load generator's accounting adds up against it too."""
+    sc = loadgen.Scenario(f"qos{qos}-pairs3", "pairs", 3, qos)
+    with BrokerProcess("relay-floor") as floor:
+        r = loadgen.run(floor.host, floor.port, sc, duration=1.0, warmup=0.2, drain=5.0, procs=2,
+                        probe=floor.cpu_seconds, rate=300.0)
+        assert floor.alive()
+    assert r.errors == []
+    assert r.sent > 0 and r.unique_delivered == r.sent and r.lost == 0 and r.dups == 0
+    if qos:
+        assert r.acked == r.sent and r.acked_lost == 0
