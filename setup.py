@@ -106,11 +106,13 @@ def _extensions() -> list[Any]:
     for module, source in zip(modules, sources, strict=True):
         rooms.setdefault(native["group_of"](module), []).append(source)
     _remove_stray_extensions(set(modules), set(rooms))
-    # A cache of its own: mypyc crashed (`emit_undefined_attr_check: value is not in list`) reading the project's
-    # .mypy_cache after `mypy --strict` had written it with other options.
-    extensions = mypycify(["--no-warn-unused-configs", "--ignore-missing-imports", "--cache-dir",
-                           str(ROOT / "build" / "mypyc-cache"), *sources], opt_level="1",
-                          separate=[(files, name) for name, files in rooms.items()])
+    # A cache of its own, new for every build: mypyc 2.4 crashed (`emit_undefined_attr_check: value is not in
+    # list`) reading a cache written before a class of a compiled module gained an `__init__` of its own, and reading
+    # the project's .mypy_cache after `mypy --strict` had written it with other options.
+    with tempfile.TemporaryDirectory(prefix="vmqpy-mypyc-cache-") as cache:
+        extensions = mypycify(["--no-warn-unused-configs", "--ignore-missing-imports", "--cache-dir", cache,
+                               *sources], opt_level="1",
+                              separate=[(files, name) for name, files in rooms.items()])
     manifest.write_text(json.dumps({"sources": native["manifest_for"](modules, ROOT)}, indent=1, sort_keys=True))
     return extensions
 
