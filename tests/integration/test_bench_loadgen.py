@@ -46,19 +46,28 @@ def test_fixed_rate_run_sends_its_schedule_and_counts_every_delivery(qos: int) -
         assert r.acked == r.sent and r.acked_lost == 0
 
 
+def run_against(kind: str, sc: loadgen.Scenario, rate: float | None = None) -> loadgen.RunResult:
+    """One short run of `sc` against a fresh `kind` (a BrokerProcess kind), which must still be up at its end."""
+    with BrokerProcess(kind) as broker:
+        r = loadgen.run(broker.host, broker.port, sc, duration=1.0, warmup=0.2, drain=5.0, procs=2,
+                        probe=broker.cpu_seconds, rate=rate)
+        assert broker.alive()
+    return r
+
+
+def assert_everything_arrived(r: loadgen.RunResult, copies: int) -> None:
+    """Every message sent arrived `copies` times (once per subscriber), none twice; QoS 1 ones acknowledged."""
+    assert r.errors == []
+    assert r.sent > 0 and r.expected == copies * r.sent
+    assert r.unique_delivered == r.expected and r.lost == 0 and r.dups == 0
+    if r.qos:
+        assert r.acked == r.sent and r.acked_lost == 0
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("qos", [0, 1])
 def test_fanout_delivers_every_message_to_every_subscriber(qos: int) -> None:
-    sc = loadgen.Scenario(f"qos{qos}-fanout3", "fanout", 3, qos)
-    with BrokerProcess("vmqpy") as broker:
-        r = loadgen.run(broker.host, broker.port, sc, duration=1.0, warmup=0.2, drain=5.0, procs=2,
-                        probe=broker.cpu_seconds)
-        assert broker.alive()
-    assert r.errors == []
-    assert r.sent > 0 and r.expected == 3 * r.sent
-    assert r.unique_delivered == r.expected and r.lost == 0 and r.dups == 0
-    if qos:
-        assert r.acked == r.sent and r.acked_lost == 0
+    assert_everything_arrived(run_against("vmqpy", loadgen.Scenario(f"qos{qos}-fanout3", "fanout", 3, qos)), 3)
 
 
 @pytest.mark.integration
@@ -66,11 +75,4 @@ def test_fanout_delivers_every_message_to_every_subscriber(qos: int) -> None:
 def test_the_relay_floor_relays_every_message_of_the_pairs(qos: int) -> None:
     """bench/relay_floor.py (bench_latency --floor): the load generator's accounting adds up against it too."""
     sc = loadgen.Scenario(f"qos{qos}-pairs3", "pairs", 3, qos)
-    with BrokerProcess("relay-floor") as floor:
-        r = loadgen.run(floor.host, floor.port, sc, duration=1.0, warmup=0.2, drain=5.0, procs=2,
-                        probe=floor.cpu_seconds, rate=300.0)
-        assert floor.alive()
-    assert r.errors == []
-    assert r.sent > 0 and r.unique_delivered == r.sent and r.lost == 0 and r.dups == 0
-    if qos:
-        assert r.acked == r.sent and r.acked_lost == 0
+    assert_everything_arrived(run_against("relay-floor", sc, rate=300.0), 1)
