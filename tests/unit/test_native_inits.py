@@ -11,6 +11,7 @@ when left out). Compiled: none of them is a Python function.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import inspect
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from vmqpy import BUILD, native
+from vmqpy.mqtt.packets import Properties
 
 
 def _records() -> list[type]:
@@ -72,3 +74,29 @@ def test_a_record_writes_its_init_out(record: type) -> None:
             assert getattr(built, f.name) == f.default, f.name
         else:
             assert getattr(built, f.name) is required[f.name], f.name
+
+
+def _declared(record: type) -> tuple[list[str], set[str]]:
+    """The fields of `record` as its source declares them (the annotated names of its class body but the
+    ClassVars), and its ClassVars."""
+    source = native.source_path(record.__module__).read_text()
+    node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == record.__name__)
+    annotated = [(stmt.target.id, "ClassVar" in ast.unparse(stmt.annotation)) for stmt in node.body
+                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
+    return [name for name, constant in annotated if not constant], {name for name, constant in annotated if constant}
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: f"{r.__module__}.{r.__name__}")
+def test_a_record_has_the_fields_its_source_declares(record: type) -> None:
+    """A written-out `__init__` takes the declared fields. Compiled, mypyc hands `dataclasses` a ClassVar (a
+    packet's `type`) as a field too, which no `__init__` takes: `dataclasses.replace` on such a record fails in
+    the compiled build only (a client certificate's CONNECT got "Unspecified error"), so the node builds those
+    records again by hand (vmqpy.broker.machine.protocol). Any other attribute of a class body is annotated."""
+    fields, constants = _declared(record)
+    assert [f.name for f in dataclasses.fields(record) if f.name not in constants] == fields
+
+
+def test_replace_builds_a_record_without_constants_again() -> None:
+    """The writer's topic alias: `dataclasses.replace` on `Properties`, which has no ClassVar (both builds)."""
+    assert dataclasses.replace(Properties(content_type="t"), topic_alias=7) == Properties(content_type="t",
+                                                                                          topic_alias=7)

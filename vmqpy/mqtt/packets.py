@@ -1,13 +1,16 @@
 """MQTT control packets as plain data, shared by 3.1.1 (protocol level 4, and 3 for 3.1) and 5.0 (level 5).
 
 Fields that only 5.0 carries (properties, most reason codes) keep their defaults on 3.1.1 connections;
-the codec ignores them when encoding for 3.1.1. Payloads are bytes, topics and client ids str.
+the codec ignores them when encoding for 3.1.1. Payloads are bytes, topics and client ids str. A packet's
+`type` is a class variable (`ClassVar`): compiled, an attribute of a dataclass without one is a field, and
+`dataclasses.replace` would hand it to `__init__`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import ClassVar
 
 
 class PacketType(IntEnum):
@@ -161,7 +164,7 @@ class Connect:
         self.username = username
         self.password = password
         self.properties = Properties() if properties is None else properties
-    type = PacketType.CONNECT
+    type: ClassVar[PacketType] = PacketType.CONNECT
 
 
 @dataclass(slots=True)
@@ -176,7 +179,7 @@ class Connack:
         self.session_present = session_present
         self.reason_code = reason_code
         self.properties = Properties() if properties is None else properties
-    type = PacketType.CONNACK
+    type: ClassVar[PacketType] = PacketType.CONNACK
 
 
 @dataclass(slots=True)
@@ -200,7 +203,7 @@ class Publish:
         self.dup = dup
         self.packet_id = packet_id
         self.properties = Properties() if properties is None else properties
-    type = PacketType.PUBLISH
+    type: ClassVar[PacketType] = PacketType.PUBLISH
 
 
 @dataclass(slots=True)
@@ -213,7 +216,7 @@ class Puback:
         self.packet_id = packet_id
         self.reason_code = reason_code
         self.properties = _no_properties() if properties is None else properties
-    type = PacketType.PUBACK
+    type: ClassVar[PacketType] = PacketType.PUBACK
 
 
 @dataclass(slots=True)
@@ -226,7 +229,7 @@ class Pubrec:
         self.packet_id = packet_id
         self.reason_code = reason_code
         self.properties = _no_properties() if properties is None else properties
-    type = PacketType.PUBREC
+    type: ClassVar[PacketType] = PacketType.PUBREC
 
 
 @dataclass(slots=True)
@@ -239,7 +242,7 @@ class Pubrel:
         self.packet_id = packet_id
         self.reason_code = reason_code
         self.properties = _no_properties() if properties is None else properties
-    type = PacketType.PUBREL
+    type: ClassVar[PacketType] = PacketType.PUBREL
 
 
 @dataclass(slots=True)
@@ -252,7 +255,7 @@ class Pubcomp:
         self.packet_id = packet_id
         self.reason_code = reason_code
         self.properties = _no_properties() if properties is None else properties
-    type = PacketType.PUBCOMP
+    type: ClassVar[PacketType] = PacketType.PUBCOMP
 
 
 @dataclass(slots=True, frozen=True)
@@ -283,7 +286,7 @@ class Subscribe:
         self.packet_id = packet_id
         self.subscriptions = subscriptions
         self.properties = Properties() if properties is None else properties
-    type = PacketType.SUBSCRIBE
+    type: ClassVar[PacketType] = PacketType.SUBSCRIBE
 
 
 @dataclass(slots=True)
@@ -296,7 +299,7 @@ class Suback:
         self.packet_id = packet_id
         self.reason_codes = reason_codes
         self.properties = Properties() if properties is None else properties
-    type = PacketType.SUBACK
+    type: ClassVar[PacketType] = PacketType.SUBACK
 
 
 @dataclass(slots=True)
@@ -309,7 +312,7 @@ class Unsubscribe:
         self.packet_id = packet_id
         self.topic_filters = topic_filters
         self.properties = Properties() if properties is None else properties
-    type = PacketType.UNSUBSCRIBE
+    type: ClassVar[PacketType] = PacketType.UNSUBSCRIBE
 
 
 @dataclass(slots=True)
@@ -324,12 +327,12 @@ class Unsuback:
         self.packet_id = packet_id
         self.reason_codes = [] if reason_codes is None else reason_codes
         self.properties = Properties() if properties is None else properties
-    type = PacketType.UNSUBACK
+    type: ClassVar[PacketType] = PacketType.UNSUBACK
 
 
 @dataclass(slots=True)
 class Pingreq:
-    type = PacketType.PINGREQ
+    type: ClassVar[PacketType] = PacketType.PINGREQ
 
     def __init__(self) -> None:
         pass
@@ -337,7 +340,7 @@ class Pingreq:
 
 @dataclass(slots=True)
 class Pingresp:
-    type = PacketType.PINGRESP
+    type: ClassVar[PacketType] = PacketType.PINGRESP
 
     def __init__(self) -> None:
         pass
@@ -351,7 +354,7 @@ class Disconnect:
     def __init__(self, reason_code: int = 0, properties: Properties | None = None) -> None:
         self.reason_code = reason_code
         self.properties = Properties() if properties is None else properties
-    type = PacketType.DISCONNECT
+    type: ClassVar[PacketType] = PacketType.DISCONNECT
 
 
 @dataclass(slots=True)
@@ -362,7 +365,7 @@ class Auth:
     def __init__(self, reason_code: int = 0, properties: Properties | None = None) -> None:
         self.reason_code = reason_code
         self.properties = Properties() if properties is None else properties
-    type = PacketType.AUTH
+    type: ClassVar[PacketType] = PacketType.AUTH
 
 
 Packet = (

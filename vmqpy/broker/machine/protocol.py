@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 from vmqpy.broker.access.auth import PasswordCheck
@@ -189,8 +189,12 @@ class ConnectionMachine(OutboundRules):
         assert isinstance(packet, Connect)
         self.state.level = packet.protocol_level
         auth: CredentialCheck = self.auth
-        if self.identity is not None:
-            packet, auth = replace(packet, username=self.identity, password=None), _CERTIFIED
+        if self.identity is not None:  # the certificate's CN is the user; any password is dropped
+            # (not `dataclasses.replace`: compiled, a packet's `type` constant counts as a field, and the packet's
+            # __init__ takes none: tests/unit/test_native_inits.py)
+            packet = Connect(packet.client_id, packet.protocol_level, packet.protocol_name, packet.clean_start,
+                             packet.keep_alive, packet.will, self.identity, None, packet.properties)
+            auth = _CERTIFIED
         return self._negotiate(packet, auth, now)
 
     def authenticated(self, packet: Connect, refusal: int | None, now: float) -> Decisions:

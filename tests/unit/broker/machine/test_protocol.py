@@ -374,3 +374,13 @@ def test_receive_maximum_counts_this_connection_only() -> None:
         m.receive(Publish("t", b"x", 1, packet_id=10), NOW)
     m.receive(Pubrel(1), NOW)  # one of this connection's: room for one
     assert list(m.receive(Publish("t", b"x", 1, packet_id=11), NOW))
+
+
+def test_a_certified_connect_logs_in_as_the_certificate() -> None:
+    """A use_identity_as_username listener: the CONNECT is accepted as the certificate's CN, whatever user name
+    and password it carries (in both builds: compiled, this path once failed with 'Unspecified error')."""
+    m = ConnectionMachine(CONFIG, Auth_(), Policy(), new_client_id=lambda: "assigned-1")
+    m.identity = "CN=client"
+    [decision] = m.receive(Connect("c1", protocol_level=5, username="someone", password=b"wrong"), NOW)
+    assert isinstance(decision, Register)
+    assert decision.accepted.username == "CN=client" and decision.accepted.client_id == "c1"
