@@ -12,6 +12,10 @@ A target that leaves the cluster is taken out of the write's targets (it will ne
 passed a write it stays passed (a barrier never waits for it again); a passed write missing a copy is
 under-replicated until its last target acknowledges it (the transport sends it again after a heal).
 Writes are numbered from 1 in the order they are issued.
+
+The replication log's under-replication windows (audit.py) are sampled once a second, and a window can be
+shorter: `on_edge` is called where the count leaves zero and where it comes back to it, so the node samples at
+those moments too, and `peak` keeps the highest count between two samples.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class WriteLedger:
         self.last = 0  # the number of the last write issued
         self.passed = 0  # every write up to here is settled (or was, when the barrier passed it)
         self.under_replicated = 0  # passed writes still missing a copy
+        self.peak = 0  # the highest under_replicated since the last take_peak()
+        self.on_edge: Callable[[], None] | None = None  # under_replicated left zero or came back to it
 
     def issue(self, targets: list[str], quorum: int) -> int:
         """A write to `targets` that wants `quorum` copies (this node's included): its number."""
@@ -72,10 +78,13 @@ class WriteLedger:
             del self._writes[write]
             if write <= self.passed:
                 self.under_replicated -= 1
+                if self.under_replicated == 0 and self.on_edge is not None:
+                    self.on_edge()
 
     def advance(self, reachable: Callable[[str], bool], strict: bool) -> int:
         """Pass every write from the first unpassed one that is settled now, in order; the new `passed`."""
         writes = self._writes
+        before = self.under_replicated
         while self.passed < self.last:
             write = self.passed + 1
             entry = writes.get(write)
@@ -84,7 +93,17 @@ class WriteLedger:
                     break
                 self.under_replicated += 1  # not complete, or it would be gone
             self.passed = write
+        if self.under_replicated > before:
+            self.peak = max(self.peak, self.under_replicated)
+            if before == 0 and self.on_edge is not None:
+                self.on_edge()
         return self.passed
+
+    def take_peak(self) -> int:
+        """The highest `under_replicated` since the last call (or since the ledger was made); the count
+        from now on."""
+        peak, self.peak = max(self.peak, self.under_replicated), self.under_replicated
+        return peak
 
     def pending(self) -> int:
         """Writes some target has not acknowledged yet."""

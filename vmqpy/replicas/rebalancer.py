@@ -84,6 +84,7 @@ class Rebalancer:
         self._members: tuple[str, ...] = ()
         self._syncing: dict[str, _Syncing] = {}
         self._task: asyncio.Task[None] | None = None
+        self.on_edge: Callable[[], None] | None = None  # a walk began or ended (the audit samples then)
         self.counters = {"rebalance_syncs": 0, "rebalance_drops": 0, "rebalance_failed": 0, "rebalances": 0,
                          "rebalance_deferred": 0}
 
@@ -113,6 +114,8 @@ class Rebalancer:
         if waiting:
             self._unsorted.restart(waiting)
             self._run_walk()
+            if self.on_edge is not None:
+                self.on_edge()
 
     def stop(self) -> None:
         if self._task is not None:
@@ -127,6 +130,8 @@ class Rebalancer:
         self._members = self._replicator.members()
         self._unsorted.restart(client_ids)
         self._run_walk()
+        if self.on_edge is not None:
+            self.on_edge()
 
     def _run_walk(self) -> None:
         if self._task is None or self._task.done():
@@ -146,6 +151,8 @@ class Rebalancer:
                 if self._members == self._replicator.members():
                     self._replicator.settle(self._members)
                     self._reborn.clear()
+                    if self.on_edge is not None:
+                        self.on_edge()
                     return
                 self._begin(self._owned())  # the members changed under us without a hook: once more
             await asyncio.sleep(TICK)

@@ -70,6 +70,8 @@ class QueueReplication:
         self._epochs: dict[str, int] = {}
         self._applied = 0
         self._audit: asyncio.Task[None] | None = None
+        self._audit_state = UnderReplication()
+        self._audit_write: Callable[[dict[str, Any]], None] | None = None
         self.counters = {"operations_applied": 0, "operations_superseded": 0, "operations_malformed": 0}
 
     @classmethod
@@ -109,19 +111,44 @@ class QueueReplication:
 
     def audit(self, write: Callable[[dict[str, Any]], None]) -> None:
         """Write a line (`write(fields)`) where a window of under-replication starts and where it ends
-        (audit.py): the replication log's `queue_replicas` lines."""
-        self._audit = asyncio.get_running_loop().create_task(self._sample(write))
+        (audit.py): the replication log's `queue_replicas` lines. Sampled once a second, and at once where the
+        ledger's or the rebalancer's count leaves zero or comes back to it (a window of a second or less went
+        unlogged between two samples)."""
+        self._audit_write = write
+        if self.replicator is not None:
+            self.replicator.ledger.on_edge = self._sample_at_edge
+        if self.rebalancer is not None:
+            self.rebalancer.on_edge = self._sample_at_edge
+        self._audit = asyncio.get_running_loop().create_task(self._sample_every())
 
-    async def _sample(self, write: Callable[[dict[str, Any]], None]) -> None:
-        state = UnderReplication()
-        while self.rebalancer is not None and self.replicator is not None:
-            sessions, messages = self.rebalancer.under_replicated()
-            fields = state.sample(sessions, messages, self.replicator.ledger.under_replicated)
-            if fields is not None:
-                write(fields)
+    async def _sample_every(self) -> None:
+        while self._audit_write is not None:
+            self._sample()
             await asyncio.sleep(AUDIT_EVERY)
 
+    def _sample_at_edge(self) -> None:
+        """Called from within the ledger and the rebalancer: the audit's trouble must not stop them."""
+        try:
+            self._sample()
+        except Exception:
+            log.exception("queue replica audit sample failed")
+
+    def _sample(self) -> None:
+        write = self._audit_write
+        if self.rebalancer is None or self.replicator is None or write is None:
+            return
+        sessions, messages = self.rebalancer.under_replicated()
+        ledger = self.replicator.ledger
+        fields = self._audit_state.sample(sessions, messages, ledger.under_replicated, ledger.take_peak())
+        if fields is not None:
+            write(fields)
+
     def stop(self) -> None:
+        self._audit_write = None
+        if self.replicator is not None:
+            self.replicator.ledger.on_edge = None
+        if self.rebalancer is not None:
+            self.rebalancer.on_edge = None
         if self._audit is not None:
             self._audit.cancel()
             self._audit = None

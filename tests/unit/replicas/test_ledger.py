@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -89,8 +91,13 @@ EVENT = st.one_of(
 def test_properties(events: list[tuple[object, ...]]) -> None:
     """A strict advance never passes a write whose reachable targets have not all answered; `passed` never goes
     back; a write acknowledged by all its targets is forgotten; the under-replicated count is the passed writes
-    still missing a copy."""
+    still missing a copy; `on_edge` is called exactly where that count leaves zero or comes back to it, and
+    `take_peak` answers the highest count since the last call."""
     ledger = WriteLedger()
+    edges: list[int] = []
+    ledger.on_edge = lambda: edges.append(ledger.under_replicated)
+    counts = [0]  # the under-replicated count after each event
+    highest = 0  # since the last take_peak
     model: dict[int, tuple[set[str], set[str], int]] = {}  # write -> targets, acked, quorum
     for event in events:
         if event[0] == "issue":
@@ -123,3 +130,10 @@ def test_properties(events: list[tuple[object, ...]]) -> None:
         incomplete = {w for w, (t, a, _q) in model.items() if not a >= t}
         assert ledger.pending() == len(incomplete)
         assert ledger.under_replicated == len({w for w in incomplete if w <= ledger.passed})
+        counts.append(ledger.under_replicated)
+        highest = max(highest, ledger.under_replicated)
+        if len(counts) % 7 == 0:
+            assert ledger.take_peak() == highest
+            highest = ledger.under_replicated
+    crossings = [now for before, now in itertools.pairwise(counts) if (before == 0) != (now == 0)]
+    assert edges == crossings
