@@ -39,7 +39,7 @@ print(start, held, rss())
 """
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").exists() or heap_trim._MALLOC_TRIM is None,
+@pytest.mark.skipif(not Path("/proc/self/status").exists() or heap_trim._load() is None,
                     reason="needs Linux's /proc and glibc's malloc_trim")
 def test_trim_hands_the_freed_memory_back() -> None:
     done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=60,
@@ -50,7 +50,7 @@ def test_trim_hands_the_freed_memory_back() -> None:
 
 
 def test_without_malloc_trim_trim_says_false(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(heap_trim, "_MALLOC_TRIM", None)
+    monkeypatch.setattr(heap_trim, "_MALLOC_TRIM", [None])
     assert heap_trim.trim() is False
 
 
