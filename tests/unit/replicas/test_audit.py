@@ -10,9 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.loop_turns import settle
+from tests.unit.replicas.rigs import client_ids, make, replicating, session_with_messages, ticks
 from tests.unit.replicas.tables import MemoryTable
-from tests.unit.replicas.test_owner import make
-from tests.unit.replicas.test_rebalance import client_ids, replicating, session_with_messages, ticks
 from vmqpy.broker.core.session import NullJournal
 from vmqpy.replicas.audit import UnderReplication
 from vmqpy.replicas.rebalancer import Rebalancer

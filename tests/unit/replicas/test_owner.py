@@ -3,44 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
 
 import pytest
 
 from tests.unit.loop_turns import settle
+from tests.unit.replicas.rigs import MEMBERS, RecordingReplicaTransport, make
 from tests.unit.replicas.tables import resolved
 from vmqpy.cluster.leader import ranking
 from vmqpy.replicas.ops import decode_op
 from vmqpy.replicas.owner import RETRY_DELAY, QueueReplicator
-
-MEMBERS = ["a@h", "b@h", "c@h"]
-
-
-class RecordingReplicaTransport:
-    """The replica transport (vmqpy.replicas.owner.ReplicaTransport, a ForwardDriver): records each forward with its
-    callbacks; refuses those to a node in `full`. Not an asyncio transport (tests.unit.transports.FakeTransport)."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, Any, Callable[[], None], Callable[[str], None]]] = []
-        self.full: set[str] = set()
-
-    def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
-                on_fail: Callable[[str], None] | None = None) -> bool:
-        assert on_ack is not None and on_fail is not None and size > 0
-        if node in self.full:
-            return False
-        self.sent.append((node, record, on_ack, on_fail))
-        return True
-
-
-def make(reachable: set[str], strict: bool = True, replicas: int = 3, quorum: int = 3,
-         transport: RecordingReplicaTransport | None = None) -> tuple[QueueReplicator, RecordingReplicaTransport]:
-    transport = transport or RecordingReplicaTransport()
-    replicator = QueueReplicator("a@h", lambda: MEMBERS, lambda n: n in reachable, transport, resolved,
-                                 replicas=replicas, write_quorum=quorum, strict=lambda: strict)
-    return replicator, transport
 
 
 def test_each_journal_write_goes_to_every_replica_node_as_an_operation() -> None:

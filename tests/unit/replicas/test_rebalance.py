@@ -5,24 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.replicas.tables import MemoryTable, resolved
+from tests.unit.replicas.rigs import Links, client_ids, replicating, session_with_messages, state_of, ticks
 from vmqpy.broker.core.persistence import SessionStore, stored_session
 from vmqpy.broker.core.session import NullJournal, Session
 from vmqpy.broker.core.stored_will import StoredWill
-from vmqpy.cluster.leader import ranking
-from vmqpy.replicas.copies import ReplicaCopies
-from vmqpy.replicas.ops import decode_op
-from vmqpy.replicas.owner import QueueReplicator
 from vmqpy.replicas.rebalance import RebalancePlan, Walk, plan
-from vmqpy.replicas.rebalancer import TICK, Rebalancer, snapshot
+from vmqpy.replicas.rebalancer import Rebalancer
 from vmqpy.sessions.message import Message, decode_record
 from vmqpy.storage import Storage
 
@@ -73,70 +67,6 @@ def test_a_rate_that_is_not_positive_is_refused() -> None:
 
 
 # ------------------------------------------------------------------------------------------ the driver
-
-
-class Links:
-    """The replica transport: what each node was sent, applied to that node's copies when delivered."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, Any, Callable[[], None], Callable[[str], None]]] = []
-        self.copies: dict[str, ReplicaCopies] = {}
-        self.numbers: dict[str, int] = {}
-
-    def forward(self, node: str, record: Any, size: int, on_ack: Callable[[], None] | None = None,
-                on_fail: Callable[[str], None] | None = None) -> bool:
-        assert on_ack is not None and on_fail is not None
-        self.sent.append((node, record, on_ack, on_fail))
-        return True
-
-    def deliver_all(self) -> list[tuple[str, str]]:
-        """Deliver and acknowledge everything sent (and what the acknowledgements send): (node, kind) each."""
-        done = []
-        while self.sent:
-            node, record, on_ack, _on_fail = self.sent.pop(0)
-            number = self.numbers[node] = self.numbers.get(node, 0) + 1
-            op = decode_op(record)
-            self.copies.setdefault(node, ReplicaCopies(MemoryTable())).apply("a@h", op, number)
-            done.append((node, op.kind))
-            on_ack()
-        return done
-
-    def holds(self, node: str, client_id: str) -> tuple[object, ...] | None:
-        copy = self.copies.get(node, ReplicaCopies(MemoryTable())).copies_of(client_id).get("a@h")
-        return None if copy is None else (copy.session, dict(copy.messages), set(copy.incoming))
-
-
-def replicating(members: list[str], reachable: Callable[[str], bool] = lambda n: True
-                ) -> tuple[Links, QueueReplicator]:
-    """Node a@h's replicator (R = 2, write quorum 2) over a fake transport, `members` read at each use."""
-    links = Links()
-    return links, QueueReplicator("a@h", lambda: members, reachable, links, resolved, replicas=2, write_quorum=2,
-                                  strict=lambda: False)
-
-
-def client_ids() -> tuple[str, str]:
-    """A client id whose replica node moves from b to c when c joins a, b; one whose stays b."""
-    moving = next(f"m{i}" for i in range(100) if ranking(f"m{i}", ["b@h", "c@h"])[0] == "c@h")
-    staying = next(f"s{i}" for i in range(100) if ranking(f"s{i}", ["b@h", "c@h"])[0] == "b@h")
-    return moving, staying
-
-
-def session_with_messages(client_id: str, journal: NullJournal, count: int) -> Session:
-    session = Session(client_id, protocol_level=5, expiry_interval=None, max_inflight=10, max_online=100,
-                      max_offline=100, journal=journal)
-    for n in range(count):
-        session.deliver(Message("t", b"p%d" % n, 1), 1, False, [], 0.0)
-    session.awaiting_release = {7}
-    return session
-
-
-def state_of(session: Session) -> tuple[object, ...]:
-    record, incoming, messages = snapshot(session)
-    return record, dict(messages), set(incoming)
-
-
-async def ticks(n: int = 3) -> None:
-    await asyncio.sleep(TICK * n)
 
 
 def test_a_start_fills_every_replica_node_then_a_join_moves_the_copy_before_dropping_the_old_one() -> None:
