@@ -1,11 +1,12 @@
 """Memory per idle connection and CPU per connect, vmqpy and Mosquitto side by side (issue 21, "Scale").
 
-For each round and each broker, interleaved: start the broker on a free loopback port, warm it up with 200
-connect/disconnects, read its RSS, open N clean MQTT 3.1.1 connections one after the other (CONNECT, wait for
-CONNACK) and keep them open, wait one second, read its RSS again and the CPU time it spent on the N connects.
-Reported per broker, medians over the rounds: KiB of RSS per idle connection ((RSS after - RSS before) / N) and
-microseconds of broker CPU per connect. The client is one process, the same for both brokers; the broker's
-figures do not depend on its speed.
+For each round and each broker, interleaved: start the broker on a free loopback port, read its RSS 2 s later
+(the empty broker, nothing connected yet), warm it up with 200 connect/disconnects, read its RSS, open N clean
+MQTT 3.1.1 connections one after the other (CONNECT, wait for CONNACK) and keep them open, wait one second, read
+its RSS again and the CPU time it spent on the N connects. Reported per broker, medians over the rounds: KiB of
+RSS per idle connection ((RSS after - RSS before) / N), microseconds of broker CPU per connect, and the empty
+broker's RSS. The client is one process, the same for both brokers; the broker's figures do not depend on its
+speed.
 
     flock /tmp/vmqpy-net.lock .venv/bin/python -m bench.bench_idle [--connections N] [--rounds R] [--baseline REV]
         [--no-mosquitto]
@@ -33,6 +34,7 @@ from bench.brokers import KINDS, BrokerProcess, export_revision
 
 WARMUP = 200
 SETTLE_S = 1.0
+EMPTY_AFTER_S = 2.0  # from the broker's port answering to the empty broker's RSS read
 
 
 def connect_packet(client_id: str) -> bytes:
@@ -60,10 +62,13 @@ def open_connection(port: int, client_id: str) -> socket.socket:
 class Round:
     kib_per_connection: float
     us_per_connect: float
+    empty_kib: int
 
 
 def measure(kind: str, connections: int, tag: str, source: Path | None = None) -> Round:
     with BrokerProcess(kind, source=source) as broker:
+        time.sleep(EMPTY_AFTER_S)
+        empty_kib = broker.rss_kib()
         for i in range(WARMUP):
             open_connection(broker.port, f"{tag}-w{i}").close()
         time.sleep(SETTLE_S)
@@ -78,7 +83,8 @@ def measure(kind: str, connections: int, tag: str, source: Path | None = None) -
         finally:
             for sock in held:
                 sock.close()
-        return Round((rss_after - rss_before) / connections, (cpu_after - cpu_before) / connections * 1e6)
+        return Round((rss_after - rss_before) / connections, (cpu_after - cpu_before) / connections * 1e6,
+                     empty_kib)
 
 
 def main() -> None:
@@ -101,12 +107,13 @@ def main() -> None:
             sources.update({kind: (kind, None) for kind in KINDS if kind != "vmqpy"})
         results = run_rounds(sources, args.connections, args.rounds)
     print(f"\n{args.connections} idle clean 3.1.1 connections, median of {args.rounds} rounds:")
-    print("| broker | RSS per idle connection | broker CPU per connect |")
-    print("|---|---:|---:|")
+    print("| broker | RSS per idle connection | broker CPU per connect | RSS of the empty broker |")
+    print("|---|---:|---:|---:|")
     for label, rounds in results.items():
         kib = statistics.median(r.kib_per_connection for r in rounds)
         us = statistics.median(r.us_per_connect for r in rounds)
-        print(f"| {label} | {kib:.2f} KiB | {us:.0f} us |")
+        empty = statistics.median(r.empty_kib for r in rounds)
+        print(f"| {label} | {kib:.2f} KiB | {us:.0f} us | {empty:,.0f} KiB |")
 
 
 def run_rounds(sources: dict[str, tuple[str, Path | None]], connections: int, rounds: int) -> dict[str, list[Round]]:
@@ -117,7 +124,7 @@ def run_rounds(sources: dict[str, tuple[str, Path | None]], connections: int, ro
             results[label].append(measure(kind, connections, f"idle{r}", source))
             last = results[label][-1]
             print(f"round {r + 1} {label:15} {last.kib_per_connection:6.2f} KiB/connection "
-                  f"{last.us_per_connect:6.1f} us CPU/connect", flush=True)
+                  f"{last.us_per_connect:6.1f} us CPU/connect, empty {last.empty_kib:,} KiB", flush=True)
     return results
 
 

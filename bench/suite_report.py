@@ -22,7 +22,8 @@ Row = dict[str, Any]
 COLUMNS = ("scenario", "broker", "rate", "ratio", "cpu_us", "p50_ms", "p99_ms", "rss", "note")
 HEADER = ("| scenario | broker | rate /s | vmqpy/mosquitto | broker CPU us per unit | p50 ms | p99 ms | RSS | note |\n"
           "|---|---|---:|---:|---:|---:|---:|---:|---|")
-_IDLE_ROW = re.compile(r"^\|\s*(vmqpy|mosquitto)\s*\|\s*([0-9.]+)\s*KiB\s*\|\s*([0-9.]+)\s*us\s*\|")
+_IDLE_ROW = re.compile(r"^\|\s*(vmqpy|mosquitto)\s*\|\s*([0-9.]+)\s*KiB\s*\|\s*([0-9.]+)\s*us\s*\|"
+                       r"(?:\s*([0-9,]+)\s*KiB\s*\|)?")
 
 
 def row(scenario: str, broker: str, *, rate: float | None = None, ratio: float | None = None,
@@ -51,13 +52,18 @@ def compare_rows(summary: list[dict[str, Any]]) -> list[Row]:
 
 
 def idle_rows(text: str, connections: int) -> list[Row]:
-    """bench_idle's printed table (`| broker | N KiB | M us |`) as rows; [] when it has none."""
+    """bench_idle's printed table (`| broker | N KiB | M us | E KiB |`) as rows: the idle connections, and the
+    empty broker (RSS 2 s after its start) where the table has that column; [] when it has none."""
     out = []
     for line in text.splitlines():
         m = _IDLE_ROW.match(line.strip())
         if m:
             out.append(row(f"idle connections ({connections:,})", m.group(1), cpu_us=float(m.group(3)),
                            unit="connect", rss=f"{float(m.group(2)):.2f} KiB/connection"))
+            if m.group(4):
+                kib = int(m.group(4).replace(",", ""))
+                out.append(row("empty broker", m.group(1), rss=f"{kib / 1024:.1f} MiB ({kib:,} KiB)",
+                               note="RSS 2 s after start, nothing connected"))
     return out
 
 

@@ -75,6 +75,18 @@ def test_idle_rows_read_the_result_table_of_bench_idle() -> None:
     assert {r["scenario"] for r in rows} == {"idle connections (2,000)"}
 
 
+def test_idle_rows_add_the_empty_broker_where_the_table_has_its_column() -> None:
+    text = ("| broker | RSS per idle connection | broker CPU per connect | RSS of the empty broker |\n"
+            "|---|---:|---:|---:|\n| vmqpy | 2.81 KiB | 76 us | 40,430 KiB |\n"
+            "| mosquitto | 0.73 KiB | 32 us | 7,100 KiB |\n")
+    rows = idle_rows(text, 2000)
+    assert [(r["scenario"], r["broker"], r["rss"]) for r in rows] == [
+        ("idle connections (2,000)", "vmqpy", "2.81 KiB/connection"),
+        ("empty broker", "vmqpy", "39.5 MiB (40,430 KiB)"),
+        ("idle connections (2,000)", "mosquitto", "0.73 KiB/connection"),
+        ("empty broker", "mosquitto", "6.9 MiB (7,100 KiB)")]
+
+
 @pytest.mark.parametrize("text", ["", "Traceback (most recent call last):\n  boom", "| vmqpy | n/a | - |"])
 def test_idle_rows_are_empty_without_a_table(text: str) -> None:
     assert idle_rows(text, 10) == []
