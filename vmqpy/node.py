@@ -18,7 +18,7 @@ import structlog
 from admin.errors import CommandError
 from admin.keys import KeyStore, ensure_node_key, migrate_file_keys
 from vmqpy import config as config_module
-from vmqpy import heap_trim, logconfig, sdnotify
+from vmqpy import logconfig, sdnotify
 from vmqpy.broker.access.auth import Authenticator, parse_password_file
 from vmqpy.broker.access.login_pool import LoginPool
 from vmqpy.broker.core.broker import Broker
@@ -673,9 +673,6 @@ def tune_garbage_collector() -> None:
     """What the node loaded at start (its store, its sessions, its code) lives until it stops: move it out of
     the collector's sight (`gc.freeze`), so that a full collection no longer walks it, and set the collector's
     thresholds (`vmqpy.gc_watch.THRESHOLDS`: young collections after 50,000 net allocations instead of 700, short
-    passes over the older generations; the watch freezes again after a slow full pass). First the start's
-    garbage is collected (on a heap small enough for a short pass, `heap_trim.collect_and_trim`) and the
-    allocator's free pages handed back: about 0.65 MiB of an empty node's RSS (docs/performance.md, "Memory")."""
-    heap_trim.collect_and_trim()
+    passes over the older generations; the watch freezes again after a slow full pass)."""
     gc.freeze()
     gc.set_threshold(*THRESHOLDS)
