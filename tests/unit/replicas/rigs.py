@@ -107,3 +107,15 @@ def state_of(session: Session) -> tuple[object, ...]:
 
 async def ticks(n: int = 3) -> None:
     await asyncio.sleep(TICK * n)
+
+
+def two_persistent_sessions(members: list[str]) -> tuple[Links, QueueReplicator, NullJournal, dict[str, Session],
+                                                          str, str]:
+    """a@h's replicator over `members` and two persistent sessions with three messages each: one whose replica
+    node moves from b to c when c joins, one whose stays b (client_ids). (links, replicator, journal, sessions,
+    moving, staying)."""
+    links, replicator = replicating(members)
+    journal = NullJournal()
+    moving, staying = client_ids()
+    sessions = {cid: session_with_messages(cid, journal, 3) for cid in (moving, staying)}
+    return links, replicator, journal, sessions, moving, staying

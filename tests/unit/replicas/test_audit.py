@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.loop_turns import settle
-from tests.unit.replicas.rigs import client_ids, make, replicating, session_with_messages, ticks
+from tests.unit.replicas.rigs import make, ticks, two_persistent_sessions
 from tests.unit.replicas.tables import MemoryTable
 from vmqpy.broker.core.session import NullJournal
 from vmqpy.replicas.audit import UnderReplication
@@ -94,10 +94,7 @@ def test_a_rebalance_shorter_than_the_sampling_period_gets_both_lines() -> None:
     within a second is one window in the log."""
     async def run() -> None:
         members = ["a@h", "b@h"]
-        links, replicator = replicating(members)
-        journal = NullJournal()
-        moving, staying = client_ids()
-        sessions = {cid: session_with_messages(cid, journal, 3) for cid in (moving, staying)}
+        links, replicator, journal, sessions, _moving, _staying = two_persistent_sessions(members)
         rebalancer = Rebalancer(replicator, sessions, journal, lambda: {m: 1 for m in members}, rate=1000)
         replication = QueueReplication(MemoryTable(), replicas=2, write_quorum=2,  # type: ignore[arg-type]
                                        strict=lambda: False)

@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.replicas.rigs import Links, client_ids, replicating, session_with_messages, state_of, ticks
+from tests.unit.replicas.rigs import (
+    Links,
+    client_ids,
+    replicating,
+    session_with_messages,
+    state_of,
+    ticks,
+    two_persistent_sessions,
+)
 from vmqpy.broker.core.persistence import SessionStore, stored_session
 from vmqpy.broker.core.session import NullJournal, Session
 from vmqpy.broker.core.stored_will import StoredWill
@@ -72,10 +80,7 @@ def test_a_rate_that_is_not_positive_is_refused() -> None:
 def test_a_start_fills_every_replica_node_then_a_join_moves_the_copy_before_dropping_the_old_one() -> None:
     async def run() -> None:
         members = ["a@h", "b@h"]
-        links, replicator = replicating(members)
-        journal = NullJournal()
-        moving, staying = client_ids()
-        sessions = {cid: session_with_messages(cid, journal, 3) for cid in (moving, staying)}
+        links, replicator, journal, sessions, moving, staying = two_persistent_sessions(members)
         sessions["clean"] = Session("clean", protocol_level=5, expiry_interval=0, max_inflight=10,
                                     max_online=10, max_offline=10)
         rebalancer = Rebalancer(replicator, sessions, journal, lambda: {m: 1 for m in members}, rate=1000)
