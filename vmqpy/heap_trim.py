@@ -9,12 +9,14 @@ macOS), `trim` does nothing and says so (False).
 
 from __future__ import annotations
 
+import functools
 import gc
 import sys
 import time
 from collections.abc import Callable
 
 
+@functools.cache
 def _load() -> Callable[[int], int] | None:
     """`malloc_trim` from the C library the process already has (the program's own symbols: no search for
     libc, which `ctypes.util.find_library` makes with `ldconfig` and `tempfile`). Loaded by the first trim: an
@@ -31,14 +33,9 @@ def _load() -> Callable[[int], int] | None:
     return trim_function
 
 
-_MALLOC_TRIM: list[Callable[[int], int] | None] = []  # filled by the first trim
-
-
 def trim() -> bool:
     """Hand the allocator's free memory back to the system; False where that is not possible here."""
-    if not _MALLOC_TRIM:
-        _MALLOC_TRIM.append(_load())
-    function = _MALLOC_TRIM[0]
+    function = _load()
     if function is None:
         return False
     function(0)

@@ -50,7 +50,7 @@ def test_trim_hands_the_freed_memory_back() -> None:
 
 
 def test_without_malloc_trim_trim_says_false(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(heap_trim, "_MALLOC_TRIM", [None])
+    monkeypatch.setattr(heap_trim, "_load", lambda: None)
     assert heap_trim.trim() is False
 
 

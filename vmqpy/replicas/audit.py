@@ -35,8 +35,6 @@ class UnderReplication:
             self.peak_sessions = max(self.peak_sessions, sessions)
             self.peak_messages = max(self.peak_messages, messages)
             self.peak_writes = max(self.peak_writes, writes, peak_writes)
-        if under and self.within:
-            return None
         if under == self.within:
             return None
         fields: dict[str, Any] = {"under_replicated": under, "sessions": sessions, "messages": messages,

@@ -114,8 +114,7 @@ class Rebalancer:
         if waiting:
             self._unsorted.restart(waiting)
             self._run_walk()
-            if self.on_edge is not None:
-                self.on_edge()
+            self._edge()
 
     def stop(self) -> None:
         if self._task is not None:
@@ -130,6 +129,9 @@ class Rebalancer:
         self._members = self._replicator.members()
         self._unsorted.restart(client_ids)
         self._run_walk()
+        self._edge()
+
+    def _edge(self) -> None:
         if self.on_edge is not None:
             self.on_edge()
 
@@ -151,8 +153,7 @@ class Rebalancer:
                 if self._members == self._replicator.members():
                     self._replicator.settle(self._members)
                     self._reborn.clear()
-                    if self.on_edge is not None:
-                        self.on_edge()
+                    self._edge()
                     return
                 self._begin(self._owned())  # the members changed under us without a hook: once more
             await asyncio.sleep(TICK)
